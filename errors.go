@@ -1,0 +1,36 @@
+package leaseapi
+
+import "errors"
+
+// Sentinel errors of the Store. Their names follow the wire codes of DESIGN.md.
+var (
+	// ErrNotFound: the job has no lease (not_found).
+	ErrNotFound = errors.New("lease not found")
+	// ErrLeaseHeld: another owner, or the same owner for another tick, holds
+	// the lease (lease_held).
+	ErrLeaseHeld = errors.New("lease held")
+	// ErrTickDone: the requested tick was already released succeeded (tick_done).
+	ErrTickDone = errors.New("tick already completed")
+	// ErrLeaseLost: the owner and token do not match a grant that may still be
+	// heartbeated or released: another owner, an older token, expired,
+	// released or revoked (lease_lost).
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrUnavailable: the store could not be reached or did not answer in
+	// time. The outcome of a write is unknown; retrying it is safe.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// ConflictError is a refused operation together with the lease as it was
+// when the refusal was decided. It unwraps to ErrLeaseHeld, ErrTickDone or
+// ErrLeaseLost.
+type ConflictError struct {
+	Err   error
+	Lease Lease
+}
+
+func (e *ConflictError) Error() string {
+	return e.Err.Error() + ": job " + e.Lease.JobID
+}
+
+// Unwrap returns the sentinel, for errors.Is.
+func (e *ConflictError) Unwrap() error { return e.Err }

@@ -1,0 +1,169 @@
+package leaseapi
+
+import (
+	"regexp"
+	"time"
+)
+
+// State is the state of a lease, computed with the store's clock at read time.
+type State string
+
+// The states of a lease. See DESIGN.md, Resources.
+const (
+	// StateHeld: not released, not revoked and expiresAt > now.
+	StateHeld State = "held"
+	// StateReleased: released by its holder.
+	StateReleased State = "released"
+	// StateExpired: the holder stopped heartbeating (expiresAt <= now, never released).
+	StateExpired State = "expired"
+	// StateRevoked: an admin force-released it.
+	StateRevoked State = "revoked"
+)
+
+// Valid reports whether s is one of the four states.
+func (s State) Valid() bool {
+	switch s {
+	case StateHeld, StateReleased, StateExpired, StateRevoked:
+		return true
+	}
+	return false
+}
+
+// Outcome is how a run (one grant of a lease) ended.
+type Outcome string
+
+// The outcomes of a run.
+const (
+	// OutcomeRunning is the outcome of a run whose grant is still held.
+	OutcomeRunning Outcome = "running"
+	// OutcomeSucceeded: released by its holder with outcome succeeded.
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeFailed: released by its holder with outcome failed.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeExpired: the holder stopped heartbeating and the lease expired.
+	OutcomeExpired Outcome = "expired"
+	// OutcomeRevoked: an admin force-released the lease.
+	OutcomeRevoked Outcome = "revoked"
+)
+
+// ValidRelease reports whether o is an outcome a holder may release with.
+func (o Outcome) ValidRelease() bool {
+	return o == OutcomeSucceeded || o == OutcomeFailed
+}
+
+// Lease is one job's lease: the current grant if it is held, else the last one.
+type Lease struct {
+	JobID string
+	// Owner is the current holder, or the last one.
+	Owner string
+	// Token is the fencing token of the current or last grant, or of the
+	// revocation that ended it. It strictly increases per job.
+	Token int64
+	// State is computed with the store's clock when the lease was read.
+	State      State
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	ExpiresAt  time.Time
+	// ReleasedAt is when the holder released the lease, or nil.
+	ReleasedAt *time.Time
+	// TTL is the TTL of the last grant or renewal.
+	TTL time.Duration
+	// Tick is the scheduled fire time the current or last grant was for, or nil.
+	Tick *time.Time
+	// LastCompletedTick is the newest tick released with outcome succeeded, or nil.
+	LastCompletedTick *time.Time
+	// LastOutcome is the outcome of the last finished run, or "" while the
+	// first run is going on.
+	LastOutcome Outcome
+}
+
+// Run is one grant of a lease, as kept in the run history.
+type Run struct {
+	Token     int64
+	Owner     string
+	Tick      *time.Time
+	StartedAt time.Time
+	// EndedAt is nil while the run is going on.
+	EndedAt *time.Time
+	Outcome Outcome
+}
+
+// Duration is how long a finished run took, and false while it is running.
+func (r Run) Duration() (time.Duration, bool) {
+	if r.EndedAt == nil {
+		return 0, false
+	}
+	return r.EndedAt.Sub(r.StartedAt), true
+}
+
+// AcquireParams are the inputs of Store.Acquire.
+type AcquireParams struct {
+	JobID string
+	Owner string
+	// TTL is how long the grant lasts without a heartbeat; it must be positive.
+	TTL time.Duration
+	// Tick is the scheduled fire time this grant is for, or nil.
+	Tick *time.Time
+}
+
+// HeartbeatParams are the inputs of Store.Heartbeat.
+type HeartbeatParams struct {
+	JobID string
+	Owner string
+	Token int64
+	// TTL extends the lease to now+TTL; zero keeps the grant's TTL.
+	TTL time.Duration
+}
+
+// ReleaseParams are the inputs of Store.Release.
+type ReleaseParams struct {
+	JobID   string
+	Owner   string
+	Token   int64
+	Outcome Outcome
+}
+
+// ListParams select a page of leases, sorted by job id.
+type ListParams struct {
+	// State, Owner and Prefix filter when not empty.
+	State  State
+	Owner  string
+	Prefix string
+	// After is the job id the page starts after (exclusive), or "" for the first page.
+	After string
+	// Limit is the page size, at least 1.
+	Limit int
+}
+
+// LeasePage is one page of leases.
+type LeasePage struct {
+	Leases []Lease
+	// More reports whether leases follow the last one of this page.
+	More bool
+	// Now is the store's clock when the page was read; states are computed with it.
+	Now time.Time
+}
+
+// jobIDPattern and the owner rule are DESIGN.md's; validation lives here so
+// that every layer (handlers, runner, stores) agrees on it.
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// ValidJobID reports whether id is a valid job id:
+// ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$.
+func ValidJobID(id string) bool {
+	return jobIDPattern.MatchString(id)
+}
+
+// ValidOwner reports whether owner is 1–128 characters of printable ASCII
+// without spaces (0x21–0x7E).
+func ValidOwner(owner string) bool {
+	if len(owner) < 1 || len(owner) > 128 {
+		return false
+	}
+	for i := 0; i < len(owner); i++ {
+		if c := owner[i]; c < 0x21 || c > 0x7E {
+			return false
+		}
+	}
+	return true
+}
