@@ -1,7 +1,9 @@
 -- +goose Up
--- One row per job: the current grant when held, else the last one.
+-- One row per job: the current grant when held, else the last one. job_id
+-- sorts bytewise (COLLATE "C") so keyset pages and prefix ranges are plain
+-- index range scans.
 CREATE TABLE leases (
-    job_id              text        PRIMARY KEY,
+    job_id              text COLLATE "C" PRIMARY KEY,
     owner               text        NOT NULL,
     -- Fencing token: strictly increasing per job, bumped by every grant and revocation.
     token               bigint      NOT NULL CHECK (token > 0),
@@ -20,7 +22,7 @@ CREATE TABLE leases (
 -- statement as the lease change that causes it.
 CREATE TABLE runs (
     id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    job_id     text        NOT NULL,
+    job_id     text COLLATE "C" NOT NULL,
     token      bigint      NOT NULL,
     owner      text        NOT NULL,
     tick       timestamptz,

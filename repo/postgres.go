@@ -1,0 +1,522 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/migrations"
+)
+
+// Postgres is the lease store on PostgreSQL. Every lease operation is one
+// statement in its own transaction, decided under the lease row's lock with
+// clock_timestamp() read after the lock was taken; the database clock is the
+// only clock. Run history is written by a trigger in the same statement
+// (migrations/postgres/0001_leases.sql).
+type Postgres struct {
+	db         *sqlx.DB
+	migrations *goose.Provider
+	logger     *slog.Logger
+}
+
+var _ leaseapi.Store = (*Postgres)(nil)
+
+// PostgresConfig configures OpenPostgres.
+type PostgresConfig struct {
+	// DSN is a lib/pq connection string or URL. Unless it sets them,
+	// statement_timeout, lock_timeout, idle_in_transaction_session_timeout
+	// and connect_timeout get bounded defaults.
+	DSN    string
+	Logger *slog.Logger
+	// MaxOpenConns bounds the pool; 0 means 20.
+	MaxOpenConns int
+}
+
+// migrationsTable is goose's version table.
+const migrationsTable = "leaseapi_migrations"
+
+// OpenPostgres opens a connection pool. It neither connects nor migrates:
+// call Migrate, and Ready to check the database.
+func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
+	if cfg.DSN == "" {
+		return nil, errors.New("open postgres: empty DSN")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	connector, err := newPostgresConnector(cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	maxOpen := cfg.MaxOpenConns
+	if maxOpen <= 0 {
+		maxOpen = 20
+	}
+	db := sqlx.NewDb(sql.OpenDB(connector), "postgres")
+	db.SetMaxOpenConns(maxOpen)
+	db.SetMaxIdleConns(maxOpen)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(30 * time.Minute)
+
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open postgres: migration lock: %w", err)
+	}
+	provider, err := goose.NewProvider(database.DialectPostgres, db.DB, migrations.Postgres(),
+		goose.WithSessionLocker(locker),
+		goose.WithTableName(migrationsTable),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open postgres: migrations: %w", err)
+	}
+	return &Postgres{db: db, migrations: provider, logger: logger}, nil
+}
+
+// Migrate applies pending migrations under a Postgres advisory lock, so that
+// several instances starting at once apply each migration exactly once.
+func (p *Postgres) Migrate(ctx context.Context) error {
+	results, err := p.migrations.Up(ctx)
+	if err != nil {
+		return interpretError("migrate", err)
+	}
+	for _, r := range results {
+		p.logger.InfoContext(ctx, "migration applied",
+			slog.Int64("version", r.Source.Version), slog.String("file", r.Source.Path),
+			slog.Duration("duration", r.Duration))
+	}
+	return nil
+}
+
+// Ready returns nil when the database answers and no migration is pending.
+func (p *Postgres) Ready(ctx context.Context) error {
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		pending, err := p.migrations.HasPending(ctx)
+		if err != nil {
+			return struct{}{}, interpretError("ready", err)
+		}
+		if pending {
+			return struct{}{}, errors.New("ready: database migrations are pending (run leaseapi migrate)")
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+const synchronousCommitQuery = `SHOW synchronous_commit`
+
+// SynchronousCommit returns the server's synchronous_commit setting. With
+// it off, a crash can lose acknowledged grants and with them tokens.
+func (p *Postgres) SynchronousCommit(ctx context.Context) (string, error) {
+	return bounded(ctx, func(ctx context.Context) (string, error) {
+		var v string
+		if err := p.db.GetContext(ctx, &v, synchronousCommitQuery); err != nil {
+			return "", interpretError("show synchronous_commit", err)
+		}
+		return v, nil
+	})
+}
+
+// Close closes the pool. It does not wait for calls that bounded gave up on.
+func (p *Postgres) Close() error {
+	return errors.Join(p.migrations.Close(), p.db.Close())
+}
+
+// leaseRow is a leases row plus the database clock read with it; the state
+// and the visible last outcome are computed from both by toLease.
+type leaseRow struct {
+	JobID             string         `db:"job_id"`
+	Owner             string         `db:"owner"`
+	Token             int64          `db:"token"`
+	Tick              sql.NullTime   `db:"tick"`
+	TTLMs             int64          `db:"ttl_ms"`
+	AcquiredAt        time.Time      `db:"acquired_at"`
+	RenewedAt         time.Time      `db:"renewed_at"`
+	ExpiresAt         time.Time      `db:"expires_at"`
+	ReleasedAt        sql.NullTime   `db:"released_at"`
+	RevokedAt         sql.NullTime   `db:"revoked_at"`
+	LastCompletedTick sql.NullTime   `db:"last_completed_tick"`
+	LastOutcome       sql.NullString `db:"last_outcome"`
+	Now               time.Time      `db:"db_now"`
+}
+
+// leaseColumns are the columns every lease query and RETURNING yields;
+// db_now is read once per row so state is computed against one instant.
+const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+	released_at, revoked_at, last_completed_tick, last_outcome, clock_timestamp() AS db_now`
+
+func (r *leaseRow) toLease() leaseapi.Lease {
+	l := leaseapi.Lease{
+		JobID:             r.JobID,
+		Owner:             r.Owner,
+		Token:             r.Token,
+		AcquiredAt:        r.AcquiredAt.UTC(),
+		RenewedAt:         r.RenewedAt.UTC(),
+		ExpiresAt:         r.ExpiresAt.UTC(),
+		ReleasedAt:        nullTime(r.ReleasedAt),
+		TTL:               time.Duration(r.TTLMs) * time.Millisecond,
+		Tick:              nullTime(r.Tick),
+		LastCompletedTick: nullTime(r.LastCompletedTick),
+		LastOutcome:       leaseapi.Outcome(r.LastOutcome.String),
+	}
+	switch {
+	case r.RevokedAt.Valid:
+		l.State = leaseapi.StateRevoked
+	case r.ReleasedAt.Valid:
+		l.State = leaseapi.StateReleased
+	case r.ExpiresAt.After(r.Now):
+		l.State = leaseapi.StateHeld
+	default:
+		// The run ended by expiry; the row records it when a grant takes
+		// over, but readers see it now.
+		l.State = leaseapi.StateExpired
+		l.LastOutcome = leaseapi.OutcomeExpired
+	}
+	return l
+}
+
+func nullTime(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := t.Time.UTC()
+	return &u
+}
+
+func nullableTime(t *time.Time) sql.NullTime {
+	if t == nil {
+		return sql.NullTime{}
+	}
+	return sql.NullTime{Time: *t, Valid: true}
+}
+
+// acquireQuery grants, renews or refuses in one statement. The row lock is
+// taken by ON CONFLICT; the WHERE and the SET read clock_timestamp() after
+// it. The SET reads the clock once (the sub-select) so that acquired_at,
+// renewed_at and expires_at of a grant share one instant, and it decides
+// renew-or-grant again with that instant: a lease that expired between the
+// WHERE and the SET is granted anew (a new token) rather than renewed.
+// A fresh job is inserted with token 1; its VALUES clock needs no lock.
+const acquireQuery = `
+INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at)
+SELECT $1::text, $2::text, 1, $3::timestamptz, $4::bigint, c.now, c.now, c.now + $4::bigint * interval '1 millisecond'
+FROM (SELECT clock_timestamp() AS now) AS c
+ON CONFLICT (job_id) DO UPDATE SET
+	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome) = (
+		SELECT
+			EXCLUDED.owner,
+			CASE WHEN s.renew THEN l.token ELSE l.token + 1 END,
+			EXCLUDED.tick,
+			EXCLUDED.ttl_ms,
+			CASE WHEN s.renew THEN l.acquired_at ELSE s.now END,
+			s.now,
+			s.now + EXCLUDED.ttl_ms * interval '1 millisecond',
+			NULL::timestamptz,
+			NULL::timestamptz,
+			CASE WHEN NOT s.renew AND l.released_at IS NULL AND l.revoked_at IS NULL
+				THEN 'expired' ELSE l.last_outcome END
+		FROM (
+			SELECT c.now,
+				l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
+				AND l.owner = EXCLUDED.owner
+				AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick) AS renew
+			FROM (SELECT clock_timestamp() AS now) AS c
+		) AS s
+	)
+WHERE NOT COALESCE(EXCLUDED.tick <= l.last_completed_tick, false)
+	AND (NOT (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > clock_timestamp())
+		OR (l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
+RETURNING ` + leaseColumns
+
+// acquireAttempts bounds retries when a refusal's lease, read after the
+// decision, turns out to be grantable (its holder let go in between).
+const acquireAttempts = 3
+
+// Acquire grants, renews or refuses the lease. See leaseapi.Store.
+func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		for attempt := 1; ; attempt++ {
+			var row leaseRow
+			err := p.db.GetContext(ctx, &row, acquireQuery,
+				a.JobID, a.Owner, nullableTime(a.Tick), a.TTL.Milliseconds())
+			if err == nil {
+				return row.toLease(), nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
+			}
+			// Refused. The decision was atomic; read the row it was made on
+			// (or a newer one) for the conflict body.
+			cur, err := p.get(ctx, a.JobID)
+			if err != nil {
+				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
+			}
+			if a.Tick != nil && cur.LastCompletedTick != nil && !a.Tick.After(*cur.LastCompletedTick) {
+				return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur}
+			}
+			if cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
+				return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}
+			}
+		}
+	})
+}
+
+// heartbeatQuery extends a held grant whose owner and token match. A NULL
+// ttl keeps the grant's. The clock in the WHERE is re-read if the row was
+// changed while this statement waited for its lock.
+const heartbeatQuery = `
+UPDATE leases AS l SET (renewed_at, expires_at, ttl_ms) = (
+	SELECT c.now, c.now + t.ms * interval '1 millisecond', t.ms
+	FROM (SELECT clock_timestamp() AS now) AS c, (SELECT COALESCE($4::bigint, l.ttl_ms) AS ms) AS t
+)
+WHERE job_id = $1 AND owner = $2 AND token = $3
+	AND released_at IS NULL AND revoked_at IS NULL AND expires_at > clock_timestamp()
+RETURNING ` + leaseColumns
+
+// Heartbeat extends a held lease. See leaseapi.Store.
+func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		ttl := sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}
+		var row leaseRow
+		err := p.db.GetContext(ctx, &row, heartbeatQuery, h.JobID, h.Owner, h.Token, ttl)
+		if err == nil {
+			return row.toLease(), nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return leaseapi.Lease{}, interpretError(fmt.Sprintf("heartbeat %q", h.JobID), err)
+		}
+		cur, err := p.get(ctx, h.JobID)
+		if err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", h.JobID, err)
+		}
+		return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+	})
+}
+
+// releaseQuery ends the grant whose owner and token match, held or expired
+// but neither released nor revoked. On success with a tick, the tick becomes
+// the last completed one unless a newer one already is.
+const releaseQuery = `
+UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
+	SELECT c.now, c.now, $4::text,
+		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
+	FROM (SELECT clock_timestamp() AS now) AS c
+)
+WHERE job_id = $1 AND owner = $2 AND token = $3 AND released_at IS NULL AND revoked_at IS NULL
+RETURNING ` + leaseColumns
+
+// Release ends the holder's grant. See leaseapi.Store.
+func (p *Postgres) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		var row leaseRow
+		err := p.db.GetContext(ctx, &row, releaseQuery, r.JobID, r.Owner, r.Token, string(r.Outcome))
+		if err == nil {
+			return row.toLease(), nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return leaseapi.Lease{}, interpretError(fmt.Sprintf("release %q", r.JobID), err)
+		}
+		cur, err := p.get(ctx, r.JobID)
+		if err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
+		}
+		if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token {
+			return cur, nil // a retried release: nothing changes
+		}
+		return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+	})
+}
+
+// revokeQuery force-releases a held lease and bumps its token, so that the
+// old holder's token is stale.
+const revokeQuery = `
+UPDATE leases AS l SET (token, revoked_at, expires_at, last_outcome) = (
+	SELECT l.token + 1, c.now, c.now, 'revoked' FROM (SELECT clock_timestamp() AS now) AS c
+)
+WHERE job_id = $1 AND released_at IS NULL AND revoked_at IS NULL AND expires_at > clock_timestamp()
+RETURNING ` + leaseColumns
+
+// Revoke force-releases a held lease. See leaseapi.Store.
+func (p *Postgres) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		var row leaseRow
+		err := p.db.GetContext(ctx, &row, revokeQuery, jobID)
+		if err == nil {
+			return row.toLease(), nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return leaseapi.Lease{}, interpretError(fmt.Sprintf("revoke %q", jobID), err)
+		}
+		cur, err := p.get(ctx, jobID) // not held: unchanged
+		if err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("revoke %q: %w", jobID, err)
+		}
+		return cur, nil
+	})
+}
+
+const getQuery = `SELECT ` + leaseColumns + ` FROM leases WHERE job_id = $1`
+
+// Get returns one lease. See leaseapi.Store.
+func (p *Postgres) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		l, err := p.get(ctx, jobID)
+		if err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("get %q: %w", jobID, err)
+		}
+		return l, nil
+	})
+}
+
+func (p *Postgres) get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	var row leaseRow
+	err := p.db.GetContext(ctx, &row, getQuery, jobID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaseapi.Lease{}, leaseapi.ErrNotFound
+	}
+	if err != nil {
+		return leaseapi.Lease{}, interpretError("read lease", err)
+	}
+	return row.toLease(), nil
+}
+
+// listQuery reads one keyset page. The clock is read once (the c
+// sub-select, which Postgres does not flatten because it is volatile) so
+// that every state of the page, and the state filter, use one instant.
+// job_id sorts bytewise; every job id character sorts below '~', so
+// [prefix, prefix || '~') is exactly the ids that start with prefix.
+const listQuery = `
+SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
+	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome, c.now AS db_now
+FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
+WHERE l.job_id > $1::text
+	AND ($2::text = '' OR (l.job_id >= $2::text AND l.job_id < $2::text || '~'))
+	AND ($3::text = '' OR l.owner = $3::text)
+	AND ($4::text = '' OR $4::text = CASE
+		WHEN l.revoked_at IS NOT NULL THEN 'revoked'
+		WHEN l.released_at IS NOT NULL THEN 'released'
+		WHEN l.expires_at > c.now THEN 'held'
+		ELSE 'expired' END)
+ORDER BY l.job_id
+LIMIT $5`
+
+const dbNowQuery = `SELECT clock_timestamp()`
+
+// List returns one page of leases. See leaseapi.Store.
+func (p *Postgres) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.LeasePage, error) {
+	return bounded(ctx, func(ctx context.Context) (leaseapi.LeasePage, error) {
+		var rows []leaseRow
+		err := p.db.SelectContext(ctx, &rows, listQuery,
+			lp.After, lp.Prefix, lp.Owner, string(lp.State), lp.Limit+1)
+		if err != nil {
+			return leaseapi.LeasePage{}, interpretError("list leases", err)
+		}
+		page := leaseapi.LeasePage{Leases: make([]leaseapi.Lease, 0, min(len(rows), lp.Limit))}
+		if len(rows) > lp.Limit {
+			page.More = true
+			rows = rows[:lp.Limit]
+		}
+		for i := range rows {
+			page.Leases = append(page.Leases, rows[i].toLease())
+		}
+		if len(rows) > 0 {
+			page.Now = rows[0].Now.UTC()
+		} else {
+			if err := p.db.GetContext(ctx, &page.Now, dbNowQuery); err != nil {
+				return leaseapi.LeasePage{}, interpretError("list leases", err)
+			}
+			page.Now = page.Now.UTC()
+		}
+		return page, nil
+	})
+}
+
+// runsQuery reads a job's history newest first. A run still marked running
+// whose grant has expired is shown as expired, ending at its expiry: the
+// row itself is closed when a grant takes over.
+const runsQuery = `
+SELECT r.token, r.owner, r.tick, r.started_at,
+	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
+	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
+FROM leases AS l
+	CROSS JOIN LATERAL (SELECT l.released_at IS NULL AND l.revoked_at IS NULL
+		AND l.expires_at <= clock_timestamp() AS expired) AS s
+	JOIN runs AS r ON r.job_id = l.job_id
+WHERE l.job_id = $1
+ORDER BY r.token DESC
+LIMIT $2`
+
+type runRow struct {
+	Token     int64        `db:"token"`
+	Owner     string       `db:"owner"`
+	Tick      sql.NullTime `db:"tick"`
+	StartedAt time.Time    `db:"started_at"`
+	EndedAt   sql.NullTime `db:"ended_at"`
+	Outcome   string       `db:"outcome"`
+}
+
+// Runs returns a job's run history. See leaseapi.Store.
+func (p *Postgres) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.Run, error) {
+	return bounded(ctx, func(ctx context.Context) ([]leaseapi.Run, error) {
+		var rows []runRow
+		if err := p.db.SelectContext(ctx, &rows, runsQuery, jobID, limit); err != nil {
+			return nil, interpretError(fmt.Sprintf("runs %q", jobID), err)
+		}
+		if len(rows) == 0 {
+			// No runs left (pruned) or no such job: tell them apart.
+			if _, err := p.get(ctx, jobID); err != nil {
+				return nil, fmt.Errorf("runs %q: %w", jobID, err)
+			}
+		}
+		runs := make([]leaseapi.Run, len(rows))
+		for i, r := range rows {
+			runs[i] = leaseapi.Run{
+				Token:     r.Token,
+				Owner:     r.Owner,
+				Tick:      nullTime(r.Tick),
+				StartedAt: r.StartedAt.UTC(),
+				EndedAt:   nullTime(r.EndedAt),
+				Outcome:   leaseapi.Outcome(r.Outcome),
+			}
+		}
+		return runs, nil
+	})
+}
+
+// pruneRunsQuery deletes one batch of finished runs past retention. SKIP
+// LOCKED lets several instances prune at once without waiting on each other.
+const pruneRunsQuery = `
+DELETE FROM runs WHERE id IN (
+	SELECT id FROM runs
+	WHERE ended_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+	ORDER BY ended_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`
+
+// PruneRuns deletes one batch of old finished runs. See leaseapi.Store.
+func (p *Postgres) PruneRuns(ctx context.Context, retention time.Duration, batch int) (int64, error) {
+	return bounded(ctx, func(ctx context.Context) (int64, error) {
+		res, err := p.db.ExecContext(ctx, pruneRunsQuery, retention.Milliseconds(), batch)
+		if err != nil {
+			return 0, interpretError("prune runs", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, interpretError("prune runs", err)
+		}
+		return n, nil
+	})
+}
