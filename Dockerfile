@@ -1,0 +1,20 @@
+# Multi-stage build: a static, pure-Go binary (the embedded SQLite store is
+# modernc.org/sqlite, no cgo) in a distroless image that runs as non-root.
+
+FROM golang:1.26 AS build
+WORKDIR /src
+# Dependencies first, so that a source change does not download them again.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/leaseapi ./cmd/leaseapi
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/leaseapi /usr/local/bin/leaseapi
+# nonroot (65532) owns its home: the embedded store's default file
+# (leaseapi.db in the working directory) can be written there. With
+# LEASEAPI_DATABASE_URL set, nothing is written.
+WORKDIR /home/nonroot
+USER nonroot:nonroot
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/leaseapi"]
