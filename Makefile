@@ -1,0 +1,57 @@
+# leaseapi. `make` lists the targets; every target is one a developer and CI
+# (.ci/run) run the same way.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+BIN := bin/leaseapi
+TEST_FLAGS := -race -count=1 -shuffle=on
+# staticcheck 2026.2.2, the newest release on the module proxy; it supports
+# Go 1.26. Pinned, never @latest: a new release must not break an old commit.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: help build run test test-short lint migrate cover db-up db-down docker
+
+help: ## list the targets
+	@echo "usage: make <target>"
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+build: ## build the static binary bin/leaseapi
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/leaseapi
+
+run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE_URL is set)
+	$(GO) run ./cmd/leaseapi
+
+test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first)
+	bash scripts/ensure-postgres.sh
+	$(GO) test $(TEST_FLAGS) ./...
+
+test-short: ## run the tests that need no Postgres
+	$(GO) test -short $(TEST_FLAGS) ./...
+
+lint: ## gofmt, go vet, staticcheck (pinned), import directions, shell syntax
+	@unformatted=$$(gofmt -l .); if [[ -n $$unformatted ]]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	$(GO) test -count=1 ./internal/archtest
+	for f in scripts/*.sh .ci/run; do bash -n "$$f"; done
+
+migrate: ## apply the database migrations and exit (same store settings as run)
+	$(GO) run ./cmd/leaseapi migrate
+
+cover: ## run all tests with coverage into coverage.out and print the total
+	bash scripts/ensure-postgres.sh
+	$(GO) test -count=1 -covermode=atomic -coverprofile=coverage.out ./...
+	$(GO) tool cover -func=coverage.out | tail -n 1
+
+db-up: ## start Postgres 15 on 127.0.0.1:5432 with docker compose (needs a Docker engine)
+	docker compose up -d --wait postgres
+
+db-down: ## stop the docker compose services
+	docker compose down
+
+docker: ## build the container image leaseapi:dev (needs a Docker engine)
+	docker build -t leaseapi:dev .
