@@ -23,9 +23,10 @@ import (
 // only clock. Run history is written by a trigger in the same statement
 // (migrations/postgres/0001_leases.sql).
 type Postgres struct {
-	db         *sqlx.DB
-	migrations *goose.Provider
-	logger     *slog.Logger
+	db           *sqlx.DB
+	migrations   *goose.Provider
+	logger       *slog.Logger
+	naiveAcquire bool
 }
 
 var _ leaseapi.Store = (*Postgres)(nil)
@@ -39,6 +40,9 @@ type PostgresConfig struct {
 	Logger *slog.Logger
 	// MaxOpenConns bounds the pool; 0 means 20.
 	MaxOpenConns int
+	// NaiveAcquire makes every acquire take the row lock and commit, even
+	// a losing one. Only the benchmark sets it, to measure the fast path.
+	NaiveAcquire bool
 }
 
 // migrationsTable is goose's version table.
@@ -82,7 +86,7 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open postgres: migrations: %w", err)
 	}
-	return &Postgres{db: db, migrations: provider, logger: logger}, nil
+	return &Postgres{db: db, migrations: provider, logger: logger, naiveAcquire: cfg.NaiveAcquire}, nil
 }
 
 // Migrate applies pending migrations under a Postgres advisory lock, so that
@@ -202,17 +206,19 @@ func nullableTime(t *time.Time) sql.NullTime {
 	return sql.NullTime{Time: *t, Valid: true}
 }
 
-// acquireQuery grants, renews or refuses in one statement. The row lock is
-// taken by ON CONFLICT; the WHERE and the SET read clock_timestamp() after
-// it. The SET reads the clock once (the sub-select) so that acquired_at,
-// renewed_at and expires_at of a grant share one instant, and it decides
-// renew-or-grant again with that instant: a lease that expired between the
-// WHERE and the SET is granted anew (a new token) rather than renewed.
-// A fresh job is inserted with token 1; its VALUES clock needs no lock.
-const acquireQuery = `
+// upsertLease grants or renews under the row lock, or does nothing. The row
+// lock is taken by ON CONFLICT; the WHERE and the SET read clock_timestamp()
+// after it. The SET reads the clock once (the sub-select) so that
+// acquired_at, renewed_at and expires_at of a grant share one instant, and
+// it decides renew-or-grant again with that instant: a lease that expired
+// between the WHERE and the SET is granted anew (a new token) rather than
+// renewed. A fresh job is inserted with token 1; its VALUES clock needs no
+// lock. %s is where the fast path adds its guard.
+const upsertLease = `
 INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at)
 SELECT $1::text, $2::text, 1, $3::timestamptz, $4::bigint, c.now, c.now, c.now + $4::bigint * interval '1 millisecond'
 FROM (SELECT clock_timestamp() AS now) AS c
+%s
 ON CONFLICT (job_id) DO UPDATE SET
 	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome) = (
 		SELECT
@@ -240,37 +246,83 @@ WHERE NOT COALESCE(EXCLUDED.tick <= l.last_completed_tick, false)
 		OR (l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
 RETURNING ` + leaseColumns
 
+// naiveAcquireQuery is the upsert alone: every contender takes the row lock
+// and commits, winner or not. Kept for the benchmark's comparison.
+var naiveAcquireQuery = fmt.Sprintf(upsertLease, "") + `, false AS refused`
+
+// acquireQuery answers most losers from the statement's snapshot, without
+// the row lock and without a transaction id (so without a WAL flush): when
+// the snapshot shows the lease held by someone else at the clock read
+// after the snapshot, or the tick done, the refusal is valid at the moment
+// of the snapshot, since a lease held until expires_at > now was held at
+// every earlier instant of the same grant, and completed ticks only grow.
+// Otherwise the upsert decides under the lock as in the naive path.
+var acquireQuery = `
+WITH snapshot AS (
+	SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
+		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome, c.now AS db_now,
+		(COALESCE($3::timestamptz <= l.last_completed_tick, false)
+			OR (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
+				AND NOT (l.owner = $2::text AND ($3::timestamptz IS NULL OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
+		) AS refused
+	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
+	WHERE l.job_id = $1::text
+), upsert AS (` + fmt.Sprintf(upsertLease, "WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)") + `
+)
+SELECT *, false AS refused FROM upsert
+UNION ALL
+SELECT * FROM snapshot WHERE refused`
+
 // acquireAttempts bounds retries when a refusal's lease, read after the
 // decision, turns out to be grantable (its holder let go in between).
 const acquireAttempts = 3
 
+// acquireRow is a lease row and whether the fast path refused it.
+type acquireRow struct {
+	leaseRow
+	Refused bool `db:"refused"`
+}
+
 // Acquire grants, renews or refuses the lease. See leaseapi.Store.
 func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	query := acquireQuery
+	if p.naiveAcquire {
+		query = naiveAcquireQuery
+	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		for attempt := 1; ; attempt++ {
-			var row leaseRow
-			err := p.db.GetContext(ctx, &row, acquireQuery,
+			var row acquireRow
+			err := p.db.GetContext(ctx, &row, query,
 				a.JobID, a.Owner, nullableTime(a.Tick), a.TTL.Milliseconds())
-			if err == nil {
+			if err == nil && !row.Refused {
 				return row.toLease(), nil
+			}
+			if err == nil { // refused from the snapshot
+				return leaseapi.Lease{}, refusal(a, row.toLease())
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
 			}
-			// Refused. The decision was atomic; read the row it was made on
-			// (or a newer one) for the conflict body.
+			// Refused under the lock. The decision was atomic; read the row
+			// it was made on (or a newer one) for the conflict body.
 			cur, err := p.get(ctx, a.JobID)
 			if err != nil {
 				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
 			}
-			if a.Tick != nil && cur.LastCompletedTick != nil && !a.Tick.After(*cur.LastCompletedTick) {
-				return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur}
-			}
-			if cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
-				return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}
+			if conflict := refusal(a, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
+				cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
+				return leaseapi.Lease{}, conflict
 			}
 		}
 	})
+}
+
+// refusal is the conflict an acquire of a gets from lease cur.
+func refusal(a *leaseapi.AcquireParams, cur leaseapi.Lease) error {
+	if a.Tick != nil && cur.LastCompletedTick != nil && !a.Tick.After(*cur.LastCompletedTick) {
+		return &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur}
+	}
+	return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}
 }
 
 // heartbeatQuery extends a held grant whose owner and token match. A NULL
