@@ -1,0 +1,194 @@
+// Package api is the wire contract of leaseapi: the OpenAPI document the
+// server implements (Spec, served at /openapi.yaml), the JSON request and
+// response types, and the problem codes. The handlers decode and encode
+// these types, and clients such as the jobs runner use them too.
+package api
+
+import (
+	_ "embed"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// Spec is api/openapi.yaml, the OpenAPI 3.0.3 document of the HTTP API.
+//
+//go:embed openapi.yaml
+var Spec []byte
+
+// Problem codes: the machine `code` of every problem+json response.
+const (
+	CodeInvalidRequest       = "invalid_request"        // 400
+	CodeUnauthorized         = "unauthorized"           // 401
+	CodeForbidden            = "forbidden"              // 403
+	CodeNotFound             = "not_found"              // 404
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405
+	CodeLeaseHeld            = "lease_held"             // 409
+	CodeTickDone             = "tick_done"              // 409
+	CodeLeaseLost            = "lease_lost"             // 409
+	CodePayloadTooLarge      = "payload_too_large"      // 413
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415
+	CodeInternal             = "internal"               // 500
+	CodeUnavailable          = "unavailable"            // 503
+)
+
+// ProblemTypePrefix prefixes the code to form a problem's `type` URI. The URI
+// identifies the problem; it is not meant to be dereferenced.
+const ProblemTypePrefix = "https://leaseapi.dev/problems/"
+
+// ProblemContentType is the media type of error responses (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// MaxBodyBytes is the largest request body the server reads (64 KiB).
+const MaxBodyBytes = 64 << 10
+
+// Problem is an RFC 9457 problem details document with a machine code.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+	// Lease is the lease as it was when a conflict (409) was decided.
+	Lease *Lease `json:"lease,omitempty"`
+}
+
+// Lease is a job's lease on the wire. See DESIGN.md, Resources.
+type Lease struct {
+	JobID             string            `json:"jobId"`
+	Owner             string            `json:"owner"`
+	Token             int64             `json:"token"`
+	State             leaseapi.State    `json:"state"`
+	AcquiredAt        Time              `json:"acquiredAt"`
+	RenewedAt         Time              `json:"renewedAt"`
+	ExpiresAt         Time              `json:"expiresAt"`
+	ReleasedAt        *Time             `json:"releasedAt"`
+	TTLMs             int64             `json:"ttlMs"`
+	Tick              *Time             `json:"tick"`
+	LastCompletedTick *Time             `json:"lastCompletedTick"`
+	LastOutcome       *leaseapi.Outcome `json:"lastOutcome"`
+}
+
+// LeaseList is one page of GET /leases.
+type LeaseList struct {
+	Leases []Lease `json:"leases"`
+	// NextCursor is the cursor of the next page, or nil on the last page.
+	NextCursor *string `json:"nextCursor"`
+	// ServerTime is the store's clock when the page was read.
+	ServerTime Time `json:"serverTime"`
+}
+
+// Run is one grant of a lease in GET /leases/{jobId}/runs.
+type Run struct {
+	Token     int64            `json:"token"`
+	Owner     string           `json:"owner"`
+	Tick      *Time            `json:"tick"`
+	StartedAt Time             `json:"startedAt"`
+	EndedAt   *Time            `json:"endedAt"`
+	Outcome   leaseapi.Outcome `json:"outcome"`
+	// DurationMs is EndedAt - StartedAt in milliseconds, nil while running.
+	DurationMs *int64 `json:"durationMs"`
+}
+
+// RunList is the body of GET /leases/{jobId}/runs.
+type RunList struct {
+	Runs []Run `json:"runs"`
+}
+
+// AcquireRequest is the body of POST /leases/{jobId}/acquire.
+type AcquireRequest struct {
+	Owner string `json:"owner"`
+	// TTLMs is the grant's TTL in milliseconds; nil means the server default.
+	TTLMs *int64 `json:"ttlMs,omitempty"`
+	// Tick is the scheduled fire time (RFC 3339), or nil. It is a string so
+	// that the server can name the field when it is not RFC 3339; FormatTime
+	// formats one.
+	Tick *string `json:"tick,omitempty"`
+}
+
+// HeartbeatRequest is the body of POST /leases/{jobId}/heartbeat.
+type HeartbeatRequest struct {
+	Owner string `json:"owner"`
+	Token int64  `json:"token"`
+	// TTLMs is the new TTL in milliseconds; nil keeps the grant's TTL.
+	TTLMs *int64 `json:"ttlMs,omitempty"`
+}
+
+// ReleaseRequest is the body of POST /leases/{jobId}/release.
+type ReleaseRequest struct {
+	Owner string `json:"owner"`
+	Token int64  `json:"token"`
+	// Outcome is succeeded (the default when nil) or failed.
+	Outcome *leaseapi.Outcome `json:"outcome,omitempty"`
+}
+
+// Status is the body of GET /healthz and GET /readyz.
+type Status struct {
+	Status string `json:"status"`
+}
+
+// FromLease converts a domain lease to its wire form.
+func FromLease(l leaseapi.Lease) Lease {
+	out := Lease{
+		JobID:             l.JobID,
+		Owner:             l.Owner,
+		Token:             l.Token,
+		State:             l.State,
+		AcquiredAt:        NewTime(l.AcquiredAt),
+		RenewedAt:         NewTime(l.RenewedAt),
+		ExpiresAt:         NewTime(l.ExpiresAt),
+		ReleasedAt:        timePtr(l.ReleasedAt),
+		TTLMs:             l.TTL.Milliseconds(),
+		Tick:              timePtr(l.Tick),
+		LastCompletedTick: timePtr(l.LastCompletedTick),
+	}
+	if l.LastOutcome != "" {
+		o := l.LastOutcome
+		out.LastOutcome = &o
+	}
+	return out
+}
+
+// FromLeases converts a page of domain leases; the result is never nil, so
+// that an empty page encodes as [].
+func FromLeases(ls []leaseapi.Lease) []Lease {
+	out := make([]Lease, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, FromLease(l))
+	}
+	return out
+}
+
+// FromRun converts a domain run to its wire form.
+func FromRun(r leaseapi.Run) Run {
+	out := Run{
+		Token:     r.Token,
+		Owner:     r.Owner,
+		Tick:      timePtr(r.Tick),
+		StartedAt: NewTime(r.StartedAt),
+		EndedAt:   timePtr(r.EndedAt),
+		Outcome:   r.Outcome,
+	}
+	if d, ok := r.Duration(); ok {
+		ms := d.Milliseconds()
+		out.DurationMs = &ms
+	}
+	return out
+}
+
+// FromRuns converts run history; the result is never nil.
+func FromRuns(rs []leaseapi.Run) []Run {
+	out := make([]Run, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, FromRun(r))
+	}
+	return out
+}
+
+func timePtr(t *time.Time) *Time {
+	if t == nil {
+		return nil
+	}
+	tt := NewTime(*t)
+	return &tt
+}

@@ -1,0 +1,224 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+func loadSpec(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(api.Spec)
+	if err != nil {
+		t.Fatalf("load openapi.yaml: %v", err)
+	}
+	return doc
+}
+
+func TestSpecValid(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.yaml is not valid OpenAPI: %v", err)
+	}
+	if got, want := doc.OpenAPI, "3.0.3"; got != want {
+		t.Errorf("openapi version: got %q, want %q", got, want)
+	}
+}
+
+// TestSpecProblemCodes: the spec's problem code enum is exactly the codes
+// package api declares.
+func TestSpecProblemCodes(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	var got []string
+	for _, v := range doc.Components.Schemas["Problem"].Value.Properties["code"].Value.Enum {
+		got = append(got, v.(string))
+	}
+	want := []string{
+		api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotFound,
+		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeLeaseLost,
+		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal,
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("problem codes in the spec: got %v, want %v", got, want)
+	}
+}
+
+func TestTimeJSON(t *testing.T) {
+	t.Parallel()
+	paris := time.FixedZone("CET", 3600)
+	tests := []struct {
+		name string
+		in   time.Time
+		want string
+	}{
+		{"UTCWhole", time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC), `"2026-11-30T07:00:00.000Z"`},
+		{"TruncatesNotRounds", time.Date(2026, 11, 30, 7, 0, 0, 999_999_999, time.UTC), `"2026-11-30T07:00:00.999Z"`},
+		{"Micros", time.Date(2026, 11, 30, 7, 0, 0, 123_456_000, time.UTC), `"2026-11-30T07:00:00.123Z"`},
+		{"OffsetToUTC", time.Date(2026, 11, 30, 8, 0, 0, 5_000_000, paris), `"2026-11-30T07:00:00.005Z"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := json.Marshal(api.NewTime(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+			// Also through a zero-value Time that was not built with NewTime.
+			got, _ = json.Marshal(api.Time{Time: tt.in})
+			if string(got) != tt.want {
+				t.Errorf("api.Time{}: got %s, want %s", got, tt.want)
+			}
+			if s := api.FormatTime(tt.in); `"`+s+`"` != tt.want {
+				t.Errorf("FormatTime: got %s, want %s", s, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    string
+		wantErr bool
+	}{
+		{in: "2026-11-30T07:00:00Z", want: "2026-11-30T07:00:00.000Z"},
+		{in: "2026-11-30T08:00:00.123456789+01:00", want: "2026-11-30T07:00:00.123Z"},
+		{in: "2026-11-30T07:00:00.1Z", want: "2026-11-30T07:00:00.100Z"},
+		{in: "2026-11-30 07:00:00Z", wantErr: true},
+		{in: "2026-11-30", wantErr: true},
+		{in: "1764486000", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := api.ParseTime(tt.in)
+		if tt.wantErr {
+			if err == nil {
+				t.Errorf("ParseTime(%q): got %v, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || api.FormatTime(got) != tt.want || got.Location() != time.UTC {
+			t.Errorf("ParseTime(%q): got %v, %v; want %s in UTC", tt.in, got, err, tt.want)
+		}
+	}
+	var tm api.Time
+	if err := json.Unmarshal([]byte(`"2026-11-30T08:00:00.5+01:00"`), &tm); err != nil || tm.String() != "2026-11-30T07:00:00.500Z" {
+		t.Errorf("UnmarshalJSON: got %v, %v", tm, err)
+	}
+	if err := json.Unmarshal([]byte(`42`), &tm); err == nil {
+		t.Error("UnmarshalJSON(42): got nil error")
+	}
+}
+
+// TestDTOsMatchSpec encodes full and minimal DTOs and validates them against
+// the component schemas, so a field renamed on one side only fails here.
+func TestDTOsMatchSpec(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	now := time.Date(2026, 11, 30, 7, 0, 0, 123_456_789, time.UTC)
+	later := now.Add(1500 * time.Millisecond)
+	full := leaseapi.Lease{
+		JobID: "nightly.report:eu-1", Owner: "pod-7f9c", Token: 42, State: leaseapi.StateReleased,
+		AcquiredAt: now, RenewedAt: now, ExpiresAt: later, ReleasedAt: &later, TTL: 30 * time.Second,
+		Tick: &now, LastCompletedTick: &now, LastOutcome: leaseapi.OutcomeSucceeded,
+	}
+	minimal := leaseapi.Lease{
+		JobID: "a", Owner: "o", Token: 1, State: leaseapi.StateHeld,
+		AcquiredAt: now, RenewedAt: now, ExpiresAt: later, TTL: time.Second,
+	}
+	running := leaseapi.Run{Token: 2, Owner: "o", StartedAt: now, Outcome: leaseapi.OutcomeRunning}
+	done := leaseapi.Run{Token: 1, Owner: "o", Tick: &now, StartedAt: now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
+	cursor := "YQ"
+	problemLease := api.FromLease(full)
+	tests := []struct {
+		name, schema string
+		v            any
+	}{
+		{"FullLease", "Lease", api.FromLease(full)},
+		{"MinimalLease", "Lease", api.FromLease(minimal)},
+		{"LeaseListLast", "LeaseList", api.LeaseList{Leases: api.FromLeases(nil), ServerTime: api.NewTime(now)}},
+		{"LeaseListMore", "LeaseList", api.LeaseList{Leases: api.FromLeases([]leaseapi.Lease{full, minimal}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
+		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done})}},
+		{"EmptyRunList", "RunList", api.RunList{Runs: api.FromRuns(nil)}},
+		{"Problem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeNotFound, Title: "Not found", Status: 404, Detail: "d", Code: api.CodeNotFound}},
+		{"ConflictProblem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeLeaseHeld, Title: "Lease held", Status: 409, Detail: "d", Code: api.CodeLeaseHeld, Lease: &problemLease}},
+		{"Status", "Status", api.Status{Status: "ok"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := json.Marshal(tt.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatal(err)
+			}
+			if err := doc.Components.Schemas[tt.schema].Value.VisitJSON(v); err != nil {
+				t.Errorf("%s does not match schema %s: %v\n%s", tt.name, tt.schema, err, b)
+			}
+		})
+	}
+
+	t.Run("RunDuration", func(t *testing.T) {
+		t.Parallel()
+		r := api.FromRun(done)
+		if r.DurationMs == nil || *r.DurationMs != 1500 {
+			t.Errorf("durationMs: got %v, want 1500", r.DurationMs)
+		}
+		if api.FromRun(running).DurationMs != nil {
+			t.Error("durationMs of a running run: got non-nil, want null")
+		}
+	})
+	t.Run("NullsAreExplicit", func(t *testing.T) {
+		t.Parallel()
+		b, _ := json.Marshal(api.FromLease(minimal))
+		for _, field := range []string{`"releasedAt":null`, `"tick":null`, `"lastCompletedTick":null`, `"lastOutcome":null`} {
+			if !strings.Contains(string(b), field) {
+				t.Errorf("lease JSON lacks %s: %s", field, b)
+			}
+		}
+	})
+	t.Run("RequestsMatchSpec", func(t *testing.T) {
+		t.Parallel()
+		ttl := int64(30000)
+		tick := api.FormatTime(now)
+		failed := leaseapi.OutcomeFailed
+		reqs := []struct {
+			schema string
+			v      any
+		}{
+			{"AcquireRequest", api.AcquireRequest{Owner: "o", TTLMs: &ttl, Tick: &tick}},
+			{"AcquireRequest", api.AcquireRequest{Owner: "o"}},
+			{"HeartbeatRequest", api.HeartbeatRequest{Owner: "o", Token: 1, TTLMs: &ttl}},
+			{"HeartbeatRequest", api.HeartbeatRequest{Owner: "o", Token: 1}},
+			{"ReleaseRequest", api.ReleaseRequest{Owner: "o", Token: 1, Outcome: &failed}},
+			{"ReleaseRequest", api.ReleaseRequest{Owner: "o", Token: 1}},
+		}
+		for _, rq := range reqs {
+			b, _ := json.Marshal(rq.v)
+			var v any
+			_ = json.Unmarshal(b, &v)
+			if err := doc.Components.Schemas[rq.schema].Value.VisitJSON(v); err != nil {
+				t.Errorf("%s %s: %v", rq.schema, b, err)
+			}
+		}
+	})
+}
