@@ -13,7 +13,7 @@ TEST_FLAGS := -race -count=1 -shuffle=on
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: help build run test test-short lint migrate cover db-up db-down docker
+.PHONY: help build run test test-short lint migrate cover db-up db-down docker generate
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -55,3 +55,6 @@ db-down: ## stop the docker compose services
 
 docker: ## build the container image leaseapi:dev (needs a Docker engine)
 	docker build -t leaseapi:dev .
+
+generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-codegen pinned in go.mod)
+	$(GO) generate ./api/client
