@@ -1,0 +1,179 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// envPrefix is the prefix of every setting: LEASEAPI_ADDR, LEASEAPI_MIN_TTL, ...
+const envPrefix = "leaseapi"
+
+// Config is leaseapi's whole configuration. It is read once from the
+// environment by loadConfig and passed by value to the constructors; nothing
+// else reads the environment.
+//
+// Every field has a desc tag for `leaseapi -h` and a default tag, except the
+// three whose default is empty on purpose (DATABASE_URL: the embedded store;
+// API_TOKENS and ADMIN_TOKENS: an open API). README.md's configuration table
+// is checked against these tags by TestREADMEConfigTable.
+type Config struct {
+	Addr             string        `envconfig:"ADDR" default:":8080" desc:"TCP address to listen on"`
+	DatabaseURL      string        `envconfig:"DATABASE_URL" desc:"Postgres DSN (postgres://user:pass@host:5432/db?sslmode=disable); empty = the embedded SQLite store"`
+	SQLitePath       string        `envconfig:"SQLITE_PATH" default:"leaseapi.db" desc:"file of the embedded store when DATABASE_URL is empty; one leaseapi instance per file"`
+	DefaultTTL       time.Duration `envconfig:"DEFAULT_TTL" default:"30s" desc:"lease TTL when a request has no ttlMs"`
+	MinTTL           time.Duration `envconfig:"MIN_TTL" default:"1s" desc:"smallest ttlMs a request may ask for"`
+	MaxTTL           time.Duration `envconfig:"MAX_TTL" default:"1h" desc:"largest ttlMs a request may ask for"`
+	RequestTimeout   time.Duration `envconfig:"REQUEST_TIMEOUT" default:"1s" desc:"deadline of one request; past it the answer is 503 unavailable"`
+	HistoryRetention time.Duration `envconfig:"HISTORY_RETENTION" default:"168h" desc:"how long finished runs are kept in the run history"`
+	PruneInterval    time.Duration `envconfig:"PRUNE_INTERVAL" default:"1m" desc:"how often old run history is pruned"`
+	APITokens        []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens for /leases; empty (and no ADMIN_TOKENS) = open API"`
+	AdminTokens      []string      `envconfig:"ADMIN_TOKENS" desc:"comma-separated bearer tokens that may also DELETE (revoke) leases"`
+	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
+}
+
+// loadConfig reads the configuration from the environment and validates it.
+// Both kinds of error are one line that names the variable.
+func loadConfig() (Config, error) {
+	var cfg Config
+	if err := envconfig.Process(envPrefix, &cfg); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", parseError(err))
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// parseError rewrites envconfig's "envconfig.Process: assigning X to Field:
+// converting 'v' to type T. details: ..." into "X: cannot parse "v": ...".
+func parseError(err error) error {
+	var pe *envconfig.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%s: cannot parse %q as %s: %w", pe.KeyName, pe.Value, typeName(pe.TypeName), pe.Err)
+}
+
+func typeName(goType string) string {
+	if goType == "time.Duration" {
+		return "a duration (e.g. 30s, 5m, 1h)"
+	}
+	return goType
+}
+
+// Validate checks what envconfig cannot: values inside their range and the
+// rules between settings. It reports every problem it finds, in one line.
+func (c *Config) Validate() error {
+	var problems []string
+	add := func(format string, args ...any) {
+		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+
+	if c.Addr == "" {
+		add("%s must not be empty", key("ADDR"))
+	}
+	if c.DatabaseURL == "" && c.SQLitePath == "" {
+		add("%s must not be empty when %s is empty", key("SQLITE_PATH"), key("DATABASE_URL"))
+	}
+	durations := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"DEFAULT_TTL", c.DefaultTTL},
+		{"MIN_TTL", c.MinTTL},
+		{"MAX_TTL", c.MaxTTL},
+		{"REQUEST_TIMEOUT", c.RequestTimeout},
+		{"HISTORY_RETENTION", c.HistoryRetention},
+		{"PRUNE_INTERVAL", c.PruneInterval},
+		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+	}
+	positive := true
+	for _, d := range durations {
+		if d.d <= 0 {
+			add("%s (%s) must be greater than zero", key(d.name), d.d)
+			positive = false
+		}
+	}
+	// The wire carries TTLs in whole milliseconds.
+	for _, d := range durations[:3] {
+		if d.d > 0 && d.d%time.Millisecond != 0 {
+			add("%s (%s) must be a whole number of milliseconds", key(d.name), d.d)
+		}
+	}
+	if positive {
+		if c.MinTTL > c.DefaultTTL {
+			add("%s (%s) must not exceed %s (%s)", key("MIN_TTL"), c.MinTTL, key("DEFAULT_TTL"), c.DefaultTTL)
+		}
+		if c.DefaultTTL > c.MaxTTL {
+			add("%s (%s) must not exceed %s (%s)", key("DEFAULT_TTL"), c.DefaultTTL, key("MAX_TTL"), c.MaxTTL)
+		}
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		add("%s: %v", key("LOG_LEVEL"), err)
+	}
+	if f := strings.ToLower(c.LogFormat); f != "json" && f != "text" {
+		add("%s (%q) must be json or text", key("LOG_FORMAT"), c.LogFormat)
+	}
+	// Token values are secrets: a problem names the position, never the token.
+	for _, list := range []struct {
+		name   string
+		tokens []string
+	}{{"API_TOKENS", c.APITokens}, {"ADMIN_TOKENS", c.AdminTokens}} {
+		for i, tok := range list.tokens {
+			switch {
+			case tok == "":
+				add("%s: entry %d of %d is empty (stray comma?)", key(list.name), i+1, len(list.tokens))
+			case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7F }):
+				add("%s: entry %d of %d contains a space or control character", key(list.name), i+1, len(list.tokens))
+			}
+		}
+	}
+
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// key is the environment variable of a setting.
+func key(name string) string {
+	return strings.ToUpper(envPrefix) + "_" + name
+}
+
+// parseLevel accepts the four level names of LOG_LEVEL, in any case.
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("%q must be debug, info, warn or error", s)
+}
+
+// usageFormat is envconfig's table without its always-empty REQUIRED column.
+const usageFormat = `{{range .}}{{usage_key .}}	{{usage_type .}}	{{usage_default .}}	{{usage_description .}}
+{{end}}`
+
+// writeSettings writes the table of settings (envconfig.Usagef) to w.
+func writeSettings(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tTYPE\tDEFAULT\tDESCRIPTION")
+	if err := envconfig.Usagef(envPrefix, &Config{}, tw, usageFormat); err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validConfig is the configuration of an unset environment.
+func validConfig() Config {
+	return Config{
+		Addr:             ":8080",
+		SQLitePath:       "leaseapi.db",
+		DefaultTTL:       30 * time.Second,
+		MinTTL:           time.Second,
+		MaxTTL:           time.Hour,
+		RequestTimeout:   time.Second,
+		HistoryRetention: 168 * time.Hour,
+		PruneInterval:    time.Minute,
+		LogLevel:         "info",
+		LogFormat:        "json",
+		ShutdownTimeout:  10 * time.Second,
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		modify func(c *Config)
+		// want are substrings of the error; none means valid.
+		want []string
+	}{
+		{name: "Defaults", modify: func(*Config) {}},
+		{name: "PostgresWithoutSQLitePath", modify: func(c *Config) {
+			c.DatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres"
+			c.SQLitePath = ""
+		}},
+		{name: "EqualTTLs", modify: func(c *Config) { c.MinTTL, c.DefaultTTL, c.MaxTTL = time.Second, time.Second, time.Second }},
+		{name: "Tokens", modify: func(c *Config) { c.APITokens, c.AdminTokens = []string{"a", "b"}, []string{"c"} }},
+		{name: "UpperCaseLevelAndFormat", modify: func(c *Config) { c.LogLevel, c.LogFormat = "WARN", "Text" }},
+		{
+			name:   "MinAboveDefault",
+			modify: func(c *Config) { c.MinTTL, c.DefaultTTL = 5*time.Second, time.Second },
+			want:   []string{"LEASEAPI_MIN_TTL (5s) must not exceed LEASEAPI_DEFAULT_TTL (1s)"},
+		},
+		{
+			name:   "DefaultAboveMax",
+			modify: func(c *Config) { c.DefaultTTL, c.MaxTTL = 2*time.Hour, time.Hour },
+			want:   []string{"LEASEAPI_DEFAULT_TTL (2h0m0s) must not exceed LEASEAPI_MAX_TTL (1h0m0s)"},
+		},
+		{
+			name:   "ZeroDuration",
+			modify: func(c *Config) { c.RequestTimeout = 0 },
+			want:   []string{"LEASEAPI_REQUEST_TIMEOUT (0s) must be greater than zero"},
+		},
+		{
+			name: "NegativeDurations",
+			modify: func(c *Config) {
+				c.HistoryRetention, c.PruneInterval, c.ShutdownTimeout = -time.Hour, -time.Second, -time.Second
+			},
+			want: []string{
+				"LEASEAPI_HISTORY_RETENTION (-1h0m0s) must be greater than zero",
+				"LEASEAPI_PRUNE_INTERVAL (-1s) must be greater than zero",
+				"LEASEAPI_SHUTDOWN_TIMEOUT (-1s) must be greater than zero",
+			},
+		},
+		{
+			name:   "ZeroMinTTL",
+			modify: func(c *Config) { c.MinTTL = 0 },
+			want:   []string{"LEASEAPI_MIN_TTL (0s) must be greater than zero"},
+		},
+		{
+			name:   "SubMillisecondTTL",
+			modify: func(c *Config) { c.MinTTL = 1500 * time.Microsecond },
+			want:   []string{"LEASEAPI_MIN_TTL (1.5ms) must be a whole number of milliseconds"},
+		},
+		{
+			name:   "LogLevel",
+			modify: func(c *Config) { c.LogLevel = "verbose" },
+			want:   []string{`LEASEAPI_LOG_LEVEL: "verbose" must be debug, info, warn or error`},
+		},
+		{
+			name:   "LogFormat",
+			modify: func(c *Config) { c.LogFormat = "logfmt" },
+			want:   []string{`LEASEAPI_LOG_FORMAT ("logfmt") must be json or text`},
+		},
+		{
+			name:   "EmptyAPIToken",
+			modify: func(c *Config) { c.APITokens = []string{"a", ""} },
+			want:   []string{"LEASEAPI_API_TOKENS: entry 2 of 2 is empty"},
+		},
+		{
+			name:   "AdminTokenWithSpace",
+			modify: func(c *Config) { c.AdminTokens = []string{" secret"} },
+			want:   []string{"LEASEAPI_ADMIN_TOKENS: entry 1 of 1 contains a space"},
+		},
+		{
+			name:   "EmptyAddr",
+			modify: func(c *Config) { c.Addr = "" },
+			want:   []string{"LEASEAPI_ADDR must not be empty"},
+		},
+		{
+			name:   "EmptySQLitePath",
+			modify: func(c *Config) { c.SQLitePath = "" },
+			want:   []string{"LEASEAPI_SQLITE_PATH must not be empty when LEASEAPI_DATABASE_URL is empty"},
+		},
+		{
+			name: "EveryProblemInOneLine",
+			modify: func(c *Config) {
+				c.LogLevel, c.LogFormat, c.MaxTTL = "loud", "xml", time.Second
+			},
+			want: []string{"LEASEAPI_LOG_LEVEL", "LEASEAPI_LOG_FORMAT", "LEASEAPI_DEFAULT_TTL (30s) must not exceed LEASEAPI_MAX_TTL (1s)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := validConfig()
+			tt.modify(&cfg)
+			err := cfg.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want an error containing %q", tt.want)
+			}
+			got := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("Validate() = %q, want it to contain %q", got, w)
+				}
+			}
+			if strings.Contains(got, "\n") {
+				t.Errorf("Validate() = %q, want one line", got)
+			}
+		})
+	}
+}
+
+func TestValidateNeverPrintsTokens(t *testing.T) {
+	t.Parallel()
+	cfg := validConfig()
+	cfg.APITokens = []string{"s3cr3t value", ""}
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil, want an error")
+	}
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("Validate() = %q, leaks a token", err)
+	}
+}
+
+// clearEnv unsets every LEASEAPI_ setting for the test, so that the
+// environment the tests run in cannot change their result.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, k := range settingKeys(t) {
+		t.Setenv(k, "") // restores the old value after the test
+		if err := os.Unsetenv(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// settingKeys are the variables of Config, from its envconfig tags.
+func settingKeys(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		keys = append(keys, key(typ.Field(i).Tag.Get("envconfig")))
+	}
+	return keys
+}
+
+// Tests with t.Setenv cannot be parallel.
+
+func TestLoadConfigDefaults(t *testing.T) {
+	clearEnv(t)
+	got, err := loadConfig()
+	if err != nil {
+		t.Fatalf("loadConfig() error = %v", err)
+	}
+	want := validConfig()
+	// envconfig leaves unset lists nil.
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("loadConfig() = %+v, want %+v", got, want)
+	}
+}
+
+func TestLoadConfigFromEnv(t *testing.T) {
+	clearEnv(t)
+	env := map[string]string{
+		"LEASEAPI_ADDR":              "127.0.0.1:9999",
+		"LEASEAPI_DATABASE_URL":      "postgres://postgres@127.0.0.1:5432/leases?sslmode=disable",
+		"LEASEAPI_SQLITE_PATH":       "/var/lib/leaseapi/leases.db",
+		"LEASEAPI_DEFAULT_TTL":       "45s",
+		"LEASEAPI_MIN_TTL":           "500ms",
+		"LEASEAPI_MAX_TTL":           "2h",
+		"LEASEAPI_REQUEST_TIMEOUT":   "3s",
+		"LEASEAPI_HISTORY_RETENTION": "24h",
+		"LEASEAPI_PRUNE_INTERVAL":    "30s",
+		"LEASEAPI_API_TOKENS":        "tok-a,tok-b",
+		"LEASEAPI_ADMIN_TOKENS":      "adm",
+		"LEASEAPI_LOG_LEVEL":         "debug",
+		"LEASEAPI_LOG_FORMAT":        "text",
+		"LEASEAPI_SHUTDOWN_TIMEOUT":  "20s",
+	}
+	keys := settingKeys(t)
+	for k, v := range env {
+		if !slices.Contains(keys, k) {
+			t.Fatalf("%s is not a setting of Config", k)
+		}
+		t.Setenv(k, v)
+	}
+	if len(env) != len(keys) {
+		t.Fatalf("the test sets %d variables, Config has %d: cover every setting", len(env), len(keys))
+	}
+	got, err := loadConfig()
+	if err != nil {
+		t.Fatalf("loadConfig() error = %v", err)
+	}
+	want := Config{
+		Addr:             "127.0.0.1:9999",
+		DatabaseURL:      "postgres://postgres@127.0.0.1:5432/leases?sslmode=disable",
+		SQLitePath:       "/var/lib/leaseapi/leases.db",
+		DefaultTTL:       45 * time.Second,
+		MinTTL:           500 * time.Millisecond,
+		MaxTTL:           2 * time.Hour,
+		RequestTimeout:   3 * time.Second,
+		HistoryRetention: 24 * time.Hour,
+		PruneInterval:    30 * time.Second,
+		APITokens:        []string{"tok-a", "tok-b"},
+		AdminTokens:      []string{"adm"},
+		LogLevel:         "debug",
+		LogFormat:        "text",
+		ShutdownTimeout:  20 * time.Second,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("loadConfig() = %+v, want %+v", got, want)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{
+			name: "UnparsableDuration",
+			env:  map[string]string{"LEASEAPI_MIN_TTL": "5 seconds"},
+			want: `invalid configuration: LEASEAPI_MIN_TTL: cannot parse "5 seconds" as a duration`,
+		},
+		{
+			name: "DurationWithoutUnit",
+			env:  map[string]string{"LEASEAPI_DEFAULT_TTL": "30"},
+			want: `LEASEAPI_DEFAULT_TTL: cannot parse "30" as a duration`,
+		},
+		{
+			name: "SetButEmptyDuration",
+			env:  map[string]string{"LEASEAPI_SHUTDOWN_TIMEOUT": ""},
+			want: `LEASEAPI_SHUTDOWN_TIMEOUT: cannot parse "" as a duration`,
+		},
+		{
+			name: "CrossField",
+			env:  map[string]string{"LEASEAPI_MIN_TTL": "5s", "LEASEAPI_DEFAULT_TTL": "1s"},
+			want: "invalid configuration: LEASEAPI_MIN_TTL (5s) must not exceed LEASEAPI_DEFAULT_TTL (1s)",
+		},
+		{
+			name: "TrailingCommaInTokens",
+			env:  map[string]string{"LEASEAPI_API_TOKENS": "a,b,"},
+			want: "LEASEAPI_API_TOKENS: entry 3 of 3 is empty",
+		},
+		{
+			name: "SetButEmptyLogLevel",
+			env:  map[string]string{"LEASEAPI_LOG_LEVEL": ""},
+			want: `LEASEAPI_LOG_LEVEL: "" must be debug, info, warn or error`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			_, err := loadConfig()
+			if err == nil {
+				t.Fatalf("loadConfig() = nil error, want %q", tt.want)
+			}
+			if got := err.Error(); !strings.Contains(got, tt.want) || strings.Contains(got, "\n") {
+				t.Errorf("loadConfig() error = %q, want one line containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestConfigTags keeps `leaseapi -h` complete: every setting is described
+// and has a default, except those whose empty default has a meaning.
+func TestConfigTags(t *testing.T) {
+	t.Parallel()
+	emptyDefault := []string{"DATABASE_URL", "API_TOKENS", "ADMIN_TOKENS"}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := f.Tag.Get("envconfig")
+		if name == "" {
+			t.Errorf("field %s has no envconfig tag", f.Name)
+			continue
+		}
+		if f.Tag.Get("desc") == "" {
+			t.Errorf("%s has no desc tag", key(name))
+		}
+		_, hasDefault := f.Tag.Lookup("default")
+		_, hasRequired := f.Tag.Lookup("required")
+		if !hasDefault && !hasRequired && !slices.Contains(emptyDefault, name) {
+			t.Errorf("%s has neither a default nor required tag", key(name))
+		}
+	}
+}
