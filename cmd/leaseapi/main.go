@@ -1,0 +1,326 @@
+// Command leaseapi serves the lease API: one small shared HTTP service that
+// hands out leases so that exactly one replica of a horizontally scaled cron
+// service runs each tick of a job.
+//
+//	leaseapi            serve (migrations are applied at start)
+//	leaseapi migrate    apply the database migrations and exit
+//	leaseapi -h         list the commands and every LEASEAPI_ setting
+//
+// All configuration comes from the environment; see config.go.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/handlers"
+	"github.com/leaseapi/leaseapi/repo"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, restore the default handling so that a second
+	// one ends a shutdown that hangs.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "leaseapi: "+oneLine(err.Error()))
+		os.Exit(1)
+	}
+}
+
+// oneLine folds a multi-line error (errors.Join) into one line.
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
+}
+
+// Server timeouts. Each request also gets Config.RequestTimeout from the
+// handlers; the write timeout leaves room for that plus writing the answer.
+const (
+	readHeaderTimeout = 2 * time.Second
+	readTimeout       = 5 * time.Second
+	writeSlack        = 5 * time.Second
+	idleTimeout       = 60 * time.Second
+	maxHeaderBytes    = 16 << 10
+
+	// postgresMaxOpenConns bounds the pool of one instance.
+	postgresMaxOpenConns = 20
+	// pruneBatchSize bounds the rows one pruning statement deletes.
+	pruneBatchSize = 1000
+)
+
+// run is the whole program: main only adds the signals and the exit code.
+// ctx ends the server; run returns nil after a clean shutdown.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	command, err := parseArgs(args)
+	if err != nil {
+		return err
+	}
+	if command == "help" {
+		return usage(stdout)
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	switch command {
+	case "migrate":
+		return migrate(ctx, cfg, logger)
+	default:
+		return serve(ctx, cfg, logger)
+	}
+}
+
+// parseArgs returns "serve", "migrate" or "help".
+func parseArgs(args []string) (string, error) {
+	fs := flag.NewFlagSet("leaseapi", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run prints the usage and the error itself
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "help", nil
+		}
+		return "", fmt.Errorf("%w (see leaseapi -h)", err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return "serve", nil
+	}
+	switch rest[0] {
+	case "serve", "migrate", "help":
+		if len(rest) > 1 {
+			return "", fmt.Errorf("%s takes no arguments, got %q (see leaseapi -h)", rest[0], rest[1:])
+		}
+		return rest[0], nil
+	}
+	return "", fmt.Errorf("unknown command %q (see leaseapi -h)", rest[0])
+}
+
+const usageText = `leaseapi hands out leases so that exactly one replica of a horizontally
+scaled cron service runs each tick of a job.
+
+Usage:
+  leaseapi [serve]    serve the HTTP API; pending migrations are applied first
+  leaseapi migrate    apply the database migrations and exit
+  leaseapi help       print this help (also -h, --help)
+
+Settings are read from the environment. With LEASEAPI_DATABASE_URL empty,
+leaseapi uses the embedded SQLite store in LEASEAPI_SQLITE_PATH, which serves
+a single instance; for several instances, use Postgres.
+
+`
+
+func usage(w io.Writer) error {
+	if _, err := io.WriteString(w, usageText); err != nil {
+		return err
+	}
+	return writeSettings(w)
+}
+
+// newLogger builds the process's logger. It is passed to every component;
+// library packages never use slog's default.
+func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
+	level, err := parseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key("LOG_LEVEL"), err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(cfg.LogFormat, "text") {
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(w, opts)), nil
+}
+
+// store is what run needs of both stores.
+type store interface {
+	leaseapi.Store
+	Migrate(ctx context.Context) error
+}
+
+// openStore opens the configured store and applies pending migrations (under
+// an advisory lock on Postgres, so instances starting together are safe).
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store, error) {
+	var (
+		s   store
+		err error
+	)
+	if cfg.DatabaseURL != "" {
+		s, err = openPostgres(ctx, cfg, logger)
+	} else {
+		logger.Info("using the embedded SQLite store",
+			slog.String("path", cfg.SQLitePath),
+			slog.String("note", "the embedded store serves a single leaseapi instance; use Postgres ("+key("DATABASE_URL")+") for several"))
+		s, err = repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: cfg.SQLitePath, Logger: logger})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+func openPostgres(ctx context.Context, cfg Config, logger *slog.Logger) (store, error) {
+	logger.Info("using the Postgres store", slog.String("database", describeDSN(cfg.DatabaseURL)))
+	pg, err := repo.OpenPostgres(ctx, repo.PostgresConfig{
+		DSN:          cfg.DatabaseURL,
+		Logger:       logger,
+		MaxOpenConns: postgresMaxOpenConns,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A Postgres crash with synchronous_commit off lost acknowledged token
+	// increments: say so loudly, but serve (it may be a test database).
+	switch sc, err := pg.SynchronousCommit(ctx); {
+	case err != nil:
+		logger.Warn("cannot read synchronous_commit", slog.Any("error", err))
+	case sc != "on" && sc != "remote_apply":
+		logger.Warn("synchronous_commit is not on: a database crash or failover can lose acknowledged grants and fencing tokens; set synchronous_commit = on",
+			slog.String("synchronous_commit", sc))
+	}
+	return pg, nil
+}
+
+// describeDSN names the database without its credentials or parameters:
+// host and database of a URL, nothing for a key=value DSN (it may hold a
+// password anywhere).
+func describeDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "(key=value DSN)"
+	}
+	return u.Host + u.Path
+}
+
+func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	s, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("migrations are up to date")
+	return s.Close()
+}
+
+// serve runs the HTTP server until ctx ends, then shuts down in order:
+// requests in flight (bounded by SHUTDOWN_TIMEOUT), the pruner, the store.
+func serve(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
+	s, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := s.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		}
+	}()
+
+	if len(cfg.APITokens) == 0 && len(cfg.AdminTokens) == 0 {
+		logger.Warn("no API or admin tokens configured: the API is open to anyone who can reach it; set " +
+			key("API_TOKENS") + " and " + key("ADMIN_TOKENS"))
+	}
+
+	pruner, err := repo.NewRunPruner(s, repo.RunPrunerConfig{
+		Retention: cfg.HistoryRetention,
+		Interval:  cfg.PruneInterval,
+		BatchSize: pruneBatchSize,
+	}, logger)
+	if err != nil {
+		return err
+	}
+
+	// /metrics serves the handlers' collectors plus the Go runtime and process.
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	handler := handlers.New(s, handlers.Options{
+		DefaultTTL:     cfg.DefaultTTL,
+		MinTTL:         cfg.MinTTL,
+		MaxTTL:         cfg.MaxTTL,
+		RequestTimeout: cfg.RequestTimeout,
+		APITokens:      cfg.APITokens,
+		AdminTokens:    cfg.AdminTokens,
+		Logger:         logger,
+		Registry:       registry,
+	})
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      cfg.RequestTimeout + writeSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+
+	// The pruner outlives ctx: it stops after the server has drained.
+	pruneCtx, stopPruner := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPruner()
+	prunerDone := make(chan struct{})
+	go func() {
+		defer close(prunerDone)
+		pruner.Run(pruneCtx)
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("listening",
+		slog.String("addr", ln.Addr().String()),
+		slog.Duration("default_ttl", cfg.DefaultTTL),
+		slog.Duration("min_ttl", cfg.MinTTL),
+		slog.Duration("max_ttl", cfg.MaxTTL),
+		slog.Duration("request_timeout", cfg.RequestTimeout),
+		slog.Duration("history_retention", cfg.HistoryRetention))
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))
+	case err = <-serveErr:
+		// Serve never returns nil; it failed before any Shutdown.
+		err = fmt.Errorf("serve: %w", err)
+		logger.Error("server failed", slog.Any("error", err))
+	}
+
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(shutdownCtx); serr != nil {
+		logger.Warn("requests still in flight at the shutdown deadline; closing their connections", slog.Any("error", serr))
+		_ = srv.Close()
+	}
+	stopPruner()
+	<-prunerDone
+	if err == nil {
+		logger.Info("stopped")
+	}
+	return err
+}
