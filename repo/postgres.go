@@ -224,7 +224,7 @@ ON CONFLICT (job_id) DO UPDATE SET
 		SELECT
 			EXCLUDED.owner,
 			CASE WHEN s.renew THEN l.token ELSE l.token + 1 END,
-			EXCLUDED.tick,
+			CASE WHEN s.renew THEN l.tick ELSE EXCLUDED.tick END,
 			EXCLUDED.ttl_ms,
 			CASE WHEN s.renew THEN l.acquired_at ELSE s.now END,
 			s.now,

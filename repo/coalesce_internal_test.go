@@ -1,0 +1,154 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// gatedStore holds every Acquire until the test lets it through, so that
+// the test controls which acquires queue behind a call.
+type gatedStore struct {
+	leaseapi.Store
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedStore) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.Store.Acquire(ctx, p)
+}
+
+type coalesceBundle struct {
+	gated     *gatedStore
+	coalescer *coalescer
+}
+
+func setupCoalescer(t *testing.T) *coalesceBundle {
+	t.Helper()
+	ctx := context.Background()
+	sqlite, err := OpenSQLite(ctx, SQLiteConfig{Path: filepath.Join(t.TempDir(), "leases.db")})
+	if err != nil {
+		t.Fatalf("OpenSQLite: %v", err)
+	}
+	if err := sqlite.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	t.Cleanup(func() { _ = sqlite.Close() })
+	gated := &gatedStore{Store: sqlite, entered: make(chan struct{}, 16), gate: make(chan struct{})}
+	return &coalesceBundle{gated: gated, coalescer: CoalesceAcquires(gated).(*coalescer)}
+}
+
+// waitQueued polls until n acquires of job wait behind the call in flight.
+func (b *coalesceBundle) waitQueued(t *testing.T, job string, n int) {
+	t.Helper()
+	for range 5000 {
+		b.coalescer.mu.Lock()
+		q := b.coalescer.queues[job]
+		got := 0
+		if q != nil {
+			got = len(q.waiting)
+		}
+		b.coalescer.mu.Unlock()
+		if got == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%d acquires of %s never queued", n, job)
+}
+
+type acquireResult struct {
+	lease leaseapi.Lease
+	err   error
+}
+
+func (b *coalesceBundle) acquire(ctx context.Context, owner string) chan acquireResult {
+	done := make(chan acquireResult, 1)
+	go func() {
+		l, err := b.coalescer.Acquire(ctx, &leaseapi.AcquireParams{JobID: "job", Owner: owner, TTL: time.Minute})
+		done <- acquireResult{l, err}
+	}()
+	return done
+}
+
+func TestCoalescerFollowersShareOneCall(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+	ctx := context.Background()
+
+	first := b.acquire(ctx, "a")
+	<-b.gated.entered // a's call is at the store
+	second, third := b.acquire(ctx, "b"), b.acquire(ctx, "c")
+	b.waitQueued(t, "job", 2)
+	b.gated.gate <- struct{}{} // a's call goes through: a wins
+	if r := <-first; r.err != nil {
+		t.Fatalf("a: %v", r.err)
+	}
+	<-b.gated.entered // b leads the next call, with c following
+	b.gated.gate <- struct{}{}
+	for name, ch := range map[string]chan acquireResult{"b": second, "c": third} {
+		r := <-ch
+		var conflict *leaseapi.ConflictError
+		if !errors.As(r.err, &conflict) || !errors.Is(r.err, leaseapi.ErrLeaseHeld) || conflict.Lease.Owner != "a" {
+			t.Errorf("%s: got %v, want lease_held naming a", name, r.err)
+		}
+	}
+	select {
+	case <-b.gated.entered:
+		t.Errorf("c made a call of its own; want it decided by b's call")
+	default:
+	}
+}
+
+func TestCoalescerFollowerWithdrawsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+
+	first := b.acquire(context.Background(), "a")
+	<-b.gated.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	withdrawn := b.acquire(ctx, "b")
+	b.waitQueued(t, "job", 1)
+	cancel()
+	if r := <-withdrawn; !errors.Is(r.err, leaseapi.ErrUnavailable) {
+		t.Errorf("withdrawn follower: got %v, want ErrUnavailable", r.err)
+	}
+	b.gated.gate <- struct{}{}
+	if r := <-first; r.err != nil {
+		t.Fatalf("a: %v", r.err)
+	}
+	// Nobody waits any more: the job's queue is gone.
+	b.coalescer.mu.Lock()
+	defer b.coalescer.mu.Unlock()
+	if n := len(b.coalescer.queues); n != 0 {
+		t.Errorf("queues left: %d, want 0", n)
+	}
+}
+
+func TestCoalescerHolderRenewsWithItsOwnCall(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+	ctx := context.Background()
+
+	first := b.acquire(ctx, "a")
+	<-b.gated.entered
+	retry := b.acquire(ctx, "a") // the holder's retry must renew, not be refused
+	b.waitQueued(t, "job", 1)
+	b.gated.gate <- struct{}{}
+	granted := <-first
+	if granted.err != nil {
+		t.Fatalf("a: %v", granted.err)
+	}
+	<-b.gated.entered
+	b.gated.gate <- struct{}{}
+	r := <-retry
+	if r.err != nil || r.lease.Token != granted.lease.Token {
+		t.Errorf("holder's retry: got token %d, err %v; want token %d", r.lease.Token, r.err, granted.lease.Token)
+	}
+}
