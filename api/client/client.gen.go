@@ -2418,11 +2418,11 @@ type OpenapiResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// YAML200 the response for an HTTP 200 `application/yaml` response
-	YAML200 *string
+	YAML200 *map[string]interface{}
 }
 
 // GetYAML200 returns the response for an HTTP 200 `application/yaml` response
-func (r OpenapiResponse) GetYAML200() *string {
+func (r OpenapiResponse) GetYAML200() *map[string]interface{} {
 	return r.YAML200
 }
 
@@ -3441,7 +3441,7 @@ func ParseOpenapiResponse(rsp *http.Response) (*OpenapiResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "yaml") && rsp.StatusCode == 200:
-		var dest string
+		var dest map[string]interface{}
 		if err := yaml.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

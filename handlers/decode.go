@@ -1,0 +1,344 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+var errTooLarge = &requestError{
+	status: http.StatusRequestEntityTooLarge, code: api.CodePayloadTooLarge,
+	detail: fmt.Sprintf("the request body is larger than %d bytes; send a smaller JSON object", api.MaxBodyBytes),
+}
+
+// decodeBody reads the JSON object of r's body into dst (a pointer to one
+// of the api request structs), strictly: Content-Type application/json
+// (415), no Content-Encoding (415), at most api.MaxBodyBytes (413), then
+// decodeJSON's rules (400).
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
+	if err := checkContentType(r.Header); err != nil {
+		return err
+	}
+	if r.ContentLength > api.MaxBodyBytes {
+		return errTooLarge // refused without reading it
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	if err != nil {
+		if _, ok := errorAs[*http.MaxBytesError](err); ok {
+			return errTooLarge
+		}
+		return invalidf("the request body could not be read (%v); send it again", err)
+	}
+	return decodeJSON(body, dst)
+}
+
+// checkContentType accepts application/json with any parameters (such as
+// charset) and no content coding.
+func checkContentType(h http.Header) error {
+	mediaType, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	if err != nil || mediaType != "application/json" {
+		return &requestError{
+			status: http.StatusUnsupportedMediaType, code: api.CodeUnsupportedMediaType,
+			detail: "send the body as Content-Type: application/json",
+		}
+	}
+	if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return &requestError{
+			status: http.StatusUnsupportedMediaType, code: api.CodeUnsupportedMediaType,
+			detail: "Content-Encoding is not supported; send the body uncompressed",
+		}
+	}
+	return nil
+}
+
+// decodeJSON decodes body, which must be exactly one JSON object, into dst.
+// Every key must be the exact (case-sensitive) JSON name of a field of dst,
+// at most once, with a non-null value of the field's type. encoding/json
+// alone would match names case-insensitively and let the last of duplicate
+// keys win; both are refused so that every reader of a request, including
+// an OpenAPI validator in front of the service, sees the same values.
+func decodeJSON(body []byte, dst any) error {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return invalidf("the request body is empty; send a JSON object")
+	}
+	if trimmed[0] != '{' {
+		return invalidf("the request body must be a JSON object")
+	}
+	if err := checkObject(trimmed, jsonFields(dst)); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields() // checkObject refused them already; a safety net
+	if err := dec.Decode(dst); err != nil {
+		if e, ok := errorAs[*json.UnmarshalTypeError](err); ok {
+			return invalidf("field %q must be %s", e.Field, describeType(e.Type))
+		}
+		return invalidf("the request body is not a valid request: %v", err)
+	}
+	return nil
+}
+
+// checkObject walks the top level of one JSON object: syntax, exact known
+// keys, no duplicates, no null values, nothing after the object.
+func checkObject(body []byte, fields []string) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // '{', checked by the caller
+		return syntaxError(err)
+	}
+	seen := make(map[string]bool, len(fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return syntaxError(err)
+		}
+		key, _ := tok.(string) // a key inside an object is always a string
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return syntaxError(err)
+		}
+		switch {
+		case !slices.Contains(fields, key):
+			return invalidf("unknown field %q; the fields are %s", clip(key), strings.Join(fields, ", "))
+		case seen[key]:
+			return invalidf("field %q appears more than once; send each field once", key)
+		case string(value) == "null":
+			return invalidf("field %q must not be null; omit it to use the default", key)
+		}
+		seen[key] = true
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return syntaxError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalidf("the request body has data after the JSON object; send exactly one object")
+	}
+	return nil
+}
+
+func syntaxError(err error) error {
+	if e, ok := errorAs[*json.SyntaxError](err); ok {
+		return invalidf("the request body is not valid JSON (byte %d: %v)", e.Offset, e)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return invalidf("the request body is truncated JSON; send a complete object")
+	}
+	return invalidf("the request body is not valid JSON (%v)", err)
+}
+
+// jsonFields lists the JSON names of the fields of the struct dst points to.
+func jsonFields(dst any) []string {
+	t := reflect.TypeOf(dst).Elem()
+	fields := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			fields = append(fields, name)
+		}
+	}
+	return fields
+}
+
+func describeType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int64:
+		return "an integer from -9223372036854775808 to 9223372036854775807 written without fraction or exponent"
+	case reflect.String:
+		return "a string"
+	}
+	return "a " + t.Kind().String()
+}
+
+// clip shortens s for echoing it in a problem detail.
+func clip(s string) string {
+	const maxLen = 40
+	if len(s) > maxLen {
+		return s[:maxLen] + "…"
+	}
+	return s
+}
+
+// jobID returns the validated jobId path parameter. chi gives the raw
+// (still escaped) segment, so an escaped slash or NUL stays invalid.
+func jobID(r *http.Request) (string, error) {
+	id := chi.URLParam(r, "jobId")
+	if !leaseapi.ValidJobID(id) {
+		return "", invalidf("jobId in the path must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+	}
+	return id, nil
+}
+
+func validateOwner(owner string) error {
+	if !leaseapi.ValidOwner(owner) {
+		return invalidf("owner is required: 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
+	}
+	return nil
+}
+
+func validateToken(token int64) error {
+	if token < 1 {
+		return invalidf("token is required: the integer (>= 1) that acquire returned")
+	}
+	return nil
+}
+
+// ttl converts an optional ttlMs to a duration within [minTTL, maxTTL];
+// nil gives def.
+func (h *handler) ttl(ttlMs *int64, def time.Duration) (time.Duration, error) {
+	if ttlMs == nil {
+		return def, nil
+	}
+	minMs, maxMs := h.minTTL.Milliseconds(), h.maxTTL.Milliseconds()
+	if *ttlMs < minMs || *ttlMs > maxMs {
+		return 0, invalidf("ttlMs must be an integer from %d to %d (milliseconds)", minMs, maxMs)
+	}
+	return time.Duration(*ttlMs) * time.Millisecond, nil
+}
+
+// parseTick parses an optional RFC 3339 tick to UTC, truncated to
+// milliseconds as it is stored and shown.
+func parseTick(s *string) (*time.Time, error) {
+	if s == nil {
+		return nil, nil
+	}
+	t, err := api.ParseTime(*s)
+	if err != nil {
+		return nil, invalidf("tick must be an RFC 3339 time such as 2026-11-30T07:00:00Z")
+	}
+	return &t, nil
+}
+
+func parseOutcome(o *leaseapi.Outcome) (leaseapi.Outcome, error) {
+	if o == nil {
+		return leaseapi.OutcomeSucceeded, nil
+	}
+	if !o.ValidRelease() {
+		return "", invalidf("outcome must be succeeded or failed")
+	}
+	return *o, nil
+}
+
+// query returns r's query parameters after checking that each is one of
+// allowed and given at most once.
+func query(r *http.Request, allowed ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, invalidf("the query string is malformed; escape it as application/x-www-form-urlencoded")
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range q {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, k := range keys {
+		switch {
+		case !slices.Contains(allowed, k):
+			if len(allowed) == 0 {
+				return nil, invalidf("query parameter %q is unknown; this operation takes none", clip(k))
+			}
+			return nil, invalidf("query parameter %q is unknown; the parameters are %s", clip(k), strings.Join(allowed, ", "))
+		case len(q[k]) > 1:
+			return nil, invalidf("query parameter %q is given %d times; give it once", k, len(q[k]))
+		}
+	}
+	return q, nil
+}
+
+// parseLimit parses the limit parameter: 1 to 1000, def when absent.
+func parseLimit(q url.Values, def int) (int, error) {
+	if !q.Has("limit") {
+		return def, nil
+	}
+	s := q.Get("limit")
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 1000 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, invalidf("limit must be an integer from 1 to 1000 (default %d)", def)
+	}
+	return n, nil
+}
+
+// parseListParams validates the query of GET /leases.
+func parseListParams(q url.Values) (*leaseapi.ListParams, error) {
+	p := &leaseapi.ListParams{}
+	if q.Has("state") {
+		p.State = leaseapi.State(q.Get("state"))
+		if !p.State.Valid() {
+			return nil, invalidf("state must be one of held, released, expired, revoked")
+		}
+	}
+	if q.Has("owner") {
+		p.Owner = q.Get("owner")
+		if !leaseapi.ValidOwner(p.Owner) {
+			return nil, invalidf("owner must be 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
+		}
+	}
+	p.Prefix = q.Get("prefix")
+	if !validPrefix(p.Prefix) {
+		return nil, invalidf("prefix must be 0 to 128 characters of A-Z a-z 0-9 . _ : -")
+	}
+	if q.Has("cursor") {
+		after, err := decodeCursor(q.Get("cursor"))
+		if err != nil {
+			return nil, err
+		}
+		p.After = after
+	}
+	limit, err := parseLimit(q, 100)
+	if err != nil {
+		return nil, err
+	}
+	p.Limit = limit
+	return p, nil
+}
+
+func validPrefix(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// cursorEncoding is unpadded base64url that refuses non-canonical input, so
+// every page has exactly one cursor.
+var cursorEncoding = base64.RawURLEncoding.Strict()
+
+// encodeCursor is the opaque cursor of the page after jobID.
+func encodeCursor(jobID string) string {
+	return cursorEncoding.EncodeToString([]byte(jobID))
+}
+
+// decodeCursor returns the job id a cursor encodes.
+func decodeCursor(cursor string) (string, error) {
+	b, err := cursorEncoding.DecodeString(cursor)
+	if err != nil || !leaseapi.ValidJobID(string(b)) {
+		return "", invalidf("cursor is not valid; pass the nextCursor of the previous page unchanged")
+	}
+	return string(b), nil
+}

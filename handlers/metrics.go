@@ -1,0 +1,101 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the handler's Prometheus collectors.
+type metrics struct {
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	acquires        *prometheus.CounterVec
+	heartbeats      *prometheus.CounterVec
+	releases        *prometheus.CounterVec
+	storeDuration   *prometheus.HistogramVec
+}
+
+// Results of lease operations, the values of the result label.
+const (
+	resultGranted  = "granted"
+	resultRenewed  = "renewed"
+	resultHeld     = "held"
+	resultTickDone = "tick_done"
+	resultOK       = "ok"
+	resultLost     = "lost"
+	resultNotFound = "not_found"
+	resultError    = "error"
+)
+
+// newMetrics registers the collectors on reg. A collector that is already
+// registered (a second handler on the same registry) is shared.
+func newMetrics(reg *prometheus.Registry) *metrics {
+	latency := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	return &metrics{
+		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaseapi_http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"})),
+		requestDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leaseapi_http_request_duration_seconds",
+			Help:    "HTTP request duration by route pattern.",
+			Buckets: latency,
+		}, []string{"route"})),
+		acquires: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaseapi_acquire_total",
+			Help: "Acquire results: granted, renewed, held, tick_done or error.",
+		}, []string{"result"})),
+		heartbeats: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaseapi_heartbeat_total",
+			Help: "Heartbeat results: ok, lost, not_found or error.",
+		}, []string{"result"})),
+		releases: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaseapi_release_total",
+			Help: "Release results: ok, lost, not_found or error.",
+		}, []string{"result"})),
+		storeDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leaseapi_store_duration_seconds",
+			Help:    "Store call duration (the database's latency) by operation, including calls the request stopped waiting for.",
+			Buckets: latency,
+		}, []string{"operation"})),
+	}
+}
+
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic("handlers: register metric: " + err.Error())
+	}
+	return c
+}
+
+func (m *metrics) observeRequest(route string, status int, elapsed time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.requestDuration.WithLabelValues(route).Observe(elapsed.Seconds())
+}
+
+// metricsErrorLog adapts slog to promhttp.Logger.
+type metricsErrorLog struct{ logger *slog.Logger }
+
+func (l metricsErrorLog) Println(v ...any) {
+	l.logger.Error("serve metrics", "error", fmt.Sprint(v...))
+}
+
+func (h *handler) metricsHandler() http.HandlerFunc {
+	return promhttp.HandlerFor(h.registry, promhttp.HandlerOpts{
+		ErrorLog:      metricsErrorLog{h.logger},
+		ErrorHandling: promhttp.ContinueOnError,
+	}).ServeHTTP
+}

@@ -1,0 +1,239 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/leaseapi/leaseapi/api"
+)
+
+// ctxKey is the type of this package's context keys; unexported, so no other
+// package can collide with them.
+type ctxKey int
+
+const (
+	loggerKey ctxKey = iota
+)
+
+// discardLogger is used when a context carries no logger (only in tests that
+// call writeProblem directly).
+var discardLogger = slog.New(slog.DiscardHandler)
+
+// loggerFrom returns the request's logger, which carries request_id.
+func loggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return discardLogger
+}
+
+// requestIDHeader carries the request id in both directions.
+const requestIDHeader = "X-Request-Id"
+
+// requestID takes the client's X-Request-Id when it is safe to log (1–128
+// characters of the job id alphabet), else generates one, echoes it, and
+// puts a logger with request_id into the context.
+func (h *handler) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(requestIDHeader)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(requestIDHeader, id)
+		ctx := context.WithValue(r.Context(), loggerKey, h.logger.With("request_id", id))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func validRequestID(id string) bool {
+	if len(id) < 1 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// instrument writes the access log line and the HTTP metrics of every
+// request, labelled by route pattern (never by raw path, whose values are
+// unbounded).
+func (h *handler) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		elapsed := time.Since(start)
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK // the handler wrote nothing at all
+		}
+		route := routePattern(r)
+		h.metrics.observeRequest(route, status, elapsed)
+		loggerFrom(r.Context()).LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method),
+			slog.String("route", route),
+			slog.Int("status", status),
+			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+			slog.Int("bytes", ww.BytesWritten()),
+		)
+	})
+}
+
+// routePattern is the chi pattern the request matched, or "unmatched".
+func routePattern(r *http.Request) string {
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		if p := rctx.RoutePattern(); p != "" {
+			return p
+		}
+	}
+	return "unmatched"
+}
+
+// recoverer turns a panic into a logged 500 internal problem, so one bad
+// request never takes the process down.
+func (h *handler) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler { //nolint:errorlint // sentinel compared as net/http does
+				panic(p) // the server aborts the response on purpose
+			}
+			loggerFrom(r.Context()).Error("panic", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if ww.Status() == 0 {
+				writeProblem(ww, r, fmt.Errorf("panic: %v", p))
+			}
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+// timeout bounds the request by RequestTimeout; store calls return by then.
+func (h *handler) timeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.requestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// authenticate requires a valid bearer token on every request when tokens
+// are configured.
+func (h *handler) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.auth.enabled() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			writeProblem(w, r, &requestError{
+				status: http.StatusUnauthorized, code: api.CodeUnauthorized,
+				detail: "send the header Authorization: Bearer <token>",
+				header: http.Header{"Www-Authenticate": {`Bearer realm="leaseapi"`}},
+			})
+			return
+		}
+		if h.auth.check(token) == roleNone {
+			writeProblem(w, r, &requestError{
+				status: http.StatusUnauthorized, code: api.CodeUnauthorized,
+				detail: "the bearer token is not valid; send a configured API or admin token",
+				header: http.Header{"Www-Authenticate": {`Bearer realm="leaseapi", error="invalid_token"`}},
+			})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireAdmin requires an admin token when tokens are configured; it runs
+// after authenticate.
+func (h *handler) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.auth.enabled() {
+			token, _ := bearerToken(r.Header.Get("Authorization"))
+			if h.auth.check(token) != roleAdmin {
+				writeProblem(w, r, &requestError{
+					status: http.StatusForbidden, code: api.CodeForbidden,
+					detail: "revoking a lease needs an admin token",
+				})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearerToken extracts the token of "Bearer <token>". The scheme is
+// case-insensitive (RFC 9110); the token is taken verbatim, so a token with
+// extra spaces does not match any configured one.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", false
+	}
+	return token, true
+}
+
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, r, &requestError{
+		status: http.StatusNotFound, code: api.CodeNotFound,
+		detail: "no such path; see /openapi.yaml for the routes",
+	})
+}
+
+// methodNotAllowed answers 405 with the Allow header. chi does not pass the
+// allowed methods to a custom handler, so they are found by matching the
+// path against the router with each method.
+func (h *handler) methodNotAllowed(routes chi.Routes) http.HandlerFunc {
+	methods := []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+		http.MethodPatch, http.MethodDelete, http.MethodOptions}
+	return func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.RawPath
+		if path == "" {
+			path = r.URL.Path
+		}
+		var allowed []string
+		for _, m := range methods {
+			if routes.Match(chi.NewRouteContext(), m, path) {
+				allowed = append(allowed, m)
+			}
+		}
+		writeProblem(w, r, &requestError{
+			status: http.StatusMethodNotAllowed, code: api.CodeMethodNotAllowed,
+			detail: fmt.Sprintf("method %s is not allowed here; use %s", r.Method, strings.Join(allowed, ", ")),
+			header: http.Header{"Allow": {strings.Join(allowed, ", ")}},
+		})
+	}
+}
+
+// errorAs is errors.As for a target type, for readability in conditions.
+func errorAs[T error](err error) (T, bool) {
+	var target T
+	ok := errors.As(err, &target)
+	return target, ok
+}

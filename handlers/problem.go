@@ -1,0 +1,135 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+// requestError is a refusal decided by the handlers themselves (bad input,
+// authentication, media type, size, routing). Its detail is safe to show:
+// it says what to change.
+type requestError struct {
+	status int
+	code   string
+	detail string
+	// header is set on the response (WWW-Authenticate, Allow).
+	header http.Header
+}
+
+func (e *requestError) Error() string { return e.code + ": " + e.detail }
+
+// invalidf is a 400 invalid_request whose detail names the field and what
+// to change.
+func invalidf(format string, args ...any) error {
+	return &requestError{status: http.StatusBadRequest, code: api.CodeInvalidRequest, detail: fmt.Sprintf(format, args...)}
+}
+
+// titles are the fixed titles of the problem codes.
+var titles = map[string]string{
+	api.CodeInvalidRequest:       "Invalid request",
+	api.CodeUnauthorized:         "Unauthorized",
+	api.CodeForbidden:            "Forbidden",
+	api.CodeNotFound:             "Not found",
+	api.CodeMethodNotAllowed:     "Method not allowed",
+	api.CodeLeaseHeld:            "Lease held",
+	api.CodeTickDone:             "Tick already done",
+	api.CodeLeaseLost:            "Lease lost",
+	api.CodePayloadTooLarge:      "Payload too large",
+	api.CodeUnsupportedMediaType: "Unsupported media type",
+	api.CodeInternal:             "Internal server error",
+	api.CodeUnavailable:          "Service unavailable",
+}
+
+// writeProblem is the only place that maps errors to responses. It maps
+// with errors.Is and errors.As only, so wrapped errors map like their cause.
+func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	p := api.Problem{}
+	var (
+		reqErr   *requestError
+		conflict *leaseapi.ConflictError
+	)
+	switch {
+	case errors.As(err, &reqErr):
+		p.Status, p.Code, p.Detail = reqErr.status, reqErr.code, reqErr.detail
+		for k, vs := range reqErr.header {
+			w.Header()[k] = vs
+		}
+	case errors.Is(err, leaseapi.ErrNotFound):
+		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
+		p.Detail = "no lease exists for this job id; acquire it first"
+	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrLeaseHeld):
+		p.Status, p.Code = http.StatusConflict, api.CodeLeaseHeld
+		p.Detail = "the lease is held by " + conflict.Lease.Owner + " for another run; retry after Retry-After seconds"
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(conflict.Lease, time.Now())))
+	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrTickDone):
+		p.Status, p.Code = http.StatusConflict, api.CodeTickDone
+		p.Detail = "this tick is at or before lastCompletedTick and already ran; skip it"
+	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrLeaseLost):
+		p.Status, p.Code = http.StatusConflict, api.CodeLeaseLost
+		p.Detail = "owner and token do not match a live grant (another owner, an older token, expired, released or revoked); stop the run and acquire again"
+	case errors.Is(err, leaseapi.ErrUnavailable),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled):
+		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeUnavailable
+		p.Detail = "the store did not answer in time; the outcome of a write is unknown, retrying it is safe"
+		w.Header().Set("Retry-After", "1")
+		loggerFrom(r.Context()).Warn("store unavailable", "error", err)
+	default:
+		p.Status, p.Code = http.StatusInternalServerError, api.CodeInternal
+		p.Detail = "internal server error; the request id identifies it in the server log"
+		loggerFrom(r.Context()).Error("internal error", "error", err)
+	}
+	if conflict != nil && p.Status == http.StatusConflict {
+		l := api.FromLease(conflict.Lease)
+		p.Lease = &l
+	}
+	p.Type = api.ProblemTypePrefix + p.Code
+	p.Title = titles[p.Code]
+	body, err := json.Marshal(p)
+	if err != nil {
+		// A Problem always marshals; keep the status even if it did not.
+		body = nil
+	}
+	w.Header().Set("Content-Type", api.ProblemContentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}
+
+// retryAfter is the whole seconds until l expires as seen from now (at
+// least 1). The service's clock may differ from the store's, so the hint is
+// capped at the lease's TTL, which the remaining time can never exceed.
+func retryAfter(l leaseapi.Lease, now time.Time) int {
+	remaining := l.ExpiresAt.Sub(now)
+	if l.TTL > 0 && remaining > l.TTL {
+		remaining = l.TTL
+	}
+	secs := math.Ceil(remaining.Seconds())
+	if secs < 1 {
+		return 1
+	}
+	return int(secs)
+}
+
+// writeJSON writes v as a 200 application/json response.
+func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
