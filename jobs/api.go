@@ -1,0 +1,147 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/api/client"
+)
+
+// APIError is a response of leaseapi that the runner cannot act on by
+// retrying or skipping: a 4xx other than the lease conflicts, or a body it
+// could not read. It unwraps to leaseapi.ErrNotFound for 404 and to
+// leaseapi.ErrUnavailable for 5xx, so errors.Is works on it.
+type APIError struct {
+	// StatusCode is the HTTP status of the response.
+	StatusCode int
+	// Code and Detail are the problem's machine code and detail, when the
+	// body was a problem document.
+	Code   string
+	Detail string
+}
+
+func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("leaseapi answered %d", e.StatusCode)
+	}
+	return fmt.Sprintf("leaseapi answered %d %s: %s", e.StatusCode, e.Code, e.Detail)
+}
+
+// Unwrap returns the sentinel that matches the status, if any.
+func (e *APIError) Unwrap() error {
+	switch {
+	case e.StatusCode == http.StatusNotFound:
+		return leaseapi.ErrNotFound
+	case e.StatusCode >= 500:
+		return leaseapi.ErrUnavailable
+	}
+	return nil
+}
+
+// retryable reports whether an operation that failed with err may be sent
+// again: the service or the network did not answer, so the outcome is
+// unknown, and acquire (same owner and tick), heartbeat and release (same
+// owner and token) are idempotent.
+func retryable(err error) bool {
+	return errors.Is(err, leaseapi.ErrUnavailable)
+}
+
+// leaseClient is the part of the generated client the runner uses.
+type leaseClient = client.ClientWithResponsesInterface
+
+// acquire asks for the lease of jobID for tick.
+func acquire(ctx context.Context, c leaseClient, jobID, owner string, ttl time.Duration, tick time.Time) (leaseapi.Lease, error) {
+	ttlMs := ttl.Milliseconds()
+	body := client.AcquireRequest{Owner: owner, TtlMs: &ttlMs}
+	if !tick.IsZero() {
+		t := tick.UTC()
+		body.Tick = &t
+	}
+	resp, err := c.AcquireLeaseWithResponse(ctx, jobID, body)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
+	}
+	if resp.JSON200 != nil {
+		return fromWire(*resp.JSON200), nil
+	}
+	return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, responseError(resp.StatusCode(), resp.Body))
+}
+
+// heartbeat extends the grant identified by owner and token.
+func heartbeat(ctx context.Context, c leaseClient, jobID, owner string, token int64, ttl time.Duration) (leaseapi.Lease, error) {
+	ttlMs := ttl.Milliseconds()
+	resp, err := c.HeartbeatLeaseWithResponse(ctx, jobID, client.HeartbeatRequest{Owner: owner, Token: token, TtlMs: &ttlMs})
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
+	}
+	if resp.JSON200 != nil {
+		return fromWire(*resp.JSON200), nil
+	}
+	return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", jobID, responseError(resp.StatusCode(), resp.Body))
+}
+
+// release ends the grant identified by owner and token with outcome.
+func release(ctx context.Context, c leaseClient, jobID, owner string, token int64, outcome leaseapi.Outcome) (leaseapi.Lease, error) {
+	o := client.ReleaseRequestOutcome(outcome)
+	resp, err := c.ReleaseLeaseWithResponse(ctx, jobID, client.ReleaseRequest{Owner: owner, Token: token, Outcome: &o})
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("release %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
+	}
+	if resp.JSON200 != nil {
+		return fromWire(*resp.JSON200), nil
+	}
+	return leaseapi.Lease{}, fmt.Errorf("release %q: %w", jobID, responseError(resp.StatusCode(), resp.Body))
+}
+
+// responseError turns a response other than 200 into an error: a lease
+// conflict becomes a *leaseapi.ConflictError (errors.Is with ErrLeaseHeld,
+// ErrTickDone or ErrLeaseLost, errors.As for the lease), anything else an
+// *APIError.
+func responseError(status int, body []byte) error {
+	var p client.Problem
+	if err := json.Unmarshal(body, &p); err != nil || p.Code == "" {
+		return &APIError{StatusCode: status}
+	}
+	if status == http.StatusConflict && p.Lease != nil {
+		var sentinel error
+		switch p.Code {
+		case api.CodeLeaseHeld:
+			sentinel = leaseapi.ErrLeaseHeld
+		case api.CodeTickDone:
+			sentinel = leaseapi.ErrTickDone
+		case api.CodeLeaseLost:
+			sentinel = leaseapi.ErrLeaseLost
+		}
+		if sentinel != nil {
+			return &leaseapi.ConflictError{Err: sentinel, Lease: fromWire(*p.Lease)}
+		}
+	}
+	return &APIError{StatusCode: status, Code: string(p.Code), Detail: p.Detail}
+}
+
+// fromWire converts a lease of the generated client to the domain type.
+func fromWire(l client.Lease) leaseapi.Lease {
+	out := leaseapi.Lease{
+		JobID:             l.JobId,
+		Owner:             l.Owner,
+		Token:             l.Token,
+		State:             leaseapi.State(l.State),
+		AcquiredAt:        l.AcquiredAt,
+		RenewedAt:         l.RenewedAt,
+		ExpiresAt:         l.ExpiresAt,
+		ReleasedAt:        l.ReleasedAt,
+		TTL:               time.Duration(l.TtlMs) * time.Millisecond,
+		Tick:              l.Tick,
+		LastCompletedTick: l.LastCompletedTick,
+	}
+	if l.LastOutcome != nil {
+		out.LastOutcome = leaseapi.Outcome(*l.LastOutcome)
+	}
+	return out
+}

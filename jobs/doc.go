@@ -1,0 +1,52 @@
+// Package jobs is the replica side of leaseapi: a Runner that runs cron jobs
+// on horizontally scaled replicas so that each tick runs once, under a
+// lease, and adapters for gocron v2 (Locker) and robfig/cron (CronJobWrapper).
+//
+// # Ticks
+//
+// Every replica registers the same jobs with the same cron specs (robfig/cron
+// syntax, seconds optional, evaluated in Config.Location, UTC by default). A
+// tick is a fire time computed from the spec alone, never from when a replica
+// started; `@every D` ticks at the multiples of D since the Unix epoch. So
+// every replica asks leaseapi for the same (job, tick), whatever its start
+// time or clock offset, and leaseapi grants it to one of them. The others get
+// 409 lease_held (it runs) or tick_done (it ran) and skip quietly.
+//
+// # A run
+//
+// At a tick the runner acquires the job's lease for the tick (retrying 503s
+// and network errors with backoff while the tick is still the current one),
+// runs the job with a context that carries the lease (LeaseFromContext: pass
+// the fencing token to the systems the job writes to), heartbeats every
+// HeartbeatInterval (TTL/3), and releases the lease succeeded when the job
+// returns nil, failed when it returns an error or panics.
+//
+// The runner keeps a local deadline: the send time of its last successful
+// acquire or heartbeat, plus the TTL, minus a margin. It never compares its
+// clock with the server's. The job's context is cancelled (context.Cause
+// says why) when a heartbeat answers lease_lost (the lease was revoked, or
+// expired and was taken over), when the deadline passes without a successful
+// heartbeat (ErrDeadline), when the job runs longer than its MaxRunTime, when
+// a job with a ProgressWindow stops calling Progress (ErrStalled), and on
+// shutdown (ErrShutdown). After a cancellation the runner stops heartbeating
+// and waits for the job until the deadline; a job that has not returned by
+// then is abandoned, and its lease released failed, so a stuck job never
+// holds its lease forever. A job that returns after its deadline cannot
+// claim the tick: its run is reported lost.
+//
+// # Shutdown
+//
+// When the context of Serve is cancelled the runner takes no new ticks,
+// cancels the running jobs, releases their leases failed (the ticks may run
+// again elsewhere), and returns when they are done or ShutdownTimeout has
+// passed.
+//
+// # What is not guaranteed
+//
+// A lease is exclusive by the database's clock. A replica that is paused
+// (a long GC pause, a stopped process, a frozen VM) past its deadline may
+// keep running a job for a moment after it wakes up and before the runner
+// cancels it; by then another replica may hold the lease. Jobs must therefore
+// be idempotent, or fenced by the lease's token in the systems they write to.
+// See the guarantees of package leaseapi.
+package jobs

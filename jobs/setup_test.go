@@ -1,0 +1,273 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/api/client"
+	"github.com/leaseapi/leaseapi/handlers"
+	"github.com/leaseapi/leaseapi/jobs"
+	"github.com/leaseapi/leaseapi/repo"
+)
+
+// The runner tests run against the real service: handlers.New over the
+// embedded SQLite store, in an httptest.Server. The only thing between the
+// runner and the service is faultProxy, which can make requests fail the way
+// a network or an overloaded service does.
+
+// testTTL and friends are the runner settings of most tests. The service's
+// own clock never decides anything in these tests: they finish in
+// milliseconds of real time, long before a 30 s lease could expire.
+const (
+	testTTL       = 30 * time.Second
+	testHeartbeat = 10 * time.Second
+	testMargin    = 3 * time.Second
+	// waitTimeout bounds every wait for an event; it is a safety net
+	// against a hung test, never a timing assumption.
+	waitTimeout = 20 * time.Second
+)
+
+// epoch is where the fake clocks start.
+var epoch = time.Date(2026, 11, 30, 7, 0, 2, 0, time.UTC)
+
+type testBundle struct {
+	url    string
+	client *client.ClientWithResponses
+	faults *faultProxy
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	ctx := context.Background()
+	store, err := repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: filepath.Join(t.TempDir(), "leases.db")})
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	faults := &faultProxy{next: handlers.New(store, handlers.Options{
+		MinTTL:         100 * time.Millisecond,
+		RequestTimeout: 5 * time.Second,
+	})}
+	srv := httptest.NewServer(faults)
+	t.Cleanup(srv.Close)
+	c, err := client.NewClientWithResponses(srv.URL)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	return &testBundle{url: srv.URL, client: c, faults: faults}
+}
+
+// runner returns a runner of owner on clock with the test settings; mod may
+// change the configuration.
+func (b *testBundle) runner(t *testing.T, owner string, clock clockwork.Clock, mod func(*jobs.Config)) *jobs.Runner {
+	t.Helper()
+	cfg := jobs.Config{
+		Client:            b.client,
+		Owner:             owner,
+		TTL:               testTTL,
+		HeartbeatInterval: testHeartbeat,
+		Margin:            testMargin,
+		RequestTimeout:    5 * time.Second,
+		Clock:             clock,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := jobs.New(cfg)
+	if err != nil {
+		t.Fatalf("new runner: %v", err)
+	}
+	return r
+}
+
+func (b *testBundle) lease(t *testing.T, jobID string) client.Lease {
+	t.Helper()
+	resp, err := b.client.GetLeaseWithResponse(context.Background(), jobID)
+	if err != nil {
+		t.Fatalf("get lease %s: %v", jobID, err)
+	}
+	if resp.JSON200 == nil {
+		t.Fatalf("get lease %s: status %d: %s", jobID, resp.StatusCode(), resp.Body)
+	}
+	return *resp.JSON200
+}
+
+// runs returns the run history of jobID, newest first.
+func (b *testBundle) runs(t *testing.T, jobID string) []client.Run {
+	t.Helper()
+	limit := 1000
+	resp, err := b.client.ListRunsWithResponse(context.Background(), jobID, &client.ListRunsParams{Limit: &limit})
+	if err != nil {
+		t.Fatalf("list runs %s: %v", jobID, err)
+	}
+	if resp.JSON200 == nil {
+		t.Fatalf("list runs %s: status %d: %s", jobID, resp.StatusCode(), resp.Body)
+	}
+	return resp.JSON200.Runs
+}
+
+func (b *testBundle) acquire(t *testing.T, jobID, owner string, tick time.Time) client.Lease {
+	t.Helper()
+	resp, err := b.client.AcquireLeaseWithResponse(context.Background(), jobID, client.AcquireRequest{Owner: owner, Tick: &tick})
+	if err != nil {
+		t.Fatalf("acquire %s: %v", jobID, err)
+	}
+	if resp.JSON200 == nil {
+		t.Fatalf("acquire %s: status %d: %s", jobID, resp.StatusCode(), resp.Body)
+	}
+	return *resp.JSON200
+}
+
+func (b *testBundle) release(t *testing.T, jobID, owner string, token int64) {
+	t.Helper()
+	resp, err := b.client.ReleaseLeaseWithResponse(context.Background(), jobID, client.ReleaseRequest{Owner: owner, Token: token})
+	if err != nil {
+		t.Fatalf("release %s: %v", jobID, err)
+	}
+	if resp.JSON200 == nil {
+		t.Fatalf("release %s: status %d: %s", jobID, resp.StatusCode(), resp.Body)
+	}
+}
+
+func (b *testBundle) revoke(t *testing.T, jobID string) {
+	t.Helper()
+	resp, err := b.client.RevokeLeaseWithResponse(context.Background(), jobID)
+	if err != nil {
+		t.Fatalf("revoke %s: %v", jobID, err)
+	}
+	if resp.JSON200 == nil {
+		t.Fatalf("revoke %s: status %d: %s", jobID, resp.StatusCode(), resp.Body)
+	}
+}
+
+// faultProxy passes requests to the service, except the ones it is told to
+// fail: those get 503 unavailable, as from a service whose database is gone.
+// It counts the answers per operation (acquire, heartbeat, release) and
+// status.
+type faultProxy struct {
+	next http.Handler
+	// failAcquires is how many of the next acquires fail.
+	failAcquires atomic.Int32
+	// failHeartbeats fails every heartbeat while set.
+	failHeartbeats atomic.Bool
+
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	fail := false
+	switch op {
+	case "acquire":
+		fail = f.failAcquires.Add(-1) >= 0
+	case "heartbeat":
+		fail = f.failHeartbeats.Load()
+	}
+	if fail {
+		f.count(op, http.StatusServiceUnavailable)
+		w.Header().Set("Content-Type", api.ProblemContentType)
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(api.Problem{
+			Type: api.ProblemTypePrefix + api.CodeUnavailable, Title: "Service unavailable",
+			Status: http.StatusServiceUnavailable, Detail: "injected fault", Code: api.CodeUnavailable,
+		})
+		return
+	}
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	f.next.ServeHTTP(rec, r)
+	f.count(op, rec.status)
+}
+
+func (f *faultProxy) count(op string, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counts == nil {
+		f.counts = make(map[string]int)
+	}
+	f.counts[op+" "+http.StatusText(status)]++
+}
+
+// answered returns how many requests of op were answered with status.
+func (f *faultProxy) answered(op string, status int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[op+" "+http.StatusText(status)]
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+// waitCtx is the context of every wait of a test.
+func waitCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// blockUntil waits until n goroutines wait on the fake clock.
+func blockUntil(t *testing.T, clock *clockwork.FakeClock, n int) {
+	t.Helper()
+	if err := clock.BlockUntilContext(waitCtx(t), n); err != nil {
+		t.Fatalf("waiting for %d clock waiters: %v", n, err)
+	}
+}
+
+// receive waits for a value from ch.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-waitCtx(t).Done():
+		var zero T
+		t.Fatalf("timed out waiting for %s", what)
+		return zero
+	}
+}
+
+// runResult is what Run returned, for tests that run it in a goroutine.
+type runResult struct {
+	report jobs.Report
+	err    error
+}
+
+func goRun(ctx context.Context, r *jobs.Runner, jobID string, tick time.Time, fn jobs.Func, opts ...jobs.JobOption) <-chan runResult {
+	ch := make(chan runResult, 1)
+	go func() {
+		rep, err := r.Run(ctx, jobID, tick, fn, opts...)
+		ch <- runResult{rep, err}
+	}()
+	return ch
+}
+
+// blockForever returns a channel that is closed when the test ends: a job
+// that waits on it ignores its context, like a stuck job.
+func blockForever(t *testing.T) <-chan struct{} {
+	ch := make(chan struct{})
+	t.Cleanup(func() { close(ch) })
+	return ch
+}
