@@ -181,6 +181,9 @@ func (r *Runner) schedule(ctx context.Context, j *job, runs *sync.WaitGroup) {
 			return
 		case <-timer.Chan():
 		}
+		if ctx.Err() != nil {
+			return // both were ready: shutdown wins
+		}
 		// After a pause (a stopped process, a suspended machine) several
 		// ticks may be due: only the newest runs, the others are past.
 		now := r.clock.Now()

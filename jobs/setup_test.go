@@ -271,3 +271,19 @@ func blockForever(t *testing.T) <-chan struct{} {
 	t.Cleanup(func() { close(ch) })
 	return ch
 }
+
+// timerWatch is a fake clock that tells which timers are created, for a test
+// that must wait for one particular timer among several.
+type timerWatch struct {
+	*clockwork.FakeClock
+	created chan time.Duration
+}
+
+func (c *timerWatch) NewTimer(d time.Duration) clockwork.Timer {
+	t := c.FakeClock.NewTimer(d)
+	select {
+	case c.created <- d:
+	default:
+	}
+	return t
+}

@@ -1,0 +1,297 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	_ "time/tzdata" // Europe/Berlin and America/New_York without a system zone database
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leaseapi/leaseapi/api/client"
+	"github.com/leaseapi/leaseapi/jobs"
+)
+
+func mustLocation(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("load location %s: %v", name, err)
+	}
+	return loc
+}
+
+func TestParseScheduleTicks(t *testing.T) {
+	t.Parallel()
+	utc := func(s string) time.Time {
+		t.Helper()
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	berlin := mustLocation(t, "Europe/Berlin")
+	tests := []struct {
+		name string
+		spec string
+		loc  *time.Location
+		from time.Time
+		want []time.Time
+	}{
+		{"EveryAlignedToEpoch", "@every 10s", nil, utc("2026-11-30T07:00:03.250Z"),
+			[]time.Time{utc("2026-11-30T07:00:10Z"), utc("2026-11-30T07:00:20Z")}},
+		{"EveryStrictlyAfter", "@every 10s", nil, utc("2026-11-30T07:00:10Z"),
+			[]time.Time{utc("2026-11-30T07:00:20Z")}},
+		// 7s does not divide a minute: ticks are multiples of 7s since 1970.
+		{"EveryOddInterval", "@every 7s", nil, time.Unix(1_000_000_000, 0),
+			[]time.Time{time.Unix(1_000_000_001, 0), time.Unix(1_000_000_008, 0)}},
+		{"EveryMilliseconds", "@every 1500ms", nil, time.Unix(3, 0),
+			[]time.Time{time.Unix(4, 5e8), time.Unix(6, 0)}},
+		{"SecondsField", "*/15 * * * * *", nil, utc("2026-11-30T07:00:03.5Z"),
+			[]time.Time{utc("2026-11-30T07:00:15Z"), utc("2026-11-30T07:00:30Z")}},
+		{"FiveFields", "30 7 * * *", nil, utc("2026-11-30T07:00:03Z"),
+			[]time.Time{utc("2026-11-30T07:30:00Z"), utc("2026-12-01T07:30:00Z")}},
+		{"Descriptor", "@hourly", nil, utc("2026-11-30T07:00:03Z"),
+			[]time.Time{utc("2026-11-30T08:00:00Z")}},
+		{"ConfiguredZone", "0 7 * * *", berlin, utc("2026-11-30T00:00:00Z"),
+			[]time.Time{utc("2026-11-30T06:00:00Z")}},
+		{"ZoneInSpec", "CRON_TZ=America/New_York 0 9 * * *", berlin, utc("2026-11-30T00:00:00Z"),
+			[]time.Time{utc("2026-11-30T14:00:00Z")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := jobs.ParseSchedule(tt.spec, tt.loc)
+			if err != nil {
+				t.Fatalf("ParseSchedule(%q): %v", tt.spec, err)
+			}
+			at := tt.from
+			for i, want := range tt.want {
+				at = s.Next(at)
+				if !at.Equal(want) {
+					t.Fatalf("tick %d after %s: got %s, want %s", i+1, tt.from, at, want)
+				}
+			}
+		})
+	}
+}
+
+// TestScheduleTicksAreCanonical: replicas that start at different times, or
+// whose clocks are off by less than the interval, compute the same ticks.
+func TestScheduleTicksAreCanonical(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"@every 5s", "*/5 * * * * *", "@every 1m", "* * * * *"} {
+		t.Run(strings.NewReplacer(" ", "_", "*", "x", "/", "-").Replace(spec), func(t *testing.T) {
+			t.Parallel()
+			s, err := jobs.ParseSchedule(spec, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := s.Next(epoch)
+			for _, offset := range []time.Duration{-time.Second, -1, 0, 1, 1234 * time.Millisecond} {
+				start := base.Add(-2*time.Second + offset)
+				if got := s.Next(start); !got.Equal(base) {
+					t.Fatalf("start %s: first tick %s, want %s", start, got, base)
+				}
+			}
+		})
+	}
+}
+
+func TestParseScheduleRejects(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"", "not a spec", "@every 0s", "@every -5s", "@every 1.5ms", "@every soon", "61 * * * *", "@fortnightly"} {
+		t.Run(strings.ReplaceAll(spec, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			if _, err := jobs.ParseSchedule(spec, nil); err == nil {
+				t.Fatalf("ParseSchedule(%q): got no error", spec)
+			}
+		})
+	}
+}
+
+func TestAddRejects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.runner(t, "replica-a", clockwork.NewFakeClockAt(epoch), nil)
+	noop := func(context.Context) error { return nil }
+	if err := r.Add("report", "@every 5s", noop); err != nil {
+		t.Fatalf("Add: %v", err)
+	}
+	tests := []struct {
+		name  string
+		jobID string
+		spec  string
+		fn    jobs.Func
+		opts  []jobs.JobOption
+	}{
+		{"Duplicate", "report", "@every 5s", noop, nil},
+		{"BadJobID", "-report", "@every 5s", noop, nil},
+		{"BadSpec", "other", "every five seconds", noop, nil},
+		{"NeverFires", "other", "0 0 30 2 *", noop, nil},
+		{"NilFunc", "other", "@every 5s", nil, nil},
+		{"BadMaxRunTime", "other", "@every 5s", noop, []jobs.JobOption{jobs.MaxRunTime(0)}},
+		{"BadProgressWindow", "other", "@every 5s", noop, []jobs.JobOption{jobs.ProgressWindow(-time.Second)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := r.Add(tt.jobID, tt.spec, tt.fn, tt.opts...); err == nil {
+				t.Fatalf("Add(%q, %q): got no error", tt.jobID, tt.spec)
+			}
+		})
+	}
+}
+
+// TestServeRunsEachTickOnce runs three replicas whose clocks disagree by up
+// to 700ms against one service: every tick runs exactly once.
+func TestServeRunsEachTickOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reports := make(chan jobs.Report, 16)
+	offsets := []time.Duration{0, 300 * time.Millisecond, -400 * time.Millisecond}
+	clocks := make([]*clockwork.FakeClock, len(offsets))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, len(offsets))
+	for i, offset := range offsets {
+		clocks[i] = clockwork.NewFakeClockAt(epoch.Add(offset))
+		r := b.runner(t, "replica-"+string(rune('a'+i)), clocks[i], func(c *jobs.Config) {
+			c.ReportFunc = func(rep jobs.Report) { reports <- rep }
+		})
+		if err := r.Add("report", "@every 5s", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		go func() { served <- r.Serve(ctx) }()
+	}
+
+	const ticks = 4
+	seen := make(map[time.Time]string)
+	for i := range ticks {
+		for _, c := range clocks {
+			blockUntil(t, c, 1)
+			c.Advance(5 * time.Second)
+		}
+		rep := receive(t, reports, "a run")
+		if rep.Outcome != jobs.OutcomeSucceeded {
+			t.Fatalf("run %d: got %+v, want succeeded", i, rep)
+		}
+		if prev, ok := seen[rep.Tick]; ok {
+			t.Fatalf("tick %s ran twice: by %s and %s", rep.Tick, prev, rep.Owner)
+		}
+		seen[rep.Tick] = rep.Owner
+	}
+	cancel()
+	for range offsets {
+		if err := receive(t, served, "Serve to return"); err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	}
+	select {
+	case rep := <-reports:
+		t.Fatalf("extra run: %+v", rep)
+	default:
+	}
+
+	// The ticks are the multiples of 5s after the epoch, whatever each
+	// replica's offset; the service recorded each once.
+	for i := range ticks {
+		want := epoch.Truncate(5 * time.Second).Add(time.Duration(i+1) * 5 * time.Second)
+		if _, ok := seen[want]; !ok {
+			t.Fatalf("tick %s did not run; ran %v", want, seen)
+		}
+	}
+	runs := b.runs(t, "report")
+	if len(runs) != ticks {
+		t.Fatalf("runs: got %d, want %d", len(runs), ticks)
+	}
+	for _, run := range runs {
+		if run.Outcome != client.RunOutcomeSucceeded {
+			t.Fatalf("run %+v: want succeeded", run)
+		}
+	}
+}
+
+func TestServeShutdown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	reports := make(chan jobs.Report, 4)
+	r := b.runner(t, "replica-a", clock, func(c *jobs.Config) {
+		c.ReportFunc = func(rep jobs.Report) { reports <- rep }
+	})
+	started := make(chan struct{}, 1)
+	err := r.Add("report", "@every 5s", func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx) }()
+
+	blockUntil(t, clock, 1)
+	clock.Advance(5 * time.Second)
+	receive(t, started, "the job to start")
+	cancel()
+
+	if err := receive(t, served, "Serve to return"); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	rep := receive(t, reports, "the run")
+	if rep.Outcome != jobs.OutcomeFailed || !errors.Is(rep.Err, jobs.ErrShutdown) {
+		t.Fatalf("report: got %+v, want failed by shutdown", rep)
+	}
+	if l := b.lease(t, "report"); l.State != client.StateReleased || *l.LastOutcome != client.LeaseLastOutcomeFailed {
+		t.Fatalf("lease: got %s / %v, want released failed", l.State, l.LastOutcome)
+	}
+	if err := r.Serve(context.Background()); err == nil {
+		t.Fatal("second Serve: got no error")
+	}
+}
+
+func TestServeShutdownDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := &timerWatch{FakeClock: clockwork.NewFakeClockAt(epoch), created: make(chan time.Duration, 100)}
+	reports := make(chan jobs.Report, 4)
+	r := b.runner(t, "replica-a", clock, func(c *jobs.Config) {
+		c.ShutdownTimeout = 5 * time.Second
+		c.ReportFunc = func(rep jobs.Report) { reports <- rep }
+	})
+	forever := blockForever(t)
+	started := make(chan struct{}, 1)
+	err := r.Add("stuck", "@every 5s", func(context.Context) error {
+		started <- struct{}{}
+		<-forever
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx) }()
+
+	blockUntil(t, clock.FakeClock, 1)
+	clock.Advance(5 * time.Second)
+	receive(t, started, "the job to start")
+	cancel()
+	for receive(t, clock.created, "the shutdown timer") != 5*time.Second {
+	}
+	clock.Advance(5 * time.Second)
+	if err := receive(t, served, "Serve to return"); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("Serve: got %v, want jobs still running", err)
+	}
+	// At its deadline the run gives the job up and releases it failed.
+	clock.Advance(testTTL)
+	if rep := receive(t, reports, "the run"); rep.Outcome != jobs.OutcomeFailed || !errors.Is(rep.Err, jobs.ErrAbandoned) {
+		t.Fatalf("report: got %+v, want failed, abandoned", rep)
+	}
+}
