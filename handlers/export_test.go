@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -20,4 +22,12 @@ func NewWithExtraRoute(store leaseapi.Store, opts Options, pattern string, fn ht
 	h := New(store, opts)
 	h.(*chi.Mux).Get(pattern, fn)
 	return h
+}
+
+// Call runs fn the way the handlers run a store call.
+func Call(ctx context.Context, fn func(context.Context) error) error {
+	_, err := call(ctx, newMetrics(prometheus.NewRegistry()), "test", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, fn(ctx)
+	})
+	return err
 }
