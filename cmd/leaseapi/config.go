@@ -25,16 +25,16 @@ const envPrefix = "leaseapi"
 // is checked against these tags by TestREADMEConfigTable.
 type Config struct {
 	Addr             string        `envconfig:"ADDR" default:":8080" desc:"TCP address to listen on"`
-	DatabaseURL      string        `envconfig:"DATABASE_URL" desc:"Postgres DSN (postgres://user:pass@host:5432/db?sslmode=disable); empty = the embedded SQLite store"`
-	SQLitePath       string        `envconfig:"SQLITE_PATH" default:"leaseapi.db" desc:"file of the embedded store when DATABASE_URL is empty; one leaseapi instance per file"`
-	DefaultTTL       time.Duration `envconfig:"DEFAULT_TTL" default:"30s" desc:"lease TTL when a request has no ttlMs"`
+	DatabaseURL      string        `envconfig:"DATABASE_URL" desc:"Postgres DSN, e.g. postgres://user:pass@host:5432/db?sslmode=disable; empty = the embedded SQLite store"`
+	SQLitePath       string        `envconfig:"SQLITE_PATH" default:"leaseapi.db" desc:"file of the embedded store, used when LEASEAPI_DATABASE_URL is empty; it serves one leaseapi instance"`
+	DefaultTTL       time.Duration `envconfig:"DEFAULT_TTL" default:"30s" desc:"lease TTL of a request without ttlMs"`
 	MinTTL           time.Duration `envconfig:"MIN_TTL" default:"1s" desc:"smallest ttlMs a request may ask for"`
 	MaxTTL           time.Duration `envconfig:"MAX_TTL" default:"1h" desc:"largest ttlMs a request may ask for"`
 	RequestTimeout   time.Duration `envconfig:"REQUEST_TIMEOUT" default:"1s" desc:"deadline of one request; past it the answer is 503 unavailable"`
-	HistoryRetention time.Duration `envconfig:"HISTORY_RETENTION" default:"168h" desc:"how long finished runs are kept in the run history"`
-	PruneInterval    time.Duration `envconfig:"PRUNE_INTERVAL" default:"1m" desc:"how often old run history is pruned"`
-	APITokens        []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens for /leases; empty (and no ADMIN_TOKENS) = open API"`
-	AdminTokens      []string      `envconfig:"ADMIN_TOKENS" desc:"comma-separated bearer tokens that may also DELETE (revoke) leases"`
+	HistoryRetention time.Duration `envconfig:"HISTORY_RETENTION" default:"168h" desc:"how long finished runs are kept"`
+	PruneInterval    time.Duration `envconfig:"PRUNE_INTERVAL" default:"1m" desc:"how often finished runs older than the retention are deleted"`
+	APITokens        []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens required on /leases; with no API or admin tokens the API is open"`
+	AdminTokens      []string      `envconfig:"ADMIN_TOKENS" desc:"comma-separated bearer tokens that may also revoke leases (DELETE /leases/{jobId})"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
@@ -164,14 +164,15 @@ func parseLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf("%q must be debug, info, warn or error", s)
 }
 
-// usageFormat is envconfig's table without its always-empty REQUIRED column.
-const usageFormat = `{{range .}}{{usage_key .}}	{{usage_type .}}	{{usage_default .}}	{{usage_description .}}
+// usageFormat is envconfig's table without its TYPE column (the defaults
+// show the formats) and its always-empty REQUIRED column.
+const usageFormat = `{{range .}}{{usage_key .}}	{{usage_default .}}	{{usage_description .}}
 {{end}}`
 
 // writeSettings writes the table of settings (envconfig.Usagef) to w.
 func writeSettings(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIABLE\tTYPE\tDEFAULT\tDESCRIPTION")
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tDESCRIPTION")
 	if err := envconfig.Usagef(envPrefix, &Config{}, tw, usageFormat); err != nil {
 		return fmt.Errorf("usage: %w", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -323,5 +324,44 @@ func TestConfigTags(t *testing.T) {
 		if !hasDefault && !hasRequired && !slices.Contains(emptyDefault, name) {
 			t.Errorf("%s has neither a default nor required tag", key(name))
 		}
+	}
+}
+
+// configTable is the README's configuration table, from Config's tags.
+func configTable() []string {
+	rows := []string{
+		"| Variable | Default | Description |",
+		"|---|---|---|",
+	}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		def := "(empty)"
+		if d := f.Tag.Get("default"); d != "" {
+			def = "`" + d + "`"
+		}
+		rows = append(rows, fmt.Sprintf("| `%s` | %s | %s |", key(f.Tag.Get("envconfig")), def, f.Tag.Get("desc")))
+	}
+	return rows
+}
+
+// TestREADMEConfigTable keeps README.md's configuration table equal to
+// Config: same variables, defaults and descriptions, in the same order.
+func TestREADMEConfigTable(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := configTable()
+	var got []string
+	for line := range strings.Lines(string(readme)) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, "| `LEASEAPI_") {
+			got = append(got, line)
+		}
+	}
+	if !slices.Equal(got, want[2:]) || !strings.Contains(string(readme), strings.Join(want, "\n")) {
+		t.Errorf("README.md's configuration table differs from Config; it should read:\n\n%s", strings.Join(want, "\n"))
 	}
 }

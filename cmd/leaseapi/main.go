@@ -296,15 +296,15 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("listening",
 		slog.String("addr", ln.Addr().String()),
-		slog.Duration("default_ttl", cfg.DefaultTTL),
-		slog.Duration("min_ttl", cfg.MinTTL),
-		slog.Duration("max_ttl", cfg.MaxTTL),
-		slog.Duration("request_timeout", cfg.RequestTimeout),
-		slog.Duration("history_retention", cfg.HistoryRetention))
+		slog.String("default_ttl", cfg.DefaultTTL.String()),
+		slog.String("min_ttl", cfg.MinTTL.String()),
+		slog.String("max_ttl", cfg.MaxTTL.String()),
+		slog.String("request_timeout", cfg.RequestTimeout.String()),
+		slog.String("history_retention", cfg.HistoryRetention.String()))
 
 	select {
 	case <-ctx.Done():
-		logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))
+		logger.Info("shutting down", slog.String("timeout", cfg.ShutdownTimeout.String()))
 	case err = <-serveErr:
 		// Serve never returns nil; it failed before any Shutdown.
 		err = fmt.Errorf("serve: %w", err)
