@@ -1,0 +1,924 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/migrations"
+)
+
+// SQLite is the embedded lease store: one SQLite file, for a single
+// leaseapi instance. It keeps the behaviour of the Postgres store with
+// different means:
+//
+//   - Writers are serialized. Every write is a BEGIN IMMEDIATE transaction on
+//     the one write connection, so it holds SQLite's write lock from its first
+//     statement. The decision and the run-history rows it causes are written
+//     in that one transaction.
+//   - The process clock is the one clock. A write reads time.Now() once,
+//     after BEGIN IMMEDIATE returned (the write lock is held), and uses that
+//     instant for the decision and for every timestamp it stores. Writes are
+//     serialized, so their instants never go backwards (unless the wall clock
+//     does) and a grant never starts before the release it waited for.
+//   - Reads use a separate read-only pool. WAL lets them run beside the
+//     writer; each read is a transaction whose clock is read after its
+//     snapshot began, so no timestamp it returns lies after its "now".
+//   - Times are stored as INTEGER Unix milliseconds (UTC): the wire's
+//     precision, compared exactly. Times given to the store (ticks) are
+//     truncated to milliseconds, and durations to whole milliseconds.
+//   - Durability: WAL with synchronous=FULL, so an acknowledged write has
+//     been fsynced and survives a crash or restart.
+//   - One instance per file: OpenSQLite takes an exclusive flock on
+//     "<path>.lock" for the store's lifetime and refuses to open a file that
+//     another store, in this or another process, has open.
+type SQLite struct {
+	path string
+	// write has exactly one connection; its DSN makes every transaction
+	// BEGIN IMMEDIATE.
+	write *sqlx.DB
+	// read is a query_only pool.
+	read       *sqlx.DB
+	lockFile   *os.File
+	migrations *goose.Provider
+	logger     *slog.Logger
+	// schemaCurrent caches a Ready or Migrate that found no pending
+	// migration: nobody else can migrate the file while the lock is held.
+	schemaCurrent atomic.Bool
+
+	// mu guards closed and the Add side of inflight; Close waits for
+	// inflight, the calls that sqliteCall gave up on at their deadline, so
+	// that the file lock is released only once no connection can write.
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup
+}
+
+var _ leaseapi.Store = (*SQLite)(nil)
+
+// SQLiteConfig configures OpenSQLite.
+type SQLiteConfig struct {
+	// Path is the database file, created if missing. Its directory must
+	// exist; "<Path>.lock", "<Path>-wal" and "<Path>-shm" live beside it.
+	Path   string
+	Logger *slog.Logger
+}
+
+// errSQLiteInUse is returned by lockSQLiteFile when another store holds the
+// lock.
+var errSQLiteInUse = errors.New("in use")
+
+const (
+	// sqliteMigrationsTable is goose's version table, named as in Postgres.
+	sqliteMigrationsTable = "leaseapi_migrations"
+	// sqliteBusyTimeout bounds SQLite's own wait for a lock. Within one
+	// instance writers queue for the single write connection instead, so
+	// this applies only to the rare reader wait (WAL recovery, checkpoint)
+	// and to foreign connections; the caller's context ends it sooner.
+	sqliteBusyTimeout = 5 * time.Second
+	// sqliteReadConns is the size of the read pool.
+	sqliteReadConns = 4
+)
+
+// OpenSQLite opens (creating if needed) the database file at cfg.Path and
+// takes the single-instance lock. It does not migrate: call Migrate.
+func OpenSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("open sqlite: empty path")
+	}
+	if cfg.Path == ":memory:" || strings.HasPrefix(cfg.Path, "file:") {
+		return nil, fmt.Errorf("open sqlite: path %q must be a file path", cfg.Path)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	path, err := sqliteRealPath(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", cfg.Path, err)
+	}
+
+	lockFile, err := lockSQLiteFile(path + ".lock")
+	if errors.Is(err, errSQLiteInUse) {
+		return nil, fmt.Errorf("open sqlite: embedded store %s is in use by another process; "+
+			"the embedded store serves one leaseapi instance — use Postgres (LEASEAPI_DATABASE_URL) for several", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: lock: %w", path, err)
+	}
+	s := &SQLite{path: path, lockFile: lockFile, logger: logger}
+	if err := s.open(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), s.closeAll())
+	}
+	logger.InfoContext(ctx, "sqlite store opened", slog.String("path", path))
+	return s, nil
+}
+
+// sqliteRealPath makes path absolute and resolves symbolic links (of the
+// file, or of its directory while the file does not exist yet), so that
+// every path to one database file takes the same lock file.
+func sqliteRealPath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real, nil
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, filepath.Base(abs)), nil
+}
+
+// sqliteJournalModeQuery reads the journal mode the write connection set.
+const sqliteJournalModeQuery = `PRAGMA journal_mode`
+
+func (s *SQLite) open(ctx context.Context) error {
+	busy := fmt.Sprintf("busy_timeout(%d)", sqliteBusyTimeout.Milliseconds())
+	writeDSN := sqliteDSN(s.path, url.Values{
+		"_txlock": {"immediate"},
+		"_pragma": {busy, "foreign_keys(1)", "journal_mode(WAL)", "synchronous(FULL)"},
+	})
+	write, err := sql.Open("sqlite", writeDSN)
+	if err != nil {
+		return err
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	s.write = sqlx.NewDb(write, "sqlite")
+	// The first connection applies the pragmas; journal_mode=WAL persists in
+	// the file, so the readers opened next find it set.
+	var mode string
+	if err := s.write.GetContext(ctx, &mode, sqliteJournalModeQuery); err != nil {
+		return sqliteError("journal mode", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal mode is %q, want wal (is the file on a local file system?)", mode)
+	}
+
+	read, err := sql.Open("sqlite", sqliteDSN(s.path, url.Values{
+		"_pragma": {busy, "foreign_keys(1)", "query_only(1)"},
+	}))
+	if err != nil {
+		return err
+	}
+	read.SetMaxOpenConns(sqliteReadConns)
+	read.SetMaxIdleConns(sqliteReadConns)
+	s.read = sqlx.NewDb(read, "sqlite")
+	if err := s.read.PingContext(ctx); err != nil {
+		return sqliteError("ping", err)
+	}
+
+	provider, err := goose.NewProvider(database.DialectSQLite3, s.write.DB, migrations.SQLite(),
+		goose.WithTableName(sqliteMigrationsTable),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	s.migrations = provider
+	return nil
+}
+
+// sqliteDSN is a file: URI for path with the driver's parameters; SQLite
+// ignores the parameters it does not know.
+func sqliteDSN(path string, params url.Values) string {
+	u := url.URL{Path: filepath.ToSlash(path)}
+	return "file:" + u.EscapedPath() + "?" + params.Encode()
+}
+
+// Migrate applies pending migrations. The file lock already guarantees a
+// single migrator; goose runs each migration in a BEGIN IMMEDIATE
+// transaction on the write connection.
+func (s *SQLite) Migrate(ctx context.Context) error {
+	_, err := sqliteCall(ctx, s, "migrate", func(ctx context.Context) (struct{}, error) {
+		results, err := s.migrations.Up(ctx)
+		if err != nil {
+			return struct{}{}, sqliteError("migrate", err)
+		}
+		for _, r := range results {
+			s.logger.InfoContext(ctx, "migration applied",
+				slog.Int64("version", r.Source.Version), slog.String("file", r.Source.Path),
+				slog.Duration("duration", r.Duration))
+		}
+		s.schemaCurrent.Store(true)
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// sqlitePingQuery reads the database file, not just the connection.
+const sqlitePingQuery = `SELECT count(*) FROM sqlite_schema`
+
+// Ready returns nil when both connections answer and no migration is
+// pending. It waits for the write connection, so a writer that is stuck
+// makes the instance unready.
+func (s *SQLite) Ready(ctx context.Context) error {
+	_, err := sqliteCall(ctx, s, "ready", func(ctx context.Context) (struct{}, error) {
+		var n int64
+		if err := s.read.GetContext(ctx, &n, sqlitePingQuery); err != nil {
+			return struct{}{}, sqliteError("ready", err)
+		}
+		if err := s.write.GetContext(ctx, &n, sqlitePingQuery); err != nil {
+			return struct{}{}, sqliteError("ready", err)
+		}
+		if s.schemaCurrent.Load() {
+			return struct{}{}, nil
+		}
+		pending, err := s.migrations.HasPending(ctx)
+		if err != nil {
+			return struct{}{}, sqliteError("ready", err)
+		}
+		if pending {
+			return struct{}{}, errors.New("ready: database migrations are pending (run leaseapi migrate)")
+		}
+		s.schemaCurrent.Store(true)
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// Close waits for calls still running in the background, closes the
+// connections (the last one checkpoints the WAL) and releases the file lock.
+// Calling it again does nothing.
+func (s *SQLite) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+	return s.closeAll()
+}
+
+func (s *SQLite) closeAll() error {
+	var errs []error
+	if s.read != nil {
+		errs = append(errs, s.read.Close())
+	}
+	if s.write != nil {
+		errs = append(errs, s.write.Close()) // also the goose provider's *sql.DB
+	}
+	if s.lockFile != nil {
+		errs = append(errs, s.lockFile.Close()) // releases the flock
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close sqlite %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// sqliteCall runs fn and returns by ctx's deadline even when fn does not
+// (an fsync on a stalled disk cannot be interrupted). fn then finishes in
+// the background, its result dropped: the outcome of a write is unknown,
+// which ErrUnavailable says. Close waits for it.
+func sqliteCall[T any](ctx context.Context, s *SQLite, op string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return zero, fmt.Errorf("%s: sqlite store %s is closed", op, s.path)
+	}
+	s.inflight.Add(1)
+	s.mu.Unlock()
+	if ctx.Done() == nil {
+		defer s.inflight.Done()
+		return fn(ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer s.inflight.Done()
+		v, err := fn(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done: // finished as the deadline passed: report what happened
+			return r.v, r.err
+		default:
+			return zero, fmt.Errorf("%s: %w: %w", op, leaseapi.ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// sqliteError translates a driver error into the domain's terms. Conflicts
+// pass unchanged; waits that ended (context, SQLITE_BUSY) and I/O failures
+// wrap ErrUnavailable: the database could not do the work now and the
+// outcome of a write is unknown.
+func sqliteError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var conflict *leaseapi.ConflictError
+	if errors.As(err, &conflict) {
+		return err
+	}
+	if errors.Is(err, leaseapi.ErrUnavailable) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+		return fmt.Errorf("%s: %w: %w", op, leaseapi.ErrUnavailable, err)
+	}
+	var sqliteErr *sqlite.Error
+	if errors.As(err, &sqliteErr) {
+		switch sqliteErr.Code() & 0xff { // the primary result code
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_INTERRUPT,
+			sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN,
+			sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOMEM:
+			return fmt.Errorf("%s: %w: %w", op, leaseapi.ErrUnavailable, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// writeTx runs fn in a BEGIN IMMEDIATE transaction on the write connection
+// and commits unless fn fails. now, in Unix milliseconds, is read once after
+// the write lock is held: it is the instant of every decision and timestamp
+// of the transaction.
+func (s *SQLite) writeTx(ctx context.Context, fn func(tx *sqlx.Tx, now int64) error) error {
+	tx, err := s.write.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	now := time.Now().UnixMilli()
+	if err := fn(tx, now); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// sqliteSnapshotQuery starts a read transaction's snapshot: a deferred
+// transaction takes it at its first read.
+const sqliteSnapshotQuery = `SELECT count(*) FROM sqlite_schema`
+
+// readTx runs fn in a read transaction on the read pool. now is read after
+// the snapshot began, so every write the snapshot sees was decided at or
+// before now.
+func (s *SQLite) readTx(ctx context.Context, fn func(tx *sqlx.Tx, now int64) error) error {
+	tx, err := s.read.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var n int64
+	if err := tx.GetContext(ctx, &n, sqliteSnapshotQuery); err != nil {
+		return err
+	}
+	now := time.Now().UnixMilli()
+	if err := fn(tx, now); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// sqliteLeaseRow is a leases row; times are Unix milliseconds.
+type sqliteLeaseRow struct {
+	JobID             string         `db:"job_id"`
+	Owner             string         `db:"owner"`
+	Token             int64          `db:"token"`
+	Tick              sql.NullInt64  `db:"tick"`
+	TTLMs             int64          `db:"ttl_ms"`
+	AcquiredAt        int64          `db:"acquired_at"`
+	RenewedAt         int64          `db:"renewed_at"`
+	ExpiresAt         int64          `db:"expires_at"`
+	ReleasedAt        sql.NullInt64  `db:"released_at"`
+	RevokedAt         sql.NullInt64  `db:"revoked_at"`
+	LastCompletedTick sql.NullInt64  `db:"last_completed_tick"`
+	LastOutcome       sql.NullString `db:"last_outcome"`
+}
+
+// sqliteLeaseColumns are the columns every lease query and RETURNING yields.
+const sqliteLeaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+	released_at, revoked_at, last_completed_tick, last_outcome`
+
+// held reports whether the grant is held at now.
+func (r *sqliteLeaseRow) held(now int64) bool {
+	return !r.ReleasedAt.Valid && !r.RevokedAt.Valid && r.ExpiresAt > now
+}
+
+// lease is the row as the domain sees it at now.
+func (r *sqliteLeaseRow) lease(now int64) leaseapi.Lease {
+	l := leaseapi.Lease{
+		JobID:             r.JobID,
+		Owner:             r.Owner,
+		Token:             r.Token,
+		AcquiredAt:        sqliteTime(r.AcquiredAt),
+		RenewedAt:         sqliteTime(r.RenewedAt),
+		ExpiresAt:         sqliteTime(r.ExpiresAt),
+		ReleasedAt:        sqliteNullTime(r.ReleasedAt),
+		TTL:               time.Duration(r.TTLMs) * time.Millisecond,
+		Tick:              sqliteNullTime(r.Tick),
+		LastCompletedTick: sqliteNullTime(r.LastCompletedTick),
+		LastOutcome:       leaseapi.Outcome(r.LastOutcome.String),
+	}
+	switch {
+	case r.RevokedAt.Valid:
+		l.State = leaseapi.StateRevoked
+	case r.ReleasedAt.Valid:
+		l.State = leaseapi.StateReleased
+	case r.ExpiresAt > now:
+		l.State = leaseapi.StateHeld
+	default:
+		// The run ended by expiry; the row records it when a grant takes
+		// over, but readers see it now (as the Postgres store shows it).
+		l.State = leaseapi.StateExpired
+		l.LastOutcome = leaseapi.OutcomeExpired
+	}
+	return l
+}
+
+func sqliteTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func sqliteNullTime(ms sql.NullInt64) *time.Time {
+	if !ms.Valid {
+		return nil
+	}
+	t := sqliteTime(ms.Int64)
+	return &t
+}
+
+func sqliteNullMs(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+const sqliteSelectLeaseQuery = `SELECT ` + sqliteLeaseColumns + ` FROM leases WHERE job_id = $1`
+
+// sqliteSelectLease reads the lease of jobID inside tx, or ErrNotFound.
+func sqliteSelectLease(ctx context.Context, tx *sqlx.Tx, jobID string) (sqliteLeaseRow, error) {
+	var row sqliteLeaseRow
+	err := tx.GetContext(ctx, &row, sqliteSelectLeaseQuery, jobID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row, leaseapi.ErrNotFound
+	}
+	return row, err
+}
+
+// sqliteWriteLease runs an INSERT or a guarded UPDATE … RETURNING the row.
+// The guard (job, token, owner) only restates what the caller decided under
+// the write lock, so a miss is a bug, not a conflict.
+func sqliteWriteLease(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (sqliteLeaseRow, error) {
+	var row sqliteLeaseRow
+	err := tx.GetContext(ctx, &row, query, args...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row, errors.New("lease changed under the write lock")
+	}
+	return row, err
+}
+
+const (
+	sqliteInsertLeaseQuery = `
+INSERT INTO leases (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at)
+VALUES ($1, $2, 1, $3, $4, $5, $5, $6)
+RETURNING ` + sqliteLeaseColumns
+
+	// sqliteGrantQuery starts a new grant on an existing row: token + 1,
+	// release and revocation cleared. $8 is the last outcome, 'expired'
+	// when the previous grant ended by expiry.
+	sqliteGrantQuery = `
+UPDATE leases SET owner = $3, token = token + 1, tick = $4, ttl_ms = $5,
+	acquired_at = $6, renewed_at = $6, expires_at = $7,
+	released_at = NULL, revoked_at = NULL, last_outcome = $8
+WHERE job_id = $1 AND token = $2
+RETURNING ` + sqliteLeaseColumns
+
+	// sqliteExtendQuery renews a held grant: an idempotent acquire or a
+	// heartbeat.
+	sqliteExtendQuery = `
+UPDATE leases SET ttl_ms = $4, renewed_at = $5, expires_at = $6
+WHERE job_id = $1 AND owner = $2 AND token = $3
+RETURNING ` + sqliteLeaseColumns
+
+	sqliteInsertRunQuery = `
+INSERT INTO runs (job_id, token, owner, tick, started_at) VALUES ($1, $2, $3, $4, $5)`
+
+	// sqliteEndRunQuery closes the run of one grant.
+	sqliteEndRunQuery = `
+UPDATE runs SET outcome = $3, ended_at = $4
+WHERE job_id = $1 AND token = $2 AND outcome = 'running'`
+)
+
+// Acquire grants, renews or refuses the lease. See leaseapi.Store.
+func (s *SQLite) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	op := fmt.Sprintf("acquire %q", p.JobID)
+	ttl := p.TTL.Milliseconds()
+	if ttl < 1 {
+		return leaseapi.Lease{}, fmt.Errorf("%s: ttl %s is below 1ms", op, p.TTL)
+	}
+	tick := sqliteNullMs(p.Tick)
+	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
+		var out leaseapi.Lease
+		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			cur, err := sqliteSelectLease(ctx, tx, p.JobID)
+			if errors.Is(err, leaseapi.ErrNotFound) {
+				row, err := sqliteWriteLease(ctx, tx, sqliteInsertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now); err != nil {
+					return err
+				}
+				out = row.lease(now)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if tick.Valid && cur.LastCompletedTick.Valid && tick.Int64 <= cur.LastCompletedTick.Int64 {
+				return &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur.lease(now)}
+			}
+			if cur.held(now) {
+				sameTick := !tick.Valid || (cur.Tick.Valid && cur.Tick.Int64 == tick.Int64)
+				if cur.Owner != p.Owner || !sameTick {
+					return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur.lease(now)}
+				}
+				// A retry by the holder: same token, same tick, new expiry.
+				row, err := sqliteWriteLease(ctx, tx, sqliteExtendQuery, p.JobID, p.Owner, cur.Token, ttl, now, now+ttl)
+				if err != nil {
+					return err
+				}
+				out = row.lease(now)
+				return nil
+			}
+			lastOutcome := cur.LastOutcome
+			if !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid {
+				// The previous grant was neither released nor revoked: it
+				// ended by expiry, at its expiresAt.
+				if _, err := tx.ExecContext(ctx, sqliteEndRunQuery,
+					p.JobID, cur.Token, string(leaseapi.OutcomeExpired), cur.ExpiresAt); err != nil {
+					return err
+				}
+				lastOutcome = sql.NullString{String: string(leaseapi.OutcomeExpired), Valid: true}
+			}
+			row, err := sqliteWriteLease(ctx, tx, sqliteGrantQuery,
+				p.JobID, cur.Token, p.Owner, tick, ttl, now, now+ttl, lastOutcome)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now); err != nil {
+				return err
+			}
+			out = row.lease(now)
+			return nil
+		})
+		if err != nil {
+			return leaseapi.Lease{}, sqliteError(op, err)
+		}
+		return out, nil
+	})
+}
+
+// Heartbeat extends a held lease. See leaseapi.Store.
+func (s *SQLite) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
+	op := fmt.Sprintf("heartbeat %q", p.JobID)
+	ttl := p.TTL.Milliseconds()
+	if p.TTL < 0 || (p.TTL > 0 && ttl < 1) {
+		return leaseapi.Lease{}, fmt.Errorf("%s: ttl %s is below 1ms", op, p.TTL)
+	}
+	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
+		var out leaseapi.Lease
+		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			cur, err := sqliteSelectLease(ctx, tx, p.JobID)
+			if err != nil {
+				return err
+			}
+			if !cur.held(now) || cur.Owner != p.Owner || cur.Token != p.Token {
+				return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
+			}
+			ttl := ttl
+			if ttl == 0 {
+				ttl = cur.TTLMs // keep the grant's TTL
+			}
+			row, err := sqliteWriteLease(ctx, tx, sqliteExtendQuery, p.JobID, p.Owner, p.Token, ttl, now, now+ttl)
+			if err != nil {
+				return err
+			}
+			out = row.lease(now)
+			return nil
+		})
+		if err != nil {
+			return leaseapi.Lease{}, sqliteError(op, err)
+		}
+		return out, nil
+	})
+}
+
+// sqliteReleaseQuery ends the grant: releasedAt = expiresAt = now.
+const sqliteReleaseQuery = `
+UPDATE leases SET released_at = $4, expires_at = $4, last_outcome = $5, last_completed_tick = $6
+WHERE job_id = $1 AND owner = $2 AND token = $3 AND released_at IS NULL AND revoked_at IS NULL
+RETURNING ` + sqliteLeaseColumns
+
+// Release ends the holder's grant. See leaseapi.Store.
+func (s *SQLite) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
+	op := fmt.Sprintf("release %q", p.JobID)
+	outcome := p.Outcome
+	if outcome == "" {
+		outcome = leaseapi.OutcomeSucceeded
+	}
+	if !outcome.ValidRelease() {
+		return leaseapi.Lease{}, fmt.Errorf("%s: outcome %q is not succeeded or failed", op, p.Outcome)
+	}
+	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
+		var out leaseapi.Lease
+		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			cur, err := sqliteSelectLease(ctx, tx, p.JobID)
+			if err != nil {
+				return err
+			}
+			if cur.Owner != p.Owner || cur.Token != p.Token || cur.RevokedAt.Valid {
+				return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
+			}
+			if cur.ReleasedAt.Valid {
+				out = cur.lease(now) // a retried release: nothing changes
+				return nil
+			}
+			// Held, or expired with nobody taking over: the run did finish.
+			completed := cur.LastCompletedTick
+			if outcome == leaseapi.OutcomeSucceeded && cur.Tick.Valid &&
+				(!completed.Valid || cur.Tick.Int64 > completed.Int64) {
+				completed = cur.Tick
+			}
+			row, err := sqliteWriteLease(ctx, tx, sqliteReleaseQuery,
+				p.JobID, p.Owner, p.Token, now, string(outcome), completed)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, sqliteEndRunQuery, p.JobID, p.Token, string(outcome), now); err != nil {
+				return err
+			}
+			out = row.lease(now)
+			return nil
+		})
+		if err != nil {
+			return leaseapi.Lease{}, sqliteError(op, err)
+		}
+		return out, nil
+	})
+}
+
+// sqliteRevokeQuery force-releases a held grant and bumps the token, so the
+// old holder's token is stale.
+const sqliteRevokeQuery = `
+UPDATE leases SET token = token + 1, revoked_at = $3, expires_at = $3, last_outcome = 'revoked'
+WHERE job_id = $1 AND token = $2 AND released_at IS NULL AND revoked_at IS NULL
+RETURNING ` + sqliteLeaseColumns
+
+// Revoke force-releases a held lease. See leaseapi.Store.
+func (s *SQLite) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	op := fmt.Sprintf("revoke %q", jobID)
+	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
+		var out leaseapi.Lease
+		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			cur, err := sqliteSelectLease(ctx, tx, jobID)
+			if err != nil {
+				return err
+			}
+			if !cur.held(now) {
+				out = cur.lease(now) // not held: unchanged
+				return nil
+			}
+			row, err := sqliteWriteLease(ctx, tx, sqliteRevokeQuery, jobID, cur.Token, now)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, sqliteEndRunQuery,
+				jobID, cur.Token, string(leaseapi.OutcomeRevoked), now); err != nil {
+				return err
+			}
+			out = row.lease(now)
+			return nil
+		})
+		if err != nil {
+			return leaseapi.Lease{}, sqliteError(op, err)
+		}
+		return out, nil
+	})
+}
+
+// Get returns one lease. See leaseapi.Store.
+func (s *SQLite) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	op := fmt.Sprintf("get %q", jobID)
+	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
+		var out leaseapi.Lease
+		err := s.readTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			row, err := sqliteSelectLease(ctx, tx, jobID)
+			if err != nil {
+				return err
+			}
+			out = row.lease(now)
+			return nil
+		})
+		if err != nil {
+			return leaseapi.Lease{}, sqliteError(op, err)
+		}
+		return out, nil
+	})
+}
+
+// The list queries read one keyset page in job_id order (bytewise, BINARY
+// collation) as one index range scan: job_id >= $1 is the page's start,
+// max(after, prefix), with after itself excluded by job_id <> $2, and
+// job_id < $3, in the prefix query, ends the prefix's range. States are
+// computed at $6, the clock of the read.
+const (
+	sqliteListFilter = `
+	AND ($4 = '' OR owner = $4)
+	AND ($5 = '' OR $5 = CASE
+		WHEN revoked_at IS NOT NULL THEN 'revoked'
+		WHEN released_at IS NOT NULL THEN 'released'
+		WHEN expires_at > $6 THEN 'held'
+		ELSE 'expired' END)
+ORDER BY job_id
+LIMIT $7`
+
+	sqliteListQuery = `SELECT ` + sqliteLeaseColumns + ` FROM leases
+WHERE job_id >= $1 AND job_id <> $2 AND $3 = ''` + sqliteListFilter
+
+	sqliteListPrefixQuery = `SELECT ` + sqliteLeaseColumns + ` FROM leases
+WHERE job_id >= $1 AND job_id <> $2 AND job_id < $3` + sqliteListFilter
+)
+
+// List returns one page of leases. See leaseapi.Store.
+func (s *SQLite) List(ctx context.Context, p *leaseapi.ListParams) (leaseapi.LeasePage, error) {
+	if p.Limit < 1 {
+		return leaseapi.LeasePage{}, fmt.Errorf("list leases: limit %d is below 1", p.Limit)
+	}
+	if p.State != "" && !p.State.Valid() {
+		return leaseapi.LeasePage{}, fmt.Errorf("list leases: unknown state %q", p.State)
+	}
+	start := max(p.After, p.Prefix)
+	query, end := sqliteListQuery, ""
+	if p.Prefix != "" {
+		var ok bool
+		if end, ok = sqlitePrefixEnd(p.Prefix); !ok {
+			// Only bytes 0xFF: no valid UTF-8, so no job id, starts so.
+			return leaseapi.LeasePage{Leases: []leaseapi.Lease{}, Now: sqliteTime(time.Now().UnixMilli())}, nil
+		}
+		query = sqliteListPrefixQuery
+	}
+	return sqliteCall(ctx, s, "list leases", func(ctx context.Context) (leaseapi.LeasePage, error) {
+		var page leaseapi.LeasePage
+		err := s.readTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			var rows []sqliteLeaseRow
+			if err := tx.SelectContext(ctx, &rows, query,
+				start, p.After, end, p.Owner, string(p.State), now, p.Limit+1); err != nil {
+				return err
+			}
+			if len(rows) > p.Limit {
+				page.More = true
+				rows = rows[:p.Limit]
+			}
+			page.Leases = make([]leaseapi.Lease, len(rows))
+			for i := range rows {
+				page.Leases[i] = rows[i].lease(now)
+			}
+			page.Now = sqliteTime(now)
+			return nil
+		})
+		if err != nil {
+			return leaseapi.LeasePage{}, sqliteError("list leases", err)
+		}
+		return page, nil
+	})
+}
+
+// sqlitePrefixEnd is the least string above every string that starts with
+// prefix, bytewise: prefix with its last byte below 0xFF incremented and
+// the rest dropped.
+func sqlitePrefixEnd(prefix string) (string, bool) {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] < 0xFF {
+			return prefix[:i] + string([]byte{prefix[i] + 1}), true
+		}
+	}
+	return "", false
+}
+
+// sqliteRunsQuery reads a job's history newest first; tokens grow with
+// every grant.
+const sqliteRunsQuery = `
+SELECT token, owner, tick, started_at, ended_at, outcome FROM runs
+WHERE job_id = $1
+ORDER BY token DESC
+LIMIT $2`
+
+type sqliteRunRow struct {
+	Token     int64         `db:"token"`
+	Owner     string        `db:"owner"`
+	Tick      sql.NullInt64 `db:"tick"`
+	StartedAt int64         `db:"started_at"`
+	EndedAt   sql.NullInt64 `db:"ended_at"`
+	Outcome   string        `db:"outcome"`
+}
+
+// Runs returns a job's run history. See leaseapi.Store.
+func (s *SQLite) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.Run, error) {
+	op := fmt.Sprintf("runs %q", jobID)
+	if limit < 1 {
+		return nil, fmt.Errorf("%s: limit %d is below 1", op, limit)
+	}
+	return sqliteCall(ctx, s, op, func(ctx context.Context) ([]leaseapi.Run, error) {
+		var runs []leaseapi.Run
+		err := s.readTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			cur, err := sqliteSelectLease(ctx, tx, jobID)
+			if err != nil {
+				return err
+			}
+			var rows []sqliteRunRow
+			if err := tx.SelectContext(ctx, &rows, sqliteRunsQuery, jobID, limit); err != nil {
+				return err
+			}
+			// The current grant's run is closed when a grant takes over;
+			// until then an expired one is shown as ended at its expiry.
+			expired := !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid && cur.ExpiresAt <= now
+			runs = make([]leaseapi.Run, len(rows))
+			for i, r := range rows {
+				run := leaseapi.Run{
+					Token:     r.Token,
+					Owner:     r.Owner,
+					Tick:      sqliteNullTime(r.Tick),
+					StartedAt: sqliteTime(r.StartedAt),
+					EndedAt:   sqliteNullTime(r.EndedAt),
+					Outcome:   leaseapi.Outcome(r.Outcome),
+				}
+				if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token == cur.Token {
+					run.Outcome = leaseapi.OutcomeExpired
+					run.EndedAt = sqliteNullTime(sql.NullInt64{Int64: cur.ExpiresAt, Valid: true})
+				}
+				runs[i] = run
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, sqliteError(op, err)
+		}
+		return runs, nil
+	})
+}
+
+// sqlitePruneRunsQuery deletes one batch of finished runs that ended
+// before $1, oldest first, through the partial index on ended_at.
+const sqlitePruneRunsQuery = `
+DELETE FROM runs WHERE id IN (
+	SELECT id FROM runs
+	WHERE ended_at IS NOT NULL AND ended_at < $1
+	ORDER BY ended_at
+	LIMIT $2
+)`
+
+// PruneRuns deletes one batch of old finished runs. See leaseapi.Store.
+func (s *SQLite) PruneRuns(ctx context.Context, retention time.Duration, batch int) (int64, error) {
+	if retention < 0 || batch < 1 {
+		return 0, fmt.Errorf("prune runs: retention %s and batch %d must not be negative and at least 1", retention, batch)
+	}
+	return sqliteCall(ctx, s, "prune runs", func(ctx context.Context) (int64, error) {
+		var deleted int64
+		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			res, err := tx.ExecContext(ctx, sqlitePruneRunsQuery, now-retention.Milliseconds(), batch)
+			if err != nil {
+				return err
+			}
+			deleted, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return 0, sqliteError("prune runs", err)
+		}
+		return deleted, nil
+	})
+}
