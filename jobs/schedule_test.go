@@ -283,7 +283,15 @@ func TestServeShutdownDeadline(t *testing.T) {
 	clock.Advance(5 * time.Second)
 	receive(t, started, "the job to start")
 	cancel()
-	for receive(t, clock.created, "the shutdown timer") != 5*time.Second {
+	// Wait for Serve's shutdown timer (5s) and for the run to wait for the
+	// job until its deadline (the only timer above 20s).
+	for shutdownTimer, runTimer := false, false; !shutdownTimer || !runTimer; {
+		switch d := receive(t, clock.created, "the shutdown timers"); {
+		case d == 5*time.Second:
+			shutdownTimer = true
+		case d > 20*time.Second:
+			runTimer = true
+		}
 	}
 	clock.Advance(5 * time.Second)
 	if err := receive(t, served, "Serve to return"); err == nil || !strings.Contains(err.Error(), "still running") {
