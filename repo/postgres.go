@@ -468,6 +468,9 @@ const dbNowQuery = `SELECT clock_timestamp()`
 
 // List returns one page of leases. See leaseapi.Store.
 func (p *Postgres) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.LeasePage, error) {
+	if lp.Limit < 1 {
+		return leaseapi.LeasePage{}, fmt.Errorf("list leases: limit %d must be at least 1", lp.Limit)
+	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.LeasePage, error) {
 		var rows []leaseRow
 		err := p.db.SelectContext(ctx, &rows, listQuery,
