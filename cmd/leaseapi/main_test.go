@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,16 +193,21 @@ func do(t *testing.T, method, url, body string) response {
 	return out
 }
 
+// jobSeq makes job ids unique: tests share one database per package (and
+// -count runs again on it), so they isolate by job id.
+var jobSeq atomic.Int64
+
 // exercise walks a server through the operations endpoints and the life of
-// one lease: acquire, a second replica refused, heartbeat, release, takeover.
-func exercise(t *testing.T, base string) {
+// one lease of a new job: acquire, a second replica refused, heartbeat,
+// release, takeover. It returns the job's URL.
+func exercise(t *testing.T, base string) string {
 	t.Helper()
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if got := do(t, http.MethodGet, base+path, ""); got.status != http.StatusOK {
 			t.Fatalf("GET %s = %d %v, want 200", path, got.status, got.body)
 		}
 	}
-	job := base + "/leases/nightly-report"
+	job := fmt.Sprintf("%s/leases/job-%d-%d", base, time.Now().UnixNano(), jobSeq.Add(1))
 	got := do(t, http.MethodPost, job+"/acquire", `{"owner":"replica-a","ttlMs":30000}`)
 	if got.status != http.StatusOK || got.body["token"] != 1.0 || got.body["state"] != "held" {
 		t.Fatalf("acquire = %d %v, want 200 held with token 1", got.status, got.body)
@@ -225,6 +231,7 @@ func exercise(t *testing.T, base string) {
 	if got := do(t, http.MethodGet, base+"/metrics", ""); got.status != http.StatusOK {
 		t.Fatalf("GET /metrics = %d, want 200", got.status)
 	}
+	return job
 }
 
 // setEnv replaces the LEASEAPI_ environment for one test.
@@ -377,7 +384,7 @@ func TestServeEmbedded(t *testing.T) {
 	t.Parallel()
 	cfg := serveConfig(t)
 	srv := startServe(t, cfg)
-	exercise(t, srv.url)
+	job := strings.TrimPrefix(exercise(t, srv.url), srv.url)
 	if got := srv.logs.records(t, "no API or admin tokens configured: the API is open to anyone who can reach it; set LEASEAPI_API_TOKENS and LEASEAPI_ADMIN_TOKENS"); len(got) != 1 || got[0]["level"] != "WARN" {
 		t.Errorf("open-API warning = %v, want one WARN record", got)
 	}
@@ -387,7 +394,7 @@ func TestServeEmbedded(t *testing.T) {
 
 	// Leases survive a restart on the same file.
 	srv = startServe(t, cfg)
-	got := do(t, http.MethodGet, srv.url+"/leases/nightly-report", "")
+	got := do(t, http.MethodGet, srv.url+job, "")
 	if got.status != http.StatusOK || got.body["token"] != 2.0 || got.body["owner"] != "replica-b" {
 		t.Fatalf("after restart GET lease = %d %v, want replica-b's lease with token 2", got.status, got.body)
 	}
