@@ -166,10 +166,17 @@ type store interface {
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store, error) {
 	var (
 		s   store
+		pg  *repo.Postgres
 		err error
 	)
 	if cfg.DatabaseURL != "" {
-		s, err = openPostgres(ctx, cfg, logger)
+		logger.Info("using the Postgres store", slog.String("database", describeDSN(cfg.DatabaseURL)))
+		pg, err = repo.OpenPostgres(ctx, repo.PostgresConfig{
+			DSN:          cfg.DatabaseURL,
+			Logger:       logger,
+			MaxOpenConns: postgresMaxOpenConns,
+		})
+		s = pg
 	} else {
 		logger.Info("using the embedded SQLite store",
 			slog.String("path", cfg.SQLitePath),
@@ -179,32 +186,34 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store, err
 	if err != nil {
 		return nil, err
 	}
+	// Not bounded by a timeout: waiting for another instance's migration
+	// lock is expected. A signal (ctx) ends the wait.
 	if err := s.Migrate(ctx); err != nil {
 		return nil, errors.Join(err, s.Close())
+	}
+	if pg != nil {
+		checkSynchronousCommit(ctx, pg, logger)
 	}
 	return s, nil
 }
 
-func openPostgres(ctx context.Context, cfg Config, logger *slog.Logger) (store, error) {
-	logger.Info("using the Postgres store", slog.String("database", describeDSN(cfg.DatabaseURL)))
-	pg, err := repo.OpenPostgres(ctx, repo.PostgresConfig{
-		DSN:          cfg.DatabaseURL,
-		Logger:       logger,
-		MaxOpenConns: postgresMaxOpenConns,
-	})
-	if err != nil {
-		return nil, err
-	}
-	// A Postgres crash with synchronous_commit off lost acknowledged token
-	// increments: say so loudly, but serve (it may be a test database).
+// synchronousCommitTimeout bounds the start-up check of synchronous_commit.
+const synchronousCommitTimeout = 5 * time.Second
+
+// checkSynchronousCommit warns when the database may lose acknowledged
+// commits: a Postgres crash with synchronous_commit off lost acknowledged
+// token increments. It warns and serves (it may be a test database).
+func checkSynchronousCommit(ctx context.Context, pg *repo.Postgres, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, synchronousCommitTimeout)
+	defer cancel()
 	switch sc, err := pg.SynchronousCommit(ctx); {
 	case err != nil:
 		logger.Warn("cannot read synchronous_commit", slog.Any("error", err))
 	case sc != "on" && sc != "remote_apply":
+		// local and remote_write wait for less than on does; off waits for nothing.
 		logger.Warn("synchronous_commit is not on: a database crash or failover can lose acknowledged grants and fencing tokens; set synchronous_commit = on",
 			slog.String("synchronous_commit", sc))
 	}
-	return pg, nil
 }
 
 // describeDSN names the database without its credentials or parameters:

@@ -489,22 +489,40 @@ func TestServePostgres(t *testing.T) {
 	}
 }
 
-func TestServePostgresWarnsWithoutSynchronousCommit(t *testing.T) {
+func TestServePostgresSynchronousCommit(t *testing.T) {
 	t.Parallel()
-	dsn, err := url.Parse(repotest.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := dsn.Query()
-	q.Set("options", "-c synchronous_commit=off") // this session's setting only
-	dsn.RawQuery = q.Encode()
+	const warning = "synchronous_commit is not on: a database crash or failover can lose acknowledged grants and fencing tokens; set synchronous_commit = on"
+	for _, tt := range []struct {
+		setting string
+		warn    bool
+	}{
+		{"off", true},
+		{"local", true},
+		{"remote_write", true},
+		{"on", false},
+		{"remote_apply", false},
+	} {
+		t.Run(tt.setting, func(t *testing.T) {
+			t.Parallel()
+			dsn, err := url.Parse(repotest.PostgresURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := dsn.Query()
+			q.Set("options", "-c synchronous_commit="+tt.setting) // this session's setting only
+			dsn.RawQuery = q.Encode()
 
-	cfg := serveConfig(t)
-	cfg.DatabaseURL = dsn.String()
-	srv := startServe(t, cfg)
-	warn := srv.logs.records(t, "synchronous_commit is not on: a database crash or failover can lose acknowledged grants and fencing tokens; set synchronous_commit = on")
-	if len(warn) != 1 || warn[0]["level"] != "WARN" || warn[0]["synchronous_commit"] != "off" {
-		t.Errorf("synchronous_commit warning = %v, want one WARN with synchronous_commit=off\nlogs:\n%s", warn, srv.logs)
+			cfg := serveConfig(t)
+			cfg.DatabaseURL = dsn.String()
+			srv := startServe(t, cfg)
+			got := srv.logs.records(t, warning)
+			switch {
+			case tt.warn && (len(got) != 1 || got[0]["level"] != "WARN" || got[0]["synchronous_commit"] != tt.setting):
+				t.Errorf("synchronous_commit warning = %v, want one WARN with synchronous_commit=%s\nlogs:\n%s", got, tt.setting, srv.logs)
+			case !tt.warn && len(got) != 0:
+				t.Errorf("synchronous_commit=%s logged %v, want no warning", tt.setting, got)
+			}
+		})
 	}
 }
 
