@@ -38,7 +38,19 @@ type Config struct {
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
+	AcquireMode      string        `envconfig:"ACQUIRE_MODE" default:"fast" desc:"fast (losing acquires answered without a row lock, concurrent acquires of a job coalesced) or naive (every acquire takes the row lock; a benchmarking knob, see docs/performance.md)"`
 }
+
+// The values of ACQUIRE_MODE.
+const (
+	// acquireFast answers losing acquires from the statement's snapshot
+	// (Postgres) and coalesces concurrent acquires of one job in this
+	// process (both stores).
+	acquireFast = "fast"
+	// acquireNaive makes every Postgres acquire take the row lock and
+	// commit, and does not coalesce: only the benchmark's baseline.
+	acquireNaive = "naive"
+)
 
 // loadConfig reads the configuration from the environment and validates it.
 // Both kinds of error are one line that names the variable.
@@ -122,6 +134,9 @@ func (c *Config) Validate() error {
 	}
 	if f := strings.ToLower(c.LogFormat); f != "json" && f != "text" {
 		add("%s (%q) must be json or text", key("LOG_FORMAT"), c.LogFormat)
+	}
+	if m := strings.ToLower(c.AcquireMode); m != acquireFast && m != acquireNaive {
+		add("%s (%q) must be %s or %s", key("ACQUIRE_MODE"), c.AcquireMode, acquireFast, acquireNaive)
 	}
 	// Token values are secrets: a problem names the position, never the token.
 	for _, list := range []struct {
