@@ -1,0 +1,319 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// maxListed bounds the examples one violation message lists.
+const maxListed = 5
+
+// checkRows is I7: once every job has its lease row, the table keeps
+// exactly one row per job through every fault; no row expires further
+// ahead than the maximum TTL; and after the replicas stopped, a fresh owner
+// acquired every job within the allowance (TTL + 2·heartbeat + slack).
+func checkRows(h *History, r *Report) {
+	m := len(h.Jobs)
+	samples := append([]Sample(nil), h.Samples...)
+	sort.Slice(samples, func(i, j int) bool { return samples[i].At.Before(samples[j].At) })
+	reached := false
+	for _, s := range samples {
+		if s.Err != "" {
+			continue
+		}
+		if s.OverMaxTTL > 0 {
+			r.add("I7", "", "at %s, %d lease rows expired more than the maximum TTL (%s) ahead", fmtTime(s.At), s.OverMaxTTL, h.MaxTTL)
+		}
+		switch {
+		case s.Leases > m:
+			r.add("I7", "", "at %s the leases table had %d rows for %d jobs", fmtTime(s.At), s.Leases, m)
+		case s.Leases == m:
+			reached = true
+		case reached:
+			r.add("I7", "", "at %s the leases table had %d rows, after it had held all %d (rows lost)", fmtTime(s.At), s.Leases, m)
+		}
+	}
+	if h.Leases != nil && len(h.Leases) != m {
+		r.add("I7", "", "after the run the leases table has %d rows for %d jobs", len(h.Leases), m)
+	}
+	if h.ProbeMax == 0 {
+		return
+	}
+	probed := make(map[string]Probe)
+	for _, p := range h.Probes {
+		probed[p.Job] = p
+	}
+	for _, job := range h.Jobs {
+		p, ok := probed[job]
+		switch {
+		case !ok:
+			r.add("I7", job, "not probed")
+		case !p.OK:
+			r.add("I7", job, "a fresh owner could not acquire it within %s after the replicas stopped: %s", h.ProbeMax, p.Err)
+		case p.Elapsed > h.ProbeMax:
+			r.add("I7", job, "a fresh owner acquired it only after %s (allowance %s)", p.Elapsed.Round(time.Millisecond), h.ProbeMax)
+		}
+	}
+}
+
+// outage reports whether a fault makes calls to the instances it affects
+// fail: database outages and instance faults (not mere latency).
+func outage(k FaultKind) bool {
+	switch k {
+	case DBReset, DBBlackhole, PGRestart, PGCrash, PGFreeze, InstancePause, InstanceKill:
+		return true
+	}
+	return false
+}
+
+// excluded reports whether a call's timing says nothing about the service:
+// its client was paused while it was in flight, or the instance it was sent
+// to was paused or killed meanwhile (their timeouts are the client's).
+func excluded(h *History, o *Op) bool {
+	end := o.Return
+	if end.IsZero() {
+		return true // the client died with the call in flight
+	}
+	for i := range h.Faults {
+		f := &h.Faults[i]
+		if f.Start.After(end) || f.End.Before(o.Call) {
+			continue
+		}
+		switch f.Kind {
+		case ReplicaPause, ReplicaKill:
+			if f.Target == o.Client || f.Target == o.Owner {
+				return true
+			}
+		case InstancePause, InstanceKill:
+			if f.Affects(o.Instance) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkAvailability is I9: no 500s, no service process that died or
+// panicked on its own; 503s come within the deadline (p99 and max) and no
+// call waits for an answer past the maximum; after every database outage
+// the service answers again soon (first answer within Recovery) and then
+// answers nearly every call (RecoveryRate of the calls sent from Recovery
+// to 2·Recovery after the outage).
+func checkAvailability(h *History, r *Report, opts Options) {
+	for _, inc := range h.Incidents {
+		r.add("I9", "", "%s", inc)
+	}
+	var errs, timeouts []string
+	var lat []time.Duration
+	for i := range h.Ops {
+		o := &h.Ops[i]
+		if o.Result == ResultError {
+			errs = append(errs, fmt.Sprintf("%s %s by %s at %s: %d", o.Kind, o.Job, o.Client, fmtTime(o.Call), o.Status))
+		}
+		if excluded(h, o) {
+			continue
+		}
+		switch {
+		case o.Result == ResultUnavailable:
+			lat = append(lat, o.Latency())
+		case o.Result == ResultUnknown && opts.Max503 > 0 && o.Latency() >= opts.Max503:
+			timeouts = append(timeouts, fmt.Sprintf("%s %s by %s to instance %d at %s", o.Kind, o.Job, o.Client, o.Instance, fmtTime(o.Call)))
+		}
+	}
+	if len(errs) > 0 {
+		r.add("I9", "", "%d calls answered with a 5xx other than 503: %s", len(errs), listed(errs))
+	}
+	r.Stats.FaultTimeouts = len(timeouts)
+	if len(timeouts) > 0 {
+		r.add("I9", "", "%d calls got no answer within %s: %s", len(timeouts), opts.Max503, listed(timeouts))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	r.Stats.Fault503 = len(lat)
+	if len(lat) > 0 {
+		r.Stats.Fault503P99 = lat[(len(lat)*99+99)/100-1]
+		r.Stats.Fault503Max = lat[len(lat)-1]
+		if opts.Max503P99 > 0 && r.Stats.Fault503P99 > opts.Max503P99 {
+			r.add("I9", "", "503 latency p99 %s exceeds %s", fmtDur(r.Stats.Fault503P99), fmtDur(opts.Max503P99))
+		}
+		if opts.Max503 > 0 && r.Stats.Fault503Max > opts.Max503 {
+			r.add("I9", "", "503 latency max %s exceeds %s", fmtDur(r.Stats.Fault503Max), fmtDur(opts.Max503))
+		}
+	}
+
+	// Recovery after each database outage, on the instances it affected.
+	r.Stats.RecoveryRate = 1
+	faults := append([]Fault(nil), h.Faults...)
+	sort.Slice(faults, func(i, j int) bool { return faults[i].Start.Before(faults[j].Start) })
+	for i := range faults {
+		f := &faults[i]
+		if !f.Kind.DB() || !outage(f.Kind) {
+			continue
+		}
+		r.Stats.DBFaults++
+		// The window ends at the next outage that touches the same calls.
+		cut := f.End.Add(2 * opts.Recovery)
+		for j := range faults {
+			g := &faults[j]
+			if j != i && outage(g.Kind) && g.Start.After(f.End) && g.Start.Before(cut) &&
+				(g.Instance < 0 || f.Instance < 0 || g.Instance == f.Instance) {
+				cut = g.Start
+			}
+		}
+		var firstOK time.Time
+		var answered, total int
+		for k := range h.Ops {
+			o := &h.Ops[k]
+			if !f.Affects(o.Instance) || o.Call.Before(f.End) || !o.Call.Before(cut) || excluded(h, o) ||
+				o.Result == ResultNotSent || o.Result == ResultRejected {
+				continue
+			}
+			if o.Result.Answered() && (firstOK.IsZero() || o.Return.Before(firstOK)) {
+				firstOK = o.Return
+			}
+			if !o.Call.Before(f.End.Add(opts.Recovery)) {
+				total++
+				answered += boolInt(o.Result.Answered())
+			}
+		}
+		if !firstOK.IsZero() {
+			d := firstOK.Sub(f.End)
+			if d > r.Stats.RecoveryFirstOK {
+				r.Stats.RecoveryFirstOK = d
+			}
+			if d > opts.Recovery {
+				r.add("I9", "", "after %s ended at %s, the first answer came %s later (goal %s)",
+					f.Kind, fmtTime(f.End), d.Round(time.Millisecond), opts.Recovery)
+			}
+		}
+		if total > 0 {
+			rate := float64(answered) / float64(total)
+			if rate < r.Stats.RecoveryRate {
+				r.Stats.RecoveryRate = rate
+			}
+			if rate < opts.RecoveryRate {
+				r.add("I9", "", "from %s after %s ended at %s, only %d of %d calls were answered (%.1f%%, goal %.0f%%)",
+					opts.Recovery, f.Kind, fmtTime(f.End), answered, total, 100*rate, 100*opts.RecoveryRate)
+			}
+		}
+	}
+}
+
+// checkProgress is I10: the scheduled ticks of every job ran (their fenced
+// effect was accepted, start and end). A tick that an earlier tick's run
+// still held the lease for is skipped by design and not counted. Ticks in
+// the fault-free warm-up must all run; ticks away from fault windows must
+// run at the rate the plan sets. A fault window is [start - period, end +
+// TTL + 2·heartbeat] of an outage, and of a replica fault for the jobs the
+// replica held then.
+func checkProgress(h *History, r *Report, opts Options) {
+	if h.Period <= 0 || !h.End.After(h.Start) {
+		return
+	}
+	type tk struct {
+		job  string
+		tick int64
+	}
+	executed := make(map[tk]bool)
+	for _, w := range h.Witness {
+		if !w.EndedAt.IsZero() && !w.Tick.IsZero() {
+			executed[tk{w.Job, w.Tick.UnixMilli()}] = true
+		}
+	}
+	runs := make(map[string][]Run)
+	for _, run := range h.Runs {
+		runs[run.Job] = append(runs[run.Job], run)
+	}
+	tail := h.TTL + 2*h.HeartbeatInterval
+	inFault := func(job string, t time.Time) bool {
+		for i := range h.Faults {
+			f := &h.Faults[i]
+			if t.Before(f.Start.Add(-h.Period)) || t.After(f.End.Add(tail)) {
+				continue
+			}
+			switch {
+			case outage(f.Kind):
+				return true
+			case f.Kind == ReplicaPause || f.Kind == ReplicaKill:
+				for _, run := range runs[job] {
+					end := run.EndedAt
+					if end.IsZero() {
+						end = h.End
+					}
+					if run.Owner == f.Target && !run.StartedAt.After(f.End) && !end.Before(f.Start.Add(-h.Period)) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	busy := func(job string, t time.Time) bool {
+		for _, run := range runs[job] {
+			if run.Tick.IsZero() || !run.Tick.Before(t) || (run.Outcome != "succeeded" && run.Outcome != "failed") {
+				continue
+			}
+			if !run.StartedAt.After(t) && run.EndedAt.After(t) {
+				return true
+			}
+		}
+		return false
+	}
+	first := h.Start.Add(h.Period).Truncate(h.Period)
+	if first.Before(h.Start.Add(h.Period)) {
+		first = first.Add(h.Period)
+	}
+	var sched, exec, outSched, outExec, ffSched, ffExec int
+	var missedFF, missedOut []string
+	for _, job := range h.Jobs {
+		for t := first; !t.After(h.End.Add(-h.Period)); t = t.Add(h.Period) {
+			ran := executed[tk{job, t.UnixMilli()}]
+			if !ran && busy(job, t) {
+				r.Stats.TicksBusy++
+				continue
+			}
+			sched++
+			exec += boolInt(ran)
+			switch {
+			case !h.FaultFreeUntil.IsZero() && t.Before(h.FaultFreeUntil):
+				ffSched++
+				ffExec += boolInt(ran)
+				if !ran {
+					missedFF = append(missedFF, job+"@"+fmtTime(t))
+				}
+			case !inFault(job, t):
+				outSched++
+				outExec += boolInt(ran)
+				if !ran {
+					missedOut = append(missedOut, job+"@"+fmtTime(t))
+				}
+			}
+		}
+	}
+	pct := func(a, b int) float64 {
+		if b == 0 {
+			return 100
+		}
+		return 100 * float64(a) / float64(b)
+	}
+	r.Stats.TicksScheduled, r.Stats.TicksExecuted = sched, exec
+	r.Stats.ExecutedPct = pct(exec, sched)
+	r.Stats.OutsideFaultsPct = pct(outExec+ffExec, outSched+ffSched)
+	r.Stats.FaultFreePct = pct(ffExec, ffSched)
+	r.Stats.FaultFreeTicks = ffSched
+	if ffExec < ffSched {
+		r.add("I10", "", "%d of %d ticks of the fault-free warm-up did not run: %s", ffSched-ffExec, ffSched, listed(missedFF))
+	}
+	if opts.MinExecutedOutsideFaults > 0 && r.Stats.OutsideFaultsPct < 100*opts.MinExecutedOutsideFaults {
+		r.add("I10", "", "only %.1f%% of the ticks away from faults ran (goal %.0f%%); missed: %s",
+			r.Stats.OutsideFaultsPct, 100*opts.MinExecutedOutsideFaults, listed(missedOut))
+	}
+}
+
+func listed(items []string) string {
+	if len(items) <= maxListed {
+		return strings.Join(items, "; ")
+	}
+	return strings.Join(items[:maxListed], "; ") + fmt.Sprintf("; and %d more", len(items)-maxListed)
+}

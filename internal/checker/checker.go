@@ -1,0 +1,282 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Invariants are the names of the checks, in the order of the plan.
+var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10"}
+
+// What each invariant promises, for messages and the README.
+var invariantTitles = map[string]string{
+	"I1":  "tokens strictly increase per job and are never reused or lost",
+	"I2":  "no two valid holders at once",
+	"I3":  "only the current holder heartbeats or releases",
+	"I4":  "every job's history is linearizable (porcupine)",
+	"I5":  "fenced side effects never overlap",
+	"I6":  "a tick released succeeded is never run again",
+	"I7":  "no lost or stuck lease rows; every job grantable at the end",
+	"I8":  "overlapping unfenced beliefs only after a pause of the holder",
+	"I9":  "503 within the deadline during database faults, no 500s, recovery",
+	"I10": "ticks executed",
+}
+
+// Title returns what invariant inv promises.
+func Title(inv string) string { return invariantTitles[inv] }
+
+// clockTolerance absorbs the clock granularity between the clients'
+// time.Now and the database's clock_timestamp() on one host.
+const clockTolerance = time.Millisecond
+
+// Violation is one broken promise.
+type Violation struct {
+	Invariant string `json:"invariant"`
+	Job       string `json:"job,omitempty"`
+	Detail    string `json:"detail"`
+}
+
+func (v Violation) String() string {
+	if v.Job == "" {
+		return v.Invariant + ": " + v.Detail
+	}
+	return fmt.Sprintf("%s: job %s: %s", v.Invariant, v.Job, v.Detail)
+}
+
+// Options tune Check.
+type Options struct {
+	// LinearizabilityTimeout bounds the porcupine search of one job; zero
+	// skips I4 (unit tests of the other checks).
+	LinearizabilityTimeout time.Duration
+	// MinExecutedOutsideFaults is I10's goal for ticks away from faults
+	// (0.98 in the PR tier).
+	MinExecutedOutsideFaults float64
+	// Recovery is how soon after a database fault ends the service must
+	// answer again (5 s); RecoveryRate the share of calls that must be
+	// answered from then on (0.99).
+	Recovery     time.Duration
+	RecoveryRate float64
+	// Max503P99 and Max503 bound the latency of 503s during database
+	// faults (1.5 s and 2 s).
+	Max503P99, Max503 time.Duration
+}
+
+// DefaultOptions are the goals of the plan (RELIABILITY.md §3, §5).
+func DefaultOptions() Options {
+	return Options{
+		LinearizabilityTimeout:   30 * time.Second,
+		MinExecutedOutsideFaults: 0.98,
+		Recovery:                 5 * time.Second,
+		RecoveryRate:             0.99,
+		Max503P99:                1500 * time.Millisecond,
+		Max503:                   2 * time.Second,
+	}
+}
+
+// Stats are the numbers a run is summarized with.
+type Stats struct {
+	Ops       int `json:"ops"`
+	Grants    int `json:"grants"`
+	Uncertain int `json:"uncertain"`
+
+	// 503s answered during database faults, and their latency.
+	Fault503    int           `json:"fault503"`
+	Fault503P99 time.Duration `json:"fault503P99"`
+	Fault503Max time.Duration `json:"fault503Max"`
+	// FaultTimeouts are calls during database faults that got no answer
+	// within the client's timeout.
+	FaultTimeouts int `json:"faultTimeouts"`
+	// RecoveryFirstOK is the longest wait, over the database faults, from
+	// the end of the fault to the first answered call; RecoveryRate the
+	// lowest share of answered calls sent from Recovery after a fault on.
+	RecoveryFirstOK time.Duration `json:"recoveryFirstOK"`
+	RecoveryRate    float64       `json:"recoveryRate"`
+	DBFaults        int           `json:"dbFaults"`
+
+	TicksScheduled int `json:"ticksScheduled"`
+	TicksExecuted  int `json:"ticksExecuted"`
+	// TicksBusy were skipped by design: an earlier tick's run still held
+	// the lease (a run longer than the period).
+	TicksBusy        int     `json:"ticksBusy"`
+	ExecutedPct      float64 `json:"executedPct"`
+	OutsideFaultsPct float64 `json:"outsideFaultsPct"`
+	FaultFreePct     float64 `json:"faultFreePct"`
+	FaultFreeTicks   int     `json:"faultFreeTicks"`
+
+	DuplicateTickRuns int           `json:"duplicateTickRuns"`
+	FencedRejections  int           `json:"fencedRejections"`
+	BeliefOverlaps    int           `json:"beliefOverlaps"`
+	MaxBeliefOverlap  time.Duration `json:"maxBeliefOverlap"`
+
+	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
+	Linearizability map[string]string `json:"linearizability,omitempty"`
+}
+
+// Report is the verdict on one history.
+type Report struct {
+	Violations []Violation    `json:"violations"`
+	Counts     map[string]int `json:"counts"`
+	Stats      Stats          `json:"stats"`
+
+	lin *linearizability
+}
+
+// Failed reports whether any invariant was violated.
+func (r *Report) Failed() bool { return len(r.Violations) > 0 }
+
+// Caught reports whether invariant inv was violated.
+func (r *Report) Caught(inv string) bool { return r.Counts[inv] > 0 }
+
+func (r *Report) add(inv, job, format string, args ...any) {
+	r.Violations = append(r.Violations, Violation{Invariant: inv, Job: job, Detail: fmt.Sprintf(format, args...)})
+	r.Counts[inv]++
+}
+
+// Check runs every checker over h.
+func Check(h *History, opts Options) *Report {
+	r := &Report{Counts: make(map[string]int)}
+	idx := newIndex(h)
+	r.Stats.Ops = len(h.Ops)
+	for i := range h.Ops {
+		if h.Ops[i].Result.Uncertain() {
+			r.Stats.Uncertain++
+		}
+	}
+	checkTokens(h, idx, r)     // I1
+	checkExclusion(h, idx, r)  // I2
+	checkHolderOnly(h, idx, r) // I3
+	if opts.LinearizabilityTimeout > 0 {
+		checkLinearizable(h, r, opts.LinearizabilityTimeout) // I4
+	}
+	checkFencedEffects(h, r)      // I5
+	checkTicks(h, idx, r)         // I6
+	checkRows(h, r)               // I7
+	checkBeliefs(h, r)            // I8
+	checkAvailability(h, r, opts) // I9
+	checkProgress(h, r, opts)     // I10
+	sort.SliceStable(r.Violations, func(i, j int) bool {
+		return invOrder(r.Violations[i].Invariant) < invOrder(r.Violations[j].Invariant)
+	})
+	return r
+}
+
+func invOrder(inv string) int {
+	for i, v := range Invariants {
+		if v == inv {
+			return i
+		}
+	}
+	return len(Invariants)
+}
+
+// SummaryLine is the one line a run is reported with.
+func (r *Report) SummaryLine() string {
+	s := r.Stats
+	var b strings.Builder
+	fmt.Fprintf(&b, "503 during DB faults: n=%d p99=%s max=%s timeouts=%d", s.Fault503,
+		fmtDur(s.Fault503P99), fmtDur(s.Fault503Max), s.FaultTimeouts)
+	fmt.Fprintf(&b, " | recovery after %d DB faults: first answer <= %s, answered from +5s %.1f%%",
+		s.DBFaults, fmtDur(s.RecoveryFirstOK), 100*s.RecoveryRate)
+	fmt.Fprintf(&b, " | ticks executed %.1f%% (outside fault windows %.1f%%, fault-free %.1f%% of %d)",
+		s.ExecutedPct, s.OutsideFaultsPct, s.FaultFreePct, s.FaultFreeTicks)
+	fmt.Fprintf(&b, " | ops=%d uncertain=%d fenced-rejections=%d belief-overlaps=%d (max %s)",
+		s.Ops, s.Uncertain, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
+	b.WriteString(" | violations")
+	for _, inv := range Invariants {
+		fmt.Fprintf(&b, " %s=%d", inv, r.Counts[inv])
+	}
+	return b.String()
+}
+
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// index holds lookups several checkers share.
+type index struct {
+	// ops per job, sorted by call time.
+	byJob map[string][]*Op
+	// firstSeen[job][token] is the earliest time a token is known to
+	// exist: the return of a call whose answer showed it, or the start
+	// of its run in the database.
+	firstSeen map[string]map[int64]time.Time
+	// runs per job, sorted by token.
+	runs map[string][]Run
+}
+
+func newIndex(h *History) *index {
+	idx := &index{
+		byJob:     make(map[string][]*Op),
+		firstSeen: make(map[string]map[int64]time.Time),
+		runs:      make(map[string][]Run),
+	}
+	seen := func(job string, tok int64, at time.Time) {
+		m := idx.firstSeen[job]
+		if m == nil {
+			m = make(map[int64]time.Time)
+			idx.firstSeen[job] = m
+		}
+		if t, ok := m[tok]; !ok || at.Before(t) {
+			m[tok] = at
+		}
+	}
+	for i := range h.Ops {
+		o := &h.Ops[i]
+		idx.byJob[o.Job] = append(idx.byJob[o.Job], o)
+		if o.Lease != nil && !o.Return.IsZero() && o.Lease.Token > 0 {
+			seen(o.Job, o.Lease.Token, o.Return)
+		}
+	}
+	for _, ops := range idx.byJob {
+		sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call.Before(ops[j].Call) })
+	}
+	for _, run := range h.Runs {
+		idx.runs[run.Job] = append(idx.runs[run.Job], run)
+		seen(run.Job, run.Token, run.StartedAt)
+	}
+	for _, runs := range idx.runs {
+		sort.Slice(runs, func(i, j int) bool { return runs[i].Token < runs[j].Token })
+	}
+	return idx
+}
+
+// supersededAt returns, per token of job, the earliest time any greater
+// token is known to exist (or the zero time).
+func (idx *index) supersededAt(job string) func(tok int64) time.Time {
+	m := idx.firstSeen[job]
+	toks := make([]int64, 0, len(m))
+	for t := range m {
+		toks = append(toks, t)
+	}
+	sort.Slice(toks, func(i, j int) bool { return toks[i] < toks[j] })
+	// suffix minimum of first-seen times
+	suffix := make([]time.Time, len(toks)+1)
+	for i := len(toks) - 1; i >= 0; i-- {
+		suffix[i] = suffix[i+1]
+		if t := m[toks[i]]; suffix[i].IsZero() || t.Before(suffix[i]) {
+			suffix[i] = t
+		}
+	}
+	return func(tok int64) time.Time {
+		i := sort.Search(len(toks), func(i int) bool { return toks[i] > tok })
+		return suffix[i]
+	}
+}
+
+// isGrant reports whether o is a successful acquire.
+func isGrant(o *Op) bool {
+	return o.Kind == Acquire && o.Result == ResultOK && o.Lease != nil
+}
+
+func sameMilli(a, b time.Time) bool {
+	return a.Truncate(time.Millisecond).Equal(b.Truncate(time.Millisecond))
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("15:04:05.000")
+}

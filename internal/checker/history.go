@@ -1,0 +1,270 @@
+// Package checker decides whether a recorded chaos run kept leaseapi's
+// promises. It reads what the chaos harness (test/chaos) collected — every
+// HTTP call of every client with its call and return times, the run history
+// and lease rows of the database, the fenced side effects and the unfenced
+// beliefs the jobs wrote to the witness schema, the injected faults — and
+// checks the invariants I1–I10 of the reliability plan (RELIABILITY.md §3),
+// including a porcupine model of one job's lease (I4).
+//
+// The checkers assume what the harness guarantees: the database, the
+// services and the clients run on one host, so the database clock
+// (clock_timestamp) and the clients' wall clocks are the same clock. That
+// lets a check compare a client's send time with a time the database
+// recorded without trusting any service's clock.
+//
+// Every checker is a pure function of a History, unit-tested with canned
+// legal and illegal histories; a checker that never fails is not a checker.
+package checker
+
+import (
+	"time"
+)
+
+// OpKind is the lease operation of a call.
+type OpKind string
+
+// The operations the checkers model.
+const (
+	Acquire   OpKind = "acquire"
+	Heartbeat OpKind = "heartbeat"
+	Release   OpKind = "release"
+)
+
+// Result is how a call ended, as the client saw it.
+type Result string
+
+// The results of a call. Unavailable, Unknown and Error leave the outcome
+// of the operation unknown: it may or may not have taken effect.
+const (
+	ResultOK       Result = "ok"         // 200
+	ResultHeld     Result = "lease_held" // 409 lease_held
+	ResultTickDone Result = "tick_done"  // 409 tick_done
+	ResultLost     Result = "lease_lost" // 409 lease_lost
+	ResultNotFound Result = "not_found"  // 404
+	// ResultUnavailable is a 503: the service answered, the outcome of the
+	// write is unknown.
+	ResultUnavailable Result = "unavailable"
+	// ResultUnknown is no answer: a timeout, a reset connection, or a
+	// client killed while the call was in flight.
+	ResultUnknown Result = "unknown"
+	// ResultNotSent is a call that never reached the service (the
+	// connection was refused, nothing was written): it had no effect.
+	ResultNotSent Result = "not_sent"
+	// ResultRejected is another 4xx: bad input, no effect.
+	ResultRejected Result = "rejected"
+	// ResultError is a 5xx other than 503: a bug (I9), outcome unknown.
+	ResultError Result = "error"
+)
+
+// Uncertain reports whether a call with result r may or may not have taken
+// effect.
+func (r Result) Uncertain() bool {
+	return r == ResultUnavailable || r == ResultUnknown || r == ResultError
+}
+
+// Answered reports whether the service gave a definite answer: a 2xx, a
+// 409 or a 404. These count as successes for availability (I9).
+func (r Result) Answered() bool {
+	switch r {
+	case ResultOK, ResultHeld, ResultTickDone, ResultLost, ResultNotFound:
+		return true
+	}
+	return false
+}
+
+// Lease is a lease as a response carried it (the wire truncates times to
+// milliseconds). Zero times stand for null.
+type Lease struct {
+	Owner             string
+	Token             int64
+	State             string
+	AcquiredAt        time.Time
+	RenewedAt         time.Time
+	ExpiresAt         time.Time
+	ReleasedAt        time.Time
+	TTL               time.Duration
+	Tick              time.Time
+	LastCompletedTick time.Time
+}
+
+// Op is one HTTP call of a lease client.
+type Op struct {
+	// Client is the process incarnation that made the call, e.g. "r2#1"
+	// (replica 2, first restart), "zombie" or "probe". The calls of one
+	// client on one job are sequential.
+	Client string
+	// Instance is the leaseapi instance the call was sent to.
+	Instance int
+	Job      string
+	Kind     OpKind
+	Owner    string
+	// Token is the fencing token of a heartbeat or release.
+	Token int64
+	// TTL is the requested ttl (acquire, heartbeat).
+	TTL time.Duration
+	// Tick is the acquire's tick, zero for none.
+	Tick time.Time
+	// Outcome is a release's outcome, succeeded or failed.
+	Outcome string
+	// Call is when the client sent the call; Return when the answer came
+	// back, or zero when the client died first.
+	Call, Return time.Time
+	Status       int
+	Result       Result
+	// Lease is the lease of a 200, or of a 409 problem.
+	Lease *Lease
+	// Err describes a transport error.
+	Err string
+}
+
+// Latency is Return - Call, or zero for a call that never returned.
+func (o *Op) Latency() time.Duration {
+	if o.Return.IsZero() {
+		return 0
+	}
+	return o.Return.Sub(o.Call)
+}
+
+// Run is one row of the database's run history (the runs table).
+type Run struct {
+	// ID is the identity column: the order the grants were inserted in.
+	ID        int64
+	Job       string
+	Token     int64
+	Owner     string
+	Tick      time.Time
+	StartedAt time.Time
+	EndedAt   time.Time // zero while running
+	Outcome   string
+}
+
+// LeaseRow is one row of the leases table, read after the run.
+type LeaseRow struct {
+	Job       string
+	Owner     string
+	Token     int64
+	ExpiresAt time.Time
+}
+
+// WitnessRun is one accepted fenced execution in witness.runs: its start
+// was accepted by the fence, and its end too when EndedAt is set.
+type WitnessRun struct {
+	Job       string
+	Tick      time.Time
+	Token     int64
+	Owner     string
+	StartedAt time.Time
+	EndedAt   time.Time
+}
+
+// Rejection is a fenced write the fence refused (witness.rejected).
+type Rejection struct {
+	Job   string
+	Tick  time.Time
+	Token int64
+	Owner string
+	// Phase is "start" or "end".
+	Phase string
+	At    time.Time
+}
+
+// Belief is an unfenced note of a job: "I hold Job with Token now"
+// (witness.beliefs), written when the job starts its work and again when it
+// finishes it while its context is still live.
+type Belief struct {
+	Job   string
+	Token int64
+	Owner string
+	At    time.Time
+}
+
+// FaultKind names an injected fault.
+type FaultKind string
+
+// The faults of the nemesis.
+const (
+	ReplicaPause  FaultKind = "replica_pause"  // SIGSTOP ... SIGCONT of a replica
+	ReplicaKill   FaultKind = "replica_kill"   // SIGKILL of a replica, restarted at End
+	InstancePause FaultKind = "instance_pause" // SIGSTOP ... SIGCONT of a leaseapi instance
+	InstanceKill  FaultKind = "instance_kill"  // SIGKILL of a leaseapi instance, restarted at End
+	DBLatency     FaultKind = "db_latency"     // latency toxic on one instance's database proxy
+	DBReset       FaultKind = "db_reset"       // reset_peer toxic on one instance's database proxy
+	DBBlackhole   FaultKind = "db_blackhole"   // timeout toxic (data dropped) on one instance's proxy
+	PGRestart     FaultKind = "pg_restart"     // pg_ctl restart -m fast
+	PGCrash       FaultKind = "pg_crash"       // pg_ctl stop -m immediate, then start
+	PGFreeze      FaultKind = "pg_freeze"      // SIGSTOP of every Postgres process
+)
+
+// DB reports whether the fault is a database fault: one that makes the
+// service answer 503 (I9 measures those answers).
+func (k FaultKind) DB() bool {
+	switch k {
+	case DBLatency, DBReset, DBBlackhole, PGRestart, PGCrash, PGFreeze:
+		return true
+	}
+	return false
+}
+
+// Fault is one injected fault.
+type Fault struct {
+	Kind FaultKind
+	// Target is the client of a replica fault ("r2#1"), else empty.
+	Target string
+	// Instance is the leaseapi instance a fault affects, or -1 for all.
+	Instance int
+	// Start and End bound the fault; a kill's End is the restart.
+	Start, End time.Time
+}
+
+// Affects reports whether the fault touches calls sent to instance i.
+func (f *Fault) Affects(i int) bool {
+	return f.Instance < 0 || f.Instance == i
+}
+
+// Sample is one periodic read of the leases table by the harness (I7).
+type Sample struct {
+	At time.Time
+	// Leases is count(leases); OverMaxTTL counts rows whose expires_at is
+	// more than the maximum TTL ahead of the database clock.
+	Leases     int
+	OverMaxTTL int
+	// Err is set when the database could not be read (a fault window).
+	Err string
+}
+
+// Probe is the final liveness probe of one job (I7): after the replicas
+// stopped, a fresh owner must acquire every job within TTL + 2·heartbeat.
+type Probe struct {
+	Job     string
+	OK      bool
+	Elapsed time.Duration
+	Err     string
+}
+
+// History is everything one chaos run recorded.
+type History struct {
+	Jobs              []string
+	Period            time.Duration // the jobs' schedule: every Period
+	TTL               time.Duration
+	HeartbeatInterval time.Duration
+	MaxTTL            time.Duration
+	// Start is when the replicas were started, End when the chaos phase
+	// ended (faults healed, replicas about to stop). Ticks in [Start+Period,
+	// End-Period] are scheduled ticks (I10).
+	Start, End time.Time
+	// FaultFreeUntil ends the warm-up: ticks before it ran without faults
+	// and must all be executed; zero when the run has no such phase.
+	FaultFreeUntil time.Time
+
+	Ops       []Op
+	Runs      []Run
+	Leases    []LeaseRow
+	Witness   []WitnessRun
+	Rejected  []Rejection
+	Beliefs   []Belief
+	Faults    []Fault
+	Samples   []Sample
+	Probes    []Probe
+	ProbeMax  time.Duration // the probe's allowance, TTL + 2·heartbeat + slack
+	Incidents []string      // service processes that exited or panicked on their own (I9)
+}

@@ -1,0 +1,533 @@
+package checker
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The porcupine model of one job's lease (I4). Time matters to a lease: a
+// grant is legal only when the previous one has expired, by the store's
+// clock at the moment of the decision. The model knows that clock only
+// through the calls: the decision of a call happened between its send and
+// its return (one host, one clock), and a successful answer names the
+// decision's instant (renewedAt, releasedAt; truncated to milliseconds).
+// The state therefore keeps the expiry as an interval [ExpLo, ExpHi) and a
+// lower bound Now of the store clock at the last decision, and a refusal is
+// legal when some instant in its window makes it so.
+//
+// Calls whose outcome is unknown (503, no answer) never return, for
+// porcupine: they may take effect at any later point or not at all, and
+// their effect may have happened at any instant after their send. The
+// nondeterministic model branches on both.
+
+const (
+	msNS  = int64(time.Millisecond)
+	never = int64(math.MaxInt64)
+)
+
+// mState is the lease of one job as the model knows it.
+type mState struct {
+	Exists bool
+	Owner  string
+	Token  int64
+	Tick   int64 // unix ms; 0: none
+	// The expiry is in [ExpLo, ExpHi) (unix ns); ExpHi is never when an
+	// unknown renewal may have extended it by an unknown amount.
+	ExpLo, ExpHi int64
+	// Ended: released by its holder. (The suite revokes nothing.)
+	Ended    bool
+	LastDone int64 // unix ms of lastCompletedTick; 0: none
+	Now      int64 // unix ns; the store clock was at least Now at the last decision
+}
+
+// mInput is a call.
+type mInput struct {
+	Kind      OpKind
+	Client    string
+	Owner     string
+	Token     int64
+	Tick      int64 // unix ms; 0: none
+	TTL       int64 // ns
+	Succeeded bool  // release outcome
+	Call      int64 // unix ns
+	Return    int64 // unix ns; never for an unknown outcome
+}
+
+// mOutput is its answer.
+type mOutput struct {
+	Result Result
+	Lease  mLease
+}
+
+// mLease is the part of an answered lease the model reads (times in unix
+// ns, truncated to ms as on the wire; ticks in unix ms).
+type mLease struct {
+	Owner      string
+	Token      int64
+	Tick       int64
+	AcquiredAt int64
+	RenewedAt  int64
+	ExpiresAt  int64
+	ReleasedAt int64
+	LastDone   int64
+}
+
+func unixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func unixNS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// window reports whether a decision named by an answer at tw (truncated to
+// the millisecond) can lie after the model's clock and inside the call.
+func window(s mState, in mInput, tw int64) bool {
+	return tw+msNS > s.Now && tw+msNS > in.Call && tw <= in.Return
+}
+
+func maxI(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func minI(a, b int64) int64 {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+func addSat(a, b int64) int64 {
+	if a == never || b == never || a > never-b {
+		return never
+	}
+	return a + b
+}
+
+func tickDone(s mState, tick int64) bool {
+	return tick != 0 && s.LastDone != 0 && tick <= s.LastDone
+}
+
+// heldBySame reports whether the caller would renew: it holds the lease for
+// the same tick (or asks for none).
+func heldBySame(s mState, in mInput) bool {
+	return s.Exists && !s.Ended && s.Owner == in.Owner && (in.Tick == 0 || s.Tick == in.Tick)
+}
+
+func step(s mState, in mInput, out mOutput) []mState {
+	if out.Result.Uncertain() {
+		return append([]mState{s}, effects(s, in)...)
+	}
+	switch in.Kind {
+	case Acquire:
+		return stepAcquire(s, in, out)
+	case Heartbeat:
+		return stepHeartbeat(s, in, out)
+	case Release:
+		return stepRelease(s, in, out)
+	}
+	return nil
+}
+
+func stepAcquire(s mState, in mInput, out mOutput) []mState {
+	t0 := maxI(s.Now, in.Call)
+	switch out.Result {
+	case ResultOK:
+		l := out.Lease
+		tw := l.RenewedAt
+		if !window(s, in, tw) || l.Owner != in.Owner || tickDone(s, in.Tick) || l.LastDone != s.LastDone {
+			return nil
+		}
+		ns := s
+		ns.Now = maxI(s.Now, tw)
+		ns.ExpLo, ns.ExpHi = l.ExpiresAt, l.ExpiresAt+msNS
+		if s.Exists && l.Token == s.Token {
+			// A renewal: the caller held it, for this tick, at the decision.
+			if !heldBySame(s, in) || s.ExpHi <= tw || (in.Tick != 0 && l.Tick != in.Tick) {
+				return nil
+			}
+			return []mState{ns}
+		}
+		want := int64(1)
+		if s.Exists {
+			want = s.Token + 1
+		}
+		if l.Token != want || l.AcquiredAt != l.RenewedAt || l.Tick != in.Tick {
+			return nil
+		}
+		// A grant: the previous one was over at the decision.
+		if s.Exists && !s.Ended && s.ExpLo >= tw+msNS {
+			return nil
+		}
+		ns.Exists, ns.Owner, ns.Token, ns.Tick, ns.Ended = true, in.Owner, l.Token, in.Tick, false
+		return []mState{ns}
+	case ResultHeld:
+		if !s.Exists || s.Ended || tickDone(s, in.Tick) || heldBySame(s, in) || t0 > in.Return {
+			return nil
+		}
+		if s.ExpHi <= t0 {
+			return nil
+		}
+		ns := s
+		ns.ExpLo = maxI(s.ExpLo, t0+1)
+		ns.Now = t0
+		return []mState{ns}
+	case ResultTickDone:
+		if !tickDone(s, in.Tick) || t0 > in.Return {
+			return nil
+		}
+		ns := s
+		ns.Now = t0
+		return []mState{ns}
+	}
+	// lease_lost and not_found are not answers to an acquire.
+	return nil
+}
+
+func stepHeartbeat(s mState, in mInput, out mOutput) []mState {
+	t0 := maxI(s.Now, in.Call)
+	mine := s.Exists && !s.Ended && s.Owner == in.Owner && s.Token == in.Token
+	switch out.Result {
+	case ResultOK:
+		l := out.Lease
+		tw := l.RenewedAt
+		if !mine || !window(s, in, tw) || l.Owner != in.Owner || l.Token != in.Token || s.ExpHi <= tw {
+			return nil
+		}
+		ns := s
+		ns.Now = maxI(s.Now, tw)
+		ns.ExpLo, ns.ExpHi = l.ExpiresAt, l.ExpiresAt+msNS
+		return []mState{ns}
+	case ResultLost:
+		if !s.Exists || t0 > in.Return {
+			return nil
+		}
+		ns := s
+		if !mine {
+			ns.Now = t0
+			return []mState{ns}
+		}
+		// Still this caller's grant: it must have expired by the decision.
+		te := maxI(t0, s.ExpLo)
+		if te > in.Return {
+			return nil
+		}
+		ns.ExpHi = minI(s.ExpHi, te+1)
+		ns.Now = te
+		return []mState{ns}
+	case ResultNotFound:
+		if s.Exists || t0 > in.Return {
+			return nil
+		}
+		return []mState{s}
+	}
+	return nil
+}
+
+func stepRelease(s mState, in mInput, out mOutput) []mState {
+	t0 := maxI(s.Now, in.Call)
+	mine := s.Exists && s.Owner == in.Owner && s.Token == in.Token
+	switch out.Result {
+	case ResultOK:
+		l := out.Lease
+		if !mine || l.Owner != in.Owner || l.Token != in.Token {
+			return nil
+		}
+		if s.Ended {
+			return []mState{s} // a retried release changes nothing
+		}
+		tw := l.ReleasedAt
+		if tw == 0 || !window(s, in, tw) {
+			return nil
+		}
+		ns := released(s, in)
+		ns.Now = maxI(s.Now, tw)
+		ns.ExpLo, ns.ExpHi = tw, tw+msNS
+		if l.LastDone != ns.LastDone {
+			return nil
+		}
+		return []mState{ns}
+	case ResultLost:
+		if !s.Exists || mine || t0 > in.Return {
+			return nil
+		}
+		ns := s
+		ns.Now = t0
+		return []mState{ns}
+	case ResultNotFound:
+		if s.Exists || t0 > in.Return {
+			return nil
+		}
+		return []mState{s}
+	}
+	return nil
+}
+
+func released(s mState, in mInput) mState {
+	ns := s
+	ns.Ended = true
+	if in.Succeeded && s.Tick != 0 && s.Tick > s.LastDone {
+		ns.LastDone = s.Tick
+	}
+	return ns
+}
+
+// effects are the states a call of unknown outcome may have produced, had
+// it taken effect (the caller adds "no effect").
+func effects(s mState, in mInput) []mState {
+	t0 := maxI(s.Now, in.Call)
+	var out []mState
+	switch in.Kind {
+	case Acquire:
+		if tickDone(s, in.Tick) {
+			return nil
+		}
+		if heldBySame(s, in) && s.ExpHi > t0 {
+			ns := s
+			ns.ExpLo, ns.ExpHi = t0+in.TTL, addSat(s.ExpHi, in.TTL)
+			ns.Now = t0
+			out = append(out, ns)
+		}
+		d := t0
+		if s.Exists && !s.Ended {
+			d = maxI(t0, s.ExpLo)
+		}
+		tok := int64(1)
+		if s.Exists {
+			tok = s.Token + 1
+		}
+		out = append(out, mState{
+			Exists: true, Owner: in.Owner, Token: tok, Tick: in.Tick,
+			ExpLo: d + in.TTL, ExpHi: never, LastDone: s.LastDone, Now: d,
+		})
+	case Heartbeat:
+		if s.Exists && !s.Ended && s.Owner == in.Owner && s.Token == in.Token && s.ExpHi > t0 {
+			ns := s
+			ns.ExpLo, ns.ExpHi = t0+in.TTL, addSat(s.ExpHi, in.TTL)
+			ns.Now = t0
+			out = append(out, ns)
+		}
+	case Release:
+		if s.Exists && !s.Ended && s.Owner == in.Owner && s.Token == in.Token {
+			ns := released(s, in)
+			ns.ExpLo, ns.ExpHi = t0, never
+			ns.Now = t0
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// leaseModel is the porcupine model of one job's lease.
+func leaseModel() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []interface{} { return []interface{}{mState{}} },
+		Step: func(state, input, output interface{}) []interface{} {
+			next := step(state.(mState), input.(mInput), output.(mOutput))
+			out := make([]interface{}, len(next))
+			for i := range next {
+				out[i] = next[i]
+			}
+			return out
+		},
+		Equal: func(a, b interface{}) bool { return a.(mState) == b.(mState) },
+		Hash: func(state interface{}) uint64 {
+			s := state.(mState)
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%t|%s|%d|%d|%d|%d|%t|%d|%d", s.Exists, s.Owner, s.Token, s.Tick, s.ExpLo, s.ExpHi, s.Ended, s.LastDone, s.Now)
+			return h.Sum64()
+		},
+		DescribeOperation: func(input, output interface{}) string {
+			in, out := input.(mInput), output.(mOutput)
+			var call string
+			switch in.Kind {
+			case Acquire:
+				call = fmt.Sprintf("acquire(%s, tick %s)", in.Owner, msTime(in.Tick))
+			case Heartbeat:
+				call = fmt.Sprintf("heartbeat(%s, %d)", in.Owner, in.Token)
+			case Release:
+				call = fmt.Sprintf("release(%s, %d, succeeded=%t)", in.Owner, in.Token, in.Succeeded)
+			}
+			if out.Result != ResultOK {
+				return call + " -> " + string(out.Result)
+			}
+			return fmt.Sprintf("%s -> ok %s #%d renewed %s expires %s", call, out.Lease.Owner, out.Lease.Token,
+				nsTime(out.Lease.RenewedAt), nsTime(out.Lease.ExpiresAt))
+		},
+		DescribeState: func(state interface{}) string {
+			s := state.(mState)
+			if !s.Exists {
+				return "none"
+			}
+			st := "held"
+			if s.Ended {
+				st = "released"
+			}
+			return fmt.Sprintf("%s #%d %s tick %s exp [%s, %s) done %s now %s", s.Owner, s.Token, st,
+				msTime(s.Tick), nsTime(s.ExpLo), nsTime(s.ExpHi), msTime(s.LastDone), nsTime(s.Now))
+		},
+	}
+	return nm.ToModel()
+}
+
+func msTime(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format("15:04:05.000")
+}
+
+func nsTime(ns int64) string {
+	switch ns {
+	case 0:
+		return "-"
+	case never:
+		return "∞"
+	}
+	return time.Unix(0, ns).UTC().Format("15:04:05.000")
+}
+
+// toOperations turns the calls of one job into porcupine operations. Calls
+// that never reached the service or were refused as bad input had no effect
+// and are left out.
+func toOperations(ops []*Op, horizon int64) []porcupine.Operation {
+	clients := make(map[string]int)
+	var out []porcupine.Operation
+	for _, o := range ops {
+		if o.Result == ResultNotSent || o.Result == ResultRejected {
+			continue
+		}
+		id, ok := clients[o.Client]
+		if !ok {
+			id = len(clients)
+			clients[o.Client] = id
+		}
+		in := mInput{
+			Kind: o.Kind, Client: o.Client, Owner: o.Owner, Token: o.Token, Tick: unixMS(o.Tick),
+			TTL: int64(o.TTL), Succeeded: o.Outcome != "failed", Call: o.Call.UnixNano(), Return: horizon,
+		}
+		res := mOutput{Result: o.Result}
+		if o.Result.Uncertain() || o.Return.IsZero() {
+			res.Result = ResultUnknown
+		} else {
+			in.Return = o.Return.UnixNano()
+		}
+		if res.Result == ResultOK && o.Lease != nil {
+			l := o.Lease
+			res.Lease = mLease{
+				Owner: l.Owner, Token: l.Token, Tick: unixMS(l.Tick),
+				AcquiredAt: unixNS(l.AcquiredAt), RenewedAt: unixNS(l.RenewedAt),
+				ExpiresAt: unixNS(l.ExpiresAt), ReleasedAt: unixNS(l.ReleasedAt),
+				LastDone: unixMS(l.LastCompletedTick),
+			}
+		}
+		out = append(out, porcupine.Operation{
+			ClientId: id, Input: in, Call: in.Call, Output: res, Return: in.Return,
+		})
+	}
+	return out
+}
+
+// linearizability keeps what is needed to visualize failed jobs.
+type linearizability struct {
+	model  porcupine.Model
+	failed map[string][]porcupine.Operation
+}
+
+// checkLinearizable is I4: porcupine checks every job's calls against the
+// lease model, jobs in parallel, each within timeout. Unknown (the search
+// timed out) counts as a failure: an unchecked history proves nothing.
+func checkLinearizable(h *History, r *Report, timeout time.Duration) {
+	model := leaseModel()
+	var horizon int64
+	for i := range h.Ops {
+		horizon = maxI(horizon, h.Ops[i].Call.UnixNano())
+		if !h.Ops[i].Return.IsZero() {
+			horizon = maxI(horizon, h.Ops[i].Return.UnixNano())
+		}
+	}
+	horizon += int64(time.Hour)
+	byJob := make(map[string][]*Op)
+	for i := range h.Ops {
+		byJob[h.Ops[i].Job] = append(byJob[h.Ops[i].Job], &h.Ops[i])
+	}
+	jobs := make([]string, 0, len(byJob))
+	for j := range byJob {
+		jobs = append(jobs, j)
+	}
+	sort.Strings(jobs)
+
+	type verdict struct {
+		job string
+		res porcupine.CheckResult
+		ops []porcupine.Operation
+	}
+	results := make(chan verdict, len(jobs))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for _, job := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ops := toOperations(byJob[job], horizon)
+			res := porcupine.CheckOperationsTimeout(model, ops, timeout)
+			results <- verdict{job, res, ops}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	r.lin = &linearizability{model: model, failed: make(map[string][]porcupine.Operation)}
+	r.Stats.Linearizability = make(map[string]string)
+	for v := range results {
+		r.Stats.Linearizability[v.job] = string(v.res)
+		switch v.res {
+		case porcupine.Illegal:
+			r.add("I4", v.job, "the history of %d calls is not linearizable with the lease model", len(v.ops))
+			r.lin.failed[v.job] = v.ops
+		case porcupine.Unknown:
+			r.add("I4", v.job, "porcupine could not decide within %s (%d calls)", timeout, len(v.ops))
+		}
+	}
+}
+
+// WriteVisualizations writes one porcupine HTML visualization per job that
+// failed I4 into dir, named history-<job>.html, and returns their paths.
+// Each search is repeated with partial linearizations, bounded by timeout.
+func (r *Report) WriteVisualizations(dir string, timeout time.Duration) ([]string, error) {
+	if r.lin == nil {
+		return nil, nil
+	}
+	var paths []string
+	jobs := make([]string, 0, len(r.lin.failed))
+	for j := range r.lin.failed {
+		jobs = append(jobs, j)
+	}
+	sort.Strings(jobs)
+	for _, job := range jobs {
+		_, info := porcupine.CheckOperationsVerbose(r.lin.model, r.lin.failed[job], timeout)
+		p := filepath.Join(dir, "history-"+job+".html")
+		if err := porcupine.VisualizePath(r.lin.model, info, p); err != nil {
+			return paths, fmt.Errorf("visualize %s: %w", job, err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
