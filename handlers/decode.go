@@ -215,14 +215,16 @@ func (h *handler) ttl(ttlMs *int64, def time.Duration) (time.Duration, error) {
 }
 
 // parseTick parses an optional RFC 3339 tick to UTC, truncated to
-// milliseconds as it is stored and shown.
+// milliseconds as it is stored and shown. Its UTC year must have four
+// digits: "0000-01-01T00:00:00+01:00" is RFC 3339 but in UTC it is in year
+// -1, which no lease on the wire could show again (api.TimeLayout).
 func parseTick(s *string) (*time.Time, error) {
 	if s == nil {
 		return nil, nil
 	}
 	t, err := api.ParseTime(*s)
-	if err != nil {
-		return nil, invalidf("tick must be an RFC 3339 time such as 2026-11-30T07:00:00Z")
+	if err != nil || t.Year() < 0 || t.Year() > 9999 {
+		return nil, invalidf("tick must be an RFC 3339 time from year 0000 to 9999 in UTC, such as 2026-11-30T07:00:00Z")
 	}
 	return &t, nil
 }

@@ -68,7 +68,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		p.Detail = "no lease exists for this job id; acquire it first"
 	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrLeaseHeld):
 		p.Status, p.Code = http.StatusConflict, api.CodeLeaseHeld
-		p.Detail = "the lease is held by " + conflict.Lease.Owner + " for another run; retry after Retry-After seconds"
+		// The owner is clipped: the full one is in lease.owner, and a problem
+		// stays within 1 KiB even for the longest job id and owner.
+		p.Detail = "the lease is held by " + clip(conflict.Lease.Owner) + " for another run; retry after Retry-After seconds"
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(conflict.Lease, time.Now())))
 	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrTickDone):
 		p.Status, p.Code = http.StatusConflict, api.CodeTickDone
