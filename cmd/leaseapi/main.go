@@ -236,9 +236,34 @@ func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	return s.Close()
 }
 
+// serverLimits are the http.Server's protections against slow and
+// oversized clients.
+type serverLimits struct {
+	readHeaderTimeout, readTimeout, writeSlack, idleTimeout time.Duration
+	maxHeaderBytes                                          int
+}
+
+// defaultServerLimits are the limits of every real server. Only tests pass
+// others to serveWith: shorter timeouts cut slow clients without making the
+// tests wait seconds.
+func defaultServerLimits() serverLimits {
+	return serverLimits{
+		readHeaderTimeout: readHeaderTimeout,
+		readTimeout:       readTimeout,
+		writeSlack:        writeSlack,
+		idleTimeout:       idleTimeout,
+		maxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
 // serve runs the HTTP server until ctx ends, then shuts down in order:
 // requests in flight (bounded by SHUTDOWN_TIMEOUT), the pruner, the store.
-func serve(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
+func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	return serveWith(ctx, cfg, logger, defaultServerLimits())
+}
+
+// serveWith is serve with the given server limits.
+func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serverLimits) (err error) {
 	s, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -278,11 +303,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	})
 	srv := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      cfg.RequestTimeout + writeSlack,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
+		ReadHeaderTimeout: limits.readHeaderTimeout,
+		ReadTimeout:       limits.readTimeout,
+		WriteTimeout:      cfg.RequestTimeout + limits.writeSlack,
+		IdleTimeout:       limits.idleTimeout,
+		MaxHeaderBytes:    limits.maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 
