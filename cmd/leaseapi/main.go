@@ -175,6 +175,7 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store, err
 			DSN:          cfg.DatabaseURL,
 			Logger:       logger,
 			MaxOpenConns: postgresMaxOpenConns,
+			NaiveAcquire: naiveAcquire(cfg),
 		})
 		s = pg
 	} else {
@@ -214,6 +215,23 @@ func checkSynchronousCommit(ctx context.Context, pg *repo.Postgres, logger *slog
 		logger.Warn("synchronous_commit is not on: a database crash or failover can lose acknowledged grants and fencing tokens; set synchronous_commit = on",
 			slog.String("synchronous_commit", sc))
 	}
+}
+
+// naiveAcquire reports whether ACQUIRE_MODE selects the benchmark's
+// baseline: every acquire under the row lock, nothing coalesced.
+func naiveAcquire(cfg Config) bool {
+	return strings.EqualFold(cfg.AcquireMode, acquireNaive)
+}
+
+// acquireStore is the store the handlers serve. In the default fast mode,
+// concurrent acquires of one job in this process are decided by one store
+// call (repo.CoalesceAcquires), which turns the tick herd into about one
+// database call per job; the naive mode serves s itself.
+func acquireStore(cfg Config, s leaseapi.Store) leaseapi.Store {
+	if naiveAcquire(cfg) {
+		return s
+	}
+	return repo.CoalesceAcquires(s)
 }
 
 // describeDSN names the database without its credentials or parameters:
@@ -291,7 +309,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	// /metrics serves the handlers' collectors plus the Go runtime and process.
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler := handlers.New(s, handlers.Options{
+	handler := handlers.New(acquireStore(cfg, s), handlers.Options{
 		DefaultTTL:     cfg.DefaultTTL,
 		MinTTL:         cfg.MinTTL,
 		MaxTTL:         cfg.MaxTTL,
