@@ -13,7 +13,7 @@ TEST_FLAGS := -race -count=1 -shuffle=on
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: help build run test test-short lint migrate cover db-up db-down docker generate
+.PHONY: help build run test test-short lint migrate cover db-up db-down docker generate bench
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -58,3 +58,7 @@ docker: ## build the container image leaseapi:dev (needs a Docker engine)
 
 generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-codegen pinned in go.mod)
 	$(GO) generate ./api/client
+
+bench: ## measure leaseapi against its Postgres floor, ~10 min (BENCH_FLAGS=-quick: ~1 min); docs/performance.md
+	bash scripts/ensure-postgres.sh
+	$(GO) run ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leaseapi/leaseapi/repo"
+)
+
+// bench is one benchmark run.
+type bench struct {
+	opts   options
+	log    io.Writer
+	db     *benchDB
+	bin    string
+	tmp    string
+	report *Report
+	seq    int // numbers the server processes, for their log files
+}
+
+// postgresMaxOpenConns is the floor's pool: the same as leaseapi's own
+// (cmd/leaseapi), so both sides get the same number of connections.
+const postgresMaxOpenConns = 20
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func (b *bench) run(ctx context.Context) (_ *Report, err error) {
+	o := b.opts
+	b.report = &Report{
+		Command:     o.command,
+		Started:     time.Now().UTC().Format(time.RFC3339),
+		LoadBefore:  loadAverage(),
+		GoVersion:   runtime.Version(),
+		CPUs:        runtime.NumCPU(),
+		Quick:       o.quick,
+		Concurrency: o.concurrency,
+		LogLevel:    o.logLevel,
+	}
+	b.tmp, err = os.MkdirTemp("", "leasebench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(b.tmp)
+
+	b.logf("building cmd/leaseapi")
+	if b.bin, err = buildLeaseapi(ctx, b.tmp); err != nil {
+		return nil, err
+	}
+	b.db, err = createDatabase(ctx, o.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if derr := b.db.drop(); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
+	b.logf("database %s", b.db.name)
+	if err := b.db.db.QueryRowContext(ctx, `SELECT current_setting('server_version')`).Scan(&b.report.Postgres); err != nil {
+		return nil, fmt.Errorf("server version: %w", err)
+	}
+	if err := b.migrate(ctx); err != nil {
+		return nil, err
+	}
+
+	phases := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"cycle", b.cycle},
+		{"contended", b.contended},
+		{"herd", b.herds},
+		{"latency", b.latency},
+		{"list", b.list},
+	}
+	for _, p := range phases {
+		if err := ctx.Err(); err != nil {
+			return b.finish(), err
+		}
+		if err := p.fn(ctx); err != nil {
+			return b.finish(), fmt.Errorf("%s: %w", p.name, err)
+		}
+		if err := b.db.vacuum(ctx); err != nil {
+			return b.finish(), err
+		}
+	}
+	return b.finish(), nil
+}
+
+func (b *bench) finish() *Report {
+	b.report.LoadAfter = loadAverage()
+	b.report.Finished = time.Now().UTC().Format(time.RFC3339)
+	b.report.Targets = evaluateTargets(b.report, b.opts)
+	return b.report
+}
+
+func (b *bench) migrate(ctx context.Context) error {
+	store, err := repo.OpenPostgres(ctx, repo.PostgresConfig{DSN: b.db.dsn})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return store.Migrate(ctx)
+}
+
+// floor runs fn on a store opened for it (the fast acquire statement unless
+// naive), with leaseapi's pool size.
+func (b *bench) floor(ctx context.Context, naive bool, fn func(c client) (measurement, error)) (measurement, error) {
+	store, err := repo.OpenPostgres(ctx, repo.PostgresConfig{
+		DSN:          b.db.dsn,
+		MaxOpenConns: postgresMaxOpenConns,
+		NaiveAcquire: naive,
+	})
+	if err != nil {
+		return measurement{}, err
+	}
+	defer store.Close()
+	c := storeClient{store: store}
+	warm(ctx, c)
+	return fn(c)
+}
+
+// serverRun is a measured run of a leaseapi process.
+type serverRun struct {
+	measurement
+	proc procStats
+}
+
+// http runs fn against a new leaseapi process in acquire mode mode, and
+// reads the process's peak RSS and CPU time at the end.
+func (b *bench) http(ctx context.Context, mode string, clients int, fn func(c client) (measurement, error)) (serverRun, error) {
+	b.seq++
+	srv, err := startServer(ctx, serverConfig{
+		bin:         b.bin,
+		dsn:         b.db.dsn,
+		acquireMode: mode,
+		logLevel:    b.opts.logLevel,
+		logDir:      b.tmp,
+		name:        fmt.Sprintf("leaseapi-%02d", b.seq),
+	})
+	if err != nil {
+		return serverRun{}, err
+	}
+	c := newHTTPClient(srv.url, max(clients, 100)+16)
+	warm(ctx, c)
+	before, err := srv.stats()
+	if err != nil {
+		return serverRun{}, errors.Join(err, srv.stop())
+	}
+	r, ferr := fn(c)
+	after, serr := srv.stats()
+	c.close()
+	if err := errors.Join(ferr, serr, srv.stop()); err != nil {
+		return serverRun{}, err
+	}
+	return serverRun{measurement: r, proc: procStats{peakRSSBytes: after.peakRSSBytes, cpu: after.cpu - before.cpu}}, nil
+}
+
+// warm opens the connections a run will use, so that no run pays for
+// dialing: a burst of one-lease list calls.
+func warm(ctx context.Context, c client) {
+	done := make(chan struct{}, postgresMaxOpenConns)
+	for range postgresMaxOpenConns {
+		go func() {
+			_, _, _ = c.list(ctx, "", 1, false)
+			done <- struct{}{}
+		}()
+	}
+	for range postgresMaxOpenConns {
+		<-done
+	}
+}
+
+func (b *bench) closed(body func(c client, prefix string) func(context.Context, int, int, *meter), prefix string) func(ctx context.Context) func(c client) (measurement, error) {
+	return func(ctx context.Context) func(c client) (measurement, error) {
+		return func(c client) (measurement, error) {
+			return closedLoop(ctx, b.opts.concurrency, b.opts.warmup, b.opts.duration, body(c, prefix)), nil
+		}
+	}
+}
+
+// pair measures one closed-loop scenario on the floor and over HTTP and
+// adds both rows.
+func (b *bench) pair(ctx context.Context, scenario string, body func(c client, prefix string) func(context.Context, int, int, *meter)) (Row, Row, error) {
+	b.logf("%s: floor", scenario)
+	fr, err := b.floor(ctx, false, b.closed(body, scenario+"-floor")(ctx))
+	if err != nil {
+		return Row{}, Row{}, err
+	}
+	floor := b.add(newRow(scenario, "floor", "fast", b.opts.concurrency, fr))
+	b.logf("%s: http", scenario)
+	hr, err := b.http(ctx, "fast", b.opts.concurrency, b.closed(body, scenario+"-http")(ctx))
+	if err != nil {
+		return Row{}, Row{}, err
+	}
+	h := newRow(scenario, "http", "fast", b.opts.concurrency, hr.measurement).withProc(hr.proc).vs(floor)
+	return floor, b.add(h), nil
+}
+
+func (b *bench) add(r Row) Row {
+	b.report.Rows = append(b.report.Rows, r)
+	b.logf("  %s", r.brief())
+	return r
+}
+
+func (b *bench) cycle(ctx context.Context) error {
+	_, _, err := b.pair(ctx, "cycle", cycleBody)
+	return err
+}
+
+func (b *bench) contended(ctx context.Context) error {
+	_, _, err := b.pair(ctx, "contended", contendedBody)
+	return err
+}
+
+// herds runs the herd with the fast path in both orders and with the naive
+// path, each on the floor and over HTTP, on jobs of its own.
+func (b *bench) herds(ctx context.Context) error {
+	o := b.opts
+	for _, h := range []struct {
+		mode  string
+		order herdOrder
+	}{
+		{"fast", herdSameOrder},
+		{"fast", herdShuffled},
+		{"naive", herdSameOrder},
+	} {
+		scenario := "herd"
+		if h.order == herdShuffled {
+			scenario = "herd-shuffled"
+		}
+		naive := h.mode == "naive"
+		body := func(side string) func(c client) (measurement, error) {
+			return func(c client) (measurement, error) {
+				prefix := fmt.Sprintf("%s-%s-%s", scenario, h.mode, side)
+				r := herd(ctx, c, prefix, o.herdReplicas, o.herdJobs, h.order)
+				check, err := b.db.checkHerd(ctx, prefix)
+				if err != nil {
+					return r, err
+				}
+				if check.jobs != int64(o.herdJobs) || check.tokens != int64(o.herdJobs) || check.runs != int64(o.herdJobs) || r.grants != int64(o.herdJobs) {
+					b.report.Bugs = append(b.report.Bugs, fmt.Sprintf(
+						"%s %s %s: %d grants answered, database has %d jobs, token sum %d, %d runs; want %d of each",
+						scenario, h.mode, side, r.grants, check.jobs, check.tokens, check.runs, o.herdJobs))
+				}
+				return r, nil
+			}
+		}
+		b.logf("%s (%s): floor, %d replicas × %d jobs", scenario, h.mode, o.herdReplicas, o.herdJobs)
+		fr, err := b.floor(ctx, naive, body("floor"))
+		if err != nil {
+			return err
+		}
+		floor := b.add(newRow(scenario, "floor", h.mode, o.herdReplicas, fr).herd())
+		b.logf("%s (%s): http", scenario, h.mode)
+		hr, err := b.http(ctx, h.mode, o.herdReplicas, body("http"))
+		if err != nil {
+			return err
+		}
+		b.add(newRow(scenario, "http", h.mode, o.herdReplicas, hr.measurement).herd().withProc(hr.proc).vs(floor))
+		if err := b.db.vacuum(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// latency measures p99 acquire latency over HTTP in an open loop at half
+// the saturation rate: the cycles per second of the closed-loop cycle run.
+func (b *bench) latency(ctx context.Context) error {
+	i := slices.IndexFunc(b.report.Rows, func(r Row) bool { return r.Scenario == "cycle" && r.Mode == "http" })
+	if i < 0 || b.report.Rows[i].Grants == 0 {
+		return errors.New("no cycle saturation measured")
+	}
+	sat := b.report.Rows[i]
+	cyclesPerSec := float64(sat.Grants) / sat.Seconds
+	rate := cyclesPerSec / 2
+	b.logf("latency: open loop at %.0f cycles/s (half of %.0f), %s", rate, cyclesPerSec, b.opts.openDuration)
+	hr, err := b.http(ctx, "fast", 256, func(c client) (measurement, error) {
+		return openLoop(ctx, c, "open", rate, b.opts.openDuration), nil
+	})
+	if err != nil {
+		return err
+	}
+	row := newRow("acquire@half-saturation", "http", "fast", 0, hr.measurement).withProc(hr.proc)
+	row.OpsPerSec = rate // the offered rate of cycles, one acquire each
+	row.Note = fmt.Sprintf("open loop, %.0f acquires/s offered = half of the %.0f cycles/s saturation of cycle/http; latency of the acquires only", rate, cyclesPerSec)
+	b.add(row)
+	return nil
+}
+
+// list seeds the table to each size in turn and reads a first and a deep
+// page on the floor and over HTTP; at -rss-leases it runs the RSS check.
+func (b *bench) list(ctx context.Context) error {
+	o := b.opts
+	if err := b.db.truncate(ctx); err != nil {
+		return err
+	}
+	sizes := slices.Clone(o.listSizes)
+	if !slices.Contains(sizes, o.rssLeases) {
+		sizes = append(sizes, o.rssLeases)
+	}
+	slices.Sort(sizes)
+	have := 0
+	for _, n := range sizes {
+		b.logf("list: seeding %d leases", n)
+		t0 := time.Now()
+		if err := b.db.seedLeases(ctx, have, n); err != nil {
+			return err
+		}
+		b.logf("  seeded in %s", time.Since(t0).Round(time.Millisecond))
+		have = n
+		if slices.Contains(o.listSizes, n) {
+			for _, page := range []struct {
+				name  string
+				after string
+			}{{"first", ""}, {"deep", listJobID(n / 2)}} {
+				scenario := fmt.Sprintf("list-%s-%s", sizeName(n), page.name)
+				body := func(c client) (measurement, error) {
+					return closedLoop(ctx, o.concurrency, o.warmup, o.listDuration, listBody(c, page.after, 100)), nil
+				}
+				fr, err := b.floor(ctx, false, body)
+				if err != nil {
+					return err
+				}
+				floor := b.add(newRow(scenario, "floor", "fast", o.concurrency, fr))
+				hr, err := b.http(ctx, "fast", o.concurrency, body)
+				if err != nil {
+					return err
+				}
+				b.add(newRow(scenario, "http", "fast", o.concurrency, hr.measurement).withProc(hr.proc).vs(floor))
+			}
+		}
+		if n == o.rssLeases {
+			b.logf("rss: %d clients, %d leases", o.rssClients, n)
+			hr, err := b.http(ctx, "fast", o.rssClients, func(c client) (measurement, error) {
+				return rssLoad(ctx, c, o.rssClients, o.warmup, o.duration), nil
+			})
+			if err != nil {
+				return err
+			}
+			row := newRow(fmt.Sprintf("rss-%s-leases", sizeName(n)), "http", "fast", o.rssClients, hr.measurement).withProc(hr.proc)
+			row.Note = "9 in 10 clients cycle on jobs of their own, 1 in 10 pages through GET /leases (limit 100)"
+			b.add(row)
+		}
+	}
+	return nil
+}
+
+// sizeName is 1k, 100k, 1M, or the number.
+func sizeName(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// loadAverage is the first line of /proc/loadavg without the pid field.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// result classifies one operation's answer.
+type result int
+
+const (
+	resultOK          result = iota // 200
+	resultConflict                  // 409: lease_held, tick_done, lease_lost
+	resultUnavailable               // 5xx, or ErrUnavailable from the store
+	resultFailed                    // anything else: a transport error, an unexpected 4xx
+)
+
+// client is what a scenario does, either on the store directly (the floor)
+// or over HTTP against a leaseapi process.
+type client interface {
+	acquire(ctx context.Context, jobID, owner string, tick *time.Time, ttl time.Duration) (token int64, r result, err error)
+	heartbeat(ctx context.Context, jobID, owner string, token int64) (result, error)
+	release(ctx context.Context, jobID, owner string, token int64) (result, error)
+	// list reads one page of up to limit leases after the job id after. With
+	// wantNext it returns the job id the next page starts after ("" at the end).
+	list(ctx context.Context, after string, limit int, wantNext bool) (next string, r result, err error)
+}
+
+// callTimeout is the deadline of one call, as the server's default
+// LEASEAPI_REQUEST_TIMEOUT gives every request.
+const callTimeout = time.Second
+
+// storeClient calls a leaseapi.Store as the handlers do, with the same
+// per-call deadline, but without HTTP.
+type storeClient struct {
+	store leaseapi.Store
+}
+
+func (c storeClient) acquire(ctx context.Context, jobID, owner string, tick *time.Time, ttl time.Duration) (int64, result, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	l, err := c.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: jobID, Owner: owner, TTL: ttl, Tick: tick})
+	r, err := classify(err)
+	return l.Token, r, err
+}
+
+func (c storeClient) heartbeat(ctx context.Context, jobID, owner string, token int64) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	_, err := c.store.Heartbeat(ctx, &leaseapi.HeartbeatParams{JobID: jobID, Owner: owner, Token: token})
+	return classify(err)
+}
+
+func (c storeClient) release(ctx context.Context, jobID, owner string, token int64) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	_, err := c.store.Release(ctx, &leaseapi.ReleaseParams{JobID: jobID, Owner: owner, Token: token, Outcome: leaseapi.OutcomeSucceeded})
+	return classify(err)
+}
+
+func (c storeClient) list(ctx context.Context, after string, limit int, _ bool) (string, result, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	page, err := c.store.List(ctx, &leaseapi.ListParams{After: after, Limit: limit})
+	r, err := classify(err)
+	if err != nil || !page.More || len(page.Leases) == 0 {
+		return "", r, err
+	}
+	return page.Leases[len(page.Leases)-1].JobID, r, nil
+}
+
+func classify(err error) (result, error) {
+	var conflict *leaseapi.ConflictError
+	switch {
+	case err == nil:
+		return resultOK, nil
+	case errors.As(err, &conflict):
+		return resultConflict, nil
+	case errors.Is(err, leaseapi.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return resultUnavailable, err
+	default:
+		return resultFailed, err
+	}
+}
+
+// httpClient calls a leaseapi server over keep-alive connections.
+type httpClient struct {
+	base string
+	http *http.Client
+}
+
+// newHTTPClient returns a client whose transport keeps up to idle
+// connections to the server open, so that every worker reuses its own.
+func newHTTPClient(base string, idle int) *httpClient {
+	tr := &http.Transport{
+		MaxIdleConns:        idle,
+		MaxIdleConnsPerHost: idle,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &httpClient{base: base, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+}
+
+func (c *httpClient) close() {
+	c.http.CloseIdleConnections()
+}
+
+// wireTime is the wire format of times (DESIGN.md: RFC 3339, milliseconds, UTC).
+const wireTime = "2006-01-02T15:04:05.000Z"
+
+func (c *httpClient) acquire(ctx context.Context, jobID, owner string, tick *time.Time, ttl time.Duration) (int64, result, error) {
+	body := fmt.Appendf(nil, `{"owner":%q,"ttlMs":%d`, owner, ttl.Milliseconds())
+	if tick != nil {
+		body = fmt.Appendf(body, `,"tick":%q`, tick.UTC().Format(wireTime))
+	}
+	body = append(body, '}')
+	var lease struct {
+		Token int64 `json:"token"`
+	}
+	r, err := c.post(ctx, "/leases/"+url.PathEscape(jobID)+"/acquire", body, &lease)
+	return lease.Token, r, err
+}
+
+func (c *httpClient) heartbeat(ctx context.Context, jobID, owner string, token int64) (result, error) {
+	body := fmt.Appendf(nil, `{"owner":%q,"token":%d}`, owner, token)
+	return c.post(ctx, "/leases/"+url.PathEscape(jobID)+"/heartbeat", body, nil)
+}
+
+func (c *httpClient) release(ctx context.Context, jobID, owner string, token int64) (result, error) {
+	body := fmt.Appendf(nil, `{"owner":%q,"token":%d,"outcome":"succeeded"}`, owner, token)
+	return c.post(ctx, "/leases/"+url.PathEscape(jobID)+"/release", body, nil)
+}
+
+// cursor is the opaque cursor of GET /leases: base64url without padding
+// of the last job id of the previous page (DESIGN.md).
+func cursor(jobID string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(jobID))
+}
+
+func (c *httpClient) list(ctx context.Context, after string, limit int, wantNext bool) (string, result, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if after != "" {
+		q.Set("cursor", cursor(after))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/leases?"+q.Encode(), nil)
+	if err != nil {
+		return "", resultFailed, err
+	}
+	var page struct {
+		NextCursor *string `json:"nextCursor"`
+	}
+	var into any
+	if wantNext {
+		into = &page
+	}
+	r, err := c.do(req, into)
+	if err != nil || page.NextCursor == nil {
+		return "", r, err
+	}
+	next, derr := base64.RawURLEncoding.DecodeString(*page.NextCursor)
+	if derr != nil {
+		return "", resultFailed, fmt.Errorf("nextCursor %q: %w", *page.NextCursor, derr)
+	}
+	return string(next), r, nil
+}
+
+func (c *httpClient) post(ctx context.Context, path string, body []byte, into any) (result, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return resultFailed, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.do(req, into)
+}
+
+// do sends req and classifies the answer; on 200 it decodes the body into
+// into, when given. The body is always read to the end, so the connection
+// is reused.
+func (c *httpClient) do(req *http.Request, into any) (result, error) {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return resultFailed, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		if into != nil {
+			if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+				return resultFailed, fmt.Errorf("%s %s: decode: %w", req.Method, req.URL.Path, err)
+			}
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resultOK, nil
+	case resp.StatusCode == http.StatusConflict:
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resultConflict, nil
+	default:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		_, _ = io.Copy(io.Discard, resp.Body)
+		err := fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(b))
+		if resp.StatusCode >= 500 {
+			return resultUnavailable, err
+		}
+		return resultFailed, err
+	}
+}

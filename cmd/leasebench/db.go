@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// benchDB is the fresh database of one benchmark run.
+type benchDB struct {
+	admin *sql.DB // on the server's maintenance database, to create and drop
+	db    *sql.DB // on the benchmark's database, for seeding and checks
+	name  string
+	dsn   string
+}
+
+// createDatabase creates leaseapi_bench_<pid> on the server of adminDSN.
+func createDatabase(ctx context.Context, adminDSN string) (*benchDB, error) {
+	admin, err := sql.Open("postgres", adminDSN)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", redact(adminDSN), err)
+	}
+	name := fmt.Sprintf("leaseapi_bench_%d", os.Getpid())
+	// A database left by a killed run with the same pid goes first.
+	if _, err := admin.ExecContext(ctx, dropDatabase(name)); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("drop old %s: %w", name, err)
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+pq.QuoteIdentifier(name)); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("create database %s on %s: %w", name, redact(adminDSN), err)
+	}
+	u, err := url.Parse(adminDSN)
+	if err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("parse -dsn: %w", err)
+	}
+	u.Path = "/" + name
+	b := &benchDB{admin: admin, name: name, dsn: u.String()}
+	b.db, err = sql.Open("postgres", b.dsn)
+	if err != nil {
+		_ = b.drop()
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	return b, nil
+}
+
+func dropDatabase(name string) string {
+	return "DROP DATABASE IF EXISTS " + pq.QuoteIdentifier(name) + " WITH (FORCE)"
+}
+
+// drop drops the database, whatever still holds connections to it.
+func (b *benchDB) drop() error {
+	if b.db != nil {
+		b.db.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := b.admin.ExecContext(ctx, dropDatabase(b.name))
+	b.admin.Close()
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", b.name, err)
+	}
+	return nil
+}
+
+// redact hides a password in a URL DSN.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(dsn)"
+	}
+	return u.Redacted()
+}
+
+// truncateQuery empties the tables between phases that need a known size.
+const truncateQuery = `TRUNCATE leases, runs`
+
+// seedLeasesQuery adds the leases list-(from+1) .. list-to in one
+// statement, with a mix of the four states. Run with the triggers off
+// (session_replication_role = replica): the run history plays no part in
+// listing, and 1 M trigger calls would dominate the seeding time.
+const seedLeasesQuery = `
+INSERT INTO leases (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+	released_at, revoked_at, last_completed_tick, last_outcome)
+SELECT 'list-' || lpad(i::text, 7, '0'), 'replica-' || (i % 200), 1 + i % 7,
+	date_trunc('minute', now()), 30000, now(), now(),
+	CASE i % 4 WHEN 0 THEN now() + interval '1 hour' ELSE now() - interval '1 minute' END,
+	CASE i % 4 WHEN 1 THEN now() - interval '1 minute' END,
+	CASE i % 4 WHEN 2 THEN now() - interval '1 minute' END,
+	CASE i % 4 WHEN 1 THEN date_trunc('minute', now()) END,
+	CASE i % 4 WHEN 1 THEN 'succeeded' WHEN 2 THEN 'revoked' END
+FROM generate_series($1::bigint + 1, $2::bigint) AS i`
+
+// listJobID is the job id of seeded lease i (1-based).
+func listJobID(i int) string {
+	return fmt.Sprintf("list-%07d", i)
+}
+
+// seedLeases grows the seeded leases from `from` to `to` rows and then
+// vacuums and analyzes the table, as autovacuum would after a load.
+func (b *benchDB) seedLeases(ctx context.Context, from, to int) error {
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SET session_replication_role = replica`); err != nil {
+		return fmt.Errorf("seed: disable triggers: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, seedLeasesQuery, from, to); err != nil {
+		return fmt.Errorf("seed leases %d..%d: %w", from+1, to, err)
+	}
+	if _, err := conn.ExecContext(ctx, `SET session_replication_role = DEFAULT`); err != nil {
+		return fmt.Errorf("seed: enable triggers: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `VACUUM (ANALYZE) leases`); err != nil {
+		return fmt.Errorf("seed: vacuum: %w", err)
+	}
+	return nil
+}
+
+// herdCheckQuery summarizes the leases of one herd's jobs: how many rows,
+// how many grants (the highest token per job sums the grants, since every
+// grant increments it), and how many runs the trigger recorded.
+const herdCheckQuery = `
+SELECT count(*), COALESCE(sum(l.token), 0),
+	(SELECT count(*) FROM runs WHERE job_id >= $1 AND job_id < $1 || '~')
+FROM leases AS l WHERE l.job_id >= $1 AND l.job_id < $1 || '~'`
+
+// herdCheck is what the database says about one herd.
+type herdCheck struct {
+	jobs, tokens, runs int64
+}
+
+func (b *benchDB) checkHerd(ctx context.Context, prefix string) (herdCheck, error) {
+	var c herdCheck
+	err := b.db.QueryRowContext(ctx, herdCheckQuery, prefix).Scan(&c.jobs, &c.tokens, &c.runs)
+	if err != nil {
+		return c, fmt.Errorf("check herd %s: %w", prefix, err)
+	}
+	return c, nil
+}
+
+// vacuum cleans the tables between phases so that the dead rows of one
+// phase do not slow the next.
+func (b *benchDB) vacuum(ctx context.Context) error {
+	if _, err := b.db.ExecContext(ctx, `VACUUM (ANALYZE) leases, runs`); err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	return nil
+}
+
+func (b *benchDB) truncate(ctx context.Context) error {
+	if _, err := b.db.ExecContext(ctx, truncateQuery); err != nil {
+		return fmt.Errorf("truncate: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	ms := func(ns ...int) []time.Duration {
+		out := make([]time.Duration, len(ns))
+		for i, n := range ns {
+			out[i] = time.Duration(n) * time.Millisecond
+		}
+		return out
+	}
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i+1) * time.Millisecond
+	}
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		q      float64
+		want   time.Duration
+	}{
+		{"Empty", nil, 0.5, 0},
+		{"One", ms(7), 0.99, 7 * time.Millisecond},
+		{"MedianOfFour", ms(1, 2, 3, 4), 0.5, 2 * time.Millisecond},
+		{"P99OfHundred", hundred, 0.99, 99 * time.Millisecond},
+		{"P50OfHundred", hundred, 0.5, 50 * time.Millisecond},
+		{"MaxIsP100", hundred, 1, 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := percentile(tt.sorted, tt.q); got != tt.want {
+				t.Errorf("percentile(%v) = %v, want %v", tt.q, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		stat    string
+		want    time.Duration
+		wantErr bool
+	}{
+		{
+			name: "Plain",
+			stat: "1234 (leaseapi) S 1 1234 1234 0 -1 4194560 500 0 0 0 150 25 0 0 20 0 8 0 100 0 0",
+			want: 1750 * time.Millisecond,
+		},
+		{
+			name: "SpacesAndParensInName",
+			stat: "99 (a) b (c)) R 1 99 99 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 1 0 0",
+			want: 100 * time.Millisecond,
+		},
+		{name: "Truncated", stat: "1 (x) S 1 2 3", wantErr: true},
+		{name: "NoName", stat: "garbage", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseStatCPU(tt.stat)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseStatCPU() error = %v, want error %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("parseStatCPU() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadProcStatsOfSelf(t *testing.T) {
+	t.Parallel()
+	st, err := readProcStats(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	if st.peakRSSBytes <= 0 {
+		t.Errorf("peak RSS = %d, want > 0", st.peakRSSBytes)
+	}
+}
+
+func TestSizeName(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]string{1000: "1k", 100000: "100k", 1000000: "1M", 2500000: "2500k", 1500: "1500", 20000: "20k"} {
+		if got := sizeName(n); got != want {
+			t.Errorf("sizeName(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestCursorIsBase64URLWithoutPadding(t *testing.T) {
+	t.Parallel()
+	// "list-0000500" is 12 bytes: no padding either way; "ab" would pad.
+	if got, want := cursor("ab"), "YWI"; got != want {
+		t.Errorf("cursor(%q) = %q, want %q", "ab", got, want)
+	}
+}
+
+func TestUpdateDoc(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "performance.md")
+	page := "# Performance\n\nintro\n\n" + docBegin + "\nold table\n" + docEnd + "\n\nanalysis\n"
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{
+		Command: "go run ./cmd/leasebench", Started: "2026-11-30T09:00:00Z", CPUs: 2, LogLevel: "info",
+		Rows: []Row{newRow("cycle", "floor", "fast", 32, measurement{summary: summary{ops: 10}, elapsed: time.Second})},
+	}
+	rep.Targets = evaluateTargets(rep, options{listSizes: []int{1000}, herdJobs: 1000, herdReplicas: 200, rssLeases: 100000, rssClients: 1000})
+	if err := updateDoc(path, rep); err != nil {
+		t.Fatalf("updateDoc() = %v", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	for _, want := range []string{"# Performance\n\nintro\n\n" + docBegin + "\n", "| cycle | floor | fast | 32 | 10 | 10 |", "not measured in this run", docEnd + "\n\nanalysis\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("updated page lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "old table") {
+		t.Errorf("updated page still has the old table:\n%s", got)
+	}
+	// Again: the section is replaced, not appended.
+	if err := updateDoc(path, rep); err != nil {
+		t.Fatalf("second updateDoc() = %v", err)
+	}
+	b2, _ := os.ReadFile(path)
+	if string(b2) != got {
+		t.Errorf("a second update changed the page:\n%s", b2)
+	}
+}
+
+func TestUpdateDocWithoutSection(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "performance.md")
+	if err := os.WriteFile(path, []byte("# Performance\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateDoc(path, &Report{}); err == nil {
+		t.Error("updateDoc() = nil, want an error naming the missing markers")
+	}
+}
+
+func TestAtLeastAtMost(t *testing.T) {
+	t.Parallel()
+	if tg := atLeast("x", 0.6, 0.8, "%.2f", "ratio"); *tg.Met || !strings.Contains(tg.Detail, "missed by 25%") {
+		t.Errorf("atLeast(0.6, 0.8) = %+v, want missed by 25%%", tg)
+	}
+	if tg := atMost("x", 15, 10, "%.0f ms", "p99"); *tg.Met || !strings.Contains(tg.Detail, "missed by 50% (1.5× the target)") {
+		t.Errorf("atMost(15, 10) = %+v, want missed by 50%%", tg)
+	}
+	if tg := atMost("x", 5, 10, "%.0f ms", "p99"); !*tg.Met || strings.Contains(tg.Detail, "missed") {
+		t.Errorf("atMost(5, 10) = %+v, want met", tg)
+	}
+}
+
+func TestParseOptionsQuick(t *testing.T) {
+	t.Parallel()
+	o, err := parseOptions([]string{"-quick", "-herd-jobs", "7", "-doc", "docs/performance.md"}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.herdJobs != 7 || o.herdReplicas != 50 || o.duration != time.Second || o.doc != "" || o.out != filepath.Join(os.TempDir(), "leasebench-quick.json") {
+		t.Errorf("parseOptions(-quick) = %+v; want herd-jobs kept at 7, quick sizes otherwise, no -doc, the quick results file", o)
+	}
+	if _, err := parseOptions([]string{"-list-sizes", "1000,x"}, &strings.Builder{}); err == nil {
+		t.Error("parseOptions(-list-sizes 1000,x) = nil error, want one")
+	}
+}

@@ -1,0 +1,167 @@
+// Command leasebench measures leaseapi against its database floor, in one
+// run, on the local Postgres (`make bench`).
+//
+// It creates a fresh database, builds cmd/leaseapi, and for each scenario
+// measures the store's own operations called directly (the floor, no HTTP)
+// and a separate leaseapi process over keep-alive HTTP at the same
+// concurrency, reading the process's peak RSS (VmHWM) and CPU time from
+// /proc. Scenarios:
+//
+//	cycle      acquire → heartbeat → release, each worker on a job of its own
+//	contended  every worker an owner of its own on 4 shared jobs; a grant is released at once
+//	herd       R replicas × J jobs acquire one tick at once; exactly J grants,
+//	           with the fast path (default) and the naive path (LEASEAPI_ACQUIRE_MODE=naive)
+//	latency    p99 acquire latency, open loop at half the saturation rate of cycle
+//	list       GET /leases first and deep keyset page with 1 k, 100 k and 1 M leases
+//	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients
+//
+// It prints one table, writes the results as JSON (-out) and, with -doc,
+// replaces the results section of docs/performance.md. Timing targets are
+// evaluated here, never in tests. The database is dropped at the end.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "leasebench: "+err.Error())
+		os.Exit(1)
+	}
+}
+
+// options are the command-line flags.
+type options struct {
+	quick        bool
+	dsn          string
+	concurrency  int
+	duration     time.Duration
+	warmup       time.Duration
+	herdReplicas int
+	herdJobs     int
+	listSizes    []int
+	listDuration time.Duration
+	rssLeases    int
+	rssClients   int
+	openDuration time.Duration
+	logLevel     string
+	out          string
+	doc          string
+	command      string
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("leasebench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&o.quick, "quick", false, "small sizes and short runs for development (about a minute); does not update -doc")
+	fs.StringVar(&o.dsn, "dsn", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres server to create the benchmark database on (URL form)")
+	fs.IntVar(&o.concurrency, "c", 32, "concurrency C of the closed-loop scenarios (cycle, contended, list)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each closed-loop run")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each closed-loop run")
+	fs.IntVar(&o.herdReplicas, "herd-replicas", 200, "replicas of the herd")
+	fs.IntVar(&o.herdJobs, "herd-jobs", 1000, "jobs of the herd")
+	sizes := fs.String("list-sizes", "1000,100000,1000000", "comma-separated lease counts of the list scenario")
+	fs.DurationVar(&o.listDuration, "list-duration", 3*time.Second, "measured time of each list run")
+	fs.IntVar(&o.rssLeases, "rss-leases", 100000, "leases in the table during the RSS check")
+	fs.IntVar(&o.rssClients, "rss-clients", 1000, "concurrent clients of the RSS check")
+	fs.DurationVar(&o.openDuration, "open-duration", 10*time.Second, "duration of the open-loop latency run")
+	fs.StringVar(&o.logLevel, "log-level", "info", "LEASEAPI_LOG_LEVEL of the measured leaseapi (info = the default, with the access log)")
+	fs.StringVar(&o.out, "out", "", "JSON results file (default bench/results.json; with -quick, leasebench-quick.json in the temporary directory)")
+	fs.StringVar(&o.doc, "doc", "", "Markdown page whose results section to replace (e.g. docs/performance.md); ignored with -quick")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.quick {
+		// Quick sizes, unless a flag says otherwise.
+		quick := map[string]func(){
+			"duration":      func() { o.duration = time.Second },
+			"warmup":        func() { o.warmup = 300 * time.Millisecond },
+			"herd-replicas": func() { o.herdReplicas = 50 },
+			"herd-jobs":     func() { o.herdJobs = 100 },
+			"list-sizes":    func() { *sizes = "1000,20000" },
+			"list-duration": func() { o.listDuration = time.Second },
+			"rss-leases":    func() { o.rssLeases = 20000 },
+			"rss-clients":   func() { o.rssClients = 200 },
+			"open-duration": func() { o.openDuration = 3 * time.Second },
+		}
+		for name, apply := range quick {
+			if !set[name] {
+				apply()
+			}
+		}
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 2 {
+			return o, fmt.Errorf("-list-sizes: %q is not a lease count of at least 2", s)
+		}
+		o.listSizes = append(o.listSizes, n)
+	}
+	switch {
+	case o.concurrency < 1, o.herdReplicas < 1, o.herdJobs < 1, o.rssClients < 1, o.rssLeases < 1:
+		return o, errors.New("-c, -herd-replicas, -herd-jobs, -rss-clients and -rss-leases must be at least 1")
+	case o.duration <= 0, o.warmup < 0, o.listDuration <= 0, o.openDuration <= 0:
+		return o, errors.New("durations must be positive")
+	}
+	if o.out == "" {
+		o.out = "bench/results.json"
+		if o.quick {
+			// Quick numbers are for development: keep them out of the tree.
+			o.out = filepath.Join(os.TempDir(), "leasebench-quick.json")
+		}
+	}
+	if o.quick {
+		o.doc = ""
+	}
+	o.command = "go run ./cmd/leasebench " + strings.Join(args, " ")
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b := &bench{opts: o, log: stderr}
+	report, err := b.run(ctx)
+	if report != nil {
+		printTable(stdout, report)
+		if werr := writeJSON(o.out, report); werr != nil {
+			err = errors.Join(err, werr)
+		} else {
+			fmt.Fprintf(stdout, "\nresults: %s\n", o.out)
+		}
+		if o.doc != "" && err == nil {
+			if derr := updateDoc(o.doc, report); derr != nil {
+				err = errors.Join(err, derr)
+			} else {
+				fmt.Fprintf(stdout, "updated: %s\n", o.doc)
+			}
+		}
+	}
+	return err
+}

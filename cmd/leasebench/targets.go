@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Target is one of issue 6's targets with what this run measured.
+type Target struct {
+	Name string `json:"name"`
+	// Met is nil when the run did not measure it.
+	Met    *bool  `json:"met"`
+	Detail string `json:"detail"`
+}
+
+func (t Target) status() string {
+	switch {
+	case t.Met == nil:
+		return "n/a"
+	case *t.Met:
+		return "met"
+	}
+	return "MISSED"
+}
+
+func boolp(b bool) *bool { return &b }
+
+// find returns the row of scenario, mode and acquire mode.
+func find(rows []Row, scenario, mode, acquire string) (Row, bool) {
+	i := slices.IndexFunc(rows, func(r Row) bool {
+		return r.Scenario == scenario && r.Mode == mode && r.Acquire == acquire
+	})
+	if i < 0 {
+		return Row{}, false
+	}
+	return rows[i], true
+}
+
+// atLeast is a target "got >= want" on a quantity where more is better.
+func atLeast(name string, got, want float64, format, what string) Target {
+	t := Target{Name: name, Met: boolp(got >= want)}
+	t.Detail = fmt.Sprintf(what+" "+format+" (target ≥ "+format+")", got, want)
+	if got < want {
+		t.Detail += fmt.Sprintf(": missed by %.0f%%", 100*(want-got)/want)
+	}
+	return t
+}
+
+// atMost is a target "got <= want" on a quantity where less is better.
+func atMost(name string, got, want float64, format, what string) Target {
+	t := Target{Name: name, Met: boolp(got <= want)}
+	t.Detail = fmt.Sprintf(what+" "+format+" (target ≤ "+format+")", got, want)
+	if got > want {
+		t.Detail += fmt.Sprintf(": missed by %.0f%% (%.1f× the target)", 100*(got-want)/want, got/want)
+	}
+	return t
+}
+
+func notMeasured(name string) Target {
+	return Target{Name: name, Detail: "not measured in this run"}
+}
+
+// evaluateTargets holds the report to issue 6's targets. With -quick, or
+// other sizes than the issue's, the names say which sizes were measured.
+func evaluateTargets(rep *Report, o options) []Target {
+	rows := rep.Rows
+	var ts []Target
+
+	name := "cycle: leaseapi ≥ 0.8 × floor throughput"
+	if h, ok := find(rows, "cycle", "http", "fast"); ok && h.RatioToFloor != nil {
+		ts = append(ts, atLeast(name, *h.RatioToFloor, 0.8, "%.2f", "ratio"))
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+
+	herdSize := fmt.Sprintf("%d×%d", o.herdReplicas, o.herdJobs)
+	naive, naiveOK := find(rows, "herd", "http", "naive")
+	for _, scenario := range []string{"herd", "herd-shuffled"} {
+		fast, ok := find(rows, scenario, "http", "fast")
+		name := fmt.Sprintf("%s %s: ≥ 5 × faster than the naive path", scenario, herdSize)
+		if ok && naiveOK && fast.Seconds > 0 {
+			ts = append(ts, atLeast(name, naive.Seconds/fast.Seconds, 5, "%.1f×",
+				fmt.Sprintf("naive %.2f s / fast %.2f s =", naive.Seconds, fast.Seconds)))
+		} else {
+			ts = append(ts, notMeasured(name))
+		}
+		name = fmt.Sprintf("%s %s: ≥ 20,000 decisions/s over HTTP", scenario, herdSize)
+		if ok {
+			ts = append(ts, atLeast(name, fast.OpsPerSec, 20000, "%.0f/s", "fast path"))
+		} else {
+			ts = append(ts, notMeasured(name))
+		}
+	}
+	name = fmt.Sprintf("herd %s: exactly %d grants and zero 5xx in every herd run", herdSize, o.herdJobs)
+	var bad []string
+	seen := 0
+	for _, r := range rows {
+		if r.TotalSeconds == nil {
+			continue
+		}
+		seen++
+		if r.Grants != int64(o.herdJobs) || r.Status5xx != 0 || r.Errors != 0 {
+			bad = append(bad, fmt.Sprintf("%s %s %s: %d grants, %d 5xx, %d errors", r.Scenario, r.Mode, r.Acquire, r.Grants, r.Status5xx, r.Errors))
+		}
+	}
+	switch {
+	case seen == 0:
+		ts = append(ts, notMeasured(name))
+	case len(bad) > 0:
+		ts = append(ts, Target{Name: name, Met: boolp(false), Detail: fmt.Sprint(bad)})
+	default:
+		ts = append(ts, Target{Name: name, Met: boolp(len(rep.Bugs) == 0),
+			Detail: fmt.Sprintf("%d herd runs, each %d grants, 0 5xx; database checked (rows, tokens, runs)", seen, o.herdJobs)})
+	}
+
+	name = "p99 acquire latency ≤ 10 ms at half of saturation"
+	if r, ok := find(rows, "acquire@half-saturation", "http", "fast"); ok {
+		ts = append(ts, atMost(name, r.P99Ms, 10, "%.2f ms", fmt.Sprintf("at %.0f acquires/s, p99", r.OpsPerSec)))
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+
+	small, large := slices.Min(o.listSizes), slices.Max(o.listSizes)
+	for _, page := range []string{"first", "deep"} {
+		name := fmt.Sprintf("list %s page: latency at %s ≤ 2 × at %s", page, sizeName(large), sizeName(small))
+		s, ok1 := find(rows, fmt.Sprintf("list-%s-%s", sizeName(small), page), "http", "fast")
+		l, ok2 := find(rows, fmt.Sprintf("list-%s-%s", sizeName(large), page), "http", "fast")
+		if ok1 && ok2 && s.P50Ms > 0 {
+			t := atMost(name, l.P50Ms/s.P50Ms, 2, "%.2f×",
+				fmt.Sprintf("p50 %.2f ms / %.2f ms =", l.P50Ms, s.P50Ms))
+			t.Detail += fmt.Sprintf("; p99 %.2f ms / %.2f ms", l.P99Ms, s.P99Ms)
+			ts = append(ts, t)
+		} else {
+			ts = append(ts, notMeasured(name))
+		}
+	}
+
+	name = fmt.Sprintf("leaseapi RSS ≤ 64 MiB with %s leases and %d clients", sizeName(o.rssLeases), o.rssClients)
+	if r, ok := find(rows, fmt.Sprintf("rss-%s-leases", sizeName(o.rssLeases)), "http", "fast"); ok && r.PeakRSSMiB != nil {
+		t := atMost(name, *r.PeakRSSMiB, 64, "%.1f MiB", "peak RSS (VmHWM)")
+		if r.Status5xx > 0 {
+			t.Detail += fmt.Sprintf("; %d of %d requests answered 5xx", r.Status5xx, r.Ops)
+		}
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+	return ts
+}
