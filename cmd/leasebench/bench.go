@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +27,9 @@ type bench struct {
 	report *Report
 	seq    int // numbers the server processes, for their log files
 }
+
+// phaseNames are the phases of a run, in order.
+var phaseNames = []string{"cycle", "contended", "herd", "latency", "list"}
 
 // postgresMaxOpenConns is the floor's pool: the same as leaseapi's own
 // (cmd/leaseapi), so both sides get the same number of connections.
@@ -83,6 +89,9 @@ func (b *bench) run(ctx context.Context) (_ *Report, err error) {
 		{"list", b.list},
 	}
 	for _, p := range phases {
+		if len(o.only) > 0 && !slices.Contains(o.only, p.name) {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return b.finish(), err
 		}
@@ -137,7 +146,7 @@ type serverRun struct {
 
 // http runs fn against a new leaseapi process in acquire mode mode, and
 // reads the process's peak RSS and CPU time at the end.
-func (b *bench) http(ctx context.Context, mode string, clients int, fn func(c client) (measurement, error)) (serverRun, error) {
+func (b *bench) http(ctx context.Context, scenario, mode string, clients int, fn func(c client) (measurement, error)) (serverRun, error) {
 	b.seq++
 	srv, err := startServer(ctx, serverConfig{
 		bin:         b.bin,
@@ -145,7 +154,7 @@ func (b *bench) http(ctx context.Context, mode string, clients int, fn func(c cl
 		acquireMode: mode,
 		logLevel:    b.opts.logLevel,
 		logDir:      b.tmp,
-		name:        fmt.Sprintf("leaseapi-%02d", b.seq),
+		name:        fmt.Sprintf("%02d-%s-%s", b.seq, scenario, mode),
 	})
 	if err != nil {
 		return serverRun{}, err
@@ -156,13 +165,38 @@ func (b *bench) http(ctx context.Context, mode string, clients int, fn func(c cl
 	if err != nil {
 		return serverRun{}, errors.Join(err, srv.stop())
 	}
+	stopPerf := b.startPerf(srv)
 	r, ferr := fn(c)
+	stopPerf()
 	after, serr := srv.stats()
 	c.close()
 	if err := errors.Join(ferr, serr, srv.stop()); err != nil {
 		return serverRun{}, err
 	}
 	return serverRun{measurement: r, proc: procStats{peakRSSBytes: after.peakRSSBytes, cpu: after.cpu - before.cpu}}, nil
+}
+
+// startPerf starts `perf record` on the server when -perf is set, and
+// returns the function that stops it.
+func (b *bench) startPerf(srv *server) func() {
+	if b.opts.perfDir == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(b.opts.perfDir, 0o755); err != nil {
+		b.logf("perf: %v", err)
+		return func() {}
+	}
+	out := filepath.Join(b.opts.perfDir, filepath.Base(srv.logPath[:len(srv.logPath)-len(".log")])+".perf.data")
+	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-p", strconv.Itoa(srv.cmd.Process.Pid), "-o", out)
+	if err := cmd.Start(); err != nil {
+		b.logf("perf: %v", err)
+		return func() {}
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		b.logf("  perf profile: %s", out)
+	}
 }
 
 // warm opens the connections a run will use, so that no run pays for
@@ -198,7 +232,7 @@ func (b *bench) pair(ctx context.Context, scenario string, body func(c client, p
 	}
 	floor := b.add(newRow(scenario, "floor", "fast", b.opts.concurrency, fr))
 	b.logf("%s: http", scenario)
-	hr, err := b.http(ctx, "fast", b.opts.concurrency, b.closed(body, scenario+"-http")(ctx))
+	hr, err := b.http(ctx, scenario, "fast", b.opts.concurrency, b.closed(body, scenario+"-http")(ctx))
 	if err != nil {
 		return Row{}, Row{}, err
 	}
@@ -262,7 +296,7 @@ func (b *bench) herds(ctx context.Context) error {
 		}
 		floor := b.add(newRow(scenario, "floor", h.mode, o.herdReplicas, fr).herd())
 		b.logf("%s (%s): http", scenario, h.mode)
-		hr, err := b.http(ctx, h.mode, o.herdReplicas, body("http"))
+		hr, err := b.http(ctx, scenario, h.mode, o.herdReplicas, body("http"))
 		if err != nil {
 			return err
 		}
@@ -285,7 +319,7 @@ func (b *bench) latency(ctx context.Context) error {
 	cyclesPerSec := float64(sat.Grants) / sat.Seconds
 	rate := cyclesPerSec / 2
 	b.logf("latency: open loop at %.0f cycles/s (half of %.0f), %s", rate, cyclesPerSec, b.opts.openDuration)
-	hr, err := b.http(ctx, "fast", 256, func(c client) (measurement, error) {
+	hr, err := b.http(ctx, "latency", "fast", 256, func(c client) (measurement, error) {
 		return openLoop(ctx, c, "open", rate, b.opts.openDuration), nil
 	})
 	if err != nil {
@@ -333,7 +367,7 @@ func (b *bench) list(ctx context.Context) error {
 					return err
 				}
 				floor := b.add(newRow(scenario, "floor", "fast", o.concurrency, fr))
-				hr, err := b.http(ctx, "fast", o.concurrency, body)
+				hr, err := b.http(ctx, scenario, "fast", o.concurrency, body)
 				if err != nil {
 					return err
 				}
@@ -342,7 +376,7 @@ func (b *bench) list(ctx context.Context) error {
 		}
 		if n == o.rssLeases {
 			b.logf("rss: %d clients, %d leases", o.rssClients, n)
-			hr, err := b.http(ctx, "fast", o.rssClients, func(c client) (measurement, error) {
+			hr, err := b.http(ctx, "rss", "fast", o.rssClients, func(c client) (measurement, error) {
 				return rssLoad(ctx, c, o.rssClients, o.warmup, o.duration), nil
 			})
 			if err != nil {

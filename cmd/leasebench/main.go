@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,6 +63,8 @@ type options struct {
 	logLevel     string
 	out          string
 	doc          string
+	perfDir      string
+	only         []string
 	command      string
 }
 
@@ -84,6 +87,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "LEASEAPI_LOG_LEVEL of the measured leaseapi (info = the default, with the access log)")
 	fs.StringVar(&o.out, "out", "", "JSON results file (default bench/results.json; with -quick, leasebench-quick.json in the temporary directory)")
 	fs.StringVar(&o.doc, "doc", "", "Markdown page whose results section to replace (e.g. docs/performance.md); ignored with -quick")
+	fs.StringVar(&o.perfDir, "perf", "", "directory for a `perf record -g` profile of the leaseapi process of every HTTP row (needs perf); read with perf report -i")
+	only := fs.String("only", "", "comma-separated phases to run (cycle, contended, herd, latency, list; latency needs cycle); default all")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -123,6 +128,15 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-c, -herd-replicas, -herd-jobs, -rss-clients and -rss-leases must be at least 1")
 	case o.duration <= 0, o.warmup < 0, o.listDuration <= 0, o.openDuration <= 0:
 		return o, errors.New("durations must be positive")
+	}
+	if *only != "" {
+		for _, p := range strings.Split(*only, ",") {
+			p = strings.TrimSpace(p)
+			if !slices.Contains(phaseNames, p) {
+				return o, fmt.Errorf("-only: unknown phase %q (want some of %s)", p, strings.Join(phaseNames, ", "))
+			}
+			o.only = append(o.only, p)
+		}
 	}
 	if o.out == "" {
 		o.out = "bench/results.json"
