@@ -192,7 +192,8 @@ func (r *Runner) schedule(ctx context.Context, j *job, runs *sync.WaitGroup) {
 			tick = n
 		}
 		next = j.schedule.Next(tick)
-		runs.Go(func() { r.runTick(ctx, j, tick, next) })
+		until := next // the tick is current until the next one
+		runs.Go(func() { r.runTick(ctx, j, tick, until) })
 	}
 }
 

@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, envToken string, stderr io.Writer) 
 	fs.Var(&jobFlags, "job", "a job as NAME=SPEC (cron spec with optional seconds, a descriptor, or @every D); repeatable")
 	ttl := fs.Duration("ttl", jobs.DefaultTTL, "lease TTL")
 	heartbeat := fs.Duration("heartbeat", 0, "heartbeat interval (default ttl/3, at most ttl/2)")
+	requestTimeout := fs.Duration("request-timeout", 0, "deadline of one request to leaseapi (default the heartbeat interval)")
 	work := fs.Duration("work", 100*time.Millisecond, "simulated work per run: a sleep that stops when the run is cancelled")
 	record := fs.String("record", "", "append one JSON line per run to this file")
 	token := fs.String("token", envToken, "bearer token for leaseapi (default $LEASEAPI_TOKEN)")
@@ -128,6 +129,7 @@ func run(ctx context.Context, args []string, envToken string, stderr io.Writer) 
 		Owner:             *owner,
 		TTL:               *ttl,
 		HeartbeatInterval: *heartbeat,
+		RequestTimeout:    *requestTimeout,
 		ShutdownTimeout:   *shutdownTimeout,
 		Logger:            logger,
 		ReportFunc: func(rep jobs.Report) {
