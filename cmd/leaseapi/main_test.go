@@ -139,6 +139,9 @@ func serveConfig(t *testing.T) Config {
 	cfg.Addr = "127.0.0.1:0"
 	cfg.SQLitePath = filepath.Join(t.TempDir(), "leaseapi.db")
 	cfg.LogLevel = "debug"
+	// These tests are not about deadlines: a loaded CI machine must not turn
+	// a slow answer into a 503.
+	cfg.RequestTimeout = waitTimeout
 	return cfg
 }
 
@@ -248,8 +251,9 @@ func setEnv(t *testing.T, env map[string]string) {
 func TestRunServesUntilCancelled(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "leaseapi.db")
 	setEnv(t, map[string]string{
-		"LEASEAPI_ADDR":        "127.0.0.1:0",
-		"LEASEAPI_SQLITE_PATH": dbPath,
+		"LEASEAPI_ADDR":            "127.0.0.1:0",
+		"LEASEAPI_SQLITE_PATH":     dbPath,
+		"LEASEAPI_REQUEST_TIMEOUT": waitTimeout.String(),
 	})
 	srv := startServer(t, func(ctx context.Context, stderr io.Writer) error {
 		return run(ctx, nil, io.Discard, stderr)
