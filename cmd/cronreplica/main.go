@@ -28,6 +28,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	_ "time/tzdata" // CRON_TZ= specs work in images without a zone database
 
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/api/client"
