@@ -272,7 +272,7 @@ func testFencingUnderChurn(t *testing.T, b *bundle) {
 					continue
 				}
 				if err != nil {
-					fail(fmt.Errorf("Acquire by %s: %w", owner, err))
+					fail(fmt.Errorf("acquire by %s: %w", owner, err))
 					return
 				}
 				if n := holders.Add(1); n != 1 {
@@ -285,7 +285,7 @@ func testFencingUnderChurn(t *testing.T, b *bundle) {
 				if _, err := b.store.Release(t.Context(), &leaseapi.ReleaseParams{
 					JobID: job, Owner: owner, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded,
 				}); err != nil {
-					fail(fmt.Errorf("Release by %s of token %d: %w", owner, l.Token, err))
+					fail(fmt.Errorf("release by %s of token %d: %w", owner, l.Token, err))
 					return
 				}
 			}
