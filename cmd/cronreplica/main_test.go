@@ -87,7 +87,7 @@ func TestRunRecordsRuns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(runCtx, []string{"-api", srv.URL, "-owner", "replica-1", "-job", "tick=@every 1s",
-			"-ttl", "3s", "-work", "10ms", "-record", recordFile}, "s3cret", io.Discard)
+			"-ttl", "3s", "-request-timeout", "3s", "-work", "10ms", "-record", recordFile}, "s3cret", io.Discard)
 	}()
 
 	var lines []record
