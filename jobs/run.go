@@ -202,8 +202,9 @@ type runState struct {
 	giveUpAt time.Time
 	// cause is why the job was cancelled, or why the lease was lost.
 	cause error
-	// lost: the lease is gone, or the local deadline passed; released:
-	// the server said lease_lost, so there is nothing to release.
+	// lost: the lease is gone, or the local deadline passed.
+	// lostByConflict: the server said lease_lost (or not_found), so there
+	// is nothing to release.
 	lost           bool
 	lostByConflict bool
 	// abandoned: the runner gave the job up while it was still running; a
