@@ -43,7 +43,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 		if _, ok := errorAs[*http.MaxBytesError](err); ok {
 			return errTooLarge
 		}
-		return invalidf("the request body could not be read (%v); send it again", err)
+		// Not %v: the error (a read timeout at the server's ReadTimeout, a
+		// client gone mid-body) names both ends' addresses; the log has it.
+		loggerFrom(r.Context()).Info("request body not read", "error", err)
+		return invalidf("the request body could not be read completely; send it again")
 	}
 	return decodeJSON(body, dst)
 }

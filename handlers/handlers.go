@@ -93,7 +93,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 // routes is the route table.
 func (h *handler) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(h.requestID, h.instrument, h.recoverer)
+	r.Use(h.requestID, closeChunked, h.instrument, h.recoverer)
 	r.NotFound(h.notFound)
 	r.MethodNotAllowed(h.methodNotAllowed(r))
 

@@ -141,6 +141,22 @@ func (h *handler) timeout(next http.Handler) http.Handler {
 	})
 }
 
+// closeChunked closes the connection after answering a request whose body
+// came with a Transfer-Encoding. net/http drops a Content-Length sent along
+// with it, so the handlers cannot tell whether both were sent; RFC 9112
+// §6.1 then requires closing the connection, because a proxy in front that
+// framed the request by its Content-Length would disagree about where the
+// next request starts (request smuggling). Clients of this API send
+// Content-Length; the rare chunked one only loses keep-alive.
+func closeChunked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // authenticate requires a valid bearer token on every request when tokens
 // are configured.
 func (h *handler) authenticate(next http.Handler) http.Handler {
@@ -222,6 +238,12 @@ func (h *handler) methodNotAllowed(routes chi.Routes) http.HandlerFunc {
 			if routes.Match(chi.NewRouteContext(), m, path) {
 				allowed = append(allowed, m)
 			}
+		}
+		// chi also lands here for a method it does not know (BREW), on any
+		// path; a path no method serves is not found.
+		if len(allowed) == 0 {
+			h.notFound(w, r)
+			return
 		}
 		writeProblem(w, r, &requestError{
 			status: http.StatusMethodNotAllowed, code: api.CodeMethodNotAllowed,
