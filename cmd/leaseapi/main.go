@@ -61,7 +61,10 @@ const (
 	readTimeout       = 5 * time.Second
 	writeSlack        = 5 * time.Second
 	idleTimeout       = 60 * time.Second
-	maxHeaderBytes    = 16 << 10
+	// maxHeaderBytes makes a request line plus headers above 16 KiB a 431:
+	// net/http reads MaxHeaderBytes plus 4096 bytes of slack before it
+	// refuses (http.Server.initialReadLimitSize).
+	maxHeaderBytes = 16<<10 - 4096
 
 	// postgresMaxOpenConns bounds the pool of one instance.
 	postgresMaxOpenConns = 20
