@@ -274,8 +274,10 @@ UNION ALL
 SELECT * FROM snapshot WHERE refused`
 
 // acquireAttempts bounds retries when a refusal's lease, read after the
-// decision, turns out to be grantable (its holder let go in between).
-const acquireAttempts = 3
+// decision, turns out to be grantable (its holder let go in between): each
+// retry is a fresh decision, so a refusal names a lease that was held when
+// it was read. In a request the deadline usually ends the retries first.
+const acquireAttempts = 10
 
 // acquireRow is a lease row and whether the fast path refused it.
 type acquireRow struct {
@@ -328,7 +330,7 @@ func refusal(a *leaseapi.AcquireParams, cur leaseapi.Lease) error {
 // heartbeatQuery extends a held grant whose owner and token match. A NULL
 // ttl keeps the grant's. The clock in the WHERE is re-read if the row was
 // changed while this statement waited for its lock.
-const heartbeatQuery = `
+var heartbeatQuery = `
 UPDATE leases AS l SET (renewed_at, expires_at, ttl_ms) = (
 	SELECT c.now, c.now + t.ms * interval '1 millisecond', t.ms
 	FROM (SELECT clock_timestamp() AS now) AS c, (SELECT COALESCE($4::bigint, l.ttl_ms) AS ms) AS t
@@ -360,7 +362,7 @@ func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (
 // releaseQuery ends the grant whose owner and token match, held or expired
 // but neither released nor revoked. On success with a tick, the tick becomes
 // the last completed one unless a newer one already is.
-const releaseQuery = `
+var releaseQuery = `
 UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
 	SELECT c.now, c.now, $4::text,
 		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END

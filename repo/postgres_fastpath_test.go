@@ -95,9 +95,18 @@ func TestPostgresRefusalsShowAHeldLease(t *testing.T) {
 				var conflict *leaseapi.ConflictError
 				switch {
 				case err == nil:
-					if _, err := store.Release(ctx, &leaseapi.ReleaseParams{JobID: jobID, Owner: owner, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded}); err != nil {
+					_, err := store.Release(ctx, &leaseapi.ReleaseParams{JobID: jobID, Owner: owner, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+					if errors.Is(err, leaseapi.ErrUnavailable) {
+						// The lease stays held by owner, whose next round
+						// renews it and releases again.
+						t.Logf("release by %s: %v", owner, err)
+					} else if err != nil {
 						errs <- fmt.Errorf("release by %s: %w", owner, err)
 					}
+				case errors.Is(err, leaseapi.ErrUnavailable):
+					// lock_timeout on a loaded machine: not the property
+					// under test; the next round retries.
+					t.Logf("acquire by %s: %v", owner, err)
 				case errors.As(err, &conflict):
 					if conflict.Lease.State != leaseapi.StateHeld || conflict.Lease.Owner == owner {
 						errs <- fmt.Errorf("refusal for %s carries lease of %s in state %s, want held by another owner",
