@@ -140,8 +140,8 @@ func newDatabase(t *testing.T) string {
 
 // digest is the state of both tables.
 type digest struct {
-	leases, runs       string
-	nLeases, nRunsRows int
+	leases, runs   string
+	nLeases, nRuns int
 }
 
 func (e *hostileEnv) digest(t *testing.T) digest {
@@ -149,7 +149,7 @@ func (e *hostileEnv) digest(t *testing.T) digest {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	var d digest
-	if err := e.db.QueryRowContext(ctx, tablesDigestSQL).Scan(&d.leases, &d.runs, &d.nLeases, &d.nRunsRows); err != nil {
+	if err := e.db.QueryRowContext(ctx, tablesDigestSQL).Scan(&d.leases, &d.runs, &d.nLeases, &d.nRuns); err != nil {
 		t.Fatalf("digest of the tables: %v", err)
 	}
 	return d
@@ -222,21 +222,21 @@ func (e *hostileEnv) dial(t *testing.T) net.Conn {
 }
 
 // exchange writes raw on a new connection, from a goroutine (the server may
-// answer and close before it has read everything), and reads up to max
+// answer and close before it has read everything), and reads up to most
 // responses, fewer when the server closes the connection.
-func (e *hostileEnv) exchange(t *testing.T, raw string, max int) []rawResponse {
+func (e *hostileEnv) exchange(t *testing.T, raw string, most int) []rawResponse {
 	t.Helper()
 	conn := e.dial(t)
 	go func() { _, _ = io.WriteString(conn, raw) }()
-	return readResponses(t, conn, max)
+	return readResponses(t, conn, most)
 }
 
-// readResponses reads up to max responses from conn, fewer when it closes.
-func readResponses(t *testing.T, conn net.Conn, max int) []rawResponse {
+// readResponses reads up to most responses from conn, fewer when it closes.
+func readResponses(t *testing.T, conn net.Conn, most int) []rawResponse {
 	t.Helper()
 	br := bufio.NewReader(conn)
 	var out []rawResponse
-	for len(out) < max {
+	for len(out) < most {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err) {
