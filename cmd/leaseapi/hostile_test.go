@@ -478,6 +478,7 @@ func TestHostileProtocol(t *testing.T) {
 		{"ContentLengthTwoValues", strings.Replace(validAcquire, "Content-Length: 21", "Content-Length: 21\r\nContent-Length: 22", 1), 400},
 		{"ContentLengthHuge", strings.Replace(validAcquire, "Content-Length: 21", "Content-Length: 99999999999999999999", 1), 400},
 		{"TransferEncodingUnknown", strings.Replace(validAcquire, "Content-Length: 21", "Transfer-Encoding: gzip, chunked", 1), 501},
+		{"HTTP2RequestLine", "GET /healthz HTTP/2.0\r\nHost: a\r\n\r\n", 505},
 		{"ChunkSizeHuge", strings.Replace(strings.Split(validAcquire, "\r\n\r\n")[0], "Content-Length: 21", "Transfer-Encoding: chunked", 1) +
 			"\r\n\r\nffffffffffffffffff\r\n{\"owner\":\"replica-a\"}\r\n0\r\n\r\n", 400},
 	} {
@@ -497,8 +498,9 @@ func TestHostileProtocol(t *testing.T) {
 					t.Fatalf("no response, want %d", tc.status)
 				}
 				if tc.status >= 500 {
-					// net/http's own answer for a transfer coding it does not
-					// implement (RFC 9112 §6.1); not the API's.
+					// net/http's own answers, not the API's: 501 for a
+					// transfer coding it does not implement (RFC 9112 §6.1),
+					// 505 for a major version other than 1 (RFC 9110 §15.6.6).
 					if resps[0].status != tc.status {
 						t.Fatalf("status %d, want %d: %s", resps[0].status, tc.status, resps[0])
 					}
