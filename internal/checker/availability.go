@@ -204,7 +204,7 @@ func checkAvailability(h *History, r *Report, opts Options) {
 // effect was accepted, start and end). A tick that an earlier tick's run
 // still held the lease for is skipped by design and not counted. Ticks in
 // the fault-free warm-up must all run; ticks away from fault windows must
-// run at the rate the plan sets. A fault window is [start - period, end +
+// run at the rate the plan sets. A fault window is [start - MaxRun, end +
 // TTL + 2·heartbeat] of an outage, and of a replica fault for the jobs the
 // replica held then.
 func checkProgress(h *History, r *Report, opts Options) {
@@ -226,10 +226,14 @@ func checkProgress(h *History, r *Report, opts Options) {
 		runs[run.Job] = append(runs[run.Job], run)
 	}
 	tail := h.TTL + 2*h.HeartbeatInterval
+	lead := h.MaxRun
+	if lead <= 0 {
+		lead = h.Period
+	}
 	inFault := func(job string, t time.Time) bool {
 		for i := range h.Faults {
 			f := &h.Faults[i]
-			if t.Before(f.Start.Add(-h.Period)) || t.After(f.End.Add(tail)) {
+			if t.Before(f.Start.Add(-lead)) || t.After(f.End.Add(tail)) {
 				continue
 			}
 			switch {
@@ -241,7 +245,7 @@ func checkProgress(h *History, r *Report, opts Options) {
 					if end.IsZero() {
 						end = h.End
 					}
-					if run.Owner == f.Target && !run.StartedAt.After(f.End) && !end.Before(f.Start.Add(-h.Period)) {
+					if run.Owner == f.Target && !run.StartedAt.After(f.End) && !end.Before(f.Start.Add(-lead)) {
 						return true
 					}
 				}

@@ -12,7 +12,7 @@ var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", 
 
 // What each invariant promises, for messages and the README.
 var invariantTitles = map[string]string{
-	"I1":  "tokens strictly increase per job and are never reused or lost",
+	"I1":  "tokens strictly increase, are never reused; no acknowledged grant or release is lost",
 	"I2":  "no two valid holders at once",
 	"I3":  "only the current holder heartbeats or releases",
 	"I4":  "every job's history is linearizable (porcupine)",

@@ -37,6 +37,12 @@ func lease(owner string, tok int64, acq, ren, k, done int) *Lease {
 	return l
 }
 
+func expired(l *Lease) *Lease {
+	c := *l
+	c.State = "expired"
+	return &c
+}
+
 func releasedLease(l *Lease, rel int, done int) *Lease {
 	c := *l
 	c.State = "released"
@@ -219,6 +225,14 @@ func TestIllegalHistoriesAreFlagged(t *testing.T) {
 			want: []string{"I1"},
 		},
 		{
+			// A crash lost an acknowledged release (M4): the run expired.
+			name: "AcknowledgedReleaseLost",
+			mutate: func(h *History) {
+				h.Runs[1].Outcome = "expired"
+			},
+			want: []string{"I1"},
+		},
+		{
 			name: "RunHistoryOverlap",
 			mutate: func(h *History) {
 				h.Runs[2].EndedAt = at(7500)
@@ -365,9 +379,49 @@ func TestUnknownOutcomes(t *testing.T) {
 			name: "LostAfterExpiry",
 			ops: []Op{
 				acquireOp("a", 0, 0, 5, ResultOK, lease("a", 1, 2, 2, 0, -1)),
-				heartbeatOp("a", 1, 3100, 3105, ResultLost, lease("a", 1, 2, 2, 0, -1)),
+				heartbeatOp("a", 1, 3100, 3105, ResultLost, expired(lease("a", 1, 2, 2, 0, -1))),
 			},
 			legal: true,
+		},
+		{
+			// A heartbeat refused while the lease it read was still its own.
+			name: "LostWhileTheBodyShowsItHeld",
+			ops: []Op{
+				acquireOp("a", 0, 0, 5, ResultOK, lease("a", 1, 2, 2, 0, -1)),
+				heartbeatOp("a", 1, 3100, 3105, ResultLost, lease("a", 1, 2, 2, 0, -1)),
+			},
+			legal: false,
+		},
+		{
+			// Neither answer reached a, but the refusal b got shows what
+			// happened: a's retry got token 2 while its token 1 was held,
+			// the non-idempotent acquire of M7.
+			name: "BumpedTokenSeenInARefusal",
+			ops: []Op{
+				acquireOp("a", 0, 0, 1000, ResultUnavailable, nil),
+				acquireOp("a", 0, 1100, 2100, ResultUnavailable, nil),
+				acquireOp("b", 1, 2500, 2505, ResultHeld, lease("a", 2, 500, 1600, 0, -1)),
+			},
+			legal: false,
+		},
+		{
+			// The same, legal: the retry renewed token 1.
+			name: "RenewalSeenInARefusal",
+			ops: []Op{
+				acquireOp("a", 0, 0, 1000, ResultUnavailable, nil),
+				acquireOp("a", 0, 1100, 2100, ResultUnavailable, nil),
+				acquireOp("b", 1, 2500, 2505, ResultHeld, lease("a", 1, 500, 1600, 0, -1)),
+			},
+			legal: true,
+		},
+		{
+			// A refusal whose lease shows a token nobody was granted.
+			name: "RefusalShowsAnUnknownToken",
+			ops: []Op{
+				acquireOp("a", 0, 0, 5, ResultOK, lease("a", 1, 2, 2, 0, -1)),
+				acquireOp("b", 0, 100, 105, ResultHeld, lease("a", 3, 2, 2, 0, -1)),
+			},
+			legal: false,
 		},
 		{
 			// Refused as held although the lease had been released.
@@ -390,6 +444,26 @@ func TestUnknownOutcomes(t *testing.T) {
 				t.Errorf("linearizable: got %t, want %t (%v)", got, tt.legal, r.Violations)
 			}
 		})
+	}
+}
+
+// TestRunHistoryResolvesUnknownCalls: with a run history, a call of
+// unknown outcome that has no run of its owner is left out of the search.
+func TestRunHistoryResolvesUnknownCalls(t *testing.T) {
+	t.Parallel()
+	h := legal()
+	// x's acquire would explain nothing and could only slow the search.
+	h.Ops = append(h.Ops, acquireOp("x", 3, 7000, 8000, ResultUnavailable, nil))
+	r := check(t, h)
+	if r.Caught("I4") {
+		t.Fatalf("violations: %v", r.Violations)
+	}
+	// Without runs, the same call is kept, and the history is still legal.
+	h.Runs = nil
+	r = &Report{Counts: make(map[string]int)}
+	checkLinearizable(h, r, 10*time.Second)
+	if r.Caught("I4") {
+		t.Fatalf("violations: %v", r.Violations)
 	}
 }
 

@@ -255,6 +255,9 @@ type History struct {
 	// FaultFreeUntil ends the warm-up: ticks before it ran without faults
 	// and must all be executed; zero when the run has no such phase.
 	FaultFreeUntil time.Time
+	// MaxRun is the longest a tick's run takes (acquire, job, release): a
+	// fault that starts within MaxRun after a tick can still cost it.
+	MaxRun time.Duration
 
 	Ops       []Op
 	Runs      []Run

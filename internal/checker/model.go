@@ -60,10 +60,12 @@ type mInput struct {
 	Return    int64 // unix ns; never for an unknown outcome
 }
 
-// mOutput is its answer.
+// mOutput is its answer: the lease of a 200, or the lease a 409 carried
+// (HasLease).
 type mOutput struct {
-	Result Result
-	Lease  mLease
+	Result   Result
+	HasLease bool
+	Lease    mLease
 }
 
 // mLease is the part of an answered lease the model reads (times in unix
@@ -71,6 +73,7 @@ type mOutput struct {
 type mLease struct {
 	Owner      string
 	Token      int64
+	State      string
 	Tick       int64
 	AcquiredAt int64
 	RenewedAt  int64
@@ -181,6 +184,17 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 		if !s.Exists || s.Ended || tickDone(s, in.Tick) || heldBySame(s, in) || t0 > in.Return {
 			return nil
 		}
+		if l := out.Lease; out.HasLease && l.State == "held" {
+			// The refusal came with the lease as it was read in the call:
+			// held by someone else then, so the refusal holds at that read.
+			if l.Owner == in.Owner && (in.Tick == 0 || l.Tick == in.Tick) {
+				return nil
+			}
+			if ns, ok := constrain(s, in, l); ok {
+				return []mState{ns}
+			}
+			return nil
+		}
 		if s.ExpHi <= t0 {
 			return nil
 		}
@@ -190,6 +204,12 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 		return []mState{ns}
 	case ResultTickDone:
 		if !tickDone(s, in.Tick) || t0 > in.Return {
+			return nil
+		}
+		if out.HasLease {
+			if ns, ok := constrain(s, in, out.Lease); ok {
+				return []mState{ns}
+			}
 			return nil
 		}
 		ns := s
@@ -216,6 +236,16 @@ func stepHeartbeat(s mState, in mInput, out mOutput) []mState {
 		return []mState{ns}
 	case ResultLost:
 		if !s.Exists || t0 > in.Return {
+			return nil
+		}
+		if l := out.Lease; out.HasLease {
+			// The lease read after the refusal must refuse it too.
+			if l.Owner == in.Owner && l.Token == in.Token && l.State == "held" {
+				return nil
+			}
+			if ns, ok := constrain(s, in, l); ok {
+				return []mState{ns}
+			}
 			return nil
 		}
 		ns := s
@@ -267,6 +297,12 @@ func stepRelease(s mState, in mInput, out mOutput) []mState {
 		if !s.Exists || mine || t0 > in.Return {
 			return nil
 		}
+		if out.HasLease {
+			if ns, ok := constrain(s, in, out.Lease); ok {
+				return []mState{ns}
+			}
+			return nil
+		}
 		ns := s
 		ns.Now = t0
 		return []mState{ns}
@@ -277,6 +313,42 @@ func stepRelease(s mState, in mInput, out mOutput) []mState {
 		return []mState{s}
 	}
 	return nil
+}
+
+// constrain narrows s to the lease l that a refusal read during call in:
+// the same grant (owner, token, tick, last completed tick), released or
+// not as l says, its expiry within l's millisecond. The read happened
+// after l's last renewal and inside the call; a held l was held then.
+func constrain(s mState, in mInput, l mLease) (mState, bool) {
+	if !s.Exists || s.Owner != l.Owner || s.Token != l.Token || s.Tick != l.Tick || s.LastDone != l.LastDone {
+		return s, false
+	}
+	tr := maxI(maxI(s.Now, in.Call), l.RenewedAt)
+	if tr > in.Return {
+		return s, false
+	}
+	ns := s
+	ns.Now = tr
+	switch l.State {
+	case "released":
+		return ns, s.Ended
+	case "held", "expired":
+		if s.Ended {
+			return s, false
+		}
+		ns.ExpLo, ns.ExpHi = maxI(s.ExpLo, l.ExpiresAt), minI(s.ExpHi, l.ExpiresAt+msNS)
+		if ns.ExpLo >= ns.ExpHi {
+			return s, false
+		}
+		if l.State == "held" && ns.ExpHi <= tr {
+			return s, false
+		}
+		if l.State == "expired" && ns.ExpLo > in.Return {
+			return s, false
+		}
+		return ns, true
+	}
+	return s, false
 }
 
 func released(s mState, in mInput) mState {
@@ -428,10 +500,11 @@ func toOperations(ops []*Op, horizon int64) []porcupine.Operation {
 		} else {
 			in.Return = o.Return.UnixNano()
 		}
-		if res.Result == ResultOK && o.Lease != nil {
+		if res.Result != ResultUnknown && o.Lease != nil {
 			l := o.Lease
+			res.HasLease = true
 			res.Lease = mLease{
-				Owner: l.Owner, Token: l.Token, Tick: unixMS(l.Tick),
+				Owner: l.Owner, Token: l.Token, State: l.State, Tick: unixMS(l.Tick),
 				AcquiredAt: unixNS(l.AcquiredAt), RenewedAt: unixNS(l.RenewedAt),
 				ExpiresAt: unixNS(l.ExpiresAt), ReleasedAt: unixNS(l.ReleasedAt),
 				LastDone: unixMS(l.LastCompletedTick),
@@ -463,9 +536,33 @@ func checkLinearizable(h *History, r *Report, timeout time.Duration) {
 		}
 	}
 	horizon += int64(time.Hour)
+	// A call of unknown outcome could only have taken effect on a grant
+	// to its owner: an acquire's grant (or renewal) is a run of its owner
+	// for its tick, a heartbeat's or release's the run of its token. The
+	// run history resolves the calls that had none, which keeps the search
+	// from branching on hundreds of retried acquires that were refused.
+	type runKey struct {
+		job, owner  string
+		tick, token int64
+	}
+	runs := make(map[runKey]bool)
+	for _, run := range h.Runs {
+		runs[runKey{run.Job, run.Owner, unixMS(run.Tick), 0}] = true
+		runs[runKey{run.Job, run.Owner, 0, run.Token}] = true
+	}
 	byJob := make(map[string][]*Op)
 	for i := range h.Ops {
-		byJob[h.Ops[i].Job] = append(byJob[h.Ops[i].Job], &h.Ops[i])
+		o := &h.Ops[i]
+		if len(h.Runs) > 0 && (o.Result.Uncertain() || o.Return.IsZero()) {
+			k := runKey{o.Job, o.Owner, unixMS(o.Tick), 0}
+			if o.Kind != Acquire {
+				k = runKey{o.Job, o.Owner, 0, o.Token}
+			}
+			if !runs[k] {
+				continue
+			}
+		}
+		byJob[o.Job] = append(byJob[o.Job], o)
 	}
 	jobs := make([]string, 0, len(byJob))
 	for j := range byJob {

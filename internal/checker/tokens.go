@@ -23,7 +23,8 @@ type grantSeen struct {
 // checkTokens is I1: per job, the run history's tokens strictly increase in
 // insertion order; every grant a client was shown has one owner and one
 // start, is in the run history, and later grants carry greater tokens; the
-// lease row's token is at least every token a client saw.
+// lease row's token is at least every token a client saw; and no
+// acknowledged grant or release is lost (DESIGN.md invariant 5).
 func checkTokens(h *History, idx *index, r *Report) {
 	// The run history in insertion (commit) order.
 	byID := make(map[string][]Run)
@@ -84,6 +85,22 @@ func checkTokens(h *History, idx *index, r *Report) {
 			case run.Owner != g.owner || !sameMilli(run.StartedAt, g.acquiredAt):
 				r.add("I1", k.job, "token %d: a client saw it granted to %s at %s, the run history says %s at %s",
 					k.token, g.owner, fmtTime(g.acquiredAt), run.Owner, fmtTime(run.StartedAt))
+			}
+		}
+	}
+
+	// An acknowledged release is durable: its run ended released, with
+	// the outcome asked for (a restart loses no completed tick).
+	if len(h.Runs) > 0 {
+		for i := range h.Ops {
+			o := &h.Ops[i]
+			if o.Kind != Release || o.Result != ResultOK || o.Lease == nil || o.Lease.Owner != o.Owner || o.Lease.Token != o.Token {
+				continue
+			}
+			run, ok := runByToken[grantKey{o.Job, o.Token}]
+			if !ok || (run.Outcome != "succeeded" && run.Outcome != "failed") {
+				r.add("I1", o.Job, "release of token %d by %s acknowledged at %s is lost: the run history says %q",
+					o.Token, o.Owner, fmtTime(o.Return), run.Outcome)
 			}
 		}
 	}
