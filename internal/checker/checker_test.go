@@ -415,6 +415,18 @@ func TestUnknownOutcomes(t *testing.T) {
 			legal: true,
 		},
 		{
+			// The release executed (and stamped its time) before b's
+			// refusal read the lease, but committed after it: b still saw
+			// the lease held. Reads follow commits, not stamps.
+			name: "RefusalBeforeTheReleaseCommits",
+			ops: []Op{
+				acquireOp("a", 0, 0, 5, ResultOK, lease("a", 1, 2, 2, 0, -1)),
+				releaseOp("a", 1, 931, 1252, ResultOK, releasedLease(lease("a", 1, 2, 2, 0, -1), 995, 0)),
+				acquireOp("b", 1, 1003, 1125, ResultHeld, lease("a", 1, 2, 2, 0, -1)),
+			},
+			legal: true,
+		},
+		{
 			// A refusal whose lease shows a token nobody was granted.
 			name: "RefusalShowsAnUnknownToken",
 			ops: []Op{

@@ -19,8 +19,9 @@ import (
 // its return (one host, one clock), and a successful answer names the
 // decision's instant (renewedAt, releasedAt; truncated to milliseconds).
 // The state therefore keeps the expiry as an interval [ExpLo, ExpHi) and a
-// lower bound Now of the store clock at the last decision, and a refusal is
-// legal when some instant in its window makes it so.
+// lower bound Now of the store clock at the last write, and a refusal is
+// legal when some instant in its window makes it so. A refusal that carried
+// the lease it read (every 409 does) is checked against that lease.
 //
 // Calls whose outcome is unknown (503, no answer) never return, for
 // porcupine: they may take effect at any later point or not at all, and
@@ -44,7 +45,12 @@ type mState struct {
 	// Ended: released by its holder. (The suite revokes nothing.)
 	Ended    bool
 	LastDone int64 // unix ms of lastCompletedTick; 0: none
-	Now      int64 // unix ns; the store clock was at least Now at the last decision
+	// Now is a lower bound of the store clock when the last write (in
+	// linearization order) executed. Writes take the row lock, so their
+	// execution times follow their order. Refusals do not move it: a
+	// refusal reads the committed state, and a write that executed (and
+	// stamped its time) before the refusal's read may commit after it.
+	Now int64
 }
 
 // mInput is a call.
@@ -200,7 +206,6 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 		}
 		ns := s
 		ns.ExpLo = maxI(s.ExpLo, t0+1)
-		ns.Now = t0
 		return []mState{ns}
 	case ResultTickDone:
 		if !tickDone(s, in.Tick) || t0 > in.Return {
@@ -213,7 +218,6 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 			return nil
 		}
 		ns := s
-		ns.Now = t0
 		return []mState{ns}
 	}
 	// lease_lost and not_found are not answers to an acquire.
@@ -250,7 +254,6 @@ func stepHeartbeat(s mState, in mInput, out mOutput) []mState {
 		}
 		ns := s
 		if !mine {
-			ns.Now = t0
 			return []mState{ns}
 		}
 		// Still this caller's grant: it must have expired by the decision.
@@ -259,7 +262,6 @@ func stepHeartbeat(s mState, in mInput, out mOutput) []mState {
 			return nil
 		}
 		ns.ExpHi = minI(s.ExpHi, te+1)
-		ns.Now = te
 		return []mState{ns}
 	case ResultNotFound:
 		if s.Exists || t0 > in.Return {
@@ -304,7 +306,6 @@ func stepRelease(s mState, in mInput, out mOutput) []mState {
 			return nil
 		}
 		ns := s
-		ns.Now = t0
 		return []mState{ns}
 	case ResultNotFound:
 		if s.Exists || t0 > in.Return {
@@ -328,7 +329,6 @@ func constrain(s mState, in mInput, l mLease) (mState, bool) {
 		return s, false
 	}
 	ns := s
-	ns.Now = tr
 	switch l.State {
 	case "released":
 		return ns, s.Ended
