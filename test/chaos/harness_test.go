@@ -1,0 +1,764 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	_ "github.com/lib/pq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/internal/checker"
+	"github.com/leaseapi/leaseapi/test/chaos/record"
+)
+
+// runConfig is one chaos run.
+type runConfig struct {
+	Name string
+	Seed uint64
+	// Duration is the chaos phase, the fault-free warm-up included.
+	Duration time.Duration
+	WarmUp   time.Duration
+
+	Instances, Replicas, Jobs int
+	Period, TTL, Heartbeat    time.Duration
+	// RequestTimeout is the service's per-request deadline; ClientTimeout
+	// the replicas' per-call timeout (longer, so that a late 503 is seen).
+	RequestTimeout, ClientTimeout time.Duration
+	MaxTTL                        time.Duration
+
+	// Plan returns the nemesis schedule (offsets from the start).
+	Plan func(cfg *runConfig, rng *rand.Rand) []event
+	// Mutant switches a mutant on in a leaseapi built with chaos_mutants;
+	// Control marks a negative control (a run that must fail).
+	Mutant  string
+	Control bool
+	// InstanceEnv adds environment variables per instance.
+	InstanceEnv map[int][]string
+	// PGConf is appended to postgresql.conf.
+	PGConf []string
+	// WitnessAsync commits the witness writes with synchronous_commit=off.
+	WitnessAsync bool
+	// Zombie sends stale heartbeats and releases every ZombieEvery.
+	ZombieEvery time.Duration
+	// LinearizabilityTimeout bounds porcupine per job (zero: the default).
+	LinearizabilityTimeout time.Duration
+}
+
+// workMax is the longest job body of the replicas (their -work-max).
+const workMax = 1500 * time.Millisecond
+
+// binaries built once per test binary, per build tags.
+var (
+	binDir   string
+	buildMu  sync.Mutex
+	builtBin = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	d, err := os.MkdirTemp("", "leaseapi-chaos-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = d
+	code := m.Run()
+	_ = os.RemoveAll(d)
+	os.Exit(code)
+}
+
+// build compiles pkg (relative to the module root) with tags, once.
+func build(t *testing.T, pkg, tags string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	key := pkg + "|" + tags
+	if p, ok := builtBin[key]; ok {
+		return p
+	}
+	out := filepath.Join(binDir, fmt.Sprintf("bin%d", len(builtBin)))
+	args := []string{"build", "-o", out}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Dir = "../.."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s (tags %q): %v\n%s", pkg, tags, err, b)
+	}
+	builtBin[key] = out
+	return out
+}
+
+// env is everything one run started.
+type env struct {
+	t   *testing.T
+	cfg *runConfig
+	art string // this run's artifacts directory
+
+	pg  *cluster
+	db  *sql.DB
+	dsn string // the leaseapi database, direct
+
+	toxi    *toxiproxy.ApiServer
+	proxies []*toxiproxy.Proxy
+
+	leaseapiBin, replicaBin string
+	insts                   []*instance
+	reps                    []*replicaSlot
+
+	hrec  *record.Writer // the harness's own calls (zombie, probe)
+	hids  atomic.Int64
+	httpc *http.Client
+
+	faultsMu sync.Mutex
+	faults   []checker.Fault
+	samplesM sync.Mutex
+	samples  []checker.Sample
+
+	start, end time.Time
+}
+
+type instance struct {
+	i    int
+	port int
+	env  []string
+
+	mu    sync.Mutex
+	p     *proc
+	procs []*proc
+}
+
+type replicaSlot struct {
+	i int
+
+	mu          sync.Mutex
+	p           *proc
+	owner       string
+	incarnation int
+	procs       []*proc
+}
+
+func (e *env) logf(format string, args ...any) {
+	e.t.Helper()
+	e.t.Logf("%s %s", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// newEnv builds the binaries and starts the cluster, the proxies and the
+// leaseapi instances. The replicas start with run.
+func newEnv(t *testing.T, cfg *runConfig, art string) *env {
+	e := &env{t: t, cfg: cfg, art: art}
+	tags := ""
+	if cfg.Mutant != "" {
+		tags = "chaos_mutants"
+	}
+	e.leaseapiBin = build(t, "./cmd/leaseapi", tags)
+	e.replicaBin = build(t, "./test/chaos/replica", "chaos")
+
+	e.pg = startCluster(t, cfg.PGConf)
+	if err := e.setupDatabase(); err != nil {
+		t.Fatal(err)
+	}
+
+	e.toxi = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	for i := range cfg.Instances {
+		p := toxiproxy.NewProxy(e.toxi, fmt.Sprintf("db%d", i), "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", e.pg.port))
+		if err := p.Start(); err != nil {
+			t.Fatalf("toxiproxy: %v", err)
+		}
+		e.proxies = append(e.proxies, p)
+		t.Cleanup(p.Stop)
+	}
+
+	w, err := record.Create(filepath.Join(art, "ops-harness.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.hrec = w
+	t.Cleanup(func() { _ = w.Close() })
+	e.httpc = &http.Client{Timeout: cfg.ClientTimeout}
+
+	for i := range cfg.Instances {
+		inst := &instance{i: i, port: freePort(t)}
+		inst.env = e.instanceEnv(i, inst.port)
+		e.insts = append(e.insts, inst)
+	}
+	t.Cleanup(e.killAll)
+	for _, inst := range e.insts {
+		if err := e.startInstance(inst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+const witnessSchema = `
+CREATE SCHEMA witness;
+CREATE TABLE witness.fence (job text PRIMARY KEY, max_token bigint NOT NULL DEFAULT 0);
+CREATE TABLE witness.runs (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	job text NOT NULL, tick timestamptz, token bigint NOT NULL, owner text NOT NULL,
+	started_at timestamptz NOT NULL, ended_at timestamptz);
+CREATE TABLE witness.rejected (job text, tick timestamptz, token bigint, owner text, phase text, at timestamptz);
+CREATE TABLE witness.beliefs (job text, token bigint, owner text, at timestamptz);
+CREATE TABLE witness.faults (kind text, target text, instance int, started_at timestamptz, ended_at timestamptz);`
+
+func (e *env) jobID(i int) string { return fmt.Sprintf("job-%02d", i) }
+
+func (e *env) setupDatabase() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := sql.Open("postgres", e.pg.dsn("postgres"))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE leaseapi`); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	e.dsn = e.pg.dsn("leaseapi")
+	db, err := sql.Open("postgres", e.dsn)
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(4)
+	e.db = db
+	e.t.Cleanup(func() { _ = db.Close() })
+
+	cmd := exec.CommandContext(ctx, e.leaseapiBin, "migrate")
+	cmd.Env = append(baseEnv(), "LEASEAPI_DATABASE_URL="+e.dsn, "LEASEAPI_LOG_FORMAT=text")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("leaseapi migrate: %w\n%s", err, out)
+	}
+	if _, err := db.ExecContext(ctx, witnessSchema); err != nil {
+		return fmt.Errorf("witness schema: %w", err)
+	}
+	for i := range e.cfg.Jobs {
+		if _, err := db.ExecContext(ctx, `INSERT INTO witness.fence (job) VALUES ($1)`, e.jobID(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// baseEnv is the harness's environment without any LEASEAPI_ setting.
+func baseEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEASEAPI_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func (e *env) instanceEnv(i, port int) []string {
+	proxy := e.proxies[i].Listen
+	env := append(baseEnv(),
+		fmt.Sprintf("LEASEAPI_ADDR=127.0.0.1:%d", port),
+		fmt.Sprintf("LEASEAPI_DATABASE_URL=postgres://postgres@%s/leaseapi?sslmode=disable", proxy),
+		"LEASEAPI_DEFAULT_TTL="+e.cfg.TTL.String(),
+		"LEASEAPI_MIN_TTL=1s",
+		"LEASEAPI_MAX_TTL="+e.cfg.MaxTTL.String(),
+		"LEASEAPI_REQUEST_TIMEOUT="+e.cfg.RequestTimeout.String(),
+		"LEASEAPI_SHUTDOWN_TIMEOUT=5s",
+		"LEASEAPI_LOG_LEVEL=info",
+		"LEASEAPI_LOG_FORMAT=json",
+	)
+	if e.cfg.Mutant != "" {
+		env = append(env, "LEASEAPI_MUTANT="+e.cfg.Mutant)
+	}
+	return append(env, e.cfg.InstanceEnv[i]...)
+}
+
+// startInstance starts (or restarts) a leaseapi instance and waits until
+// it is ready.
+func (e *env) startInstance(inst *instance) error {
+	p, err := startProc(fmt.Sprintf("leaseapi instance %d", inst.i), e.leaseapiBin, nil, inst.env,
+		filepath.Join(e.art, fmt.Sprintf("leaseapi-%d.log", inst.i)))
+	if err != nil {
+		return err
+	}
+	inst.mu.Lock()
+	inst.p = p
+	inst.procs = append(inst.procs, p)
+	inst.mu.Unlock()
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", inst.port)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if !p.alive() {
+			return fmt.Errorf("leaseapi instance %d exited at start; see %s", inst.i, e.art)
+		}
+		resp, err := e.httpc.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("leaseapi instance %d not ready within 30s", inst.i)
+}
+
+func (e *env) apiURLs() string {
+	var urls []string
+	for _, inst := range e.insts {
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", inst.port))
+	}
+	return strings.Join(urls, ",")
+}
+
+// startReplica starts the next incarnation of a replica slot; the caller
+// holds slot.mu (or nobody else can reach the slot yet).
+func (e *env) startReplica(slot *replicaSlot) error {
+	slot.incarnation++
+	owner := fmt.Sprintf("r%d.%d", slot.i, slot.incarnation)
+	dsn := e.dsn
+	if e.cfg.WitnessAsync {
+		dsn += "&synchronous_commit=off"
+	}
+	args := []string{
+		"-api", e.apiURLs(), "-owner", owner,
+		"-jobs", fmt.Sprint(e.cfg.Jobs), "-period", e.cfg.Period.String(),
+		"-ttl", e.cfg.TTL.String(), "-heartbeat", e.cfg.Heartbeat.String(),
+		"-request-timeout", e.cfg.ClientTimeout.String(),
+		"-work-max", workMax.String(),
+		"-witness", dsn,
+		"-record", filepath.Join(e.art, "ops-"+owner+".jsonl"),
+		"-seed", fmt.Sprint(e.cfg.Seed*1000 + uint64(slot.i*100+slot.incarnation)),
+	}
+	p, err := startProc("replica "+owner, e.replicaBin, args, baseEnv(), filepath.Join(e.art, "replica-"+owner+".log"))
+	if err != nil {
+		return err
+	}
+	slot.p, slot.owner = p, owner
+	slot.procs = append(slot.procs, p)
+	return nil
+}
+
+// killAll ends every process the harness started (cleanup).
+func (e *env) killAll() {
+	for _, slot := range e.reps {
+		for _, p := range slot.procs {
+			p.kill()
+		}
+	}
+	for _, inst := range e.insts {
+		inst.mu.Lock()
+		procs := inst.procs
+		inst.mu.Unlock()
+		for _, p := range procs {
+			p.kill()
+		}
+	}
+}
+
+func (e *env) addFault(f checker.Fault) {
+	e.faultsMu.Lock()
+	e.faults = append(e.faults, f)
+	e.faultsMu.Unlock()
+}
+
+// bounded runs a harness query that must not outlive d even on a frozen
+// database (lib/pq can block past its context there).
+func bounded[T any](d time.Duration, fn func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	type res struct {
+		v   T
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		defer cancel()
+		v, err := fn(ctx)
+		ch <- res{v, err}
+	}()
+	t := time.NewTimer(d + 500*time.Millisecond)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-t.C:
+		var zero T
+		return zero, errors.New("harness query abandoned")
+	}
+}
+
+// sample reads the leases table once (I7).
+func (e *env) sample() {
+	at := time.Now()
+	type counts struct{ n, over int }
+	c, err := bounded(time.Second, func(ctx context.Context) (counts, error) {
+		var c counts
+		err := e.db.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE expires_at > clock_timestamp() + $1 * interval '1 millisecond') FROM leases`,
+			e.cfg.MaxTTL.Milliseconds()).Scan(&c.n, &c.over)
+		return c, err
+	})
+	s := checker.Sample{At: at, Leases: c.n, OverMaxTTL: c.over}
+	if err != nil {
+		s.Err = err.Error()
+	}
+	e.samplesM.Lock()
+	e.samples = append(e.samples, s)
+	e.samplesM.Unlock()
+}
+
+// call sends one recorded lease call from the harness (zombie, probe).
+func (e *env) call(client string, inst int, job, kind string, body map[string]any) (string, *api.Lease) {
+	b, _ := json.Marshal(body)
+	id := e.hids.Add(1)
+	ev := &record.Event{Ev: "call", ID: id, T: time.Now().UnixNano(), Client: client, Instance: inst, Job: job, Kind: kind}
+	ev.Owner, _ = body["owner"].(string)
+	ev.Token, _ = body["token"].(int64)
+	ev.TTLMs, _ = body["ttlMs"].(int64)
+	ev.Outcome, _ = body["outcome"].(string)
+	_ = e.hrec.Write(ev)
+	url := fmt.Sprintf("http://127.0.0.1:%d/leases/%s/%s", e.insts[inst].port, job, kind)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.httpc.Do(req)
+	ret := &record.Event{Ev: "ret", ID: id}
+	if err != nil {
+		ret.T, ret.Result, ret.Err = time.Now().UnixNano(), "unknown", err.Error()
+		_ = e.hrec.Write(ret)
+		return ret.Result, nil
+	}
+	rb, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ret.T, ret.Status = time.Now().UnixNano(), resp.StatusCode
+	if rerr != nil {
+		ret.Result, ret.Err = "unknown", rerr.Error()
+	} else {
+		ret.Result, ret.Lease = record.Classify(resp.StatusCode, rb)
+	}
+	_ = e.hrec.Write(ret)
+	return ret.Result, ret.Lease
+}
+
+// zombie replays superseded grants: a heartbeat or release with the owner
+// and token of a job's previous grant, which must be refused (I3).
+func (e *env) zombie(rng *rand.Rand) {
+	job := e.jobID(rng.IntN(e.cfg.Jobs))
+	type grant struct {
+		owner string
+		token int64
+	}
+	g, err := bounded(time.Second, func(ctx context.Context) (grant, error) {
+		var g grant
+		err := e.db.QueryRowContext(ctx, `SELECT owner, token FROM runs WHERE job_id = $1 ORDER BY token DESC OFFSET 1 LIMIT 1`, job).Scan(&g.owner, &g.token)
+		return g, err
+	})
+	if err != nil {
+		return
+	}
+	inst := rng.IntN(len(e.insts))
+	if rng.IntN(2) == 0 {
+		e.call("zombie", inst, job, "heartbeat", map[string]any{"owner": g.owner, "token": g.token, "ttlMs": e.cfg.TTL.Milliseconds()})
+	} else {
+		e.call("zombie", inst, job, "release", map[string]any{"owner": g.owner, "token": g.token, "outcome": "failed"})
+	}
+}
+
+// probe acquires every job as a fresh owner once the replicas are gone
+// (I7: every job is grantable within TTL + 2·heartbeat).
+func (e *env) probe(max time.Duration) []checker.Probe {
+	start := time.Now()
+	out := make([]checker.Probe, e.cfg.Jobs)
+	var wg sync.WaitGroup
+	for i := range e.cfg.Jobs {
+		wg.Go(func() {
+			job := e.jobID(i)
+			p := checker.Probe{Job: job}
+			for {
+				res, _ := e.call("probe", i%len(e.insts), job, "acquire", map[string]any{"owner": "probe", "ttlMs": int64(1000)})
+				p.Elapsed = time.Since(start)
+				if res == "ok" {
+					p.OK = true
+					break
+				}
+				p.Err = res
+				if p.Elapsed > max+time.Second {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			out[i] = p
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// collect reads everything the run recorded into a checker history.
+func (e *env) collect(probes []checker.Probe) (*checker.History, error) {
+	cfg := e.cfg
+	h := &checker.History{
+		Period: cfg.Period, TTL: cfg.TTL, HeartbeatInterval: cfg.Heartbeat, MaxTTL: cfg.MaxTTL,
+		Start: e.start, End: e.end, Probes: probes,
+		ProbeMax: cfg.TTL + 2*cfg.Heartbeat + time.Second,
+	}
+	for i := range cfg.Jobs {
+		h.Jobs = append(h.Jobs, e.jobID(i))
+	}
+	e.faultsMu.Lock()
+	h.Faults = append(h.Faults, e.faults...)
+	e.faultsMu.Unlock()
+	// A tick's run takes at most the longest job body plus its calls.
+	h.MaxRun = workMax + time.Second
+	first := e.end
+	for _, f := range h.Faults {
+		if f.Start.Before(first) {
+			first = f.Start
+		}
+	}
+	if cfg.WarmUp > 0 {
+		h.FaultFreeUntil = first.Add(-h.MaxRun)
+	}
+	e.samplesM.Lock()
+	h.Samples = append(h.Samples, e.samples...)
+	e.samplesM.Unlock()
+
+	files, _ := filepath.Glob(filepath.Join(e.art, "ops-*.jsonl"))
+	for _, f := range files {
+		ops, err := readOps(f)
+		if err != nil {
+			return nil, err
+		}
+		h.Ops = append(h.Ops, ops...)
+	}
+	if err := e.readTables(h); err != nil {
+		return nil, err
+	}
+	for _, inst := range e.insts {
+		for _, p := range inst.procs {
+			if s := p.unexpectedExit(); s != "" {
+				h.Incidents = append(h.Incidents, s)
+			}
+		}
+		if s := scanPanics(filepath.Join(e.art, fmt.Sprintf("leaseapi-%d.log", inst.i))); s != "" {
+			h.Incidents = append(h.Incidents, s)
+		}
+	}
+	return h, nil
+}
+
+func scanPanics(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "panic") {
+			return fmt.Sprintf("%s: %s", filepath.Base(path), line)
+		}
+	}
+	return ""
+}
+
+// readOps pairs the call and return lines of one history file.
+func readOps(path string) ([]checker.Op, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	calls := make(map[int64]*checker.Op)
+	var order []int64
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev record.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			continue // a torn last line of a killed process
+		}
+		switch ev.Ev {
+		case "call":
+			o := &checker.Op{
+				Client: ev.Client, Instance: ev.Instance, Job: ev.Job, Kind: checker.OpKind(ev.Kind),
+				Owner: ev.Owner, Token: ev.Token, TTL: time.Duration(ev.TTLMs) * time.Millisecond,
+				Outcome: ev.Outcome, Call: time.Unix(0, ev.T), Result: checker.ResultUnknown,
+			}
+			if ev.Tick != "" {
+				if t, err := api.ParseTime(ev.Tick); err == nil {
+					o.Tick = t
+				}
+			}
+			calls[ev.ID] = o
+			order = append(order, ev.ID)
+		case "ret":
+			o := calls[ev.ID]
+			if o == nil {
+				continue
+			}
+			o.Return, o.Status, o.Result, o.Err = time.Unix(0, ev.T), ev.Status, checker.Result(ev.Result), ev.Err
+			if ev.Lease != nil {
+				o.Lease = toLease(ev.Lease)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	out := make([]checker.Op, 0, len(order))
+	for _, id := range order {
+		out = append(out, *calls[id])
+	}
+	return out, nil
+}
+
+func toLease(l *api.Lease) *checker.Lease {
+	out := &checker.Lease{
+		Owner: l.Owner, Token: l.Token, State: string(l.State),
+		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time,
+		TTL: time.Duration(l.TTLMs) * time.Millisecond,
+	}
+	if l.ReleasedAt != nil {
+		out.ReleasedAt = l.ReleasedAt.Time
+	}
+	if l.Tick != nil {
+		out.Tick = l.Tick.Time
+	}
+	if l.LastCompletedTick != nil {
+		out.LastCompletedTick = l.LastCompletedTick.Time
+	}
+	return out
+}
+
+func nullTime(t sql.NullTime) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time
+}
+
+// readTables reads the run history, the lease rows and the witness schema
+// over the harness's direct connection.
+func (e *env) readTables(h *checker.History) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := e.db.QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome FROM runs ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read runs: %w", err)
+	}
+	for rows.Next() {
+		var r checker.Run
+		var tick, ended sql.NullTime
+		if err := rows.Scan(&r.ID, &r.Job, &r.Token, &r.Owner, &tick, &r.StartedAt, &ended, &r.Outcome); err != nil {
+			return err
+		}
+		r.Tick, r.EndedAt = nullTime(tick), nullTime(ended)
+		h.Runs = append(h.Runs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = e.db.QueryContext(ctx, `SELECT job_id, owner, token, expires_at FROM leases ORDER BY job_id`)
+	if err != nil {
+		return fmt.Errorf("read leases: %w", err)
+	}
+	h.Leases = []checker.LeaseRow{}
+	for rows.Next() {
+		var l checker.LeaseRow
+		if err := rows.Scan(&l.Job, &l.Owner, &l.Token, &l.ExpiresAt); err != nil {
+			return err
+		}
+		h.Leases = append(h.Leases, l)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = e.db.QueryContext(ctx, `SELECT job, tick, token, owner, started_at, ended_at FROM witness.runs ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read witness.runs: %w", err)
+	}
+	for rows.Next() {
+		var w checker.WitnessRun
+		var tick, ended sql.NullTime
+		if err := rows.Scan(&w.Job, &tick, &w.Token, &w.Owner, &w.StartedAt, &ended); err != nil {
+			return err
+		}
+		w.Tick, w.EndedAt = nullTime(tick), nullTime(ended)
+		h.Witness = append(h.Witness, w)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = e.db.QueryContext(ctx, `SELECT job, tick, token, owner, phase, at FROM witness.rejected`)
+	if err != nil {
+		return fmt.Errorf("read witness.rejected: %w", err)
+	}
+	for rows.Next() {
+		var r checker.Rejection
+		var tick sql.NullTime
+		if err := rows.Scan(&r.Job, &tick, &r.Token, &r.Owner, &r.Phase, &r.At); err != nil {
+			return err
+		}
+		r.Tick = nullTime(tick)
+		h.Rejected = append(h.Rejected, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows, err = e.db.QueryContext(ctx, `SELECT job, token, owner, at FROM witness.beliefs`)
+	if err != nil {
+		return fmt.Errorf("read witness.beliefs: %w", err)
+	}
+	for rows.Next() {
+		var b checker.Belief
+		if err := rows.Scan(&b.Job, &b.Token, &b.Owner, &b.At); err != nil {
+			return err
+		}
+		h.Beliefs = append(h.Beliefs, b)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// The fault log, for anyone reading the database afterwards.
+	for _, f := range h.Faults {
+		_, _ = e.db.ExecContext(ctx, `INSERT INTO witness.faults VALUES ($1, $2, $3, $4, $5)`,
+			string(f.Kind), f.Target, f.Instance, f.Start, f.End)
+	}
+	return nil
+}
+
+// writeJSONL writes one JSON document per line.
+func writeJSONL[T any](path string, items []T) error {
+	var b bytes.Buffer
+	for _, it := range items {
+		line, err := json.Marshal(it)
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+func sortedFaults(fs []checker.Fault) []checker.Fault {
+	out := append([]checker.Fault(nil), fs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
+}

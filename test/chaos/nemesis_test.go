@@ -1,0 +1,220 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+
+	"github.com/leaseapi/leaseapi/internal/checker"
+)
+
+// event is one fault of the schedule.
+type event struct {
+	At   time.Duration // offset from the start of the run
+	Kind checker.FaultKind
+	Dur  time.Duration
+	// Target picks the replica slot or the instance.
+	Target int
+	// Latency and Jitter (ms) of a db_latency fault.
+	Latency, Jitter int
+}
+
+func (ev event) String() string {
+	s := fmt.Sprintf("+%5.1fs %-14s", ev.At.Seconds(), ev.Kind)
+	switch ev.Kind {
+	case checker.ReplicaPause, checker.ReplicaKill:
+		s += fmt.Sprintf(" replica %d", ev.Target)
+	case checker.PGRestart, checker.PGCrash, checker.PGFreeze:
+	default:
+		s += fmt.Sprintf(" instance %d", ev.Target)
+	}
+	if ev.Dur > 0 {
+		s += fmt.Sprintf(" for %s", ev.Dur)
+	}
+	if ev.Kind == checker.DBLatency {
+		s += fmt.Sprintf(" (%d±%d ms)", ev.Latency, ev.Jitter)
+	}
+	return s
+}
+
+func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+}
+
+// prPlan is the PR tier's schedule (RELIABILITY.md §4, scaled to the run's
+// length): after the fault-free warm-up, six major faults spread evenly in
+// a seeded order (Postgres fast restart at about 40 % and crash at about
+// 80 % of the chaos phase; reset_peer 2 s and blackhole 3 s on one
+// instance's database proxy; one instance SIGKILLed and restarted; one
+// SIGSTOPped for 4 s), 100±50 ms latency windows of 10 s on one proxy in
+// between, a replica SIGSTOPped for U(0.5 s, 6 s) every 5–10 s, and a
+// replica SIGKILLed and restarted every 20 s.
+func prPlan(cfg *runConfig, rng *rand.Rand) []event {
+	var evs []event
+	chaos := cfg.Duration - cfg.WarmUp - 8*time.Second // leave the end to recover
+	slot := chaos / 6
+	others := []checker.FaultKind{checker.DBReset, checker.DBBlackhole, checker.InstanceKill, checker.InstancePause}
+	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	majors := []checker.FaultKind{others[0], others[1], checker.PGRestart, others[2], checker.PGCrash, others[3]}
+	for i, k := range majors {
+		at := cfg.WarmUp + time.Duration(i)*slot + uniform(rng, slot/4, slot/2)
+		ev := event{At: at, Kind: k, Target: rng.IntN(cfg.Instances)}
+		switch k {
+		case checker.DBReset:
+			ev.Dur = 2 * time.Second
+		case checker.DBBlackhole:
+			ev.Dur = 3 * time.Second
+		case checker.InstancePause:
+			ev.Dur = 4 * time.Second
+		case checker.InstanceKill:
+			ev.Dur = time.Second
+		}
+		evs = append(evs, ev)
+		// A latency window in the quiet part of some slots (~30 % of the time).
+		if i%2 == 1 && slot > 12*time.Second {
+			evs = append(evs, event{At: at + 4*time.Second, Kind: checker.DBLatency, Dur: min(10*time.Second, slot-6*time.Second),
+				Target: rng.IntN(cfg.Instances), Latency: 100, Jitter: 50})
+		}
+	}
+	for at := cfg.WarmUp + uniform(rng, 2*time.Second, 5*time.Second); at < cfg.Duration-6*time.Second; at += uniform(rng, 5*time.Second, 10*time.Second) {
+		evs = append(evs, event{At: at, Kind: checker.ReplicaPause, Target: rng.IntN(cfg.Replicas),
+			Dur: uniform(rng, 500*time.Millisecond, 6*time.Second)})
+	}
+	for at := cfg.WarmUp + 10*time.Second; at < cfg.Duration-5*time.Second; at += 20 * time.Second {
+		evs = append(evs, event{At: at + uniform(rng, 0, 2*time.Second), Kind: checker.ReplicaKill,
+			Target: rng.IntN(cfg.Replicas), Dur: 500 * time.Millisecond})
+	}
+	return evs
+}
+
+// nemesis runs the schedule: every fault in its own goroutine at its time.
+// It returns when the last fault has healed.
+func (e *env) nemesis(evs []event) {
+	var wg sync.WaitGroup
+	for _, ev := range evs {
+		wg.Go(func() {
+			wait := time.Until(e.start.Add(ev.At))
+			if wait > 0 {
+				time.Sleep(wait)
+			}
+			e.inject(ev)
+		})
+	}
+	wg.Wait()
+}
+
+// inject applies one fault and heals it.
+func (e *env) inject(ev event) {
+	f := checker.Fault{Kind: ev.Kind, Instance: -1}
+	switch ev.Kind {
+	case checker.ReplicaPause, checker.ReplicaKill:
+		slot := e.reps[ev.Target%len(e.reps)]
+		slot.mu.Lock()
+		defer slot.mu.Unlock()
+		f.Target = slot.owner
+		f.Start = time.Now()
+		if ev.Kind == checker.ReplicaPause {
+			slot.p.signal(syscall.SIGSTOP)
+			time.Sleep(ev.Dur)
+			slot.p.signal(syscall.SIGCONT)
+		} else {
+			slot.p.kill()
+			time.Sleep(ev.Dur)
+			if err := e.startReplica(slot); err != nil {
+				e.logf("restart replica %d: %v", slot.i, err)
+			}
+		}
+		f.End = time.Now()
+
+	case checker.InstancePause, checker.InstanceKill:
+		inst := e.insts[ev.Target%len(e.insts)]
+		f.Instance = inst.i
+		inst.mu.Lock()
+		p := inst.p
+		inst.mu.Unlock()
+		f.Start = time.Now()
+		if ev.Kind == checker.InstancePause {
+			p.signal(syscall.SIGSTOP)
+			time.Sleep(ev.Dur)
+			p.signal(syscall.SIGCONT)
+		} else {
+			p.kill()
+			time.Sleep(ev.Dur)
+			if err := e.startInstance(inst); err != nil {
+				e.logf("restart instance %d: %v", inst.i, err)
+			}
+		}
+		f.End = time.Now()
+
+	case checker.DBLatency, checker.DBReset, checker.DBBlackhole:
+		i := ev.Target % len(e.proxies)
+		f.Instance = i
+		var toxics []string
+		switch ev.Kind {
+		case checker.DBLatency:
+			toxics = []string{fmt.Sprintf(`{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":%d}}`, ev.Latency, ev.Jitter)}
+		case checker.DBReset:
+			toxics = []string{`{"name":"reset","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`}
+		case checker.DBBlackhole:
+			toxics = []string{
+				`{"name":"hole_up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`,
+				`{"name":"hole_down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
+			}
+		}
+		f.Start = time.Now()
+		names := e.addToxics(e.proxies[i], toxics)
+		time.Sleep(ev.Dur)
+		for _, n := range names {
+			_ = e.proxies[i].Toxics.RemoveToxic(context.Background(), n)
+		}
+		f.End = time.Now()
+
+	case checker.PGRestart:
+		f.Start = time.Now()
+		if err := e.pg.restartFast(); err != nil {
+			e.logf("%v", err)
+		}
+		f.End = time.Now()
+
+	case checker.PGCrash:
+		f.Start = time.Now()
+		if err := e.pg.crash(); err != nil {
+			e.logf("%v", err)
+		}
+		time.Sleep(ev.Dur)
+		if err := e.pg.start(); err != nil {
+			e.logf("%v", err)
+		}
+		f.End = time.Now()
+
+	case checker.PGFreeze:
+		f.Start = time.Now()
+		e.pg.signalAll(syscall.SIGSTOP)
+		time.Sleep(ev.Dur)
+		e.pg.signalAll(syscall.SIGCONT)
+		f.End = time.Now()
+	}
+	e.addFault(f)
+	e.logf("fault %s: %s-%s", ev, f.Start.Format("15:04:05.000"), f.End.Format("15:04:05.000"))
+}
+
+func (e *env) addToxics(p *toxiproxy.Proxy, toxics []string) []string {
+	var names []string
+	for _, js := range toxics {
+		w, err := p.Toxics.AddToxicJson(strings.NewReader(js))
+		if err != nil {
+			e.logf("toxic %s: %v", js, err)
+			continue
+		}
+		names = append(names, w.Name)
+	}
+	return names
+}

@@ -1,0 +1,379 @@
+//go:build chaos
+
+// Command replica is the chaos suite's cron replica: jobs.Runner running N
+// jobs every period under leaseapi leases, whose job body writes its side
+// effects through the fencing token into the witness schema, and which
+// records every HTTP call it makes to leaseapi (call and return, with the
+// answer) for the checkers.
+//
+// It is not cmd/cronreplica because it needs what a shipped binary must not
+// carry: a direct connection to the witness schema, a per-call history
+// recorder, and calls spread over several leaseapi instances at random.
+//
+//	replica -api http://127.0.0.1:8001,http://127.0.0.1:8002 -owner r1/ab12 \
+//	    -jobs 20 -period 2s -ttl 3s -witness postgres://... -record ops.jsonl
+//
+// SIGTERM stops it: running jobs are cancelled and their leases released.
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	_ "github.com/lib/pq"
+
+	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/api/client"
+	"github.com/leaseapi/leaseapi/jobs"
+	"github.com/leaseapi/leaseapi/test/chaos/record"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "replica:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	apis           []*url.URL
+	owner          string
+	jobs           int
+	prefix         string
+	period         time.Duration
+	ttl, heartbeat time.Duration
+	margin         time.Duration
+	requestTimeout time.Duration
+	workMin        time.Duration
+	workMax        time.Duration
+	jitter         time.Duration
+	witness        string
+	record         string
+	seed           uint64
+}
+
+func parse(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
+	apis := fs.String("api", "", "comma-separated base URLs of the leaseapi instances")
+	fs.StringVar(&c.owner, "owner", "", "this incarnation's owner id")
+	fs.IntVar(&c.jobs, "jobs", 20, "number of jobs")
+	fs.StringVar(&c.prefix, "prefix", "job-", "job id prefix")
+	fs.DurationVar(&c.period, "period", 2*time.Second, "every job runs @every period")
+	fs.DurationVar(&c.ttl, "ttl", 3*time.Second, "lease TTL")
+	fs.DurationVar(&c.heartbeat, "heartbeat", time.Second, "heartbeat interval")
+	fs.DurationVar(&c.margin, "margin", 0, "runner margin (default ttl/10)")
+	fs.DurationVar(&c.requestTimeout, "request-timeout", 2*time.Second, "timeout of one call to leaseapi")
+	fs.DurationVar(&c.workMin, "work-min", 50*time.Millisecond, "shortest job body")
+	fs.DurationVar(&c.workMax, "work-max", 1500*time.Millisecond, "longest job body")
+	fs.DurationVar(&c.jitter, "jitter", 50*time.Millisecond, "random delay before each acquire")
+	fs.StringVar(&c.witness, "witness", "", "DSN of the witness schema (direct, not through a proxy)")
+	fs.StringVar(&c.record, "record", "", "append the call history to this file")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the replica's randomness")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	for _, s := range strings.Split(*apis, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil || u.Host == "" {
+			return c, fmt.Errorf("-api: bad URL %q", s)
+		}
+		c.apis = append(c.apis, u)
+	}
+	if c.owner == "" || c.witness == "" || c.record == "" || c.workMax < c.workMin {
+		return c, errors.New("-owner, -witness and -record are required, and -work-max >= -work-min")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parse(args)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	rec, err := record.Create(cfg.record)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	db, err := sql.Open("postgres", cfg.witness)
+	if err != nil {
+		return fmt.Errorf("witness: %w", err)
+	}
+	defer db.Close()
+	// Few connections: 5 replicas share one small Postgres with the services.
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+
+	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x5eed))
+	d := &doer{
+		apis:   cfg.apis,
+		client: cfg.owner,
+		rec:    rec,
+		jitter: cfg.jitter,
+		rng:    rng,
+		hc: &http.Client{Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4 * cfg.jobs,
+			IdleConnTimeout:     30 * time.Second,
+		}},
+	}
+	c, err := client.NewClientWithResponses(cfg.apis[0].String(), client.WithHTTPClient(d))
+	if err != nil {
+		return err
+	}
+	w := &worker{db: db, owner: cfg.owner, min: cfg.workMin, max: cfg.workMax, rng: rng, logger: logger}
+	runner, err := jobs.New(jobs.Config{
+		Client:            c,
+		Owner:             cfg.owner,
+		TTL:               cfg.ttl,
+		HeartbeatInterval: cfg.heartbeat,
+		Margin:            cfg.margin,
+		RequestTimeout:    cfg.requestTimeout,
+		Logger:            logger,
+		ReportFunc: func(r jobs.Report) {
+			e := &record.Event{Ev: "report", T: time.Now().UnixNano(), Job: r.JobID, Token: r.Token,
+				Tick: api.FormatTime(r.Tick), Outcome: string(r.Outcome)}
+			if r.Err != nil {
+				e.Err = r.Err.Error()
+			}
+			_ = rec.Write(e)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	spec := "@every " + cfg.period.String()
+	for i := range cfg.jobs {
+		if err := runner.Add(fmt.Sprintf("%s%02d", cfg.prefix, i), spec, w.run); err != nil {
+			return err
+		}
+	}
+	logger.Info("replica started", slog.String("owner", cfg.owner), slog.Int("jobs", cfg.jobs))
+	return runner.Serve(ctx)
+}
+
+// worker is the job body: a fenced, two-phase write to the witness schema
+// around a random amount of work, plus unfenced beliefs.
+type worker struct {
+	db       *sql.DB
+	owner    string
+	min, max time.Duration
+	logger   *slog.Logger
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+const (
+	fenceQuery    = `UPDATE witness.fence SET max_token = $2 WHERE job = $1 AND max_token <= $2`
+	startQuery    = `INSERT INTO witness.runs (job, tick, token, owner, started_at) VALUES ($1, $2, $3, $4, clock_timestamp())`
+	endQuery      = `UPDATE witness.runs SET ended_at = clock_timestamp() WHERE job = $1 AND token = $2 AND owner = $3 AND ended_at IS NULL`
+	rejectedQuery = `INSERT INTO witness.rejected (job, tick, token, owner, phase, at) VALUES ($1, $2, $3, $4, $5, clock_timestamp())`
+	beliefQuery   = `INSERT INTO witness.beliefs (job, token, owner, at) VALUES ($1, $2, $3, clock_timestamp())`
+)
+
+// errFenced is a write the fence refused: a greater token already wrote.
+var errFenced = errors.New("fenced out by a greater token")
+
+// witnessTimeout bounds every witness statement.
+const witnessTimeout = 2 * time.Second
+
+func (w *worker) run(ctx context.Context) error {
+	l, ok := jobs.LeaseFromContext(ctx)
+	if !ok {
+		return errors.New("no lease in the job's context")
+	}
+	w.belief(l.JobID, l.Token)
+	if err := w.fenced(ctx, "start", l.JobID, l.Tick, l.Token); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	d := w.min + time.Duration(w.rng.Int64N(int64(w.max-w.min)+1))
+	w.mu.Unlock()
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	if ctx.Err() == nil {
+		w.belief(l.JobID, l.Token)
+	}
+	// The end is written even when the run was cancelled: a write already
+	// on its way when a process stalls is exactly what the fence is for.
+	err := w.fenced(context.WithoutCancel(ctx), "end", l.JobID, l.Tick, l.Token)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+func (w *worker) belief(job string, token int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), witnessTimeout)
+	defer cancel()
+	if _, err := w.db.ExecContext(ctx, beliefQuery, job, token, w.owner); err != nil {
+		w.logger.Warn("belief not written", slog.String("job_id", job), slog.Any("error", err))
+	}
+}
+
+// fenced runs one phase of the two-phase write in a transaction guarded by
+// the fence: it succeeds only while no greater token has written.
+func (w *worker) fenced(ctx context.Context, phase, job string, tick *time.Time, token int64) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, witnessTimeout)
+	defer cancel()
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("witness %s: %w", phase, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, fenceQuery, job, token)
+	if err != nil {
+		return fmt.Errorf("witness %s: %w", phase, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		_ = tx.Rollback()
+		if _, rerr := w.db.ExecContext(ctx, rejectedQuery, job, tick, token, w.owner, phase); rerr != nil {
+			w.logger.Warn("rejection not written", slog.String("job_id", job), slog.Any("error", rerr))
+		}
+		return fmt.Errorf("witness %s of token %d: %w", phase, token, errFenced)
+	}
+	q := startQuery
+	args := []any{job, tick, token, w.owner}
+	if phase == "end" {
+		q, args = endQuery, []any{job, token, w.owner}
+	}
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("witness %s: %w", phase, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("witness %s: commit: %w", phase, err)
+	}
+	return nil
+}
+
+// doer is the HTTP client of the generated leaseapi client: it sends each
+// call to a random instance and records it.
+type doer struct {
+	apis   []*url.URL
+	client string
+	rec    *record.Writer
+	jitter time.Duration
+	hc     *http.Client
+	ids    atomic.Int64
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func (d *doer) rand(n int64) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rng.Int64N(n)
+}
+
+// callBody is the union of the three request bodies.
+type callBody struct {
+	Owner   string `json:"owner"`
+	Token   int64  `json:"token"`
+	TTLMs   int64  `json:"ttlMs"`
+	Tick    string `json:"tick"`
+	Outcome string `json:"outcome"`
+}
+
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	// /leases/{job}/{kind}
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	inst := int(d.rand(int64(len(d.apis))))
+	target := d.apis[inst]
+	req.URL.Scheme, req.URL.Host, req.Host = target.Scheme, target.Host, ""
+	if len(parts) != 3 || parts[0] != "leases" {
+		return d.hc.Do(req)
+	}
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	var cb callBody
+	_ = json.Unmarshal(body, &cb)
+	if parts[2] == "acquire" && d.jitter > 0 {
+		t := time.NewTimer(time.Duration(d.rand(int64(d.jitter))))
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		}
+	}
+	if parts[2] == "release" && cb.Outcome == "" {
+		cb.Outcome = "succeeded"
+	}
+	id := d.ids.Add(1)
+	var wrote atomic.Bool
+	ctx := httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	})
+	_ = d.rec.Write(&record.Event{
+		Ev: "call", ID: id, T: time.Now().UnixNano(), Client: d.client, Instance: inst,
+		Job: parts[1], Kind: parts[2], Owner: cb.Owner, Token: cb.Token, TTLMs: cb.TTLMs,
+		Tick: cb.Tick, Outcome: cb.Outcome,
+	})
+	resp, err := d.hc.Do(req.WithContext(ctx))
+	ret := &record.Event{Ev: "ret", ID: id}
+	if err != nil {
+		ret.T = time.Now().UnixNano()
+		ret.Err = err.Error()
+		ret.Result = "unknown"
+		if !wrote.Load() {
+			ret.Result = "not_sent"
+		}
+		_ = d.rec.Write(ret)
+		return nil, err
+	}
+	rb, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ret.T = time.Now().UnixNano()
+	ret.Status = resp.StatusCode
+	if rerr != nil {
+		ret.Err = rerr.Error()
+		ret.Result = "unknown"
+		_ = d.rec.Write(ret)
+		return nil, rerr
+	}
+	ret.Result, ret.Lease = record.Classify(resp.StatusCode, rb)
+	resp.Body = io.NopCloser(bytes.NewReader(rb))
+	_ = d.rec.Write(ret)
+	return resp, nil
+}
