@@ -96,14 +96,24 @@ func excluded(h *History, o *Op) bool {
 }
 
 // checkAvailability is I9: no 500s, no service process that died or
-// panicked on its own; 503s come within the deadline (p99 and max) and no
-// call waits for an answer past the maximum; after every database outage
+// panicked on its own; the 503s of database faults (sent between the start
+// of one and Recovery after its end) come within the deadline (p99 and max)
+// and no call at all waits for an answer past the maximum; after every database outage
 // the service answers again soon (first answer within Recovery) and then
 // answers nearly every call (RecoveryRate of the calls sent from Recovery
 // to 2·Recovery after the outage).
 func checkAvailability(h *History, r *Report, opts Options) {
 	for _, inc := range h.Incidents {
 		r.add("I9", "", "%s", inc)
+	}
+	inDBFault := func(o *Op) bool {
+		for i := range h.Faults {
+			f := &h.Faults[i]
+			if f.Kind.DB() && f.Affects(o.Instance) && !o.Call.Before(f.Start) && !o.Call.After(f.End.Add(opts.Recovery)) {
+				return true
+			}
+		}
+		return false
 	}
 	var errs, timeouts []string
 	var lat []time.Duration
@@ -117,7 +127,11 @@ func checkAvailability(h *History, r *Report, opts Options) {
 		}
 		switch {
 		case o.Result == ResultUnavailable:
-			lat = append(lat, o.Latency())
+			if inDBFault(o) {
+				lat = append(lat, o.Latency())
+			} else {
+				r.Stats.Other503++
+			}
 		case o.Result == ResultUnknown && opts.Max503 > 0 && o.Latency() >= opts.Max503:
 			timeouts = append(timeouts, fmt.Sprintf("%s %s by %s to instance %d at %s", o.Kind, o.Job, o.Client, o.Instance, fmtTime(o.Call)))
 		}

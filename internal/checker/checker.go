@@ -81,7 +81,9 @@ type Stats struct {
 	Grants    int `json:"grants"`
 	Uncertain int `json:"uncertain"`
 
-	// 503s answered during database faults, and their latency.
+	// 503s answered during database faults, and their latency; Other503
+	// counts the 503s away from database faults (an overloaded service).
+	Other503    int           `json:"other503"`
 	Fault503    int           `json:"fault503"`
 	Fault503P99 time.Duration `json:"fault503P99"`
 	Fault503Max time.Duration `json:"fault503Max"`
@@ -171,17 +173,19 @@ func invOrder(inv string) int {
 	return len(Invariants)
 }
 
-// SummaryLine is the one line a run is reported with.
+// SummaryLine is the one line a run is reported with: the 503 latency of
+// database faults, recovery after them, ticks executed, and the safety
+// violations per invariant.
 func (r *Report) SummaryLine() string {
 	s := r.Stats
 	var b strings.Builder
-	fmt.Fprintf(&b, "503 during DB faults: n=%d p99=%s max=%s timeouts=%d", s.Fault503,
-		fmtDur(s.Fault503P99), fmtDur(s.Fault503Max), s.FaultTimeouts)
-	fmt.Fprintf(&b, " | recovery after %d DB faults: first answer <= %s, answered from +5s %.1f%%",
+	fmt.Fprintf(&b, "503 during DB faults: p99 %s, max %s (n=%d; %d other 503s; %d calls unanswered past 2s)",
+		fmtDur(s.Fault503P99), fmtDur(s.Fault503Max), s.Fault503, s.Other503, s.FaultTimeouts)
+	fmt.Fprintf(&b, " | recovery after %d DB outages: first answer within %s, %.1f%% answered from 5s on",
 		s.DBFaults, fmtDur(s.RecoveryFirstOK), 100*s.RecoveryRate)
-	fmt.Fprintf(&b, " | ticks executed %.1f%% (outside fault windows %.1f%%, fault-free %.1f%% of %d)",
+	fmt.Fprintf(&b, " | ticks executed %.1f%% (%.1f%% away from faults, %.1f%% of %d fault-free)",
 		s.ExecutedPct, s.OutsideFaultsPct, s.FaultFreePct, s.FaultFreeTicks)
-	fmt.Fprintf(&b, " | ops=%d uncertain=%d fenced-rejections=%d belief-overlaps=%d (max %s)",
+	fmt.Fprintf(&b, " | %d calls, %d uncertain, %d fenced writes rejected, %d belief overlaps (max %s)",
 		s.Ops, s.Uncertain, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {

@@ -164,7 +164,7 @@ func TestLegalHistoryPasses(t *testing.T) {
 		t.Errorf("grants: got %d, want 4", r.Stats.Grants)
 	}
 	line := r.SummaryLine()
-	for _, want := range []string{"violations I1=0 I2=0", "I10=0", "503"} {
+	for _, want := range []string{"violations I1=0 I2=0", "I10=0", "503 during DB faults", "ticks executed"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("summary line %q lacks %q", line, want)
 		}
@@ -278,6 +278,7 @@ func TestIllegalHistoriesAreFlagged(t *testing.T) {
 		{
 			name: "Slow503",
 			mutate: func(h *History) {
+				h.Faults = []Fault{{Kind: PGRestart, Instance: -1, Start: at(2900), End: at(3400)}}
 				h.Ops[6].Return = at(6000)
 			},
 			want: []string{"I9"},
