@@ -133,10 +133,30 @@ func (b *bench) floor(ctx context.Context, naive bool, fn func(c client) (measur
 	if err != nil {
 		return measurement{}, err
 	}
-	defer store.Close()
 	c := storeClient{store: store}
 	warm(ctx, c)
-	return fn(c)
+	// The warm-up's sessions stay open; the counters see them at the end.
+	before, err := b.db.counters(ctx, false)
+	if err != nil {
+		return measurement{}, errors.Join(err, store.Close())
+	}
+	r, err := fn(c)
+	if err := errors.Join(err, store.Close()); err != nil {
+		return measurement{}, err
+	}
+	return b.countDB(ctx, r, before)
+}
+
+// countDB adds the database's counters since before to r.
+func (b *bench) countDB(ctx context.Context, r measurement, before dbCounters) (measurement, error) {
+	after, err := b.db.counters(ctx, true)
+	if err != nil {
+		return r, err
+	}
+	// The counters query itself is one transaction of the benchmark's own.
+	r.dbCalls = after.xacts - before.xacts - 1
+	r.xids = after.nextXid - before.nextXid
+	return r, nil
 }
 
 // serverRun is a measured run of a leaseapi process.
@@ -171,6 +191,10 @@ func (b *bench) measureServer(ctx context.Context, srv *server, clients int, fn 
 	if err != nil {
 		return serverRun{}, errors.Join(err, srv.stop())
 	}
+	counters, err := b.counters(ctx, srv)
+	if err != nil {
+		return serverRun{}, errors.Join(err, srv.stop())
+	}
 	stopPerf := b.startPerf(srv)
 	r, ferr := fn(c)
 	stopPerf()
@@ -179,7 +203,22 @@ func (b *bench) measureServer(ctx context.Context, srv *server, clients int, fn 
 	if err := errors.Join(ferr, serr, srv.stop()); err != nil {
 		return serverRun{}, err
 	}
+	if counters != nil {
+		if r, err = b.countDB(ctx, r, *counters); err != nil {
+			return serverRun{}, err
+		}
+	}
 	return serverRun{measurement: r, proc: procStats{peakRSSBytes: after.peakRSSBytes, cpu: after.cpu - before.cpu}}, nil
+}
+
+// counters reads the database counters before a run of a leaseapi
+// process; the calibration server has no database.
+func (b *bench) counters(ctx context.Context, srv *server) (*dbCounters, error) {
+	if srv.noDB {
+		return nil, nil
+	}
+	c, err := b.db.counters(ctx, false)
+	return &c, err
 }
 
 // startPerf starts `perf record` on the server when -perf is set, and

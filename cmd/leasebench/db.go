@@ -162,3 +162,44 @@ func (b *benchDB) truncate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// dbCounters are read before and after a measured run: the benchmark
+// database's transactions (every store call is one statement in its own
+// transaction, so this counts the calls that reached the database) and the
+// cluster's next transaction id (how many xids were assigned: a refusal
+// on the fast path assigns none; this one is cluster-wide, so other
+// databases' writes count too).
+type dbCounters struct {
+	xacts   int64
+	nextXid int64
+}
+
+const countersQuery = `
+SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()),
+	pg_snapshot_xmax(pg_current_snapshot())::text::bigint`
+
+// idleQuery counts the other sessions on the benchmark database.
+const idleQuery = `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+
+// counters reads the counters; with idle, once the sessions of the last
+// run have ended: a session reports its transactions to pg_stat_database
+// when it exits (or lazily while it lives), so the run's pool must be
+// closed first.
+func (b *benchDB) counters(ctx context.Context, idle bool) (dbCounters, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for idle {
+		var others int
+		if err := b.db.QueryRowContext(ctx, idleQuery).Scan(&others); err != nil {
+			return dbCounters{}, fmt.Errorf("count sessions: %w", err)
+		}
+		if others == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var c dbCounters
+	if err := b.db.QueryRowContext(ctx, countersQuery).Scan(&c.xacts, &c.nextXid); err != nil {
+		return dbCounters{}, fmt.Errorf("read counters: %w", err)
+	}
+	return c, nil
+}

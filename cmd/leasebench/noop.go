@@ -69,7 +69,7 @@ func startNoop(ctx context.Context, logDir string) (*server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("calibration server: %w", err)
 	}
-	s := &server{cmd: cmd, url: "http://" + addr, logPath: log.Name(), done: make(chan error, 1)}
+	s := &server{cmd: cmd, url: "http://" + addr, logPath: log.Name(), done: make(chan error, 1), noDB: true}
 	go func() { s.done <- cmd.Wait() }()
 	if err := s.waitReady(ctx, 30*time.Second); err != nil {
 		_ = s.stop()

@@ -49,11 +49,19 @@ type Row struct {
 	CPUSeconds   *float64 `json:"cpuSeconds,omitempty"`
 	// TotalSeconds is the herd's time until its last answer.
 	TotalSeconds *float64 `json:"totalSeconds,omitempty"`
-	Grants       int64    `json:"grants"`
-	Errors       int64    `json:"errors"`
-	Status5xx    int64    `json:"status5xx"`
-	FirstError   string   `json:"firstError,omitempty"`
-	Note         string   `json:"note,omitempty"`
+	// DBCalls are the transactions the benchmark database counted during
+	// the run (xact_commit + xact_rollback). lib/pq runs a statement with
+	// arguments as an unnamed prepared statement in two protocol round trips,
+	// each ending in Sync, so every statement counts twice. XIDs are the
+	// transaction ids the whole cluster assigned meanwhile (writes; refusals
+	// on the fast path assign none).
+	DBCalls    *int64 `json:"dbCalls,omitempty"`
+	XIDs       *int64 `json:"xids,omitempty"`
+	Grants     int64  `json:"grants"`
+	Errors     int64  `json:"errors"`
+	Status5xx  int64  `json:"status5xx"`
+	FirstError string `json:"firstError,omitempty"`
+	Note       string `json:"note,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -78,6 +86,9 @@ func newRow(scenario, mode, acquire string, concurrency int, r measurement) Row 
 	}
 	if r.firstErr != nil {
 		row.FirstError = r.firstErr.Error()
+	}
+	if r.dbCalls >= 0 && (r.dbCalls > 0 || r.xids > 0) {
+		row.DBCalls, row.XIDs = &r.dbCalls, &r.xids
 	}
 	return row
 }
@@ -116,9 +127,16 @@ func opt(f *float64, format string) string {
 	return fmt.Sprintf(format, *f)
 }
 
+func optInt(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
+}
+
 // tableHeader and tableRow are the columns of the printed and Markdown tables.
 var tableHeader = []string{"scenario", "mode", "acquire", "C", "ops", "ops/s", "p50 ms", "p99 ms", "max ms",
-	"http/floor", "RSS MiB", "CPU s", "total s", "grants", "5xx"}
+	"http/floor", "RSS MiB", "CPU s", "total s", "grants", "5xx", "db xacts", "xids"}
 
 func tableRow(r Row) []string {
 	grants := "-"
@@ -132,7 +150,7 @@ func tableRow(r Row) []string {
 	return []string{r.Scenario, r.Mode, r.Acquire, c, fmt.Sprint(r.Ops), fmt.Sprintf("%.0f", r.OpsPerSec),
 		fmt.Sprintf("%.2f", r.P50Ms), fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.1f", r.MaxMs),
 		opt(r.RatioToFloor, "%.2f"), opt(r.PeakRSSMiB, "%.1f"), opt(r.CPUSeconds, "%.2f"), opt(r.TotalSeconds, "%.2f"),
-		grants, fmt.Sprint(r.Status5xx)}
+		grants, fmt.Sprint(r.Status5xx), optInt(r.DBCalls), optInt(r.XIDs)}
 }
 
 func printTable(w io.Writer, rep *Report) {

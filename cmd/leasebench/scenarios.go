@@ -51,6 +51,9 @@ type measurement struct {
 	summary
 	elapsed  time.Duration
 	firstErr error
+	// dbCalls and xids are the database's transactions and the cluster's
+	// assigned transaction ids during the run (see dbCounters); -1 if not read.
+	dbCalls, xids int64
 }
 
 func (r measurement) opsPerSec() float64 {

@@ -43,6 +43,7 @@ type server struct {
 	url     string
 	logPath string
 	done    chan error
+	noDB    bool // the calibration server
 }
 
 // serverConfig is what one leaseapi process is started with.
