@@ -335,14 +335,15 @@ func (b *bench) contended(ctx context.Context) error {
 // path, each on the floor and over HTTP, on jobs of its own.
 func (b *bench) herds(ctx context.Context) error {
 	o := b.opts
-	for _, h := range []struct {
+	type variant struct {
 		mode  string
 		order herdOrder
-	}{
-		{"fast", herdSameOrder},
-		{"fast", herdShuffled},
-		{"naive", herdSameOrder},
-	} {
+	}
+	variants := []variant{{"fast", herdSameOrder}, {"naive", herdSameOrder}}
+	if o.herdShuffled {
+		variants = slices.Insert(variants, 1, variant{"fast", herdShuffled})
+	}
+	for _, h := range variants {
 		scenario := "herd"
 		if h.order == herdShuffled {
 			scenario = "herd-shuffled"

@@ -60,6 +60,7 @@ type options struct {
 	warmup       time.Duration
 	herdReplicas int
 	herdJobs     int
+	herdShuffled bool
 	listSizes    []int
 	listDuration time.Duration
 	rssLeases    int
@@ -84,6 +85,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each closed-loop run")
 	fs.IntVar(&o.herdReplicas, "herd-replicas", 200, "replicas of the herd")
 	fs.IntVar(&o.herdJobs, "herd-jobs", 1000, "jobs of the herd")
+	fs.BoolVar(&o.herdShuffled, "herd-shuffled", false, "also run the fast-path herd with every replica in its own random job order (slow: few acquires of a job meet, so the coalescer rarely helps)")
 	sizes := fs.String("list-sizes", "1000,100000,1000000", "comma-separated lease counts of the list scenario")
 	fs.DurationVar(&o.listDuration, "list-duration", 3*time.Second, "measured time of each list run")
 	fs.IntVar(&o.rssLeases, "rss-leases", 100000, "leases in the table during the RSS check")
