@@ -50,6 +50,7 @@ func (b *bench) run(ctx context.Context) (_ *Report, err error) {
 		Quick:       o.quick,
 		Concurrency: o.concurrency,
 		LogLevel:    o.logLevel,
+		ServerEnv:   o.serverEnv,
 	}
 	b.tmp, err = os.MkdirTemp("", "leasebench-")
 	if err != nil {
@@ -176,6 +177,7 @@ func (b *bench) http(ctx context.Context, scenario, mode string, clients int, fn
 		logLevel:    b.opts.logLevel,
 		logDir:      b.tmp,
 		name:        fmt.Sprintf("%02d-%s-%s", b.seq, scenario, mode),
+		extraEnv:    b.opts.serverEnv,
 	})
 	if err != nil {
 		return serverRun{}, err

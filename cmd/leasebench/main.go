@@ -70,6 +70,7 @@ type options struct {
 	out          string
 	doc          string
 	perfDir      string
+	serverEnv    []string
 	only         []string
 	command      string
 }
@@ -95,6 +96,13 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "", "JSON results file (default bench/results.json; with -quick, leasebench-quick.json in the temporary directory)")
 	fs.StringVar(&o.doc, "doc", "", "Markdown page whose results section to replace (e.g. docs/performance.md); ignored with -quick")
 	fs.StringVar(&o.perfDir, "perf", "", "directory for a `perf record -g` profile of the leaseapi process of every HTTP row (needs perf); read with perf report -i")
+	fs.Func("server-env", "extra KEY=VALUE in the environment of every leaseapi process (repeatable), e.g. GOMEMLIMIT=48MiB", func(kv string) error {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("%q is not KEY=VALUE", kv)
+		}
+		o.serverEnv = append(o.serverEnv, kv)
+		return nil
+	})
 	only := fs.String("only", "", "comma-separated phases to run (cycle, contended, herd, latency, list; latency needs cycle); default all")
 	if err := fs.Parse(args); err != nil {
 		return o, err

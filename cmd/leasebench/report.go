@@ -25,6 +25,7 @@ type Report struct {
 	Quick       bool     `json:"quick"`
 	Concurrency int      `json:"concurrency"`
 	LogLevel    string   `json:"leaseapiLogLevel"`
+	ServerEnv   []string `json:"leaseapiExtraEnv,omitempty"`
 	Rows        []Row    `json:"rows"`
 	Targets     []Target `json:"targets"`
 	// Bugs are invariant violations the benchmark saw (wrong grant counts).

@@ -53,7 +53,8 @@ type serverConfig struct {
 	acquireMode string // fast or naive
 	logLevel    string
 	logDir      string
-	name        string // for the log file
+	name        string   // for the log file
+	extraEnv    []string // KEY=VALUE, after the settings above
 }
 
 // startServer starts leaseapi on a free loopback port with only the
@@ -87,6 +88,7 @@ func startServer(ctx context.Context, cfg serverConfig) (*server, error) {
 		// Ticks of the benchmark's grants must outlive its longest run.
 		"LEASEAPI_MAX_TTL=1h",
 	)
+	env = append(env, cfg.extraEnv...)
 	cmd := exec.Command(cfg.bin)
 	cmd.Env = env
 	cmd.Stdout = logFile
