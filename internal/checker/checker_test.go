@@ -322,6 +322,24 @@ func TestPausedHolderExplainsOverlap(t *testing.T) {
 	}
 }
 
+// TestPauseDuringTheAcquireExplainsOverlap: c was paused while its
+// acquire was in flight; when it woke up, its lease had passed to a, and
+// its job still wrote its first belief.
+func TestPauseDuringTheAcquireExplainsOverlap(t *testing.T) {
+	t.Parallel()
+	h := legal()
+	h.Beliefs = append(h.Beliefs, Belief{Job: "j", Token: 3, Owner: "c", At: at(8100)})
+	r := check(t, h)
+	if !r.Caught("I8") {
+		t.Fatalf("an unexplained overlap was not flagged")
+	}
+	h.Faults = []Fault{{Kind: ReplicaPause, Target: "c", Instance: -1, Start: at(4001), End: at(8000)}}
+	r = check(t, h)
+	if r.Caught("I8") {
+		t.Errorf("a holder paused during its acquire was flagged: %v", r.Violations)
+	}
+}
+
 func TestUnknownOutcomes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

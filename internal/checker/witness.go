@@ -78,8 +78,9 @@ func checkFencedEffects(h *History, r *Report) {
 
 // checkBeliefs is I8: unfenced beliefs ("I hold the job with this token
 // now") of two grants may overlap only when the earlier holder was paused
-// (SIGSTOP) during its belief: a holder that is not paused stops at its own
-// deadline, before its lease can pass to anyone else. Overlaps are counted
+// (SIGSTOP) between asking for its lease and its last belief: a holder that
+// is not paused stops at its own deadline, before its lease can pass to
+// anyone else. Overlaps are counted
 // and the longest is reported either way.
 func checkBeliefs(h *History, r *Report) {
 	type span struct {
@@ -111,6 +112,30 @@ func checkBeliefs(h *History, r *Report) {
 	for k, s := range spans {
 		byJob[k.job] = append(byJob[k.job], s)
 	}
+	// A holder's claim starts when it asked for the lease: a pause while
+	// the acquire was in flight leaves it believing in a lease whose TTL ran
+	// out meanwhile.
+	runs := make(map[key]Run)
+	for _, run := range h.Runs {
+		runs[key{run.Job, run.Token, run.Owner}] = run
+	}
+	asked := func(k key, from time.Time) time.Time {
+		run, ok := runs[k]
+		if !ok {
+			return from
+		}
+		if run.StartedAt.Before(from) {
+			from = run.StartedAt
+		}
+		for i := range h.Ops {
+			o := &h.Ops[i]
+			if o.Kind == Acquire && o.Job == k.job && o.Owner == k.owner && o.Tick.Equal(run.Tick) &&
+				!o.Call.After(run.StartedAt) && o.Call.Before(from) {
+				from = o.Call
+			}
+		}
+		return from
+	}
 	paused := func(owner string, from, to time.Time) bool {
 		for _, f := range h.Faults {
 			if f.Kind == ReplicaPause && f.Target == owner && !f.Start.After(to) && !f.End.Before(from) {
@@ -135,7 +160,7 @@ func checkBeliefs(h *History, r *Report) {
 				if overlap > r.Stats.MaxBeliefOverlap {
 					r.Stats.MaxBeliefOverlap = overlap
 				}
-				if !paused(a.owner, a.start, a.end) {
+				if !paused(a.owner, asked(key{job, a.token, a.owner}, a.start), a.end) {
 					r.add("I8", job, "%s believed it held token %d until %s, while %s held token %d from %s, and %s was not paused",
 						a.owner, a.token, fmtTime(a.end), b.owner, b.token, fmtTime(b.start), a.owner)
 				}

@@ -69,6 +69,9 @@ type runConfig struct {
 // workMax is the longest job body of the replicas (their -work-max).
 const workMax = 1500 * time.Millisecond
 
+// settle is how long after the replicas start ticks begin to count (I10).
+const settle = 6 * time.Second
+
 // binaries built once per test binary, per build tags.
 var (
 	binDir   string
@@ -516,7 +519,9 @@ func (e *env) collect(probes []checker.Probe) (*checker.History, error) {
 	cfg := e.cfg
 	h := &checker.History{
 		Period: cfg.Period, TTL: cfg.TTL, HeartbeatInterval: cfg.Heartbeat, MaxTTL: cfg.MaxTTL,
-		Start: e.start, End: e.end, Probes: probes,
+		// Ticks count once the pools are warm: the first herd opens every
+		// connection of both instances at once.
+		Start: e.start.Add(settle), End: e.end, Probes: probes,
 		ProbeMax: cfg.TTL + 2*cfg.Heartbeat + time.Second,
 	}
 	for i := range cfg.Jobs {
