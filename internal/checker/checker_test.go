@@ -308,6 +308,23 @@ func TestIllegalHistoriesAreFlagged(t *testing.T) {
 	}
 }
 
+func TestWaiveAvailability(t *testing.T) {
+	t.Parallel()
+	h := legal()
+	h.Ops[6].Result, h.Ops[6].Status = ResultError, 500 // I9
+	h.Runs[0].Outcome = "expired"                       // I1
+	opts := DefaultOptions()
+	opts.LinearizabilityTimeout = 10 * time.Second
+	opts.WaiveAvailability = "loadavg 25 on 2 CPUs"
+	r := Check(h, opts)
+	if r.Caught("I9") || len(r.Waived) != 1 || !r.Caught("I1") {
+		t.Errorf("got violations %v, waived %v; want I1 kept and I9 waived", r.Violations, r.Waived)
+	}
+	if !strings.Contains(r.SummaryLine(), "not judged: loadavg 25") {
+		t.Errorf("summary line does not say why: %s", r.SummaryLine())
+	}
+}
+
 func TestPausedHolderExplainsOverlap(t *testing.T) {
 	t.Parallel()
 	h := legal()

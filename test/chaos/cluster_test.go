@@ -76,6 +76,10 @@ func startCluster(t *testing.T, conf []string) *cluster {
 		"synchronous_commit = on",
 		"log_min_messages = warning",
 		"log_connections = off",
+		// Slow statements and lock waits explain slow recoveries.
+		"log_min_duration_statement = 250",
+		"log_lock_waits = on",
+		"deadlock_timeout = 200ms",
 	}, conf...)
 	f, err := os.OpenFile(filepath.Join(c.data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

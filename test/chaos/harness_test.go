@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,6 +140,7 @@ type env struct {
 	faults   []checker.Fault
 	samplesM sync.Mutex
 	samples  []checker.Sample
+	maxLoad  float64 // the highest 1-minute load average seen during the run
 
 	start, end time.Time
 }
@@ -423,8 +425,10 @@ func (e *env) sample() {
 	if err != nil {
 		s.Err = err.Error()
 	}
+	load := loadAverage()
 	e.samplesM.Lock()
 	e.samples = append(e.samples, s)
+	e.maxLoad = max(e.maxLoad, load)
 	e.samplesM.Unlock()
 }
 
@@ -766,4 +770,18 @@ func sortedFaults(fs []checker.Fault) []checker.Fault {
 	out := append([]checker.Fault(nil), fs...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
 	return out
+}
+
+// loadAverage is the 1-minute load average (0 when unknown).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
