@@ -157,6 +157,7 @@ func (b *bench) countDB(ctx context.Context, r measurement, before dbCounters) (
 	// The counters query itself is one transaction of the benchmark's own.
 	r.dbCalls = after.xacts - before.xacts - 1
 	r.xids = after.nextXid - before.nextXid
+	r.sessions = after.sessions - before.sessions
 	return r, nil
 }
 

@@ -170,13 +170,14 @@ func (b *benchDB) truncate(ctx context.Context) error {
 // on the fast path assigns none; this one is cluster-wide, so other
 // databases' writes count too).
 type dbCounters struct {
-	xacts   int64
-	nextXid int64
+	xacts    int64
+	nextXid  int64
+	sessions int64 // sessions established on the database (connection churn)
 }
 
 const countersQuery = `
-SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()),
-	pg_snapshot_xmax(pg_current_snapshot())::text::bigint`
+SELECT xact_commit + xact_rollback, pg_snapshot_xmax(pg_current_snapshot())::text::bigint, sessions
+FROM pg_stat_database WHERE datname = current_database()`
 
 // idleQuery counts the other sessions on the benchmark database.
 const idleQuery = `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
@@ -198,7 +199,7 @@ func (b *benchDB) counters(ctx context.Context, idle bool) (dbCounters, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	var c dbCounters
-	if err := b.db.QueryRowContext(ctx, countersQuery).Scan(&c.xacts, &c.nextXid); err != nil {
+	if err := b.db.QueryRowContext(ctx, countersQuery).Scan(&c.xacts, &c.nextXid, &c.sessions); err != nil {
 		return dbCounters{}, fmt.Errorf("read counters: %w", err)
 	}
 	return c, nil

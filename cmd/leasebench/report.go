@@ -56,8 +56,10 @@ type Row struct {
 	// each ending in Sync, so every statement counts twice. XIDs are the
 	// transaction ids the whole cluster assigned meanwhile (writes; refusals
 	// on the fast path assign none).
-	DBCalls    *int64 `json:"dbCalls,omitempty"`
-	XIDs       *int64 `json:"xids,omitempty"`
+	DBCalls *int64 `json:"dbCalls,omitempty"`
+	XIDs    *int64 `json:"xids,omitempty"`
+	// Sessions are the database sessions opened during the run.
+	Sessions   *int64 `json:"sessions,omitempty"`
 	Grants     int64  `json:"grants"`
 	Errors     int64  `json:"errors"`
 	Status5xx  int64  `json:"status5xx"`
@@ -89,7 +91,7 @@ func newRow(scenario, mode, acquire string, concurrency int, r measurement) Row 
 		row.FirstError = r.firstErr.Error()
 	}
 	if r.dbCalls >= 0 && (r.dbCalls > 0 || r.xids > 0) {
-		row.DBCalls, row.XIDs = &r.dbCalls, &r.xids
+		row.DBCalls, row.XIDs, row.Sessions = &r.dbCalls, &r.xids, &r.sessions
 	}
 	return row
 }
@@ -137,7 +139,7 @@ func optInt(n *int64) string {
 
 // tableHeader and tableRow are the columns of the printed and Markdown tables.
 var tableHeader = []string{"scenario", "mode", "acquire", "C", "ops", "ops/s", "p50 ms", "p99 ms", "max ms",
-	"http/floor", "RSS MiB", "CPU s", "total s", "grants", "5xx", "db xacts", "xids"}
+	"http/floor", "RSS MiB", "CPU s", "total s", "grants", "5xx", "db xacts", "xids", "sessions"}
 
 func tableRow(r Row) []string {
 	grants := "-"
@@ -151,7 +153,7 @@ func tableRow(r Row) []string {
 	return []string{r.Scenario, r.Mode, r.Acquire, c, fmt.Sprint(r.Ops), fmt.Sprintf("%.0f", r.OpsPerSec),
 		fmt.Sprintf("%.2f", r.P50Ms), fmt.Sprintf("%.2f", r.P99Ms), fmt.Sprintf("%.1f", r.MaxMs),
 		opt(r.RatioToFloor, "%.2f"), opt(r.PeakRSSMiB, "%.1f"), opt(r.CPUSeconds, "%.2f"), opt(r.TotalSeconds, "%.2f"),
-		grants, fmt.Sprint(r.Status5xx), optInt(r.DBCalls), optInt(r.XIDs)}
+		grants, fmt.Sprint(r.Status5xx), optInt(r.DBCalls), optInt(r.XIDs), optInt(r.Sessions)}
 }
 
 func printTable(w io.Writer, rep *Report) {

@@ -54,6 +54,9 @@ type measurement struct {
 	// dbCalls and xids are the database's transactions and the cluster's
 	// assigned transaction ids during the run (see dbCounters); -1 if not read.
 	dbCalls, xids int64
+	// sessions are the database sessions opened during the run: a pool
+	// that keeps its connections opens none.
+	sessions int64
 }
 
 func (r measurement) opsPerSec() float64 {
