@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -86,22 +87,46 @@ func (b boundedDialer) DialContext(ctx context.Context, network, address string)
 	if err != nil {
 		return nil, err
 	}
-	return deadlineConn{Conn: c}, nil
+	return deadlineConn{Conn: c, limit: new(atomic.Int64)}, nil
 }
 
 // deadlineConn sets a fresh deadline before every read and write, so that
-// no single socket operation outlives ioTimeout.
-type deadlineConn struct{ net.Conn }
+// no single socket operation outlives ioTimeout, but never a later one than
+// its user set: lib/pq bounds the startup handshake with SetDeadline(now +
+// connect_timeout), and a stalled handshake must give its pool slot back
+// then, not ioTimeout later.
+type deadlineConn struct {
+	net.Conn
+	limit *atomic.Int64 // the user's deadline in unix nanoseconds; 0: none
+}
+
+// SetDeadline records t as the limit of the per-operation deadlines.
+func (c deadlineConn) SetDeadline(t time.Time) error {
+	var limit int64
+	if !t.IsZero() {
+		limit = t.UnixNano()
+	}
+	c.limit.Store(limit)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c deadlineConn) next() time.Time {
+	d := time.Now().Add(ioTimeout)
+	if l := c.limit.Load(); l != 0 && l < d.UnixNano() {
+		return time.Unix(0, l)
+	}
+	return d
+}
 
 func (c deadlineConn) Read(p []byte) (int, error) {
-	if err := c.Conn.SetReadDeadline(time.Now().Add(ioTimeout)); err != nil {
+	if err := c.Conn.SetReadDeadline(c.next()); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(p)
 }
 
 func (c deadlineConn) Write(p []byte) (int, error) {
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(ioTimeout)); err != nil {
+	if err := c.Conn.SetWriteDeadline(c.next()); err != nil {
 		return 0, err
 	}
 	return c.Conn.Write(p)
