@@ -62,3 +62,12 @@ generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-cod
 bench: ## measure leaseapi against its Postgres floor, ~10 min (BENCH_FLAGS=-quick: ~1 min); docs/performance.md
 	bash scripts/ensure-postgres.sh
 	$(GO) run ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
+
+.PHONY: chaos chaos-mutants
+
+chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I1-I10 (~4 min, root)
+	$(GO) vet -tags chaos,chaos_mutants ./test/chaos/...
+	$(GO) test -tags chaos -count=1 -v -timeout 12m -run TestChaos ./test/chaos
+
+chaos-mutants: ## negative controls: every mutant of RELIABILITY.md §4 must be caught (~6 min, root)
+	$(GO) test -tags chaos,chaos_mutants -count=1 -v -timeout 20m -run TestMutants ./test/chaos
