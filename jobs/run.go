@@ -91,6 +91,13 @@ func (r *Runner) run(ctx context.Context, jobID string, tick, retryUntil time.Ti
 		s.cause = ErrShutdown
 		return s.finish(r.clock.Now(), OutcomeFailed, false), ErrShutdown
 	}
+	if now := r.clock.Now(); !now.Before(s.validUntil) {
+		// The grant's answer arrived after its local deadline (the process
+		// was paused while the acquire was on its way): another replica may
+		// hold the lease by now, so the job must not start.
+		s.cause = ErrDeadline
+		return s.finish(now, OutcomeLost, true), ErrDeadline
+	}
 	rep := s.execute(ctx, fn)
 	handedOver = s.abandoned
 	return rep, rep.Err

@@ -284,6 +284,32 @@ func TestRunCancelsJobAtDeadlineWithoutHeartbeat(t *testing.T) {
 	}
 }
 
+// TestRunLateGrantDoesNotStart pauses the replica (its clock jumps past
+// the TTL) while its acquire is on its way: the grant it gets back may
+// already belong to another replica by then, so the job must not start.
+func TestRunLateGrantDoesNotStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	r := b.runner(t, "replica-a", clock, nil)
+	pause := func() { clock.Advance(testTTL) }
+	b.faults.beforeAcquire.Store(&pause)
+
+	started := make(chan struct{}, 1)
+	got := receive(t, goRun(context.Background(), r, "late", epoch, func(ctx context.Context) error {
+		started <- struct{}{}
+		return nil
+	}), "the run")
+	select {
+	case <-started:
+		t.Fatalf("the job started after its lease's local deadline")
+	default:
+	}
+	if got.report.Outcome != jobs.OutcomeLost || !errors.Is(got.err, jobs.ErrDeadline) {
+		t.Fatalf("Run: got %+v, %v; want lost with ErrDeadline", got.report, got.err)
+	}
+}
+
 func TestRunMaxRunTime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -164,6 +164,9 @@ type faultProxy struct {
 	failAcquires atomic.Int32
 	// failHeartbeats fails every heartbeat while set.
 	failHeartbeats atomic.Bool
+	// beforeAcquire, when set, runs before an acquire is passed on: a test
+	// uses it to move a fake clock while the request is on its way.
+	beforeAcquire atomic.Pointer[func()]
 
 	mu     sync.Mutex
 	counts map[string]int
@@ -175,6 +178,9 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch op {
 	case "acquire":
 		fail = f.failAcquires.Add(-1) >= 0
+		if hook := f.beforeAcquire.Load(); hook != nil {
+			(*hook)()
+		}
 	case "heartbeat":
 		fail = f.failHeartbeats.Load()
 	}
