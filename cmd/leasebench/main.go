@@ -7,6 +7,7 @@
 // concurrency, reading the process's peak RSS (VmHWM) and CPU time from
 // /proc. Scenarios:
 //
+//	calibrate  a trivial net/http handler in its own process: the HTTP ceiling here
 //	cycle      acquire → heartbeat → release, each worker on a job of its own
 //	contended  every worker an owner of its own on 4 shared jobs; a grant is released at once
 //	herd       R replicas × J jobs acquire one tick at once; exactly J grants,
@@ -79,7 +80,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("leasebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.BoolVar(&o.quick, "quick", false, "small sizes and short runs for development (about a minute); does not update -doc")
+	fs.BoolVar(&o.quick, "quick", false, "small sizes and short runs for development (one to two minutes); does not update -doc")
 	fs.StringVar(&o.dsn, "dsn", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres server to create the benchmark database on (URL form)")
 	fs.IntVar(&o.concurrency, "c", 32, "concurrency C of the closed-loop scenarios (cycle, contended, list)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each closed-loop run")
