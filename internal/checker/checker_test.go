@@ -497,6 +497,27 @@ func TestUnknownOutcomes(t *testing.T) {
 
 // TestRunHistoryResolvesUnknownCalls: with a run history, a call of
 // unknown outcome that has no run of its owner is left out of the search.
+// TestRetriedReleaseReadBeforeTheNextGrantCommits: a's release committed
+// at 1502; its retry, sent after b's grant was stamped (2002) but answered
+// from the row before that grant committed, is the idempotent no-op, not a
+// mutation by a superseded holder (seen in a chaos run).
+func TestRetriedReleaseReadBeforeTheNextGrantCommits(t *testing.T) {
+	t.Parallel()
+	h := legal()
+	l1rel := releasedLease(lease("a", 1, 2, 1002, 0, -1), 1502, 0)
+	h.Ops = append(h.Ops, releaseOp("a", 1, 2300, 2305, ResultOK, l1rel))
+	if r := check(t, h); r.Caught("I3") {
+		t.Errorf("retried release flagged: %v", r.Violations)
+	}
+	// The control: a release applied after the greater grant is caught.
+	late := releasedLease(lease("a", 1, 2, 1002, 0, -1), 2301, 0)
+	h = legal()
+	h.Ops = append(h.Ops, releaseOp("a", 1, 2300, 2305, ResultOK, late))
+	if r := check(t, h); !r.Caught("I3") {
+		t.Errorf("release applied after the next grant not flagged")
+	}
+}
+
 func TestRunHistoryResolvesUnknownCalls(t *testing.T) {
 	t.Parallel()
 	h := legal()
