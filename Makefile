@@ -59,7 +59,7 @@ docker: ## build the container image leaseapi:dev (needs a Docker engine)
 generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-codegen pinned in go.mod)
 	$(GO) generate ./api/client
 
-bench: ## measure leaseapi against its Postgres floor, ~10 min (BENCH_FLAGS=-quick: ~1 min); docs/performance.md
+bench: ## measure leaseapi against its Postgres floor, ~10-15 min (BENCH_FLAGS=-quick: ~1 min); docs/performance.md
 	bash scripts/ensure-postgres.sh
 	$(GO) run ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
 
