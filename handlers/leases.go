@@ -13,15 +13,28 @@ import (
 // bad input never reaches the store.
 
 func (h *handler) acquire(w http.ResponseWriter, r *http.Request) {
-	p, err := h.acquireParams(w, r)
+	serveLeaseWrite(h, w, r, "acquire", h.acquireParams, h.store.Acquire, func(l leaseapi.Lease, err error) {
+		h.metrics.acquires.WithLabelValues(acquireResult(l, err)).Inc()
+	})
+}
+
+// serveLeaseWrite serves a POST on a lease: parse validates all input
+// before the store is called, the call runs within the request's deadline,
+// count records its result, and the answer is the lease or a problem.
+func serveLeaseWrite[P any](h *handler, w http.ResponseWriter, r *http.Request, op string,
+	parse func(http.ResponseWriter, *http.Request) (P, error),
+	do func(context.Context, P) (leaseapi.Lease, error),
+	count func(leaseapi.Lease, error),
+) {
+	p, err := parse(w, r)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
-	lease, err := call(r.Context(), h.metrics, "acquire", func(ctx context.Context) (leaseapi.Lease, error) {
-		return h.store.Acquire(ctx, p)
+	lease, err := call(r.Context(), h.metrics, op, func(ctx context.Context) (leaseapi.Lease, error) {
+		return do(ctx, p)
 	})
-	h.metrics.acquires.WithLabelValues(acquireResult(lease, err)).Inc()
+	count(lease, err)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
@@ -70,20 +83,9 @@ func acquireResult(l leaseapi.Lease, err error) string {
 }
 
 func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request) {
-	p, err := h.heartbeatParams(w, r)
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	lease, err := call(r.Context(), h.metrics, "heartbeat", func(ctx context.Context) (leaseapi.Lease, error) {
-		return h.store.Heartbeat(ctx, p)
+	serveLeaseWrite(h, w, r, "heartbeat", h.heartbeatParams, h.store.Heartbeat, func(_ leaseapi.Lease, err error) {
+		h.metrics.heartbeats.WithLabelValues(holderResult(err)).Inc()
 	})
-	h.metrics.heartbeats.WithLabelValues(holderResult(err)).Inc()
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, r, api.FromLease(lease))
 }
 
 func (h *handler) heartbeatParams(w http.ResponseWriter, r *http.Request) (*leaseapi.HeartbeatParams, error) {
@@ -109,20 +111,9 @@ func (h *handler) heartbeatParams(w http.ResponseWriter, r *http.Request) (*leas
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
-	p, err := h.releaseParams(w, r)
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	lease, err := call(r.Context(), h.metrics, "release", func(ctx context.Context) (leaseapi.Lease, error) {
-		return h.store.Release(ctx, p)
+	serveLeaseWrite(h, w, r, "release", h.releaseParams, h.store.Release, func(_ leaseapi.Lease, err error) {
+		h.metrics.releases.WithLabelValues(holderResult(err)).Inc()
 	})
-	h.metrics.releases.WithLabelValues(holderResult(err)).Inc()
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, r, api.FromLease(lease))
 }
 
 func (h *handler) releaseParams(w http.ResponseWriter, r *http.Request) (*leaseapi.ReleaseParams, error) {
