@@ -1,6 +1,9 @@
 package leaseapi
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors of the Store. Their names follow the wire codes of DESIGN.md.
 var (
@@ -18,6 +21,11 @@ var (
 	// ErrUnavailable: the store could not be reached or did not answer in
 	// time. The outcome of a write is unknown; retrying it is safe.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrOverloaded: the call was refused before it reached the database,
+	// because this instance already had as many calls in flight as it
+	// allows. Nothing was done; retrying later is safe. It wraps
+	// ErrUnavailable (unavailable, 503).
+	ErrOverloaded = fmt.Errorf("overloaded, nothing was done: %w", ErrUnavailable)
 )
 
 // ConflictError is a refused operation together with the lease as it was

@@ -309,6 +309,7 @@ func TestWriteProblem(t *testing.T) {
 		{"TickDone", conflict(leaseapi.ErrTickDone), 409, api.CodeTickDone, "AcquireConflict", false, true},
 		{"LeaseLost", fmt.Errorf("heartbeat: %w", conflict(leaseapi.ErrLeaseLost)), 409, api.CodeLeaseLost, "LeaseLost", false, true},
 		{"Unavailable", fmt.Errorf("acquire: %w: dial tcp: refused", leaseapi.ErrUnavailable), 503, api.CodeUnavailable, "Unavailable", true, false},
+		{"Overloaded", fmt.Errorf("acquire \"j\": 128 store calls in flight: %w", leaseapi.ErrOverloaded), 503, api.CodeUnavailable, "Unavailable", true, false},
 		{"DeadlineExceeded", fmt.Errorf("store get: %w", context.DeadlineExceeded), 503, api.CodeUnavailable, "Unavailable", true, false},
 		{"Canceled", context.Canceled, 503, api.CodeUnavailable, "Unavailable", true, false},
 		{"Joined", errors.Join(errors.New("x"), leaseapi.ErrUnavailable), 503, api.CodeUnavailable, "Unavailable", true, false},
@@ -343,6 +344,11 @@ func TestWriteProblem(t *testing.T) {
 			}
 			if got := rec.Header().Get("Retry-After"); (got != "") != tt.retryAfter {
 				t.Errorf("Retry-After %q, want present=%v", got, tt.retryAfter)
+			}
+			// Shed calls never reached the store: the detail says so, where
+			// other 503s say the outcome of a write is unknown.
+			if shed := strings.Contains(p.Detail, "did nothing"); shed != (tt.name == "Overloaded") {
+				t.Errorf("detail %q: says nothing was done = %v, want %v", p.Detail, shed, tt.name == "Overloaded")
 			}
 			if strings.Contains(p.Detail, "pq") || strings.Contains(p.Detail, "refused") {
 				t.Errorf("detail leaks the cause: %q", p.Detail)

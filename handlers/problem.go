@@ -78,6 +78,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrLeaseLost):
 		p.Status, p.Code = http.StatusConflict, api.CodeLeaseLost
 		p.Detail = "owner and token do not match a live grant (another owner, an older token, expired, released or revoked); stop the run and acquire again"
+	case errors.Is(err, leaseapi.ErrOverloaded):
+		// Load shedding: expected under overload, so not logged per request
+		// (the access log and leaseapi_http_requests_total show it).
+		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeUnavailable
+		p.Detail = "this instance has too many requests in flight and did nothing; retry after Retry-After seconds"
+		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, leaseapi.ErrUnavailable),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):

@@ -1,18 +1,22 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/repotest"
 )
 
-// stubStore is a leaseapi.Store that is only compared, never called.
-type stubStore struct{ leaseapi.Store }
-
-// TestAcquireStore checks the wiring of LEASEAPI_ACQUIRE_MODE: the default
-// fast mode serves the store behind the acquire coalescer, the naive mode
-// serves the store itself and selects the naive Postgres acquire.
-func TestAcquireStore(t *testing.T) {
+// TestServedStore checks the wiring of LEASEAPI_ACQUIRE_MODE and
+// LEASEAPI_MAX_IN_FLIGHT with a limit of one call: while an acquire of a job
+// waits at the store, a second acquire of the same job is coalesced with it
+// in fast mode (it waits for the next call instead of being refused) and
+// refused as overloaded in naive mode, and an acquire of another job is
+// refused as overloaded in both.
+func TestServedStore(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		mode      string
@@ -28,17 +32,53 @@ func TestAcquireStore(t *testing.T) {
 			t.Parallel()
 			cfg := validConfig()
 			cfg.AcquireMode = tt.mode
+			cfg.MaxInFlight = 1
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("Validate() = %v, want nil", err)
 			}
 			if got := naiveAcquire(cfg); got != tt.wantNaive {
 				t.Errorf("naiveAcquire(%q) = %v, want %v", tt.mode, got, tt.wantNaive)
 			}
-			s := &stubStore{}
-			got := acquireStore(cfg, s)
-			if served := got == leaseapi.Store(s); served != tt.wantNaive {
-				t.Errorf("acquireStore(%q) serves the store itself = %v, want %v (fast mode wraps it in the coalescer)", tt.mode, served, tt.wantNaive)
+			gate := repotest.NewGateStore()
+			store := servedStore(cfg, gate)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not a measurement
+			defer cancel()
+			acquire := func(job, owner string) chan error {
+				done := make(chan error, 1)
+				go func() {
+					_, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: time.Second})
+					done <- err
+				}()
+				return done
 			}
+
+			first := acquire("a", "one")
+			<-gate.Started // the only slot is taken
+			if err := <-acquire("b", "two"); !errors.Is(err, leaseapi.ErrOverloaded) {
+				t.Errorf("acquire of another job while the slot is taken: %v, want ErrOverloaded", err)
+			}
+			sameJob := acquire("a", "three")
+			if tt.wantNaive {
+				if err := <-sameJob; !errors.Is(err, leaseapi.ErrOverloaded) {
+					t.Errorf("naive: acquire of the same job while the slot is taken: %v, want ErrOverloaded", err)
+				}
+			}
+			go func() {
+				for range gate.Started { // later calls pass the gate at once
+				}
+			}()
+			close(gate.Unblock)
+			if err := <-first; err != nil {
+				t.Errorf("first acquire: %v", err)
+			}
+			if !tt.wantNaive {
+				// Coalesced: decided by the next call, which the gate store
+				// answers with a grant to the follower itself.
+				if err := <-sameJob; err != nil {
+					t.Errorf("fast: acquire of the same job queued behind the first: %v, want it coalesced, not refused", err)
+				}
+			}
+			close(gate.Started)
 		})
 	}
 }

@@ -38,6 +38,7 @@ type Config struct {
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
+	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"128" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 unavailable at once, without touching the database (load shedding)"`
 	AcquireMode      string        `envconfig:"ACQUIRE_MODE" default:"fast" desc:"fast (losing acquires answered without a row lock, concurrent acquires of a job coalesced) or naive (every acquire takes the row lock; a benchmarking knob, see docs/performance.md)"`
 }
 
@@ -134,6 +135,9 @@ func (c *Config) Validate() error {
 	}
 	if f := strings.ToLower(c.LogFormat); f != "json" && f != "text" {
 		add("%s (%q) must be json or text", key("LOG_FORMAT"), c.LogFormat)
+	}
+	if c.MaxInFlight < 1 {
+		add("%s (%d) must be at least 1", key("MAX_IN_FLIGHT"), c.MaxInFlight)
 	}
 	if m := strings.ToLower(c.AcquireMode); m != acquireFast && m != acquireNaive {
 		add("%s (%q) must be %s or %s", key("ACQUIRE_MODE"), c.AcquireMode, acquireFast, acquireNaive)

@@ -24,6 +24,7 @@ func validConfig() Config {
 		LogLevel:         "info",
 		LogFormat:        "json",
 		ShutdownTimeout:  10 * time.Second,
+		MaxInFlight:      128,
 		AcquireMode:      "fast",
 	}
 }
@@ -111,6 +112,11 @@ func TestValidate(t *testing.T) {
 			name:   "AdminTokenWithSpace",
 			modify: func(c *Config) { c.AdminTokens = []string{" secret"} },
 			want:   []string{"LEASEAPI_ADMIN_TOKENS: entry 1 of 1 contains a space"},
+		},
+		{
+			name:   "MaxInFlight",
+			modify: func(c *Config) { c.MaxInFlight = 0 },
+			want:   []string{"LEASEAPI_MAX_IN_FLIGHT (0) must be at least 1"},
 		},
 		{
 			name:   "EmptyAddr",
@@ -226,6 +232,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_LOG_LEVEL":         "debug",
 		"LEASEAPI_LOG_FORMAT":        "text",
 		"LEASEAPI_SHUTDOWN_TIMEOUT":  "20s",
+		"LEASEAPI_MAX_IN_FLIGHT":     "64",
 		"LEASEAPI_ACQUIRE_MODE":      "naive",
 	}
 	keys := settingKeys(t)
@@ -257,6 +264,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		LogLevel:         "debug",
 		LogFormat:        "text",
 		ShutdownTimeout:  20 * time.Second,
+		MaxInFlight:      64,
 		AcquireMode:      "naive",
 	}
 	if !reflect.DeepEqual(got, want) {

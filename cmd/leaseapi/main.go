@@ -226,15 +226,18 @@ func naiveAcquire(cfg Config) bool {
 	return strings.EqualFold(cfg.AcquireMode, acquireNaive)
 }
 
-// acquireStore is the store the handlers serve. In the default fast mode,
-// concurrent acquires of one job in this process are decided by one store
-// call (repo.CoalesceAcquires), which turns the tick herd into about one
-// database call per job; the naive mode serves s itself.
-func acquireStore(cfg Config, s leaseapi.Store) leaseapi.Store {
+// servedStore is the store the handlers serve: s with at most MAX_IN_FLIGHT
+// lease calls at once (repo.LimitCalls sheds the rest with a fast 503) and,
+// in the default fast mode, concurrent acquires of one job in this process
+// decided by one store call (repo.CoalesceAcquires), which turns the tick
+// herd into about one database call per job. The coalescer sits above the
+// limit, so the acquires it decides together take one slot.
+func servedStore(cfg Config, s leaseapi.Store) leaseapi.Store {
+	limited := repo.LimitCalls(s, cfg.MaxInFlight)
 	if naiveAcquire(cfg) {
-		return s
+		return limited
 	}
-	return repo.CoalesceAcquires(s)
+	return repo.CoalesceAcquires(limited)
 }
 
 // describeDSN names the database without its credentials or parameters:
@@ -312,7 +315,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	// /metrics serves the handlers' collectors plus the Go runtime and process.
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler := handlers.New(acquireStore(cfg, s), handlers.Options{
+	handler := handlers.New(servedStore(cfg, s), handlers.Options{
 		DefaultTTL:     cfg.DefaultTTL,
 		MinTTL:         cfg.MinTTL,
 		MaxTTL:         cfg.MaxTTL,

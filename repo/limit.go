@@ -1,0 +1,68 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// LimitCalls returns store with at most n lease calls in flight at once
+// (Acquire, Heartbeat, Release, Revoke, Get, List, Runs). A call beyond the
+// limit is refused at once with leaseapi.ErrOverloaded, before it reaches
+// the database, so an overloaded instance sheds load with a fast 503
+// instead of queueing requests for a pool of a few connections until their
+// deadlines pass: each queued request holds memory and makes the ones
+// behind it slower. Ready and PruneRuns are not limited: a readiness probe
+// must not fail because of load, and the pruner runs one call at a time.
+func LimitCalls(store leaseapi.Store, n int) leaseapi.Store {
+	if n < 1 {
+		panic(fmt.Sprintf("repo.LimitCalls: limit %d must be at least 1", n))
+	}
+	return &callLimiter{Store: store, slots: make(chan struct{}, n)}
+}
+
+type callLimiter struct {
+	leaseapi.Store
+	slots chan struct{} // one element per call in flight
+}
+
+// limited runs fn in a free slot, or refuses it when there is none.
+func limited[T any](l *callLimiter, fn func() (T, error)) (T, error) {
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		var zero T
+		return zero, fmt.Errorf("%d store calls in flight: %w", cap(l.slots), leaseapi.ErrOverloaded)
+	}
+	defer func() { <-l.slots }()
+	return fn()
+}
+
+func (l *callLimiter) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Acquire(ctx, p) })
+}
+
+func (l *callLimiter) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Heartbeat(ctx, p) })
+}
+
+func (l *callLimiter) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Release(ctx, p) })
+}
+
+func (l *callLimiter) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Revoke(ctx, jobID) })
+}
+
+func (l *callLimiter) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Get(ctx, jobID) })
+}
+
+func (l *callLimiter) List(ctx context.Context, p *leaseapi.ListParams) (leaseapi.LeasePage, error) {
+	return limited(l, func() (leaseapi.LeasePage, error) { return l.Store.List(ctx, p) })
+}
+
+func (l *callLimiter) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.Run, error) {
+	return limited(l, func() ([]leaseapi.Run, error) { return l.Store.Runs(ctx, jobID, limit) })
+}

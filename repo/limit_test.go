@@ -1,0 +1,71 @@
+package repo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/repotest"
+)
+
+// TestLimitCalls fills every slot with calls that wait, then checks that
+// each lease call is refused at once with ErrOverloaded (an unavailable
+// error), that Ready still passes, and that calls pass again once the slots
+// are free.
+func TestLimitCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	gate := repotest.NewGateStore()
+	const limit = 2
+	store := repo.LimitCalls(gate, limit)
+
+	done := make(chan error, limit)
+	for range limit {
+		go func() {
+			_, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: "j"})
+			done <- err
+		}()
+		<-gate.Started
+	}
+
+	calls := map[string]func() error{
+		"Acquire": func() error {
+			_, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: "j"})
+			return err
+		},
+		"Heartbeat": func() error { _, err := store.Heartbeat(ctx, &leaseapi.HeartbeatParams{JobID: "j"}); return err },
+		"Release":   func() error { _, err := store.Release(ctx, &leaseapi.ReleaseParams{JobID: "j"}); return err },
+		"Revoke":    func() error { _, err := store.Revoke(ctx, "j"); return err },
+		"Get":       func() error { _, err := store.Get(ctx, "j"); return err },
+		"List":      func() error { _, err := store.List(ctx, &leaseapi.ListParams{Limit: 1}); return err },
+		"Runs":      func() error { _, err := store.Runs(ctx, "j", 1); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		if !errors.Is(err, leaseapi.ErrOverloaded) || !errors.Is(err, leaseapi.ErrUnavailable) {
+			t.Errorf("%s with every slot taken: got %v, want ErrOverloaded wrapping ErrUnavailable", name, err)
+		}
+	}
+	if err := store.Ready(ctx); err != nil {
+		t.Errorf("Ready with every slot taken: %v, want nil (not limited)", err)
+	}
+
+	close(gate.Unblock)
+	for range limit {
+		if err := <-done; err != nil {
+			t.Errorf("a call that held a slot: %v", err)
+		}
+	}
+	go func() {
+		for range gate.Started { // calls from now on pass the gate at once
+		}
+	}()
+	defer close(gate.Started)
+	for name, call := range calls {
+		if err := call(); err != nil {
+			t.Errorf("%s after the slots were freed: %v", name, err)
+		}
+	}
+}
