@@ -210,8 +210,34 @@ func (c *httpClient) do(req *http.Request, into any) (result, error) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		err := fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(b))
 		if resp.StatusCode >= 500 {
+			if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
+				err = &retryAfterError{after: time.Duration(s) * time.Second, err: err}
+			}
 			return resultUnavailable, err
 		}
 		return resultFailed, err
 	}
 }
+
+// retryAfterError is a 5xx answer that asked the client to retry after a
+// while (Retry-After).
+type retryAfterError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryAfterError) Error() string { return fmt.Sprintf("%v (retry after %s)", e.err, e.after) }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// waitRetryAfter sleeps as long as err asks (a retryAfterError), at most
+// maxRetryAfter, so that a shedding server is not hammered by clients that
+// ignore it.
+func waitRetryAfter(err error) {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		time.Sleep(min(ra.after, maxRetryAfter))
+	}
+}
+
+// maxRetryAfter bounds the wait of waitRetryAfter.
+const maxRetryAfter = 2 * time.Second
