@@ -77,7 +77,10 @@ func newRequestID() string {
 
 // instrument writes the access log line and the HTTP metrics of every
 // request, labelled by route pattern (never by raw path, whose values are
-// unbounded).
+// unbounded). The expected answers (2xx, 3xx and the 409 conflicts that
+// every losing replica of a tick gets) are logged at debug level, the
+// others at info: at a tick herd one line per request would be most of the
+// service's CPU and log volume, and the metrics count every request anyway.
 func (h *handler) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -90,7 +93,11 @@ func (h *handler) instrument(next http.Handler) http.Handler {
 		}
 		route := routePattern(r)
 		h.metrics.observeRequest(route, status, elapsed)
-		loggerFrom(r.Context()).LogAttrs(r.Context(), slog.LevelInfo, "request",
+		level := slog.LevelInfo
+		if status < http.StatusBadRequest || status == http.StatusConflict {
+			level = slog.LevelDebug
+		}
+		loggerFrom(r.Context()).LogAttrs(r.Context(), level, "request",
 			slog.String("method", r.Method),
 			slog.String("route", route),
 			slog.Int("status", status),

@@ -58,7 +58,8 @@ func TestOperations(t *testing.T) {
 
 // TestRequestIDAndAccessLog: the request id is taken from the client when
 // it is safe, generated otherwise, echoed, and on every log line of the
-// request; the access log has method, route, status and duration.
+// request; the access log has method, route, status and duration. (The
+// harness logs at debug level, so it sees every access log line.)
 func TestRequestIDAndAccessLog(t *testing.T) {
 	t.Parallel()
 	b := setup(t, openSQLite(t), defaultOptions())
@@ -73,11 +74,27 @@ func TestRequestIDAndAccessLog(t *testing.T) {
 		t.Fatalf("access log lines for the request: %d", len(lines))
 	}
 	line := lines[0]
-	if line["method"] != "GET" || line["route"] != "/leases/{jobId}" || line["status"] != float64(404) {
+	if line["method"] != "GET" || line["route"] != "/leases/{jobId}" || line["status"] != float64(404) || line["level"] != "INFO" {
 		t.Errorf("access log: %v", line)
 	}
 	if _, ok := line["duration_ms"].(float64); !ok {
 		t.Errorf("access log without duration_ms: %v", line)
+	}
+
+	// The expected answers of a herd, a grant and a conflict, are logged at
+	// debug level; the 404 above at info.
+	for _, tc := range []struct {
+		owner  string
+		status int
+	}{{"a", http.StatusOK}, {"b", http.StatusConflict}} {
+		status := b.acquire(t, job, api.AcquireRequest{Owner: tc.owner}).status
+		if status != tc.status {
+			t.Fatalf("acquire by %s: %d, want %d", tc.owner, status, tc.status)
+		}
+		accessLines := b.logs.lines(t, map[string]any{"msg": "request", "route": "/leases/{jobId}/acquire", "status": float64(status)})
+		if len(accessLines) != 1 || accessLines[0]["level"] != "DEBUG" {
+			t.Errorf("access log of an acquire answered %d: %v, want one line at DEBUG", status, accessLines)
+		}
 	}
 
 	generated := regexp.MustCompile(`^[0-9a-f]{24}$`)
