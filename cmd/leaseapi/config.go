@@ -35,7 +35,7 @@ type Config struct {
 	PruneInterval    time.Duration `envconfig:"PRUNE_INTERVAL" default:"1m" desc:"how often finished runs older than the retention are deleted"`
 	APITokens        []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens required on /leases; with no API or admin tokens the API is open"`
 	AdminTokens      []string      `envconfig:"ADMIN_TOKENS" desc:"comma-separated bearer tokens that may also revoke leases (DELETE /leases/{jobId})"`
-	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error; info logs an access line for the unexpected answers (4xx other than 409, 5xx), debug one for every request"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
 	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"128" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 unavailable at once, without touching the database (load shedding)"`
