@@ -38,7 +38,7 @@ type Config struct {
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error; info logs an access line for the unexpected answers (4xx other than 409, 5xx), debug one for every request"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
-	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"128" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 unavailable at once, without touching the database (load shedding)"`
+	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 unavailable at once, without touching the database (load shedding)"`
 	AcquireMode      string        `envconfig:"ACQUIRE_MODE" default:"fast" desc:"fast (losing acquires answered without a row lock, concurrent acquires of a job coalesced) or naive (every acquire takes the row lock; a benchmarking knob, see docs/performance.md)"`
 }
 

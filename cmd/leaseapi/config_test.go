@@ -24,7 +24,7 @@ func validConfig() Config {
 		LogLevel:         "info",
 		LogFormat:        "json",
 		ShutdownTimeout:  10 * time.Second,
-		MaxInFlight:      128,
+		MaxInFlight:      256,
 		AcquireMode:      "fast",
 	}
 }
