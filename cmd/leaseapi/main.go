@@ -28,6 +28,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/handlers"
 	"github.com/leaseapi/leaseapi/repo"
@@ -283,6 +285,7 @@ func defaultServerLimits() serverLimits {
 // serve runs the HTTP server until ctx ends, then shuts down in order:
 // requests in flight (bounded by SHUTDOWN_TIMEOUT), the pruner, the store.
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	setMemoryLimit(logger, memlimit.FromCgroup)
 	return serveWith(ctx, cfg, logger, defaultServerLimits())
 }
 
