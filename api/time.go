@@ -37,10 +37,13 @@ func ParseTime(s string) (time.Time, error) {
 
 // MarshalJSON encodes t as a TimeLayout string.
 func (t Time) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, len(TimeLayout)+2)
+	return t.appendJSON(make([]byte, 0, len(TimeLayout)+2)), nil
+}
+
+func (t Time) appendJSON(b []byte) []byte {
 	b = append(b, '"')
 	b = t.UTC().Truncate(time.Millisecond).AppendFormat(b, TimeLayout)
-	return append(b, '"'), nil
+	return append(b, '"')
 }
 
 // UnmarshalJSON decodes an RFC 3339 string; null leaves t unchanged.

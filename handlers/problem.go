@@ -102,11 +102,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p.Type = api.ProblemTypePrefix + p.Code
 	p.Title = titles[p.Code]
-	body, err := json.Marshal(p)
-	if err != nil {
-		// A Problem always marshals; keep the status even if it did not.
-		body = nil
-	}
+	body := p.AppendJSON(make([]byte, 0, 1024))
 	w.Header().Set("Content-Type", api.ProblemContentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -129,13 +125,28 @@ func retryAfter(l leaseapi.Lease, now time.Time) int {
 	return int(secs)
 }
 
+// jsonAppender is a response that encodes itself without reflection
+// (api.Lease, the answer of every lease call).
+type jsonAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
 // writeJSON writes v as a 200 application/json response.
 func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	if a, ok := v.(jsonAppender); ok {
+		writeBody(w, a.AppendJSON(make([]byte, 0, 512)))
+		return
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		writeProblem(w, r, fmt.Errorf("encode response: %w", err))
 		return
 	}
+	writeBody(w, body)
+}
+
+// writeBody writes body as a 200 application/json response.
+func writeBody(w http.ResponseWriter, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
