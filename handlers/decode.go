@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -84,6 +85,16 @@ func decodeJSON(body []byte, dst any) error {
 	if trimmed[0] != '{' {
 		return invalidf("the request body must be a JSON object")
 	}
+	if json.Valid(trimmed) {
+		return decodeValidObject(trimmed, dst)
+	}
+	return decodeByTokens(trimmed, dst)
+}
+
+// decodeByTokens is decodeJSON for any body that starts with '{'; for
+// invalid JSON, checkObject finds the first problem and says where. Valid
+// bodies take decodeValidObject, which decides exactly as this does.
+func decodeByTokens(trimmed []byte, dst any) error {
 	if err := checkObject(trimmed, jsonFields(dst)); err != nil {
 		return err
 	}
@@ -96,6 +107,129 @@ func decodeJSON(body []byte, dst any) error {
 		return invalidf("the request body is not a valid request: %v", err)
 	}
 	return nil
+}
+
+// decodeValidObject is decodeJSON for a body that is exactly one valid JSON
+// object, in one pass and without a tokenizer: it checks every member as
+// checkObject does (the same problems, in the same order, with the same
+// details), then decodes each value into its field as the whole-object
+// decoder would.
+func decodeValidObject(body []byte, dst any) error {
+	fields := jsonFields(dst)
+	type member struct {
+		key   string
+		value []byte
+	}
+	var members [8]member // requests have at most four fields
+	found := members[:0]
+	i := skipSpace(body, 1) // after '{'
+	for body[i] != '}' {
+		keyEnd := skipString(body, i)
+		key, err := unquoteKey(body[i:keyEnd])
+		if err != nil {
+			return invalidf("the request body is not valid JSON (%v)", err)
+		}
+		start := skipSpace(body, skipSpace(body, keyEnd)+1) // after ':'
+		end := skipValue(body, start)
+		value := body[start:end]
+		switch {
+		case !slices.Contains(fields, key):
+			return invalidf("unknown field %q; the fields are %s", clip(key), strings.Join(fields, ", "))
+		case slices.ContainsFunc(found, func(m member) bool { return m.key == key }):
+			return invalidf("field %q appears more than once; send each field once", key)
+		case string(value) == "null":
+			return invalidf("field %q must not be null; omit it to use the default", key)
+		}
+		found = append(found, member{key, value})
+		i = skipSpace(body, end)
+		if body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+	}
+	v := reflect.ValueOf(dst).Elem()
+	for _, m := range found {
+		field := v.Field(fieldIndex(v.Type(), m.key)).Addr().Interface()
+		if err := json.Unmarshal(m.value, field); err != nil {
+			if e, ok := errorAs[*json.UnmarshalTypeError](err); ok {
+				return invalidf("field %q must be %s", m.key, describeType(e.Type))
+			}
+			return invalidf("the request body is not a valid request: %v", err)
+		}
+	}
+	return nil
+}
+
+// fieldIndex is the index of the field of struct type t whose JSON name is
+// name; name is known to be one of jsonFields.
+func fieldIndex(t reflect.Type, name string) int {
+	for i := range t.NumField() {
+		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
+			return i
+		}
+	}
+	panic("handlers: no field " + name + " in " + t.String())
+}
+
+// The scanners below walk JSON that json.Valid accepted, so they need not
+// check syntax: each returns the index just past what it skips.
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// skipString skips the string that starts at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++ // the escaped character; \uXXXX's digits are plain characters
+		}
+	}
+	return i + 1
+}
+
+// skipValue skips the value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	default: // a number, true, false or null
+		for i < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[i])) {
+			i++
+		}
+		return i
+	}
+}
+
+// unquoteKey decodes a member name. A name of plain ASCII without escapes
+// is itself; any other goes through encoding/json, which also replaces
+// invalid UTF-8 as the tokenizer of checkObject does.
+func unquoteKey(quoted []byte) (string, error) {
+	if bytes.IndexByte(quoted, '\\') < 0 && !slices.ContainsFunc(quoted, func(c byte) bool { return c >= utf8.RuneSelf }) {
+		return string(quoted[1 : len(quoted)-1]), nil
+	}
+	var key string
+	err := json.Unmarshal(quoted, &key)
+	return key, err
 }
 
 // checkObject walks the top level of one JSON object: syntax, exact known
