@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -115,7 +116,9 @@ func decodeByTokens(trimmed []byte, dst any) error {
 // details), then decodes each value into its field as the whole-object
 // decoder would.
 func decodeValidObject(body []byte, dst any) error {
-	fields := jsonFields(dst)
+	v := reflect.ValueOf(dst).Elem()
+	sf := structFieldsOf(v.Type())
+	fields := sf.names
 	type member struct {
 		key   string
 		value []byte
@@ -146,9 +149,8 @@ func decodeValidObject(body []byte, dst any) error {
 			i = skipSpace(body, i+1)
 		}
 	}
-	v := reflect.ValueOf(dst).Elem()
 	for _, m := range found {
-		field := v.Field(fieldIndex(v.Type(), m.key)).Addr().Interface()
+		field := v.Field(sf.index[m.key]).Addr().Interface()
 		if err := json.Unmarshal(m.value, field); err != nil {
 			if e, ok := errorAs[*json.UnmarshalTypeError](err); ok {
 				return invalidf("field %q must be %s", m.key, describeType(e.Type))
@@ -157,17 +159,6 @@ func decodeValidObject(body []byte, dst any) error {
 		}
 	}
 	return nil
-}
-
-// fieldIndex is the index of the field of struct type t whose JSON name is
-// name; name is known to be one of jsonFields.
-func fieldIndex(t reflect.Type, name string) int {
-	for i := range t.NumField() {
-		if n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); n == name {
-			return i
-		}
-	}
-	panic("handlers: no field " + name + " in " + t.String())
 }
 
 // The scanners below walk JSON that json.Valid accepted, so they need not
@@ -281,15 +272,33 @@ func syntaxError(err error) error {
 
 // jsonFields lists the JSON names of the fields of the struct dst points to.
 func jsonFields(dst any) []string {
-	t := reflect.TypeOf(dst).Elem()
-	fields := make([]string, 0, t.NumField())
+	return structFieldsOf(reflect.TypeOf(dst).Elem()).names
+}
+
+// structFields are the JSON names of a request struct's fields, in order,
+// and the index of the field of each name.
+type structFields struct {
+	names []string
+	index map[string]int
+}
+
+// structFieldsCache maps a request struct type to its *structFields.
+var structFieldsCache sync.Map
+
+func structFieldsOf(t reflect.Type) *structFields {
+	if f, ok := structFieldsCache.Load(t); ok {
+		return f.(*structFields)
+	}
+	f := &structFields{index: make(map[string]int, t.NumField())}
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		if name != "" && name != "-" {
-			fields = append(fields, name)
+			f.names = append(f.names, name)
+			f.index[name] = i
 		}
 	}
-	return fields
+	structFieldsCache.Store(t, f)
+	return f
 }
 
 func describeType(t reflect.Type) string {

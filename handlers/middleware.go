@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -30,10 +31,24 @@ const (
 // call writeProblem directly).
 var discardLogger = slog.New(slog.DiscardHandler)
 
+// requestLogger is the logger of one request: the handler's logger with
+// request_id, made on first use, since most requests log nothing.
+type requestLogger struct {
+	base *slog.Logger
+	id   string
+	once sync.Once
+	l    *slog.Logger
+}
+
+func (rl *requestLogger) logger() *slog.Logger {
+	rl.once.Do(func() { rl.l = rl.base.With("request_id", rl.id) })
+	return rl.l
+}
+
 // loggerFrom returns the request's logger, which carries request_id.
 func loggerFrom(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
-		return l
+	if rl, ok := ctx.Value(loggerKey).(*requestLogger); ok {
+		return rl.logger()
 	}
 	return discardLogger
 }
@@ -51,7 +66,7 @@ func (h *handler) requestID(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(requestIDHeader, id)
-		ctx := context.WithValue(r.Context(), loggerKey, h.logger.With("request_id", id))
+		ctx := context.WithValue(r.Context(), loggerKey, &requestLogger{base: h.logger, id: id})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -97,6 +112,9 @@ func (h *handler) instrument(next http.Handler) http.Handler {
 		if status < http.StatusBadRequest || status == http.StatusConflict {
 			level = slog.LevelDebug
 		}
+		if !h.logger.Enabled(r.Context(), level) {
+			return // before loggerFrom, which would make the request's logger
+		}
 		loggerFrom(r.Context()).LogAttrs(r.Context(), level, "request",
 			slog.String("method", r.Method),
 			slog.String("route", route),
@@ -121,7 +139,10 @@ func routePattern(r *http.Request) string {
 // request never takes the process down.
 func (h *handler) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		ww, ok := w.(middleware.WrapResponseWriter) // instrument's, in the server's chain
+		if !ok {
+			ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		}
 		defer func() {
 			p := recover()
 			if p == nil {
