@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
@@ -24,6 +25,8 @@ type APIError struct {
 	// body was a problem document.
 	Code   string
 	Detail string
+	// RetryAfter is the response's Retry-After in whole seconds, or 0.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -70,7 +73,7 @@ func acquire(ctx context.Context, c leaseClient, jobID, owner string, ttl time.D
 	if resp.JSON200 != nil {
 		return fromWire(*resp.JSON200), nil
 	}
-	return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, responseError(resp.StatusCode(), resp.Body))
+	return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, responseError(resp.HTTPResponse, resp.Body))
 }
 
 // heartbeat extends the grant identified by owner and token.
@@ -83,7 +86,7 @@ func heartbeat(ctx context.Context, c leaseClient, jobID, owner string, token in
 	if resp.JSON200 != nil {
 		return fromWire(*resp.JSON200), nil
 	}
-	return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", jobID, responseError(resp.StatusCode(), resp.Body))
+	return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", jobID, responseError(resp.HTTPResponse, resp.Body))
 }
 
 // release ends the grant identified by owner and token with outcome.
@@ -96,17 +99,22 @@ func release(ctx context.Context, c leaseClient, jobID, owner string, token int6
 	if resp.JSON200 != nil {
 		return fromWire(*resp.JSON200), nil
 	}
-	return leaseapi.Lease{}, fmt.Errorf("release %q: %w", jobID, responseError(resp.StatusCode(), resp.Body))
+	return leaseapi.Lease{}, fmt.Errorf("release %q: %w", jobID, responseError(resp.HTTPResponse, resp.Body))
 }
 
 // responseError turns a response other than 200 into an error: a lease
 // conflict becomes a *leaseapi.ConflictError (errors.Is with ErrLeaseHeld,
 // ErrTickDone or ErrLeaseLost, errors.As for the lease), anything else an
 // *APIError.
-func responseError(status int, body []byte) error {
+func responseError(resp *http.Response, body []byte) error {
+	status := resp.StatusCode
+	var retryAfter time.Duration
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		retryAfter = time.Duration(s) * time.Second
+	}
 	var p client.Problem
 	if err := json.Unmarshal(body, &p); err != nil || p.Code == "" {
-		return &APIError{StatusCode: status}
+		return &APIError{StatusCode: status, RetryAfter: retryAfter}
 	}
 	if status == http.StatusConflict && p.Lease != nil {
 		var sentinel error
@@ -122,7 +130,16 @@ func responseError(status int, body []byte) error {
 			return &leaseapi.ConflictError{Err: sentinel, Lease: fromWire(*p.Lease)}
 		}
 	}
-	return &APIError{StatusCode: status, Code: string(p.Code), Detail: p.Detail}
+	return &APIError{StatusCode: status, Code: string(p.Code), Detail: p.Detail, RetryAfter: retryAfter}
+}
+
+// retryAfter is how long err asks the client to wait before retrying: a
+// 503's Retry-After (an overloaded leaseapi sheds with Retry-After: 1), or 0.
+func retryAfter(err error) time.Duration {
+	if e, ok := errors.AsType[*APIError](err); ok {
+		return e.RetryAfter
+	}
+	return 0
 }
 
 // fromWire converts a lease of the generated client to the domain type.

@@ -156,7 +156,7 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		if !retryable(err) {
 			return leaseapi.Lease{}, time.Time{}, err
 		}
-		wait := jitter(backoff)
+		wait := max(jitter(backoff), retryAfter(err))
 		if ctx.Err() != nil {
 			return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w (%w)", ErrShutdown, err)
 		}
@@ -447,7 +447,7 @@ func (s *runState) release(outcome leaseapi.Outcome, until time.Time) error {
 		if err == nil || !retryable(err) {
 			return err
 		}
-		wait := jitter(backoff)
+		wait := max(jitter(backoff), retryAfter(err))
 		if until.IsZero() || !r.clock.Now().Add(wait).Before(until) {
 			return err
 		}

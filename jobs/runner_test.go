@@ -179,6 +179,39 @@ func TestRunRetriesUnavailableAcquire(t *testing.T) {
 	}
 }
 
+// TestRunWaitsRetryAfter: an acquire answered 503 with Retry-After is not
+// sent again before that many seconds, even though the runner's own first
+// backoff is far shorter.
+func TestRunWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	r := b.runner(t, "replica-a", clock, nil)
+	b.faults.failAcquires.Store(1)
+	b.faults.retryAfter.Store(3)
+
+	res := goRun(context.Background(), r, "retry-after", epoch, func(context.Context) error { return nil })
+	blockUntil(t, clock, 1) // the wait before the retry
+	clock.Advance(2 * time.Second)
+	blockUntil(t, clock, 1) // still the same wait: 3 s were asked for
+	select {
+	case got := <-res:
+		t.Fatalf("the run ended 2 s after a 503 with Retry-After: 3: %+v", got)
+	default:
+	}
+	if n := b.faults.answered("acquire", http.StatusOK); n != 0 {
+		t.Fatalf("acquires answered 200 within Retry-After: %d, want 0", n)
+	}
+	clock.Advance(2 * time.Second)
+	got := receive(t, res, "the run")
+	if got.err != nil || got.report.Outcome != jobs.OutcomeSucceeded {
+		t.Fatalf("Run: got %+v, %v; want succeeded", got.report, got.err)
+	}
+	if n := b.faults.answered("acquire", http.StatusServiceUnavailable); n != 1 {
+		t.Fatalf("acquires answered 503: got %d, want 1", n)
+	}
+}
+
 func TestRunHeartbeats(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

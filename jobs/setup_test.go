@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -164,6 +165,9 @@ type faultProxy struct {
 	failAcquires atomic.Int32
 	// failHeartbeats fails every heartbeat while set.
 	failHeartbeats atomic.Bool
+	// retryAfter is the Retry-After of the injected 503s in seconds; 0
+	// means 1, as leaseapi sends.
+	retryAfter atomic.Int32
 	// beforeAcquire, when set, runs before an acquire is passed on: a test
 	// uses it to move a fake clock while the request is on its way.
 	beforeAcquire atomic.Pointer[func()]
@@ -187,7 +191,7 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if fail {
 		f.count(op, http.StatusServiceUnavailable)
 		w.Header().Set("Content-Type", api.ProblemContentType)
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(f.retryAfter.Load()))))
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_ = json.NewEncoder(w).Encode(api.Problem{
 			Type: api.ProblemTypePrefix + api.CodeUnavailable, Title: "Service unavailable",
