@@ -48,7 +48,8 @@ import (
 //     been fsynced and survives a crash or restart.
 //   - One instance per file: OpenSQLite takes an exclusive flock on
 //     "<path>.lock" for the store's lifetime and refuses to open a file that
-//     another store, in this or another process, has open.
+//     another store, in this or another process, still has open after a
+//     second (sqliteLockWait: long enough for an exiting instance).
 type SQLite struct {
 	path string
 	// write has exactly one connection; its DSN makes every transaction

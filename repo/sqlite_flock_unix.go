@@ -6,23 +6,35 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
-// lockSQLiteFile opens path and takes an exclusive, non-blocking flock on it,
-// held until the returned file is closed. flock locks belong to the open
-// file description, so two stores in one process conflict just as two
-// processes do, and the kernel drops the lock when the process dies: a
-// crash never leaves a stale lock behind.
+// sqliteLockWait is how long lockSQLiteFile waits for a held lock to be
+// let go: by an instance that is still exiting while its successor starts,
+// or by a child process that this process is forking, which holds a copy
+// of every open file description (and so of the lock) until it execs.
+const sqliteLockWait = time.Second
+
+// lockSQLiteFile opens path and takes an exclusive flock on it, held until
+// the returned file is closed, or gives up after sqliteLockWait. flock locks
+// belong to the open file description, so two stores in one process
+// conflict just as two processes do, and the kernel drops the lock when the
+// process dies: a crash never leaves a stale lock behind.
 func lockSQLiteFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
+	deadline := time.Now().Add(sqliteLockWait)
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if !errors.Is(err, syscall.EINTR) {
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
 			break
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		_ = f.Close()

@@ -103,6 +103,30 @@ func TestSQLiteSingleInstance(t *testing.T) {
 	}
 }
 
+// TestSQLiteWaitsForTheLock: a store opened while another one is closing
+// waits for the lock instead of failing, as a restart does while the old
+// instance exits (or while a forked child briefly holds a copy of the lock).
+func TestSQLiteWaitsForTheLock(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "leaseapi.db")
+	first := openSQLite(t, path)
+	opened := make(chan error, 1)
+	go func() {
+		s, err := repo.OpenSQLite(t.Context(), repo.SQLiteConfig{Path: path})
+		if err == nil {
+			err = s.Close()
+		}
+		opened <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the second open find the lock held
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-opened; err != nil {
+		t.Errorf("OpenSQLite while the other store closed: %v, want it to wait for the lock", err)
+	}
+}
+
 // otherProcessEnv makes the test binary, started again by
 // TestSQLiteOtherProcess, open the store at its value and report.
 const otherProcessEnv = "LEASEAPI_TEST_SQLITE_OTHER_PROCESS"
