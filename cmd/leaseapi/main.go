@@ -361,7 +361,9 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		slog.String("min_ttl", cfg.MinTTL.String()),
 		slog.String("max_ttl", cfg.MaxTTL.String()),
 		slog.String("request_timeout", cfg.RequestTimeout.String()),
-		slog.String("history_retention", cfg.HistoryRetention.String()))
+		slog.String("history_retention", cfg.HistoryRetention.String()),
+		slog.Int("max_in_flight", cfg.MaxInFlight),
+		slog.String("acquire_mode", strings.ToLower(cfg.AcquireMode)))
 
 	select {
 	case <-ctx.Done():
