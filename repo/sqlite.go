@@ -332,6 +332,28 @@ func sqliteCall[T any](ctx context.Context, s *SQLite, op string, fn func(contex
 	}
 }
 
+// sqliteInTx is one store call named op (sqliteCall) whose work, fn, runs
+// in a transaction begun by inTx (s.writeTx or s.readTx); a failure is
+// translated by sqliteError.
+func sqliteInTx[T any](ctx context.Context, s *SQLite, op string,
+	inTx func(context.Context, func(*sqlx.Tx, int64) error) error,
+	fn func(ctx context.Context, tx *sqlx.Tx, now int64) (T, error),
+) (T, error) {
+	return sqliteCall(ctx, s, op, func(ctx context.Context) (T, error) {
+		var out T
+		err := inTx(ctx, func(tx *sqlx.Tx, now int64) error {
+			var err error
+			out, err = fn(ctx, tx, now)
+			return err
+		})
+		if err != nil {
+			var zero T
+			return zero, sqliteError(op, err)
+		}
+		return out, nil
+	})
+}
+
 // sqliteError translates a driver error into the domain's terms. Conflicts
 // pass unchanged; waits that ended (context, SQLITE_BUSY) and I/O failures
 // wrap ErrUnavailable: the database could not do the work now and the
@@ -541,65 +563,55 @@ func (s *SQLite) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leasea
 		return leaseapi.Lease{}, fmt.Errorf("%s: ttl %s is below 1ms", op, p.TTL)
 	}
 	tick := sqliteNullMs(p.Tick)
-	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
-		var out leaseapi.Lease
-		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
-			cur, err := sqliteSelectLease(ctx, tx, p.JobID)
-			if errors.Is(err, leaseapi.ErrNotFound) {
-				row, err := sqliteWriteLease(ctx, tx, sqliteInsertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
-				if err != nil {
-					return err
-				}
-				if _, err := tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now); err != nil {
-					return err
-				}
-				out = row.lease(now)
-				return nil
-			}
+	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		cur, err := sqliteSelectLease(ctx, tx, p.JobID)
+		if errors.Is(err, leaseapi.ErrNotFound) {
+			row, err := sqliteWriteLease(ctx, tx, sqliteInsertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
 			if err != nil {
-				return err
-			}
-			if tick.Valid && cur.LastCompletedTick.Valid && tick.Int64 <= cur.LastCompletedTick.Int64 {
-				return &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur.lease(now)}
-			}
-			if cur.held(now) {
-				sameTick := !tick.Valid || (cur.Tick.Valid && cur.Tick.Int64 == tick.Int64)
-				if cur.Owner != p.Owner || !sameTick {
-					return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur.lease(now)}
-				}
-				// A retry by the holder: same token, same tick, new expiry.
-				row, err := sqliteWriteLease(ctx, tx, sqliteExtendQuery, p.JobID, p.Owner, cur.Token, ttl, now, now+ttl)
-				if err != nil {
-					return err
-				}
-				out = row.lease(now)
-				return nil
-			}
-			lastOutcome := cur.LastOutcome
-			if !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid {
-				// The previous grant was neither released nor revoked: it
-				// ended by expiry, at its expiresAt.
-				if _, err := tx.ExecContext(ctx, sqliteEndRunQuery,
-					p.JobID, cur.Token, string(leaseapi.OutcomeExpired), cur.ExpiresAt); err != nil {
-					return err
-				}
-				lastOutcome = sql.NullString{String: string(leaseapi.OutcomeExpired), Valid: true}
-			}
-			row, err := sqliteWriteLease(ctx, tx, sqliteGrantQuery,
-				p.JobID, cur.Token, p.Owner, tick, ttl, now, now+ttl, lastOutcome)
-			if err != nil {
-				return err
+				return leaseapi.Lease{}, err
 			}
 			if _, err := tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now); err != nil {
-				return err
+				return leaseapi.Lease{}, err
 			}
-			out = row.lease(now)
-			return nil
-		})
-		if err != nil {
-			return leaseapi.Lease{}, sqliteError(op, err)
+			return row.lease(now), nil
 		}
-		return out, nil
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		if tick.Valid && cur.LastCompletedTick.Valid && tick.Int64 <= cur.LastCompletedTick.Int64 {
+			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur.lease(now)}
+		}
+		if cur.held(now) {
+			sameTick := !tick.Valid || (cur.Tick.Valid && cur.Tick.Int64 == tick.Int64)
+			if cur.Owner != p.Owner || !sameTick {
+				return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur.lease(now)}
+			}
+			// A retry by the holder: same token, same tick, new expiry.
+			row, err := sqliteWriteLease(ctx, tx, sqliteExtendQuery, p.JobID, p.Owner, cur.Token, ttl, now, now+ttl)
+			if err != nil {
+				return leaseapi.Lease{}, err
+			}
+			return row.lease(now), nil
+		}
+		lastOutcome := cur.LastOutcome
+		if !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid {
+			// The previous grant was neither released nor revoked: it
+			// ended by expiry, at its expiresAt.
+			if _, err := tx.ExecContext(ctx, sqliteEndRunQuery,
+				p.JobID, cur.Token, string(leaseapi.OutcomeExpired), cur.ExpiresAt); err != nil {
+				return leaseapi.Lease{}, err
+			}
+			lastOutcome = sql.NullString{String: string(leaseapi.OutcomeExpired), Valid: true}
+		}
+		row, err := sqliteWriteLease(ctx, tx, sqliteGrantQuery,
+			p.JobID, cur.Token, p.Owner, tick, ttl, now, now+ttl, lastOutcome)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		if _, err := tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now); err != nil {
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
 	})
 }
 
@@ -610,31 +622,23 @@ func (s *SQLite) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (le
 	if p.TTL < 0 || (p.TTL > 0 && ttl < 1) {
 		return leaseapi.Lease{}, fmt.Errorf("%s: ttl %s is below 1ms", op, p.TTL)
 	}
-	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
-		var out leaseapi.Lease
-		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
-			cur, err := sqliteSelectLease(ctx, tx, p.JobID)
-			if err != nil {
-				return err
-			}
-			if !cur.held(now) || cur.Owner != p.Owner || cur.Token != p.Token {
-				return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
-			}
-			ttl := ttl
-			if ttl == 0 {
-				ttl = cur.TTLMs // keep the grant's TTL
-			}
-			row, err := sqliteWriteLease(ctx, tx, sqliteExtendQuery, p.JobID, p.Owner, p.Token, ttl, now, now+ttl)
-			if err != nil {
-				return err
-			}
-			out = row.lease(now)
-			return nil
-		})
+	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		cur, err := sqliteSelectLease(ctx, tx, p.JobID)
 		if err != nil {
-			return leaseapi.Lease{}, sqliteError(op, err)
+			return leaseapi.Lease{}, err
 		}
-		return out, nil
+		if !cur.held(now) || cur.Owner != p.Owner || cur.Token != p.Token {
+			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
+		}
+		ttl := ttl
+		if ttl == 0 {
+			ttl = cur.TTLMs // keep the grant's TTL
+		}
+		row, err := sqliteWriteLease(ctx, tx, sqliteExtendQuery, p.JobID, p.Owner, p.Token, ttl, now, now+ttl)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
 	})
 }
 
@@ -654,41 +658,32 @@ func (s *SQLite) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leasea
 	if !outcome.ValidRelease() {
 		return leaseapi.Lease{}, fmt.Errorf("%s: outcome %q is not succeeded or failed", op, p.Outcome)
 	}
-	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
-		var out leaseapi.Lease
-		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
-			cur, err := sqliteSelectLease(ctx, tx, p.JobID)
-			if err != nil {
-				return err
-			}
-			if cur.Owner != p.Owner || cur.Token != p.Token || cur.RevokedAt.Valid {
-				return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
-			}
-			if cur.ReleasedAt.Valid {
-				out = cur.lease(now) // a retried release: nothing changes
-				return nil
-			}
-			// Held, or expired with nobody taking over: the run did finish.
-			completed := cur.LastCompletedTick
-			if outcome == leaseapi.OutcomeSucceeded && cur.Tick.Valid &&
-				(!completed.Valid || cur.Tick.Int64 > completed.Int64) {
-				completed = cur.Tick
-			}
-			row, err := sqliteWriteLease(ctx, tx, sqliteReleaseQuery,
-				p.JobID, p.Owner, p.Token, now, string(outcome), completed)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, sqliteEndRunQuery, p.JobID, p.Token, string(outcome), now); err != nil {
-				return err
-			}
-			out = row.lease(now)
-			return nil
-		})
+	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		cur, err := sqliteSelectLease(ctx, tx, p.JobID)
 		if err != nil {
-			return leaseapi.Lease{}, sqliteError(op, err)
+			return leaseapi.Lease{}, err
 		}
-		return out, nil
+		if cur.Owner != p.Owner || cur.Token != p.Token || cur.RevokedAt.Valid {
+			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
+		}
+		if cur.ReleasedAt.Valid {
+			return cur.lease(now), nil // a retried release: nothing changes
+		}
+		// Held, or expired with nobody taking over: the run did finish.
+		completed := cur.LastCompletedTick
+		if outcome == leaseapi.OutcomeSucceeded && cur.Tick.Valid &&
+			(!completed.Valid || cur.Tick.Int64 > completed.Int64) {
+			completed = cur.Tick
+		}
+		row, err := sqliteWriteLease(ctx, tx, sqliteReleaseQuery,
+			p.JobID, p.Owner, p.Token, now, string(outcome), completed)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		if _, err := tx.ExecContext(ctx, sqliteEndRunQuery, p.JobID, p.Token, string(outcome), now); err != nil {
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
 	})
 }
 
@@ -702,52 +697,35 @@ RETURNING ` + sqliteLeaseColumns
 // Revoke force-releases a held lease. See leaseapi.Store.
 func (s *SQLite) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
 	op := fmt.Sprintf("revoke %q", jobID)
-	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
-		var out leaseapi.Lease
-		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
-			cur, err := sqliteSelectLease(ctx, tx, jobID)
-			if err != nil {
-				return err
-			}
-			if !cur.held(now) {
-				out = cur.lease(now) // not held: unchanged
-				return nil
-			}
-			row, err := sqliteWriteLease(ctx, tx, sqliteRevokeQuery, jobID, cur.Token, now)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, sqliteEndRunQuery,
-				jobID, cur.Token, string(leaseapi.OutcomeRevoked), now); err != nil {
-				return err
-			}
-			out = row.lease(now)
-			return nil
-		})
+	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		cur, err := sqliteSelectLease(ctx, tx, jobID)
 		if err != nil {
-			return leaseapi.Lease{}, sqliteError(op, err)
+			return leaseapi.Lease{}, err
 		}
-		return out, nil
+		if !cur.held(now) {
+			return cur.lease(now), nil // not held: unchanged
+		}
+		row, err := sqliteWriteLease(ctx, tx, sqliteRevokeQuery, jobID, cur.Token, now)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		if _, err := tx.ExecContext(ctx, sqliteEndRunQuery,
+			jobID, cur.Token, string(leaseapi.OutcomeRevoked), now); err != nil {
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
 	})
 }
 
 // Get returns one lease. See leaseapi.Store.
 func (s *SQLite) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
 	op := fmt.Sprintf("get %q", jobID)
-	return sqliteCall(ctx, s, op, func(ctx context.Context) (leaseapi.Lease, error) {
-		var out leaseapi.Lease
-		err := s.readTx(ctx, func(tx *sqlx.Tx, now int64) error {
-			row, err := sqliteSelectLease(ctx, tx, jobID)
-			if err != nil {
-				return err
-			}
-			out = row.lease(now)
-			return nil
-		})
+	return sqliteInTx(ctx, s, op, s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		row, err := sqliteSelectLease(ctx, tx, jobID)
 		if err != nil {
-			return leaseapi.Lease{}, sqliteError(op, err)
+			return leaseapi.Lease{}, err
 		}
-		return out, nil
+		return row.lease(now), nil
 	})
 }
 
@@ -792,28 +770,22 @@ func (s *SQLite) List(ctx context.Context, p *leaseapi.ListParams) (leaseapi.Lea
 		}
 		query = sqliteListPrefixQuery
 	}
-	return sqliteCall(ctx, s, "list leases", func(ctx context.Context) (leaseapi.LeasePage, error) {
+	return sqliteInTx(ctx, s, "list leases", s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.LeasePage, error) {
 		var page leaseapi.LeasePage
-		err := s.readTx(ctx, func(tx *sqlx.Tx, now int64) error {
-			var rows []sqliteLeaseRow
-			if err := tx.SelectContext(ctx, &rows, query,
-				start, p.After, end, p.Owner, string(p.State), now, p.Limit+1); err != nil {
-				return err
-			}
-			if len(rows) > p.Limit {
-				page.More = true
-				rows = rows[:p.Limit]
-			}
-			page.Leases = make([]leaseapi.Lease, len(rows))
-			for i := range rows {
-				page.Leases[i] = rows[i].lease(now)
-			}
-			page.Now = sqliteTime(now)
-			return nil
-		})
-		if err != nil {
-			return leaseapi.LeasePage{}, sqliteError("list leases", err)
+		var rows []sqliteLeaseRow
+		if err := tx.SelectContext(ctx, &rows, query,
+			start, p.After, end, p.Owner, string(p.State), now, p.Limit+1); err != nil {
+			return leaseapi.LeasePage{}, err
 		}
+		if len(rows) > p.Limit {
+			page.More = true
+			rows = rows[:p.Limit]
+		}
+		page.Leases = make([]leaseapi.Lease, len(rows))
+		for i := range rows {
+			page.Leases[i] = rows[i].lease(now)
+		}
+		page.Now = sqliteTime(now)
 		return page, nil
 	})
 }
@@ -853,40 +825,34 @@ func (s *SQLite) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.
 	if limit < 1 {
 		return nil, fmt.Errorf("%s: limit %d is below 1", op, limit)
 	}
-	return sqliteCall(ctx, s, op, func(ctx context.Context) ([]leaseapi.Run, error) {
+	return sqliteInTx(ctx, s, op, s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) ([]leaseapi.Run, error) {
 		var runs []leaseapi.Run
-		err := s.readTx(ctx, func(tx *sqlx.Tx, now int64) error {
-			cur, err := sqliteSelectLease(ctx, tx, jobID)
-			if err != nil {
-				return err
-			}
-			var rows []sqliteRunRow
-			if err := tx.SelectContext(ctx, &rows, sqliteRunsQuery, jobID, limit); err != nil {
-				return err
-			}
-			// The current grant's run is closed when a grant takes over;
-			// until then an expired one is shown as ended at its expiry.
-			expired := !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid && cur.ExpiresAt <= now
-			runs = make([]leaseapi.Run, len(rows))
-			for i, r := range rows {
-				run := leaseapi.Run{
-					Token:     r.Token,
-					Owner:     r.Owner,
-					Tick:      sqliteNullTime(r.Tick),
-					StartedAt: sqliteTime(r.StartedAt),
-					EndedAt:   sqliteNullTime(r.EndedAt),
-					Outcome:   leaseapi.Outcome(r.Outcome),
-				}
-				if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token == cur.Token {
-					run.Outcome = leaseapi.OutcomeExpired
-					run.EndedAt = sqliteNullTime(sql.NullInt64{Int64: cur.ExpiresAt, Valid: true})
-				}
-				runs[i] = run
-			}
-			return nil
-		})
+		cur, err := sqliteSelectLease(ctx, tx, jobID)
 		if err != nil {
-			return nil, sqliteError(op, err)
+			return nil, err
+		}
+		var rows []sqliteRunRow
+		if err := tx.SelectContext(ctx, &rows, sqliteRunsQuery, jobID, limit); err != nil {
+			return nil, err
+		}
+		// The current grant's run is closed when a grant takes over;
+		// until then an expired one is shown as ended at its expiry.
+		expired := !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid && cur.ExpiresAt <= now
+		runs = make([]leaseapi.Run, len(rows))
+		for i, r := range rows {
+			run := leaseapi.Run{
+				Token:     r.Token,
+				Owner:     r.Owner,
+				Tick:      sqliteNullTime(r.Tick),
+				StartedAt: sqliteTime(r.StartedAt),
+				EndedAt:   sqliteNullTime(r.EndedAt),
+				Outcome:   leaseapi.Outcome(r.Outcome),
+			}
+			if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token == cur.Token {
+				run.Outcome = leaseapi.OutcomeExpired
+				run.EndedAt = sqliteNullTime(sql.NullInt64{Int64: cur.ExpiresAt, Valid: true})
+			}
+			runs[i] = run
 		}
 		return runs, nil
 	})
@@ -907,19 +873,11 @@ func (s *SQLite) PruneRuns(ctx context.Context, retention time.Duration, batch i
 	if retention < 0 || batch < 1 {
 		return 0, fmt.Errorf("prune runs: retention %s and batch %d must not be negative and at least 1", retention, batch)
 	}
-	return sqliteCall(ctx, s, "prune runs", func(ctx context.Context) (int64, error) {
-		var deleted int64
-		err := s.writeTx(ctx, func(tx *sqlx.Tx, now int64) error {
-			res, err := tx.ExecContext(ctx, sqlitePruneRunsQuery, now-retention.Milliseconds(), batch)
-			if err != nil {
-				return err
-			}
-			deleted, err = res.RowsAffected()
-			return err
-		})
+	return sqliteInTx(ctx, s, "prune runs", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (int64, error) {
+		res, err := tx.ExecContext(ctx, sqlitePruneRunsQuery, now-retention.Milliseconds(), batch)
 		if err != nil {
-			return 0, sqliteError("prune runs", err)
+			return 0, err
 		}
-		return deleted, nil
+		return res.RowsAffected()
 	})
 }
