@@ -49,6 +49,22 @@ func (m *meter) observe(start time.Time, r result, err error) {
 	}
 }
 
+// acquire makes one measured acquire of job for owner, counts a grant made
+// inside the measured window, and returns the token and whether it was
+// granted.
+func (m *meter) acquire(ctx context.Context, c client, job, owner string, tick *time.Time) (int64, bool) {
+	t0 := time.Now()
+	token, r, err := c.acquire(ctx, job, owner, tick, benchTTL)
+	m.observe(t0, r, err)
+	if r != resultOK {
+		return 0, false
+	}
+	if !t0.Before(m.from) {
+		m.rec.grants++
+	}
+	return token, true
+}
+
 // measurement is the outcome of one measured run.
 type measurement struct {
 	summary
@@ -104,17 +120,12 @@ func cycleBody(c client, prefix string) func(ctx context.Context, w, i int, m *m
 		job := fmt.Sprintf("%s-%d", prefix, w)
 		owner := fmt.Sprintf("worker-%d", w)
 		tick := base.Add(time.Duration(i) * time.Second)
-		t0 := time.Now()
-		token, r, err := c.acquire(ctx, job, owner, &tick, benchTTL)
-		m.observe(t0, r, err)
-		if r != resultOK {
+		token, granted := m.acquire(ctx, c, job, owner, &tick)
+		if !granted {
 			return
 		}
-		if !t0.Before(m.from) {
-			m.rec.grants++
-		}
 		t1 := time.Now()
-		r, err = c.heartbeat(ctx, job, owner, token)
+		r, err := c.heartbeat(ctx, job, owner, token)
 		m.observe(t1, r, err)
 		t2 := time.Now()
 		r, err = c.release(ctx, job, owner, token)
@@ -132,17 +143,12 @@ func contendedBody(c client, prefix string) func(ctx context.Context, w, i int, 
 	return func(ctx context.Context, w, i int, m *meter) {
 		job := fmt.Sprintf("%s-%d", prefix, (w+i)%contendedJobs)
 		owner := fmt.Sprintf("owner-%d", w)
-		t0 := time.Now()
-		token, r, err := c.acquire(ctx, job, owner, nil, benchTTL)
-		m.observe(t0, r, err)
-		if r != resultOK {
+		token, granted := m.acquire(ctx, c, job, owner, nil)
+		if !granted {
 			return
 		}
-		if !t0.Before(m.from) {
-			m.rec.grants++
-		}
 		t1 := time.Now()
-		r, err = c.release(ctx, job, owner, token)
+		r, err := c.release(ctx, job, owner, token)
 		m.observe(t1, r, err)
 	}
 }
@@ -187,12 +193,7 @@ func herd(ctx context.Context, c client, prefix string, replicas, jobs int, orde
 				if ctx.Err() != nil {
 					return
 				}
-				t0 := time.Now()
-				_, res, err := c.acquire(ctx, fmt.Sprintf("%s-%04d", prefix, j), owner, &tick, benchTTL)
-				m.observe(t0, res, err)
-				if res == resultOK {
-					m.rec.grants++
-				}
+				m.acquire(ctx, c, fmt.Sprintf("%s-%04d", prefix, j), owner, &tick)
 			}
 		})
 	}
