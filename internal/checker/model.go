@@ -211,14 +211,7 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 		if !tickDone(s, in.Tick) || t0 > in.Return {
 			return nil
 		}
-		if out.HasLease {
-			if ns, ok := constrain(s, in, out.Lease); ok {
-				return []mState{ns}
-			}
-			return nil
-		}
-		ns := s
-		return []mState{ns}
+		return afterRefusal(s, in, out)
 	}
 	// lease_lost and not_found are not answers to an acquire.
 	return nil
@@ -299,19 +292,25 @@ func stepRelease(s mState, in mInput, out mOutput) []mState {
 		if !s.Exists || mine || t0 > in.Return {
 			return nil
 		}
-		if out.HasLease {
-			if ns, ok := constrain(s, in, out.Lease); ok {
-				return []mState{ns}
-			}
-			return nil
-		}
-		ns := s
-		return []mState{ns}
+		return afterRefusal(s, in, out)
 	case ResultNotFound:
 		if s.Exists || t0 > in.Return {
 			return nil
 		}
 		return []mState{s}
+	}
+	return nil
+}
+
+// afterRefusal is the state after a refusal that changed nothing: s,
+// narrowed to the lease the refusal carried if it carried one (constrain),
+// or no state when that lease contradicts s.
+func afterRefusal(s mState, in mInput, out mOutput) []mState {
+	if !out.HasLease {
+		return []mState{s}
+	}
+	if ns, ok := constrain(s, in, out.Lease); ok {
+		return []mState{ns}
 	}
 	return nil
 }
