@@ -77,6 +77,24 @@ type Lease struct {
 	LastOutcome Outcome
 }
 
+// SetState sets l.State as the store's clock reads it at now: revoked,
+// else released (ReleasedAt set), else held while ExpiresAt is after now,
+// else expired. An expired run shows outcome expired at once, although a
+// store records that only when a new grant takes over.
+func (l *Lease) SetState(revoked bool, now time.Time) {
+	switch {
+	case revoked:
+		l.State = StateRevoked
+	case l.ReleasedAt != nil:
+		l.State = StateReleased
+	case l.ExpiresAt.After(now):
+		l.State = StateHeld
+	default:
+		l.State = StateExpired
+		l.LastOutcome = OutcomeExpired
+	}
+}
+
 // Run is one grant of a lease, as kept in the run history.
 type Run struct {
 	Token     int64

@@ -234,19 +234,7 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		LastCompletedTick: nullTime(r.LastCompletedTick),
 		LastOutcome:       leaseapi.Outcome(r.LastOutcome.String),
 	}
-	switch {
-	case r.RevokedAt.Valid:
-		l.State = leaseapi.StateRevoked
-	case r.ReleasedAt.Valid:
-		l.State = leaseapi.StateReleased
-	case r.ExpiresAt.After(r.Now):
-		l.State = leaseapi.StateHeld
-	default:
-		// The run ended by expiry; the row records it when a grant takes
-		// over, but readers see it now.
-		l.State = leaseapi.StateExpired
-		l.LastOutcome = leaseapi.OutcomeExpired
-	}
+	l.SetState(r.RevokedAt.Valid, r.Now)
 	return l
 }
 

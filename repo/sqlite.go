@@ -466,19 +466,7 @@ func (r *sqliteLeaseRow) lease(now int64) leaseapi.Lease {
 		LastCompletedTick: sqliteNullTime(r.LastCompletedTick),
 		LastOutcome:       leaseapi.Outcome(r.LastOutcome.String),
 	}
-	switch {
-	case r.RevokedAt.Valid:
-		l.State = leaseapi.StateRevoked
-	case r.ReleasedAt.Valid:
-		l.State = leaseapi.StateReleased
-	case r.ExpiresAt > now:
-		l.State = leaseapi.StateHeld
-	default:
-		// The run ended by expiry; the row records it when a grant takes
-		// over, but readers see it now (as the Postgres store shows it).
-		l.State = leaseapi.StateExpired
-		l.LastOutcome = leaseapi.OutcomeExpired
-	}
+	l.SetState(r.RevokedAt.Valid, sqliteTime(now))
 	return l
 }
 
