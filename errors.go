@@ -5,7 +5,8 @@ import (
 	"fmt"
 )
 
-// Sentinel errors of the Store. Their names follow the wire codes of DESIGN.md.
+// Sentinel errors of the Store. Their names follow the API's problem codes
+// (api/openapi.yaml); ErrInvalid is in validate.go.
 var (
 	// ErrNotFound: the job has no lease (not_found).
 	ErrNotFound = errors.New("lease not found")

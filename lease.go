@@ -1,14 +1,11 @@
 package leaseapi
 
-import (
-	"regexp"
-	"time"
-)
+import "time"
 
 // State is the state of a lease, computed with the store's clock at read time.
 type State string
 
-// The states of a lease. See DESIGN.md, Resources.
+// The states of a lease (doc.go, Overview).
 const (
 	// StateHeld: not released, not revoked and expiresAt > now.
 	StateHeld State = "held"
@@ -153,6 +150,13 @@ type ListParams struct {
 	Limit int
 }
 
+// RunsParams select a job's newest runs.
+type RunsParams struct {
+	JobID string
+	// Limit is how many runs at most, at least 1.
+	Limit int
+}
+
 // LeasePage is one page of leases.
 type LeasePage struct {
 	Leases []Lease
@@ -160,28 +164,4 @@ type LeasePage struct {
 	More bool
 	// Now is the store's clock when the page was read; states are computed with it.
 	Now time.Time
-}
-
-// jobIDPattern and the owner rule are DESIGN.md's; validation lives here so
-// that every layer (handlers, runner, stores) agrees on it.
-var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-
-// ValidJobID reports whether id is a valid job id:
-// ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$.
-func ValidJobID(id string) bool {
-	return jobIDPattern.MatchString(id)
-}
-
-// ValidOwner reports whether owner is 1–128 characters of printable ASCII
-// without spaces (0x21–0x7E).
-func ValidOwner(owner string) bool {
-	if len(owner) < 1 || len(owner) > 128 {
-		return false
-	}
-	for i := 0; i < len(owner); i++ {
-		if c := owner[i]; c < 0x21 || c > 0x7E {
-			return false
-		}
-	}
-	return true
 }

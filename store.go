@@ -18,6 +18,13 @@ import (
 //  4. Liveness: a lease whose holder vanished is grantable once expiresAt passes.
 //  5. Durability: a restart loses no lease, no token and no completed tick.
 //
+// Parameters are validated by their Validate methods (AcquireParams.Validate
+// and so on; ValidateJobID for a bare job id). Callers should validate
+// before calling, to answer with the precise rule; every implementation
+// validates again at its entry and refuses invalid input with an
+// *InvalidError (wrapping ErrInvalid) before touching its database, so
+// that both stores answer bad input alike and nothing invalid is stored.
+//
 // Each method returns by the deadline of its context. When it cannot reach
 // the database or the deadline passes, it returns an error wrapping
 // ErrUnavailable; the outcome of a write is then unknown, and retrying it is
@@ -45,7 +52,8 @@ type Store interface {
 	Get(ctx context.Context, jobID string) (Lease, error)
 	// List returns one page of leases sorted by job id.
 	List(ctx context.Context, p *ListParams) (LeasePage, error)
-	// Runs returns up to limit runs of jobID, newest first, or ErrNotFound.
+	// Runs returns up to limit runs of jobID, newest first, or ErrNotFound;
+	// its parameters are those of RunsParams.
 	Runs(ctx context.Context, jobID string, limit int) ([]Run, error)
 	// PruneRuns deletes up to batch finished runs that ended before
 	// now-retention and returns how many it deleted.

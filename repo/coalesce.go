@@ -51,6 +51,11 @@ type acquireOutcome struct {
 }
 
 func (c *coalescer) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	// Invalid input is refused here, never queued behind a valid leader
+	// whose decision would answer it.
+	if err := p.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	c.mu.Lock()
 	q, busy := c.queues[p.JobID]
 	if !busy {

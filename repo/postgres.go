@@ -339,6 +339,9 @@ func (r *acquireRow) fields() []any {
 
 // Acquire grants, renews or refuses the lease. See leaseapi.Store.
 func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	if err := a.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	query := acquireQuery
 	if p.naiveAcquire {
 		query = naiveAcquireQuery
@@ -393,6 +396,9 @@ RETURNING ` + leaseColumns
 
 // Heartbeat extends a held lease. See leaseapi.Store.
 func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
+	if err := h.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		ttl := sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}
 		var row leaseRow
@@ -425,6 +431,9 @@ RETURNING ` + leaseColumns
 
 // Release ends the holder's grant. See leaseapi.Store.
 func (p *Postgres) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
+	if err := r.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		var row leaseRow
 		err := p.scanPrepared(ctx, releaseQuery, []any{r.JobID, r.Owner, r.Token, string(r.Outcome)}, row.fields()...)
@@ -456,6 +465,9 @@ RETURNING ` + leaseColumns
 
 // Revoke force-releases a held lease. See leaseapi.Store.
 func (p *Postgres) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		var row leaseRow
 		err := p.scanPrepared(ctx, revokeQuery, []any{jobID}, row.fields()...)
@@ -477,6 +489,9 @@ const getQuery = `SELECT ` + leaseColumns + ` FROM leases WHERE job_id = $1`
 
 // Get returns one lease. See leaseapi.Store.
 func (p *Postgres) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		l, err := p.get(ctx, jobID)
 		if err != nil {
@@ -522,8 +537,8 @@ const dbNowQuery = `SELECT clock_timestamp()`
 
 // List returns one page of leases. See leaseapi.Store.
 func (p *Postgres) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.LeasePage, error) {
-	if lp.Limit < 1 {
-		return leaseapi.LeasePage{}, fmt.Errorf("list leases: limit %d must be at least 1", lp.Limit)
+	if err := lp.Validate(); err != nil {
+		return leaseapi.LeasePage{}, err
 	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.LeasePage, error) {
 		var rows []leaseRow
@@ -578,6 +593,9 @@ type runRow struct {
 
 // Runs returns a job's run history. See leaseapi.Store.
 func (p *Postgres) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.Run, error) {
+	if err := (&leaseapi.RunsParams{JobID: jobID, Limit: limit}).Validate(); err != nil {
+		return nil, err
+	}
 	return bounded(ctx, func(ctx context.Context) ([]leaseapi.Run, error) {
 		var rows []runRow
 		if err := p.db.SelectContext(ctx, &rows, runsQuery, jobID, limit); err != nil {
@@ -617,6 +635,9 @@ DELETE FROM runs WHERE id IN (
 
 // PruneRuns deletes one batch of old finished runs. See leaseapi.Store.
 func (p *Postgres) PruneRuns(ctx context.Context, retention time.Duration, batch int) (int64, error) {
+	if err := leaseapi.ValidatePrune(retention, batch); err != nil {
+		return 0, err
+	}
 	return bounded(ctx, func(ctx context.Context) (int64, error) {
 		res, err := p.db.ExecContext(ctx, pruneRunsQuery, retention.Milliseconds(), batch)
 		if err != nil {

@@ -545,11 +545,11 @@ WHERE job_id = $1 AND token = $2 AND outcome = 'running'`
 
 // Acquire grants, renews or refuses the lease. See leaseapi.Store.
 func (s *SQLite) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	if err := p.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	op := fmt.Sprintf("acquire %q", p.JobID)
 	ttl := p.TTL.Milliseconds()
-	if ttl < 1 {
-		return leaseapi.Lease{}, fmt.Errorf("%s: ttl %s is below 1ms", op, p.TTL)
-	}
 	tick := sqliteNullMs(p.Tick)
 	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		cur, err := sqliteSelectLease(ctx, tx, p.JobID)
@@ -605,11 +605,11 @@ func (s *SQLite) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leasea
 
 // Heartbeat extends a held lease. See leaseapi.Store.
 func (s *SQLite) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
+	if err := p.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	op := fmt.Sprintf("heartbeat %q", p.JobID)
 	ttl := p.TTL.Milliseconds()
-	if p.TTL < 0 || (p.TTL > 0 && ttl < 1) {
-		return leaseapi.Lease{}, fmt.Errorf("%s: ttl %s is below 1ms", op, p.TTL)
-	}
 	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		cur, err := sqliteSelectLease(ctx, tx, p.JobID)
 		if err != nil {
@@ -638,14 +638,11 @@ RETURNING ` + sqliteLeaseColumns
 
 // Release ends the holder's grant. See leaseapi.Store.
 func (s *SQLite) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
+	if err := p.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	op := fmt.Sprintf("release %q", p.JobID)
 	outcome := p.Outcome
-	if outcome == "" {
-		outcome = leaseapi.OutcomeSucceeded
-	}
-	if !outcome.ValidRelease() {
-		return leaseapi.Lease{}, fmt.Errorf("%s: outcome %q is not succeeded or failed", op, p.Outcome)
-	}
 	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		cur, err := sqliteSelectLease(ctx, tx, p.JobID)
 		if err != nil {
@@ -684,6 +681,9 @@ RETURNING ` + sqliteLeaseColumns
 
 // Revoke force-releases a held lease. See leaseapi.Store.
 func (s *SQLite) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	op := fmt.Sprintf("revoke %q", jobID)
 	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		cur, err := sqliteSelectLease(ctx, tx, jobID)
@@ -707,6 +707,9 @@ func (s *SQLite) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, erro
 
 // Get returns one lease. See leaseapi.Store.
 func (s *SQLite) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
 	op := fmt.Sprintf("get %q", jobID)
 	return sqliteInTx(ctx, s, op, s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		row, err := sqliteSelectLease(ctx, tx, jobID)
@@ -742,11 +745,8 @@ WHERE job_id >= $1 AND job_id <> $2 AND job_id < $3` + sqliteListFilter
 
 // List returns one page of leases. See leaseapi.Store.
 func (s *SQLite) List(ctx context.Context, p *leaseapi.ListParams) (leaseapi.LeasePage, error) {
-	if p.Limit < 1 {
-		return leaseapi.LeasePage{}, fmt.Errorf("list leases: limit %d is below 1", p.Limit)
-	}
-	if p.State != "" && !p.State.Valid() {
-		return leaseapi.LeasePage{}, fmt.Errorf("list leases: unknown state %q", p.State)
+	if err := p.Validate(); err != nil {
+		return leaseapi.LeasePage{}, err
 	}
 	start := max(p.After, p.Prefix)
 	query, end := sqliteListQuery, ""
@@ -809,10 +809,10 @@ type sqliteRunRow struct {
 
 // Runs returns a job's run history. See leaseapi.Store.
 func (s *SQLite) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.Run, error) {
-	op := fmt.Sprintf("runs %q", jobID)
-	if limit < 1 {
-		return nil, fmt.Errorf("%s: limit %d is below 1", op, limit)
+	if err := (&leaseapi.RunsParams{JobID: jobID, Limit: limit}).Validate(); err != nil {
+		return nil, err
 	}
+	op := fmt.Sprintf("runs %q", jobID)
 	return sqliteInTx(ctx, s, op, s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) ([]leaseapi.Run, error) {
 		var runs []leaseapi.Run
 		cur, err := sqliteSelectLease(ctx, tx, jobID)
@@ -858,8 +858,8 @@ DELETE FROM runs WHERE id IN (
 
 // PruneRuns deletes one batch of old finished runs. See leaseapi.Store.
 func (s *SQLite) PruneRuns(ctx context.Context, retention time.Duration, batch int) (int64, error) {
-	if retention < 0 || batch < 1 {
-		return 0, fmt.Errorf("prune runs: retention %s and batch %d must not be negative and at least 1", retention, batch)
+	if err := leaseapi.ValidatePrune(retention, batch); err != nil {
+		return 0, err
 	}
 	return sqliteInTx(ctx, s, "prune runs", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (int64, error) {
 		res, err := tx.ExecContext(ctx, sqlitePruneRunsQuery, now-retention.Milliseconds(), batch)

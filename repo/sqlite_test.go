@@ -265,66 +265,6 @@ func TestSQLiteMilliseconds(t *testing.T) {
 	}
 }
 
-func TestSQLiteInvalidParams(t *testing.T) {
-	t.Parallel()
-	s := openSQLite(t, filepath.Join(t.TempDir(), "leaseapi.db"))
-	ctx := t.Context()
-	if _, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: "p", Owner: "a", TTL: time.Hour}); err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
-	for name, call := range map[string]func() error{
-		"AcquireZeroTTL": func() error {
-			_, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: "q", Owner: "a"})
-			return err
-		},
-		"AcquireSubMillisecondTTL": func() error {
-			_, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: "q", Owner: "a", TTL: time.Microsecond})
-			return err
-		},
-		"HeartbeatNegativeTTL": func() error {
-			_, err := s.Heartbeat(ctx, &leaseapi.HeartbeatParams{JobID: "p", Owner: "a", Token: 1, TTL: -time.Second})
-			return err
-		},
-		"ReleaseBadOutcome": func() error {
-			_, err := s.Release(ctx, &leaseapi.ReleaseParams{JobID: "p", Owner: "a", Token: 1, Outcome: leaseapi.OutcomeRevoked})
-			return err
-		},
-		"ListZeroLimit": func() error {
-			_, err := s.List(ctx, &leaseapi.ListParams{})
-			return err
-		},
-		"ListBadState": func() error {
-			_, err := s.List(ctx, &leaseapi.ListParams{State: "gone", Limit: 1})
-			return err
-		},
-		"RunsZeroLimit": func() error {
-			_, err := s.Runs(ctx, "p", 0)
-			return err
-		},
-		"PruneZeroBatch": func() error {
-			_, err := s.PruneRuns(ctx, time.Hour, 0)
-			return err
-		},
-	} {
-		if err := call(); err == nil || errors.Is(err, leaseapi.ErrUnavailable) {
-			t.Errorf("%s: got %v, want a plain error", name, err)
-		}
-	}
-	// None of them changed the lease.
-	l, err := s.Get(ctx, "p")
-	if err != nil || l.Token != 1 || l.State != leaseapi.StateHeld || l.TTL != time.Hour {
-		t.Errorf("Get after the refused calls: got %+v, %v, want token 1 held ttl 1h", l, err)
-	}
-	if _, err := s.Get(ctx, "q"); !errors.Is(err, leaseapi.ErrNotFound) {
-		t.Errorf("Get(q): got %v, want ErrNotFound", err)
-	}
-	// An empty outcome is the default, succeeded.
-	r, err := s.Release(ctx, &leaseapi.ReleaseParams{JobID: "p", Owner: "a", Token: 1})
-	if err != nil || r.LastOutcome != leaseapi.OutcomeSucceeded {
-		t.Errorf("Release without outcome: got %+v, %v, want succeeded", r, err)
-	}
-}
-
 // TestSQLiteUnavailable: a call whose context ends while it waits for the
 // database returns ErrUnavailable by the deadline, and the store works
 // afterwards.

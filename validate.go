@@ -1,0 +1,211 @@
+package leaseapi
+
+import (
+	"errors"
+	"regexp"
+	"time"
+)
+
+// ErrInvalid: a parameter is outside its domain (invalid_request). Every
+// *InvalidError unwraps to it.
+var ErrInvalid = errors.New("invalid parameter")
+
+// InvalidError names the parameter that is outside its domain and the rule
+// it breaks, worded for the caller who has to change it.
+type InvalidError struct {
+	// Field is the parameter's name as the API spells it (jobId, owner, ttlMs, ...).
+	Field string
+	// Rule says what a valid value is.
+	Rule string
+}
+
+func (e *InvalidError) Error() string { return "invalid " + e.Field + ": " + e.Rule }
+
+// Unwrap returns ErrInvalid, for errors.Is.
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+// The rules of the parameters, in the words the API answers with.
+const (
+	jobIDRule  = "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+	ownerRule  = "must be 1 to 128 printable ASCII characters without spaces (0x21-0x7E)"
+	tokenRule  = "must be the integer (>= 1) that acquire returned"
+	tickRule   = "must be a time from year 0000 to 9999"
+	limitRule  = "must be at least 1"
+	prefixRule = "must be 0 to 128 characters of A-Z a-z 0-9 . _ : -"
+)
+
+// jobIDPattern is the job id rule; validation lives in this package so that
+// every layer (handlers, runner, stores) agrees on it.
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// ValidJobID reports whether id is a valid job id:
+// ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$.
+func ValidJobID(id string) bool {
+	return jobIDPattern.MatchString(id)
+}
+
+// ValidOwner reports whether owner is 1–128 characters of printable ASCII
+// without spaces (0x21–0x7E).
+func ValidOwner(owner string) bool {
+	if len(owner) < 1 || len(owner) > 128 {
+		return false
+	}
+	for i := 0; i < len(owner); i++ {
+		if c := owner[i]; c < 0x21 || c > 0x7E {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidPrefix reports whether s can start a job id: 0–128 characters of the
+// job id alphabet. The empty prefix matches every job.
+func ValidPrefix(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidTick reports whether t can be a tick: the wire format writes years
+// with four digits, so a tick lies in the years 0000 to 9999.
+func ValidTick(t time.Time) bool {
+	return !t.Before(minTick) && t.Before(maxTick)
+}
+
+var (
+	minTick = time.Date(0, time.January, 1, 0, 0, 0, 0, time.UTC)
+	maxTick = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// ValidateJobID returns an *InvalidError when id is not a valid job id.
+func ValidateJobID(id string) error {
+	if !ValidJobID(id) {
+		return &InvalidError{Field: "jobId", Rule: jobIDRule}
+	}
+	return nil
+}
+
+func validateOwner(owner string) error {
+	if !ValidOwner(owner) {
+		return &InvalidError{Field: "owner", Rule: ownerRule}
+	}
+	return nil
+}
+
+func validateToken(token int64) error {
+	if token < 1 {
+		return &InvalidError{Field: "token", Rule: tokenRule}
+	}
+	return nil
+}
+
+// Validate checks p against the domain: a valid job id and owner, a
+// TTL of at least a millisecond (the stores' precision), a tick (if any) in the years 0000 to 9999. The bounds an
+// instance puts on the TTL are its configuration, checked by the caller.
+func (p *AcquireParams) Validate() error {
+	if err := ValidateJobID(p.JobID); err != nil {
+		return err
+	}
+	if err := validateOwner(p.Owner); err != nil {
+		return err
+	}
+	if p.TTL < time.Millisecond {
+		return &InvalidError{Field: "ttlMs", Rule: "must be at least 1 (milliseconds)"}
+	}
+	if p.Tick != nil && !ValidTick(*p.Tick) {
+		return &InvalidError{Field: "tick", Rule: tickRule}
+	}
+	return nil
+}
+
+// Validate checks p against the domain: a valid job id, owner and token,
+// and a TTL that is zero (keep the grant's) or at least a millisecond.
+func (p *HeartbeatParams) Validate() error {
+	if err := ValidateJobID(p.JobID); err != nil {
+		return err
+	}
+	if err := validateOwner(p.Owner); err != nil {
+		return err
+	}
+	if err := validateToken(p.Token); err != nil {
+		return err
+	}
+	if p.TTL != 0 && p.TTL < time.Millisecond {
+		return &InvalidError{Field: "ttlMs", Rule: "must be at least 1 (milliseconds), or omitted to keep the grant's"}
+	}
+	return nil
+}
+
+// Validate checks p against the domain: a valid job id, owner and token,
+// and outcome succeeded or failed. The empty outcome is invalid here: the
+// API's default (succeeded) is applied where the request is read.
+func (p *ReleaseParams) Validate() error {
+	if err := ValidateJobID(p.JobID); err != nil {
+		return err
+	}
+	if err := validateOwner(p.Owner); err != nil {
+		return err
+	}
+	if err := validateToken(p.Token); err != nil {
+		return err
+	}
+	if !p.Outcome.ValidRelease() {
+		return &InvalidError{Field: "outcome", Rule: "must be succeeded or failed"}
+	}
+	return nil
+}
+
+// Validate checks p against the domain: filters that are empty or valid, a
+// cursor (After) that is empty or a job id, and a limit of at least 1.
+func (p *ListParams) Validate() error {
+	if p.State != "" && !p.State.Valid() {
+		return &InvalidError{Field: "state", Rule: "must be one of held, released, expired, revoked"}
+	}
+	if p.Owner != "" {
+		if err := validateOwner(p.Owner); err != nil {
+			return err
+		}
+	}
+	if !ValidPrefix(p.Prefix) {
+		return &InvalidError{Field: "prefix", Rule: prefixRule}
+	}
+	if p.After != "" && !ValidJobID(p.After) {
+		return &InvalidError{Field: "cursor", Rule: "must be the nextCursor of the previous page, unchanged"}
+	}
+	if p.Limit < 1 {
+		return &InvalidError{Field: "limit", Rule: limitRule}
+	}
+	return nil
+}
+
+// Validate checks p against the domain: a valid job id and a limit of at
+// least 1.
+func (p *RunsParams) Validate() error {
+	if err := ValidateJobID(p.JobID); err != nil {
+		return err
+	}
+	if p.Limit < 1 {
+		return &InvalidError{Field: "limit", Rule: limitRule}
+	}
+	return nil
+}
+
+// ValidatePrune checks the inputs of Store.PruneRuns: a retention that is
+// not negative and a batch of at least 1.
+func ValidatePrune(retention time.Duration, batch int) error {
+	if retention < 0 {
+		return &InvalidError{Field: "retention", Rule: "must not be negative"}
+	}
+	if batch < 1 {
+		return &InvalidError{Field: "batch", Rule: limitRule}
+	}
+	return nil
+}
