@@ -10,8 +10,8 @@ import (
 	"github.com/leaseapi/leaseapi/repo/repotest"
 )
 
-// TestServedStore checks the wiring of LEASEAPI_ACQUIRE_MODE and
-// LEASEAPI_MAX_IN_FLIGHT with a limit of one call: while an acquire of a job
+// TestServedStore checks the wiring of LEASEAPI_MAX_IN_FLIGHT and of the
+// benchmark's naive baseline with a limit of one call: while an acquire of a job
 // waits at the store, a second acquire of the same job is coalesced with it
 // in fast mode (it waits for the next call instead of being refused) and
 // refused as overloaded in naive mode, and an acquire of another job is
@@ -22,25 +22,17 @@ func TestServedStore(t *testing.T) {
 		mode      string
 		wantNaive bool
 	}{
-		{mode: "fast", wantNaive: false},
-		{mode: "Fast", wantNaive: false},
-		{mode: "naive", wantNaive: true},
-		{mode: "NAIVE", wantNaive: true},
+		{mode: "Served", wantNaive: false},
+		{mode: "NaiveBaseline", wantNaive: true},
+	}
+	if naiveAcquire() {
+		t.Errorf("naiveAcquire() = true in a build without -tags leasebench")
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
-			cfg := validConfig()
-			cfg.AcquireMode = tt.mode
-			cfg.MaxInFlight = 1
-			if err := cfg.Validate(); err != nil {
-				t.Fatalf("Validate() = %v, want nil", err)
-			}
-			if got := naiveAcquire(cfg); got != tt.wantNaive {
-				t.Errorf("naiveAcquire(%q) = %v, want %v", tt.mode, got, tt.wantNaive)
-			}
 			gate := repotest.NewGateStore()
-			store := servedStore(cfg, gate)
+			store := servedStore(gate, 1, tt.wantNaive)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not a measurement
 			defer cancel()
 			acquire := func(job, owner string) chan error {

@@ -39,19 +39,7 @@ type Config struct {
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
 	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 unavailable at once, without touching the database (load shedding)"`
-	AcquireMode      string        `envconfig:"ACQUIRE_MODE" default:"fast" desc:"fast (losing acquires answered without a row lock, concurrent acquires of a job coalesced) or naive (every acquire takes the row lock; a benchmarking knob, see docs/performance.md)"`
 }
-
-// The values of ACQUIRE_MODE.
-const (
-	// acquireFast answers losing acquires from the statement's snapshot
-	// (Postgres) and coalesces concurrent acquires of one job in this
-	// process (both stores).
-	acquireFast = "fast"
-	// acquireNaive makes every Postgres acquire take the row lock and
-	// commit, and does not coalesce: only the benchmark's baseline.
-	acquireNaive = "naive"
-)
 
 // loadConfig reads the configuration from the environment and validates it.
 // Both kinds of error are one line that names the variable.
@@ -138,9 +126,6 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlight < 1 {
 		add("%s (%d) must be at least 1", key("MAX_IN_FLIGHT"), c.MaxInFlight)
-	}
-	if m := strings.ToLower(c.AcquireMode); m != acquireFast && m != acquireNaive {
-		add("%s (%q) must be %s or %s", key("ACQUIRE_MODE"), c.AcquireMode, acquireFast, acquireNaive)
 	}
 	// Token values are secrets: a problem names the position, never the token.
 	for _, list := range []struct {

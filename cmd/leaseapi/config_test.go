@@ -25,7 +25,6 @@ func validConfig() Config {
 		LogFormat:        "json",
 		ShutdownTimeout:  10 * time.Second,
 		MaxInFlight:      256,
-		AcquireMode:      "fast",
 	}
 }
 
@@ -45,18 +44,6 @@ func TestValidate(t *testing.T) {
 		{name: "EqualTTLs", modify: func(c *Config) { c.MinTTL, c.DefaultTTL, c.MaxTTL = time.Second, time.Second, time.Second }},
 		{name: "Tokens", modify: func(c *Config) { c.APITokens, c.AdminTokens = []string{"a", "b"}, []string{"c"} }},
 		{name: "UpperCaseLevelAndFormat", modify: func(c *Config) { c.LogLevel, c.LogFormat = "WARN", "Text" }},
-		{name: "NaiveAcquireMode", modify: func(c *Config) { c.AcquireMode = "naive" }},
-		{name: "UpperCaseAcquireMode", modify: func(c *Config) { c.AcquireMode = "NAIVE" }},
-		{
-			name:   "UnknownAcquireMode",
-			modify: func(c *Config) { c.AcquireMode = "turbo" },
-			want:   []string{`LEASEAPI_ACQUIRE_MODE ("turbo") must be fast or naive`},
-		},
-		{
-			name:   "EmptyAcquireMode",
-			modify: func(c *Config) { c.AcquireMode = "" },
-			want:   []string{`LEASEAPI_ACQUIRE_MODE ("") must be fast or naive`},
-		},
 		{
 			name:   "MinAboveDefault",
 			modify: func(c *Config) { c.MinTTL, c.DefaultTTL = 5*time.Second, time.Second },
@@ -233,7 +220,6 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_LOG_FORMAT":        "text",
 		"LEASEAPI_SHUTDOWN_TIMEOUT":  "20s",
 		"LEASEAPI_MAX_IN_FLIGHT":     "64",
-		"LEASEAPI_ACQUIRE_MODE":      "naive",
 	}
 	keys := settingKeys(t)
 	for k, v := range env {
@@ -265,7 +251,6 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		LogFormat:        "text",
 		ShutdownTimeout:  20 * time.Second,
 		MaxInFlight:      64,
-		AcquireMode:      "naive",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loadConfig() = %+v, want %+v", got, want)
@@ -302,11 +287,6 @@ func TestLoadConfigErrors(t *testing.T) {
 			name: "TrailingCommaInTokens",
 			env:  map[string]string{"LEASEAPI_API_TOKENS": "a,b,"},
 			want: "LEASEAPI_API_TOKENS: entry 3 of 3 is empty",
-		},
-		{
-			name: "UnknownAcquireMode",
-			env:  map[string]string{"LEASEAPI_ACQUIRE_MODE": "lockfree"},
-			want: `invalid configuration: LEASEAPI_ACQUIRE_MODE ("lockfree") must be fast or naive`,
 		},
 		{
 			name: "SetButEmptyLogLevel",

@@ -180,7 +180,7 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store, err
 			DSN:          cfg.DatabaseURL,
 			Logger:       logger,
 			MaxOpenConns: postgresMaxOpenConns,
-			NaiveAcquire: naiveAcquire(cfg),
+			NaiveAcquire: naiveAcquire(),
 		})
 		s = pg
 	} else {
@@ -222,21 +222,15 @@ func checkSynchronousCommit(ctx context.Context, pg *repo.Postgres, logger *slog
 	}
 }
 
-// naiveAcquire reports whether ACQUIRE_MODE selects the benchmark's
-// baseline: every acquire under the row lock, nothing coalesced.
-func naiveAcquire(cfg Config) bool {
-	return strings.EqualFold(cfg.AcquireMode, acquireNaive)
-}
-
 // servedStore is the store the handlers serve: s with at most MAX_IN_FLIGHT
-// lease calls at once (repo.LimitCalls sheds the rest with a fast 503) and,
-// in the default fast mode, concurrent acquires of one job in this process
+// lease calls at once (repo.LimitCalls sheds the rest with a fast 503) and
+// (except in the benchmark's naive baseline) concurrent acquires of one job in this process
 // decided by one store call (repo.CoalesceAcquires), which turns the tick
 // herd into about one database call per job. The coalescer sits above the
 // limit, so the acquires it decides together take one slot.
-func servedStore(cfg Config, s leaseapi.Store) leaseapi.Store {
-	limited := repo.LimitCalls(s, cfg.MaxInFlight)
-	if naiveAcquire(cfg) {
+func servedStore(s leaseapi.Store, maxInFlight int, naive bool) leaseapi.Store {
+	limited := repo.LimitCalls(s, maxInFlight)
+	if naive {
 		return limited
 	}
 	return repo.CoalesceAcquires(limited)
@@ -318,7 +312,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	// /metrics serves the handlers' collectors plus the Go runtime and process.
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler := handlers.New(servedStore(cfg, s), handlers.Options{
+	handler := handlers.New(servedStore(s, cfg.MaxInFlight, naiveAcquire()), handlers.Options{
 		DefaultTTL:     cfg.DefaultTTL,
 		MinTTL:         cfg.MinTTL,
 		MaxTTL:         cfg.MaxTTL,
@@ -362,8 +356,10 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		slog.String("max_ttl", cfg.MaxTTL.String()),
 		slog.String("request_timeout", cfg.RequestTimeout.String()),
 		slog.String("history_retention", cfg.HistoryRetention.String()),
-		slog.Int("max_in_flight", cfg.MaxInFlight),
-		slog.String("acquire_mode", strings.ToLower(cfg.AcquireMode)))
+		slog.Int("max_in_flight", cfg.MaxInFlight))
+	if naiveAcquire() {
+		logger.Warn("benchmark build: every acquire takes the row lock and nothing is coalesced (the naive baseline)")
+	}
 
 	select {
 	case <-ctx.Done():

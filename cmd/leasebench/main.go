@@ -11,7 +11,7 @@
 //	cycle      acquire → heartbeat → release, each worker on a job of its own
 //	contended  every worker an owner of its own on 4 shared jobs; a grant is released at once
 //	herd       R replicas × J jobs acquire one tick at once; exactly J grants,
-//	           with the fast path (default) and the naive path (LEASEAPI_ACQUIRE_MODE=naive)
+//	           with the fast path (default) and the naive path (a -tags leasebench build with LEASEAPI_BENCH_ACQUIRE=naive)
 //	latency    p99 acquire latency, open loop at half the saturation rate of cycle
 //	list       GET /leases first and deep keyset page with 1 k, 100 k and 1 M leases
 //	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients

@@ -28,7 +28,8 @@ func buildLeaseapi(ctx context.Context, dir string) (string, error) {
 		return "", errors.New("run leasebench from inside the leaseapi module (go env GOMOD is empty)")
 	}
 	bin := filepath.Join(dir, "leaseapi")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/leaseapi")
+	// -tags leasebench: the build that has the naive baseline's knob.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "leasebench", "-o", bin, "./cmd/leaseapi")
 	cmd.Dir = filepath.Dir(gomod)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -82,7 +83,7 @@ func startServer(ctx context.Context, cfg serverConfig) (*server, error) {
 	env = append(env,
 		"LEASEAPI_ADDR="+addr,
 		"LEASEAPI_DATABASE_URL="+cfg.dsn,
-		"LEASEAPI_ACQUIRE_MODE="+cfg.acquireMode,
+		"LEASEAPI_BENCH_ACQUIRE="+cfg.acquireMode,
 		"LEASEAPI_LOG_LEVEL="+cfg.logLevel,
 		"LEASEAPI_LOG_FORMAT=json",
 		// Ticks of the benchmark's grants must outlive its longest run.
