@@ -1,6 +1,6 @@
 package main
 
-// The hostile-input and authorization suite of RELIABILITY.md §6 against the
+// The hostile-input and authorization suite (docs/reliability.md) against the
 // real server: serveWith, the http.Server exactly as serve builds it (the
 // production limits unless a test shortens the timeouts), the handlers and
 // the Postgres store, over TCP on the loopback address. The handler tests

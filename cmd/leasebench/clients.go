@@ -116,7 +116,7 @@ func (c *httpClient) close() {
 	c.http.CloseIdleConnections()
 }
 
-// wireTime is the wire format of times (DESIGN.md: RFC 3339, milliseconds, UTC).
+// wireTime is the wire format of times (api/openapi.yaml: RFC 3339, milliseconds, UTC).
 const wireTime = "2006-01-02T15:04:05.000Z"
 
 func (c *httpClient) acquire(ctx context.Context, jobID, owner string, tick *time.Time, ttl time.Duration) (int64, result, error) {
@@ -143,7 +143,7 @@ func (c *httpClient) release(ctx context.Context, jobID, owner string, token int
 }
 
 // cursor is the opaque cursor of GET /leases: base64url without padding
-// of the last job id of the previous page (DESIGN.md).
+// of the last job id of the previous page (api/openapi.yaml).
 func cursor(jobID string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(jobID))
 }

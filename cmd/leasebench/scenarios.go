@@ -31,7 +31,7 @@ func (f *firstError) set(err error) {
 
 // observe records an operation that started at start and answered r. An
 // answer that asked to retry later (503 with Retry-After) is then waited
-// out, as DESIGN.md asks of clients, outside the operation's latency.
+// out, as the API asks of clients (Retry-After), outside the operation's latency.
 func (m *meter) observe(start time.Time, r result, err error) {
 	defer waitRetryAfter(err)
 	if start.Before(m.from) {

@@ -59,7 +59,7 @@ func forbid(what string, list []string, forbidden ...string) []string {
 	return bad
 }
 
-// rules are STYLE.md §1 and §20.
+// rules are the import directions of docs/architecture.md.
 var rules = []rule{
 	{
 		name:    "leaseapi imports the standard library only",

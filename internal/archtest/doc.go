@@ -1,5 +1,5 @@
 // Package archtest holds no code: its test enforces the import directions of
-// STYLE.md §20 (handlers never reach the database, repo never speaks HTTP,
+// docs/architecture.md (handlers never reach the database, repo never speaks HTTP,
 // the root package is stdlib-only, the test harness never ships) with
 // `go list`, so that `go test ./...` and `make lint` fail on a wrong import.
 package archtest

@@ -21,7 +21,7 @@ const (
 )
 
 // bundle is what every subtest works with: one store, and names no other
-// subtest uses (STYLE.md §16's testBundle).
+// subtest uses.
 type bundle struct {
 	store  leaseapi.Store
 	prefix string

@@ -43,7 +43,8 @@
 //
 // # The conformance suite
 //
-// RunStoreSuite holds a store to DESIGN.md: the Postgres store and the
+// RunStoreSuite holds a store to the contract of leaseapi.Store and the
+// API (api/openapi.yaml): the Postgres store and the
 // embedded SQLite store both run it, so both keep the same contract,
 // including the invariants under concurrent contenders.
 package repotest
