@@ -142,7 +142,7 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		// short by shutdown could still have been granted, and the lease
 		// would then sit unused until it expires. Run releases it instead.
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.requestTimeout)
-		lease, err := acquire(reqCtx, r.client, jobID, r.owner, r.ttl, tick)
+		lease, err := postAcquire(reqCtx, r.client, jobID, r.owner, r.ttl, tick)
 		cancel()
 		if err == nil {
 			log.Debug("lease acquired", slog.Int64("token", lease.Token))
@@ -343,7 +343,7 @@ func (s *runState) heartbeat(now time.Time) {
 	r := s.r
 	timeout := min(r.requestTimeout, s.validUntil.Sub(now))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	lease, err := heartbeat(ctx, r.client, s.jobID, r.owner, s.lease.Token, r.ttl)
+	lease, err := postHeartbeat(ctx, r.client, s.jobID, r.owner, s.lease.Token, r.ttl)
 	cancel()
 	switch {
 	case err == nil:
@@ -442,7 +442,7 @@ func (s *runState) release(outcome leaseapi.Outcome, until time.Time) error {
 	backoff := minBackoff
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), r.requestTimeout)
-		_, err := release(ctx, r.client, s.jobID, r.owner, s.lease.Token, outcome)
+		err := postRelease(ctx, r.client, s.jobID, r.owner, s.lease.Token, outcome)
 		cancel()
 		if err == nil || !retryable(err) {
 			return err
