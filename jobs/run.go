@@ -89,14 +89,14 @@ func (r *Runner) run(ctx context.Context, jobID string, tick, retryUntil time.Ti
 		// Shutdown began while the acquire was on its way: give the lease
 		// back at once instead of starting the job.
 		s.cause = ErrShutdown
-		return s.finish(r.clock.Now(), OutcomeFailed, false), ErrShutdown
+		return s.finish(r.clock.Now(), ResultFailed, false), ErrShutdown
 	}
 	if now := r.clock.Now(); !now.Before(s.validUntil) {
 		// The grant's answer arrived after its local deadline (the process
 		// was paused while the acquire was on its way): another replica may
 		// hold the lease by now, so the job must not start.
 		s.cause = ErrDeadline
-		return s.finish(now, OutcomeLost, true), ErrDeadline
+		return s.finish(now, ResultLost, true), ErrDeadline
 	}
 	rep := s.execute(ctx, fn)
 	handedOver = s.abandoned
@@ -274,9 +274,9 @@ func (s *runState) execute(ctx context.Context, fn Func) Report {
 			}()
 			s.cause = fmt.Errorf("%w; %w", s.cause, ErrAbandoned)
 			if s.lost {
-				return s.finish(now, OutcomeLost, !s.lostByConflict)
+				return s.finish(now, ResultLost, !s.lostByConflict)
 			}
-			return s.finish(now, OutcomeFailed, false)
+			return s.finish(now, ResultFailed, false)
 		case !s.lost && !now.Before(s.validUntil):
 			s.lost = true
 			stop(now, ErrDeadline)
@@ -372,29 +372,29 @@ func (s *runState) jobReturned(err error) Report {
 	now := s.r.clock.Now()
 	switch {
 	case s.lost:
-		return s.finish(now, OutcomeLost, !s.lostByConflict)
+		return s.finish(now, ResultLost, !s.lostByConflict)
 	case !now.Before(s.validUntil):
 		// The job finished, but after the lease could have passed to
 		// another replica: it cannot claim the tick.
 		s.cause = ErrDeadline
-		return s.finish(now, OutcomeLost, true)
+		return s.finish(now, ResultLost, true)
 	case s.stopped:
-		return s.finish(now, OutcomeFailed, false)
+		return s.finish(now, ResultFailed, false)
 	case err != nil:
 		s.cause = err
-		return s.finish(now, OutcomeFailed, false)
+		return s.finish(now, ResultFailed, false)
 	}
-	return s.finish(now, OutcomeSucceeded, false)
+	return s.finish(now, ResultSucceeded, false)
 }
 
 // finish releases the lease (unless it was lost to a conflict) and reports
 // the run. bestEffort sends the release once, for a lease that may be gone;
 // otherwise it is retried while the lease is still valid.
-func (s *runState) finish(now time.Time, outcome Outcome, bestEffort bool) Report {
+func (s *runState) finish(now time.Time, outcome Result, bestEffort bool) Report {
 	r := s.r
-	if outcome == OutcomeSucceeded || outcome == OutcomeFailed || bestEffort {
+	if outcome == ResultSucceeded || outcome == ResultFailed || bestEffort {
 		wire := leaseapi.OutcomeFailed
-		if outcome == OutcomeSucceeded {
+		if outcome == ResultSucceeded {
 			wire = leaseapi.OutcomeSucceeded
 		}
 		until := s.validUntil
@@ -402,24 +402,24 @@ func (s *runState) finish(now time.Time, outcome Outcome, bestEffort bool) Repor
 			until = time.Time{}
 		}
 		if err := s.release(wire, until); err != nil {
-			if outcome == OutcomeSucceeded {
+			if outcome == ResultSucceeded {
 				// Not acknowledged: the tick may run again elsewhere, so
 				// this run does not count as done.
-				outcome, s.cause = OutcomeLost, err
+				outcome, s.cause = ResultLost, err
 			}
 			s.log.Warn("release failed", slog.Any("error", err))
 		}
 	}
 	rep := Report{
-		JobID:   s.jobID,
-		Tick:    s.tick,
-		Owner:   r.owner,
-		Token:   s.lease.Token,
-		Start:   s.start,
-		End:     r.clock.Now(),
-		Outcome: outcome,
+		JobID:  s.jobID,
+		Tick:   s.tick,
+		Owner:  r.owner,
+		Token:  s.lease.Token,
+		Start:  s.start,
+		End:    r.clock.Now(),
+		Result: outcome,
 	}
-	if outcome != OutcomeSucceeded {
+	if outcome != ResultSucceeded {
 		rep.Err = s.cause
 		if rep.Err == nil {
 			rep.Err = errors.New("run failed")
