@@ -12,6 +12,10 @@ TEST_FLAGS := -race -count=1 -shuffle=on
 # Go 1.26. Pinned, never @latest: a new release must not break an old commit.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+# The OpenAPI linter of github.com/speakeasy-api/openapi, pinned in
+# api/lint/go.mod (a module of its own, so leaseapi does not depend on it);
+# api/lint/lint.yaml holds its rules. Fails on errors, prints warnings.
+SPECLINT := $(GO) run -C api/lint . lint.yaml ../openapi.yaml
 
 .PHONY: help build run test test-short lint migrate cover db-up db-down docker generate bench
 
@@ -32,10 +36,11 @@ test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a 
 test-short: ## run the tests that need no Postgres
 	$(GO) test -short $(TEST_FLAGS) ./...
 
-lint: ## gofmt, go vet, staticcheck (pinned), import directions, shell syntax
+lint: ## gofmt, go vet, staticcheck (pinned), OpenAPI lint of api/openapi.yaml (pinned), import directions, shell syntax
 	@unformatted=$$(gofmt -l .); if [[ -n $$unformatted ]]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	$(SPECLINT)
 	$(GO) test -count=1 ./internal/archtest
 	for f in scripts/*.sh .ci/run; do bash -n "$$f"; done
 

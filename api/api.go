@@ -53,7 +53,7 @@ type Problem struct {
 	Lease *Lease `json:"lease,omitempty"`
 }
 
-// Lease is a job's lease on the wire. See DESIGN.md, Resources.
+// Lease is a job's lease on the wire: the Lease schema of api/openapi.yaml.
 type Lease struct {
 	JobID             string            `json:"jobId"`
 	Owner             string            `json:"owner"`

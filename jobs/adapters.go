@@ -139,7 +139,7 @@ type lock struct {
 func (lk *lock) Unlock(context.Context) error {
 	lk.once.Do(func() { lk.unlock <- lk.locker.takeFailure(lk.key) })
 	<-lk.done
-	if lk.report.Outcome == OutcomeLost {
+	if lk.report.Result == ResultLost {
 		return lk.err
 	}
 	return nil

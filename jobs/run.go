@@ -89,14 +89,14 @@ func (r *Runner) run(ctx context.Context, jobID string, tick, retryUntil time.Ti
 		// Shutdown began while the acquire was on its way: give the lease
 		// back at once instead of starting the job.
 		s.cause = ErrShutdown
-		return s.finish(r.clock.Now(), OutcomeFailed, false), ErrShutdown
+		return s.finish(r.clock.Now()), ErrShutdown
 	}
 	if now := r.clock.Now(); !now.Before(s.validUntil) {
 		// The grant's answer arrived after its local deadline (the process
 		// was paused while the acquire was on its way): another replica may
 		// hold the lease by now, so the job must not start.
-		s.cause = ErrDeadline
-		return s.finish(now, OutcomeLost, true), ErrDeadline
+		s.loseLease(lostDeadline, ErrDeadline)
+		return s.finish(now), ErrDeadline
 	}
 	rep := s.execute(ctx, fn)
 	handedOver = s.abandoned
@@ -142,7 +142,7 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		// short by shutdown could still have been granted, and the lease
 		// would then sit unused until it expires. Run releases it instead.
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.requestTimeout)
-		lease, err := acquire(reqCtx, r.client, jobID, r.owner, r.ttl, tick)
+		lease, err := postAcquire(reqCtx, r.client, jobID, r.owner, r.ttl, tick)
 		cancel()
 		if err == nil {
 			log.Debug("lease acquired", slog.Int64("token", lease.Token))
@@ -181,7 +181,44 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// runState is one run between its acquire and its release. Only the
+// phase is where a run is. A run only moves forward:
+//
+//	acquired → running → releasing → done
+//	              ↓          ↑
+//	           stopping ─────┘
+//
+// acquired: the lease was granted and the job not started (a run that must
+// not start goes straight to releasing). running: the job runs and the lease
+// is heartbeated. stopping: the runner cancelled the job (cause says why) and
+// no longer heartbeats; it waits for the job until giveUpAt. releasing: the
+// result is decided and the lease is being given back (unless it was lost).
+// done: the run is reported.
+type phase int
+
+const (
+	phaseAcquired phase = iota
+	phaseRunning
+	phaseStopping
+	phaseReleasing
+	phaseDone
+)
+
+// loss is whether, and how, a run lost its lease; it decides the release.
+type loss int
+
+const (
+	// notLost: the lease is ours until validUntil; the release is retried
+	// until then.
+	notLost loss = iota
+	// lostDeadline: the local deadline passed, so another replica may hold
+	// the lease; the release is sent once, in case it is still ours.
+	lostDeadline
+	// lostConflict: leaseapi answered lease_lost (or not_found); there is
+	// nothing to release.
+	lostConflict
+)
+
+// runState is one run between its acquire and its report. Only the
 // goroutine of execute touches it, except lastProgress (the job's goroutine
 // writes it through Progress) and lease (read-only once the job started).
 type runState struct {
@@ -203,20 +240,21 @@ type runState struct {
 	nextHeartbeat    time.Time
 	heartbeatBackoff time.Duration
 
-	// stopped is set when the runner cancelled the job: no heartbeats any
-	// more, and at giveUpAt the runner stops waiting for the job.
-	stopped  bool
+	phase phase
+	// giveUpAt is when a stopping run stops waiting for its job.
 	giveUpAt time.Time
-	// cause is why the job was cancelled, or why the lease was lost.
+	// cause is why the run does not succeed: why the job was cancelled or
+	// the lease lost, or the job's error; nil while it may still succeed.
 	cause error
-	// lost: the lease is gone, or the local deadline passed.
-	// lostByConflict: the server said lease_lost (or not_found), so there
-	// is nothing to release.
-	lost           bool
-	lostByConflict bool
+	loss  loss
 	// abandoned: the runner gave the job up while it was still running; a
 	// goroutine clears the job's running mark when it returns.
 	abandoned bool
+}
+
+// loseLease records that the lease is gone, and why.
+func (s *runState) loseLease(l loss, cause error) {
+	s.loss, s.cause = l, cause
 }
 
 // execute runs the job and the heartbeat loop until the job returns or is
@@ -229,6 +267,7 @@ func (s *runState) execute(ctx context.Context, fn Func) Report {
 	defer cancelJob(nil)
 	jobCtx = context.WithValue(jobCtx, runKey, s)
 
+	s.phase = phaseRunning
 	s.start = r.clock.Now()
 	s.lastProgress.Store(s.start.UnixNano())
 	s.nextHeartbeat = s.start.Add(r.heartbeatInterval)
@@ -245,17 +284,18 @@ func (s *runState) execute(ctx context.Context, fn Func) Report {
 		done <- fn(jobCtx)
 	}()
 
+	// stop cancels the job with cause, unless it is stopping already.
 	stop := func(now time.Time, cause error) {
-		if s.stopped {
+		if s.phase == phaseStopping {
 			return
 		}
-		s.stopped = true
+		s.phase = phaseStopping
 		s.cause = cause
 		cancelJob(cause)
 		// Wait for the job until the lease would lapse anyway; a job that
 		// has already lost its lease gets a short grace to return.
 		s.giveUpAt = s.validUntil
-		if s.lost || !now.Before(s.giveUpAt) {
+		if s.loss != notLost || !now.Before(s.giveUpAt) {
 			s.giveUpAt = now.Add(r.margin)
 		}
 		s.log.Info("job cancelled", slog.Any("cause", cause))
@@ -265,7 +305,7 @@ func (s *runState) execute(ctx context.Context, fn Func) Report {
 	for {
 		now := r.clock.Now()
 		switch {
-		case s.stopped && !now.Before(s.giveUpAt):
+		case s.phase == phaseStopping && !now.Before(s.giveUpAt):
 			s.log.Warn("job abandoned: it did not return after cancellation", slog.Any("cause", s.cause))
 			s.abandoned = true
 			go func() {
@@ -273,22 +313,18 @@ func (s *runState) execute(ctx context.Context, fn Func) Report {
 				r.stopRunning(s.jobID)
 			}()
 			s.cause = fmt.Errorf("%w; %w", s.cause, ErrAbandoned)
-			if s.lost {
-				return s.finish(now, OutcomeLost, !s.lostByConflict)
-			}
-			return s.finish(now, OutcomeFailed, false)
-		case !s.lost && !now.Before(s.validUntil):
-			s.lost = true
+			return s.finish(now)
+		case s.loss == notLost && !now.Before(s.validUntil):
+			s.loseLease(lostDeadline, ErrDeadline)
 			stop(now, ErrDeadline)
-			s.cause = ErrDeadline
-		case s.stopped:
+		case s.phase == phaseStopping:
 		case s.jc.maxRunTime > 0 && !now.Before(s.start.Add(s.jc.maxRunTime)):
 			stop(now, ErrMaxRunTime)
 		case s.jc.progressWindow > 0 && !now.Before(s.progressDeadline()):
 			stop(now, ErrStalled)
 		case !now.Before(s.nextHeartbeat):
 			s.heartbeat(now)
-			if s.lost {
+			if s.loss != notLost {
 				stop(r.clock.Now(), s.cause)
 			}
 			continue
@@ -315,7 +351,7 @@ func (s *runState) progressDeadline() time.Time {
 
 // nextEvent is the earliest time the loop has something to decide.
 func (s *runState) nextEvent() time.Time {
-	if s.stopped {
+	if s.phase == phaseStopping {
 		// No heartbeats any more; giveUpAt is at or before the deadline.
 		return s.giveUpAt
 	}
@@ -343,7 +379,7 @@ func (s *runState) heartbeat(now time.Time) {
 	r := s.r
 	timeout := min(r.requestTimeout, s.validUntil.Sub(now))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	lease, err := heartbeat(ctx, r.client, s.jobID, r.owner, s.lease.Token, r.ttl)
+	lease, err := postHeartbeat(ctx, r.client, s.jobID, r.owner, s.lease.Token, r.ttl)
 	cancel()
 	switch {
 	case err == nil:
@@ -356,8 +392,7 @@ func (s *runState) heartbeat(now time.Time) {
 	case errors.Is(err, leaseapi.ErrLeaseLost), errors.Is(err, leaseapi.ErrNotFound):
 		// Revoked, or expired and taken over: another replica may run the
 		// job now, so this one must stop, and has nothing to release.
-		s.lost, s.lostByConflict = true, true
-		s.cause = fmt.Errorf("%w: %w", leaseapi.ErrLeaseLost, err)
+		s.loseLease(lostConflict, fmt.Errorf("%w: %w", leaseapi.ErrLeaseLost, err))
 		s.log.Warn("lease lost", slog.Any("error", err))
 	default:
 		// Unknown outcome: retry soon; the deadline decides when to give up.
@@ -367,68 +402,69 @@ func (s *runState) heartbeat(now time.Time) {
 	}
 }
 
-// jobReturned decides the outcome of a job that returned err.
+// jobReturned records why a job that returned err did not succeed, unless
+// the cause is known already, and finishes the run.
 func (s *runState) jobReturned(err error) Report {
 	now := s.r.clock.Now()
 	switch {
-	case s.lost:
-		return s.finish(now, OutcomeLost, !s.lostByConflict)
+	case s.loss != notLost:
 	case !now.Before(s.validUntil):
 		// The job finished, but after the lease could have passed to
 		// another replica: it cannot claim the tick.
-		s.cause = ErrDeadline
-		return s.finish(now, OutcomeLost, true)
-	case s.stopped:
-		return s.finish(now, OutcomeFailed, false)
+		s.loseLease(lostDeadline, ErrDeadline)
+	case s.phase == phaseStopping:
 	case err != nil:
 		s.cause = err
-		return s.finish(now, OutcomeFailed, false)
 	}
-	return s.finish(now, OutcomeSucceeded, false)
+	return s.finish(now)
 }
 
-// finish releases the lease (unless it was lost to a conflict) and reports
-// the run. bestEffort sends the release once, for a lease that may be gone;
-// otherwise it is retried while the lease is still valid.
-func (s *runState) finish(now time.Time, outcome Outcome, bestEffort bool) Report {
+// finish decides the run's result from its loss and cause, releases the
+// lease as the loss allows, and reports the run.
+func (s *runState) finish(now time.Time) Report {
 	r := s.r
-	if outcome == OutcomeSucceeded || outcome == OutcomeFailed || bestEffort {
-		wire := leaseapi.OutcomeFailed
-		if outcome == OutcomeSucceeded {
+	s.phase = phaseReleasing
+	result := ResultSucceeded
+	switch {
+	case s.loss != notLost:
+		result = ResultLost
+	case s.cause != nil:
+		result = ResultFailed
+	}
+	if s.loss != lostConflict {
+		wire, until := leaseapi.OutcomeFailed, s.validUntil
+		if result == ResultSucceeded {
 			wire = leaseapi.OutcomeSucceeded
 		}
-		until := s.validUntil
-		if bestEffort {
+		if s.loss == lostDeadline {
 			until = time.Time{}
 		}
 		if err := s.release(wire, until); err != nil {
-			if outcome == OutcomeSucceeded {
+			if result == ResultSucceeded {
 				// Not acknowledged: the tick may run again elsewhere, so
 				// this run does not count as done.
-				outcome, s.cause = OutcomeLost, err
+				result, s.cause = ResultLost, err
 			}
 			s.log.Warn("release failed", slog.Any("error", err))
 		}
 	}
 	rep := Report{
-		JobID:   s.jobID,
-		Tick:    s.tick,
-		Owner:   r.owner,
-		Token:   s.lease.Token,
-		Start:   s.start,
-		End:     r.clock.Now(),
-		Outcome: outcome,
+		JobID:  s.jobID,
+		Tick:   s.tick,
+		Owner:  r.owner,
+		Token:  s.lease.Token,
+		Start:  s.start,
+		End:    r.clock.Now(),
+		Result: result,
 	}
-	if outcome != OutcomeSucceeded {
+	if result != ResultSucceeded {
 		rep.Err = s.cause
-		if rep.Err == nil {
-			rep.Err = errors.New("run failed")
-		}
 	}
 	if rep.Start.IsZero() {
 		rep.Start = now
 	}
-	s.log.Info("run finished", slog.String("outcome", string(outcome)), slog.Any("error", rep.Err))
+	s.phase = phaseDone
+	s.log.Info("run finished", slog.String("outcome", string(result)), slog.Any("error", rep.Err))
 	if r.reportFunc != nil {
 		r.reportFunc(rep)
 	}
@@ -442,7 +478,7 @@ func (s *runState) release(outcome leaseapi.Outcome, until time.Time) error {
 	backoff := minBackoff
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), r.requestTimeout)
-		_, err := release(ctx, r.client, s.jobID, r.owner, s.lease.Token, outcome)
+		err := postRelease(ctx, r.client, s.jobID, r.owner, s.lease.Token, outcome)
 		cancel()
 		if err == nil || !retryable(err) {
 			return err

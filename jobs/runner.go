@@ -47,22 +47,24 @@ var (
 // error or a panic releases it failed.
 type Func func(ctx context.Context) error
 
-// Outcome is how a run that acquired its lease ended, as the runner saw it.
-type Outcome string
+// Result is how a run that acquired its lease ended, as the runner saw it.
+// It is not the lease's leaseapi.Outcome: a run whose lease was lost sent
+// no outcome, or one that may not have been recorded.
+type Result string
 
-// The outcomes of a run.
+// The results of a run.
 const (
-	// OutcomeSucceeded: the job returned nil and the release with outcome
+	// ResultSucceeded: the job returned nil and the release with outcome
 	// succeeded was acknowledged; the tick is done.
-	OutcomeSucceeded Outcome = "succeeded"
-	// OutcomeFailed: the job failed, panicked, or was cancelled by its max
+	ResultSucceeded Result = "succeeded"
+	// ResultFailed: the job failed, panicked, or was cancelled by its max
 	// run time, its progress watchdog or shutdown; the release asked for
 	// outcome failed.
-	OutcomeFailed Outcome = "failed"
-	// OutcomeLost: the lease was lost (lease_lost, or the local deadline
+	ResultFailed Result = "failed"
+	// ResultLost: the lease was lost (lease_lost, or the local deadline
 	// passed without a successful heartbeat) before the job finished, so its
 	// work may overlap with the next holder's.
-	OutcomeLost Outcome = "lost"
+	ResultLost Result = "lost"
 )
 
 // Report describes one run that acquired its lease.
@@ -76,7 +78,7 @@ type Report struct {
 	// over (the job returned or was abandoned, and the release was
 	// answered), both by the runner's clock.
 	Start, End time.Time
-	Outcome    Outcome
+	Result     Result
 	// Err is why the run did not succeed: the job's error, a panic, or one
 	// of ErrDeadline, ErrMaxRunTime, ErrStalled, ErrShutdown,
 	// leaseapi.ErrLeaseLost; nil when it succeeded.

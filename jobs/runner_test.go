@@ -66,7 +66,7 @@ func TestRunSucceeded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if rep.Outcome != jobs.OutcomeSucceeded || rep.Token != 1 || !rep.Tick.Equal(tick) || rep.Owner != "replica-a" {
+	if rep.Result != jobs.ResultSucceeded || rep.Token != 1 || !rep.Tick.Equal(tick) || rep.Owner != "replica-a" {
 		t.Fatalf("report: got %+v, want succeeded, token 1, tick %s, owner replica-a", rep, tick)
 	}
 	if inJob.Token != rep.Token || inJob.JobID != "report" || inJob.Owner != "replica-a" {
@@ -106,8 +106,8 @@ func TestRunFailed(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Run: got %v, want an error containing %q", err, tt.want)
 			}
-			if rep.Outcome != jobs.OutcomeFailed {
-				t.Fatalf("outcome: got %q, want failed", rep.Outcome)
+			if rep.Result != jobs.ResultFailed {
+				t.Fatalf("outcome: got %q, want failed", rep.Result)
 			}
 			l := b.lease(t, "report")
 			if l.LastOutcome == nil || *l.LastOutcome != client.LeaseLastOutcomeFailed || l.LastCompletedTick != nil {
@@ -171,7 +171,7 @@ func TestRunRetriesUnavailableAcquire(t *testing.T) {
 		clock.Advance(time.Minute)
 	}
 	got := receive(t, res, "the run")
-	if got.err != nil || got.report.Outcome != jobs.OutcomeSucceeded {
+	if got.err != nil || got.report.Result != jobs.ResultSucceeded {
 		t.Fatalf("Run: got %+v, %v; want succeeded", got.report, got.err)
 	}
 	if n := b.faults.answered("acquire", http.StatusServiceUnavailable); n != 2 {
@@ -204,7 +204,7 @@ func TestRunWaitsRetryAfter(t *testing.T) {
 	}
 	clock.Advance(2 * time.Second)
 	got := receive(t, res, "the run")
-	if got.err != nil || got.report.Outcome != jobs.OutcomeSucceeded {
+	if got.err != nil || got.report.Result != jobs.ResultSucceeded {
 		t.Fatalf("Run: got %+v, %v; want succeeded", got.report, got.err)
 	}
 	if n := b.faults.answered("acquire", http.StatusServiceUnavailable); n != 1 {
@@ -238,7 +238,7 @@ func TestRunHeartbeats(t *testing.T) {
 	}
 	close(proceed)
 	got := receive(t, res, "the run")
-	if got.err != nil || got.report.Outcome != jobs.OutcomeSucceeded || got.report.Token != 1 {
+	if got.err != nil || got.report.Result != jobs.ResultSucceeded || got.report.Token != 1 {
 		t.Fatalf("Run: got %+v, %v; want succeeded with token 1", got.report, got.err)
 	}
 }
@@ -266,7 +266,7 @@ func TestRunCancelsJobOnLeaseLost(t *testing.T) {
 		t.Fatalf("cause: got %v, want lease lost", err)
 	}
 	got := receive(t, res, "the run")
-	if got.report.Outcome != jobs.OutcomeLost || !errors.Is(got.err, leaseapi.ErrLeaseLost) {
+	if got.report.Result != jobs.ResultLost || !errors.Is(got.err, leaseapi.ErrLeaseLost) {
 		t.Fatalf("Run: got %+v, %v; want lost", got.report, got.err)
 	}
 	if runs := b.runs(t, "report"); len(runs) != 1 || runs[0].Outcome != client.RunOutcomeRevoked {
@@ -305,7 +305,7 @@ func TestRunCancelsJobAtDeadlineWithoutHeartbeat(t *testing.T) {
 		t.Fatalf("cause: got %v, want %v", err, jobs.ErrDeadline)
 	}
 	got := receive(t, res, "the run")
-	if got.report.Outcome != jobs.OutcomeLost || !errors.Is(got.err, jobs.ErrDeadline) {
+	if got.report.Result != jobs.ResultLost || !errors.Is(got.err, jobs.ErrDeadline) {
 		t.Fatalf("Run: got %+v, %v; want lost at the deadline", got.report, got.err)
 	}
 	if n := b.faults.answered("heartbeat", http.StatusServiceUnavailable); n < 1 {
@@ -338,7 +338,7 @@ func TestRunLateGrantDoesNotStart(t *testing.T) {
 		t.Fatalf("the job started after its lease's local deadline")
 	default:
 	}
-	if got.report.Outcome != jobs.OutcomeLost || !errors.Is(got.err, jobs.ErrDeadline) {
+	if got.report.Result != jobs.ResultLost || !errors.Is(got.err, jobs.ErrDeadline) {
 		t.Fatalf("Run: got %+v, %v; want lost with ErrDeadline", got.report, got.err)
 	}
 }
@@ -371,7 +371,7 @@ func TestRunMaxRunTime(t *testing.T) {
 	clock.Advance(testHeartbeat + testTTL - testMargin - 15*time.Second)
 
 	got := receive(t, res, "the run")
-	if got.report.Outcome != jobs.OutcomeFailed || !errors.Is(got.err, jobs.ErrMaxRunTime) || !errors.Is(got.err, jobs.ErrAbandoned) {
+	if got.report.Result != jobs.ResultFailed || !errors.Is(got.err, jobs.ErrMaxRunTime) || !errors.Is(got.err, jobs.ErrAbandoned) {
 		t.Fatalf("Run: got %+v, %v; want failed, max run time, abandoned", got.report, got.err)
 	}
 	if n := b.faults.answered("heartbeat", http.StatusOK); n != 1 {
@@ -427,7 +427,7 @@ func TestRunProgressWatchdog(t *testing.T) {
 	clock.Advance(20 * time.Second) // t=37s: the deadline of the heartbeat at 10s
 
 	got := receive(t, res, "the run")
-	if got.report.Outcome != jobs.OutcomeFailed || !errors.Is(got.err, jobs.ErrStalled) {
+	if got.report.Result != jobs.ResultFailed || !errors.Is(got.err, jobs.ErrStalled) {
 		t.Fatalf("Run: got %+v, %v; want failed, stalled", got.report, got.err)
 	}
 	if n := b.faults.answered("heartbeat", http.StatusOK); n != 1 {
@@ -459,7 +459,7 @@ func TestRunShutdown(t *testing.T) {
 		t.Fatalf("cause: got %v, want %v", err, jobs.ErrShutdown)
 	}
 	got := receive(t, res, "the run")
-	if got.report.Outcome != jobs.OutcomeFailed || !errors.Is(got.err, jobs.ErrShutdown) {
+	if got.report.Result != jobs.ResultFailed || !errors.Is(got.err, jobs.ErrShutdown) {
 		t.Fatalf("Run: got %+v, %v; want failed by shutdown", got.report, got.err)
 	}
 	if l := b.lease(t, "report"); l.State != client.StateReleased || *l.LastOutcome != client.LeaseLastOutcomeFailed {

@@ -176,7 +176,7 @@ func TestServeRunsEachTickOnce(t *testing.T) {
 			c.Advance(5 * time.Second)
 		}
 		rep := receive(t, reports, "a run")
-		if rep.Outcome != jobs.OutcomeSucceeded {
+		if rep.Result != jobs.ResultSucceeded {
 			t.Fatalf("run %d: got %+v, want succeeded", i, rep)
 		}
 		if prev, ok := seen[rep.Tick]; ok {
@@ -245,7 +245,7 @@ func TestServeShutdown(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 	rep := receive(t, reports, "the run")
-	if rep.Outcome != jobs.OutcomeFailed || !errors.Is(rep.Err, jobs.ErrShutdown) {
+	if rep.Result != jobs.ResultFailed || !errors.Is(rep.Err, jobs.ErrShutdown) {
 		t.Fatalf("report: got %+v, want failed by shutdown", rep)
 	}
 	if l := b.lease(t, "report"); l.State != client.StateReleased || *l.LastOutcome != client.LeaseLastOutcomeFailed {
@@ -299,7 +299,7 @@ func TestServeShutdownDeadline(t *testing.T) {
 	}
 	// At its deadline the run gives the job up and releases it failed.
 	clock.Advance(testTTL)
-	if rep := receive(t, reports, "the run"); rep.Outcome != jobs.OutcomeFailed || !errors.Is(rep.Err, jobs.ErrAbandoned) {
+	if rep := receive(t, reports, "the run"); rep.Result != jobs.ResultFailed || !errors.Is(rep.Err, jobs.ErrAbandoned) {
 		t.Fatalf("report: got %+v, want failed, abandoned", rep)
 	}
 }

@@ -19,6 +19,129 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireConflictProblemCode.
+const (
+	AcquireConflictProblemCodeLeaseHeld AcquireConflictProblemCode = "lease_held"
+	AcquireConflictProblemCodeTickDone  AcquireConflictProblemCode = "tick_done"
+)
+
+// Valid indicates whether the value is a known member of the AcquireConflictProblemCode enum.
+func (e AcquireConflictProblemCode) Valid() bool {
+	switch e {
+	case AcquireConflictProblemCodeLeaseHeld:
+		return true
+	case AcquireConflictProblemCodeTickDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcquireConflictProblemStatus.
+const (
+	AcquireConflictProblemStatusN409 AcquireConflictProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the AcquireConflictProblemStatus enum.
+func (e AcquireConflictProblemStatus) Valid() bool {
+	switch e {
+	case AcquireConflictProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BadRequestProblemCode.
+const (
+	BadRequestProblemCodeInvalidRequest BadRequestProblemCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the BadRequestProblemCode enum.
+func (e BadRequestProblemCode) Valid() bool {
+	switch e {
+	case BadRequestProblemCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BadRequestProblemStatus.
+const (
+	N400 BadRequestProblemStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the BadRequestProblemStatus enum.
+func (e BadRequestProblemStatus) Valid() bool {
+	switch e {
+	case N400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ForbiddenProblemCode.
+const (
+	ForbiddenProblemCodeForbidden ForbiddenProblemCode = "forbidden"
+)
+
+// Valid indicates whether the value is a known member of the ForbiddenProblemCode enum.
+func (e ForbiddenProblemCode) Valid() bool {
+	switch e {
+	case ForbiddenProblemCodeForbidden:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ForbiddenProblemStatus.
+const (
+	N403 ForbiddenProblemStatus = 403
+)
+
+// Valid indicates whether the value is a known member of the ForbiddenProblemStatus enum.
+func (e ForbiddenProblemStatus) Valid() bool {
+	switch e {
+	case N403:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InternalProblemCode.
+const (
+	InternalProblemCodeInternal InternalProblemCode = "internal"
+)
+
+// Valid indicates whether the value is a known member of the InternalProblemCode enum.
+func (e InternalProblemCode) Valid() bool {
+	switch e {
+	case InternalProblemCodeInternal:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InternalProblemStatus.
+const (
+	N500 InternalProblemStatus = 500
+)
+
+// Valid indicates whether the value is a known member of the InternalProblemStatus enum.
+func (e InternalProblemStatus) Valid() bool {
+	switch e {
+	case N500:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseLastOutcome.
 const (
 	LeaseLastOutcomeExpired   LeaseLastOutcome = "expired"
@@ -37,6 +160,96 @@ func (e LeaseLastOutcome) Valid() bool {
 	case LeaseLastOutcomeRevoked:
 		return true
 	case LeaseLastOutcomeSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseLostProblemCode.
+const (
+	LeaseLostProblemCodeLeaseLost LeaseLostProblemCode = "lease_lost"
+)
+
+// Valid indicates whether the value is a known member of the LeaseLostProblemCode enum.
+func (e LeaseLostProblemCode) Valid() bool {
+	switch e {
+	case LeaseLostProblemCodeLeaseLost:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseLostProblemStatus.
+const (
+	LeaseLostProblemStatusN409 LeaseLostProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the LeaseLostProblemStatus enum.
+func (e LeaseLostProblemStatus) Valid() bool {
+	switch e {
+	case LeaseLostProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotFoundProblemCode.
+const (
+	NotFoundProblemCodeNotFound NotFoundProblemCode = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the NotFoundProblemCode enum.
+func (e NotFoundProblemCode) Valid() bool {
+	switch e {
+	case NotFoundProblemCodeNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotFoundProblemStatus.
+const (
+	N404 NotFoundProblemStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the NotFoundProblemStatus enum.
+func (e NotFoundProblemStatus) Valid() bool {
+	switch e {
+	case N404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayloadTooLargeProblemCode.
+const (
+	PayloadTooLargeProblemCodePayloadTooLarge PayloadTooLargeProblemCode = "payload_too_large"
+)
+
+// Valid indicates whether the value is a known member of the PayloadTooLargeProblemCode enum.
+func (e PayloadTooLargeProblemCode) Valid() bool {
+	switch e {
+	case PayloadTooLargeProblemCodePayloadTooLarge:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayloadTooLargeProblemStatus.
+const (
+	N413 PayloadTooLargeProblemStatus = 413
+)
+
+// Valid indicates whether the value is a known member of the PayloadTooLargeProblemStatus enum.
+func (e PayloadTooLargeProblemStatus) Valid() bool {
+	switch e {
+	case N413:
 		return true
 	default:
 		return false
@@ -175,6 +388,118 @@ func (e StatusStatus) Valid() bool {
 	}
 }
 
+// Defines values for UnauthorizedProblemCode.
+const (
+	UnauthorizedProblemCodeUnauthorized UnauthorizedProblemCode = "unauthorized"
+)
+
+// Valid indicates whether the value is a known member of the UnauthorizedProblemCode enum.
+func (e UnauthorizedProblemCode) Valid() bool {
+	switch e {
+	case UnauthorizedProblemCodeUnauthorized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnauthorizedProblemStatus.
+const (
+	N401 UnauthorizedProblemStatus = 401
+)
+
+// Valid indicates whether the value is a known member of the UnauthorizedProblemStatus enum.
+func (e UnauthorizedProblemStatus) Valid() bool {
+	switch e {
+	case N401:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnavailableProblemCode.
+const (
+	UnavailableProblemCodeUnavailable UnavailableProblemCode = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the UnavailableProblemCode enum.
+func (e UnavailableProblemCode) Valid() bool {
+	switch e {
+	case UnavailableProblemCodeUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnavailableProblemStatus.
+const (
+	N503 UnavailableProblemStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the UnavailableProblemStatus enum.
+func (e UnavailableProblemStatus) Valid() bool {
+	switch e {
+	case N503:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnsupportedMediaTypeProblemCode.
+const (
+	UnsupportedMediaTypeProblemCodeUnsupportedMediaType UnsupportedMediaTypeProblemCode = "unsupported_media_type"
+)
+
+// Valid indicates whether the value is a known member of the UnsupportedMediaTypeProblemCode enum.
+func (e UnsupportedMediaTypeProblemCode) Valid() bool {
+	switch e {
+	case UnsupportedMediaTypeProblemCodeUnsupportedMediaType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnsupportedMediaTypeProblemStatus.
+const (
+	N415 UnsupportedMediaTypeProblemStatus = 415
+)
+
+// Valid indicates whether the value is a known member of the UnsupportedMediaTypeProblemStatus enum.
+func (e UnsupportedMediaTypeProblemStatus) Valid() bool {
+	switch e {
+	case N415:
+		return true
+	default:
+		return false
+	}
+}
+
+// AcquireConflictProblem defines model for AcquireConflictProblem.
+type AcquireConflictProblem struct {
+	Code AcquireConflictProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                       `json:"detail"`
+	Lease  Lease                        `json:"lease"`
+	Status AcquireConflictProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// AcquireConflictProblemCode defines model for AcquireConflictProblem.Code.
+type AcquireConflictProblemCode string
+
+// AcquireConflictProblemStatus defines model for AcquireConflictProblem.Status.
+type AcquireConflictProblemStatus int
+
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
@@ -190,8 +515,52 @@ type AcquireRequest struct {
 	TtlMs *int64 `json:"ttlMs,omitempty"`
 }
 
+// BadRequestProblem defines model for BadRequestProblem.
+type BadRequestProblem struct {
+	Code BadRequestProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                  `json:"detail"`
+	Lease  *Lease                  `json:"lease,omitempty"`
+	Status BadRequestProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// BadRequestProblemCode defines model for BadRequestProblem.Code.
+type BadRequestProblemCode string
+
+// BadRequestProblemStatus defines model for BadRequestProblem.Status.
+type BadRequestProblemStatus int
+
 // Cursor defines model for Cursor.
 type Cursor = string
+
+// ForbiddenProblem defines model for ForbiddenProblem.
+type ForbiddenProblem struct {
+	Code ForbiddenProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                 `json:"detail"`
+	Lease  *Lease                 `json:"lease,omitempty"`
+	Status ForbiddenProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// ForbiddenProblemCode defines model for ForbiddenProblem.Code.
+type ForbiddenProblemCode string
+
+// ForbiddenProblemStatus defines model for ForbiddenProblem.Status.
+type ForbiddenProblemStatus int
 
 // HeartbeatRequest defines model for HeartbeatRequest.
 type HeartbeatRequest struct {
@@ -205,6 +574,28 @@ type HeartbeatRequest struct {
 	// Optional: the grant's TTL.
 	TtlMs *int64 `json:"ttlMs,omitempty"`
 }
+
+// InternalProblem defines model for InternalProblem.
+type InternalProblem struct {
+	Code InternalProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                `json:"detail"`
+	Lease  *Lease                `json:"lease,omitempty"`
+	Status InternalProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// InternalProblemCode defines model for InternalProblem.Code.
+type InternalProblemCode string
+
+// InternalProblemStatus defines model for InternalProblem.Status.
+type InternalProblemStatus int
 
 // JobID defines model for JobID.
 type JobID = string
@@ -258,8 +649,74 @@ type LeaseList struct {
 	ServerTime Time `json:"serverTime"`
 }
 
+// LeaseLostProblem defines model for LeaseLostProblem.
+type LeaseLostProblem struct {
+	Code LeaseLostProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                 `json:"detail"`
+	Lease  Lease                  `json:"lease"`
+	Status LeaseLostProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// LeaseLostProblemCode defines model for LeaseLostProblem.Code.
+type LeaseLostProblemCode string
+
+// LeaseLostProblemStatus defines model for LeaseLostProblem.Status.
+type LeaseLostProblemStatus int
+
+// NotFoundProblem defines model for NotFoundProblem.
+type NotFoundProblem struct {
+	Code NotFoundProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                `json:"detail"`
+	Lease  *Lease                `json:"lease,omitempty"`
+	Status NotFoundProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// NotFoundProblemCode defines model for NotFoundProblem.Code.
+type NotFoundProblemCode string
+
+// NotFoundProblemStatus defines model for NotFoundProblem.Status.
+type NotFoundProblemStatus int
+
 // Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 type Owner = string
+
+// PayloadTooLargeProblem defines model for PayloadTooLargeProblem.
+type PayloadTooLargeProblem struct {
+	Code PayloadTooLargeProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                       `json:"detail"`
+	Lease  *Lease                       `json:"lease,omitempty"`
+	Status PayloadTooLargeProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// PayloadTooLargeProblemCode defines model for PayloadTooLargeProblem.Code.
+type PayloadTooLargeProblemCode string
+
+// PayloadTooLargeProblemStatus defines model for PayloadTooLargeProblem.Status.
+type PayloadTooLargeProblemStatus int
 
 // Problem RFC 9457 problem details.
 type Problem struct {
@@ -341,14 +798,14 @@ type Time = time.Time
 // Token Fencing token; strictly increasing per job, never reused.
 type Token = int64
 
-// AcquireConflict defines model for AcquireConflict.
-type AcquireConflict struct {
-	Code interface{} `json:"code"`
+// UnauthorizedProblem defines model for UnauthorizedProblem.
+type UnauthorizedProblem struct {
+	Code UnauthorizedProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  Lease       `json:"lease"`
-	Status interface{} `json:"status"`
+	Detail string                    `json:"detail"`
+	Lease  *Lease                    `json:"lease,omitempty"`
+	Status UnauthorizedProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
 	Title string `json:"title"`
@@ -356,150 +813,86 @@ type AcquireConflict struct {
 	// Type `https://leaseapi.dev/problems/<code>`.
 	Type string `json:"type"`
 }
+
+// UnauthorizedProblemCode defines model for UnauthorizedProblem.Code.
+type UnauthorizedProblemCode string
+
+// UnauthorizedProblemStatus defines model for UnauthorizedProblem.Status.
+type UnauthorizedProblemStatus int
+
+// UnavailableProblem defines model for UnavailableProblem.
+type UnavailableProblem struct {
+	Code UnavailableProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                   `json:"detail"`
+	Lease  *Lease                   `json:"lease,omitempty"`
+	Status UnavailableProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// UnavailableProblemCode defines model for UnavailableProblem.Code.
+type UnavailableProblemCode string
+
+// UnavailableProblemStatus defines model for UnavailableProblem.Status.
+type UnavailableProblemStatus int
+
+// UnsupportedMediaTypeProblem defines model for UnsupportedMediaTypeProblem.
+type UnsupportedMediaTypeProblem struct {
+	Code UnsupportedMediaTypeProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                            `json:"detail"`
+	Lease  *Lease                            `json:"lease,omitempty"`
+	Status UnsupportedMediaTypeProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// UnsupportedMediaTypeProblemCode defines model for UnsupportedMediaTypeProblem.Code.
+type UnsupportedMediaTypeProblemCode string
+
+// UnsupportedMediaTypeProblemStatus defines model for UnsupportedMediaTypeProblem.Status.
+type UnsupportedMediaTypeProblemStatus int
+
+// AcquireConflict defines model for AcquireConflict.
+type AcquireConflict = AcquireConflictProblem
 
 // BadRequest defines model for BadRequest.
-type BadRequest struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  *Lease      `json:"lease,omitempty"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type BadRequest = BadRequestProblem
 
 // Forbidden defines model for Forbidden.
-type Forbidden struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  *Lease      `json:"lease,omitempty"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type Forbidden = ForbiddenProblem
 
 // Internal defines model for Internal.
-type Internal struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  *Lease      `json:"lease,omitempty"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type Internal = InternalProblem
 
 // LeaseLost defines model for LeaseLost.
-type LeaseLost struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  Lease       `json:"lease"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type LeaseLost = LeaseLostProblem
 
 // NotFound defines model for NotFound.
-type NotFound struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  *Lease      `json:"lease,omitempty"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type NotFound = NotFoundProblem
 
 // PayloadTooLarge defines model for PayloadTooLarge.
-type PayloadTooLarge struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  *Lease      `json:"lease,omitempty"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type PayloadTooLarge = PayloadTooLargeProblem
 
 // Unauthorized defines model for Unauthorized.
-type Unauthorized struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  *Lease      `json:"lease,omitempty"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type Unauthorized = UnauthorizedProblem
 
 // Unavailable defines model for Unavailable.
-type Unavailable struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  *Lease      `json:"lease,omitempty"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type Unavailable = UnavailableProblem
 
 // UnsupportedMediaType defines model for UnsupportedMediaType.
-type UnsupportedMediaType struct {
-	Code interface{} `json:"code"`
-
-	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string      `json:"detail"`
-	Lease  *Lease      `json:"lease,omitempty"`
-	Status interface{} `json:"status"`
-
-	// Title Short summary; the same for every problem with this code.
-	Title string `json:"title"`
-
-	// Type `https://leaseapi.dev/problems/<code>`.
-	Type string `json:"type"`
-}
+type UnsupportedMediaType = UnsupportedMediaTypeProblem
 
 // ListLeasesParams defines parameters for ListLeases.
 type ListLeasesParams struct {

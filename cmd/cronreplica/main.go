@@ -204,7 +204,7 @@ func (r *recorder) write(rep jobs.Report) error {
 		Owner:   rep.Owner,
 		Start:   api.FormatTime(rep.Start),
 		End:     api.FormatTime(rep.End),
-		Outcome: string(rep.Outcome),
+		Outcome: string(rep.Result),
 	})
 	if err != nil {
 		return fmt.Errorf("encode record: %w", err)

@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string) error {
 		Logger:            logger,
 		ReportFunc: func(r jobs.Report) {
 			e := &record.Event{Ev: "report", T: time.Now().UnixNano(), Job: r.JobID, Token: r.Token,
-				Tick: api.FormatTime(r.Tick), Outcome: string(r.Outcome)}
+				Tick: api.FormatTime(r.Tick), Outcome: string(r.Result)}
 			if r.Err != nil {
 				e.Err = r.Err.Error()
 			}

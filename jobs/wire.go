@@ -58,8 +58,8 @@ func retryable(err error) bool {
 // leaseClient is the part of the generated client the runner uses.
 type leaseClient = client.ClientWithResponsesInterface
 
-// acquire asks for the lease of jobID for tick.
-func acquire(ctx context.Context, c leaseClient, jobID, owner string, ttl time.Duration, tick time.Time) (leaseapi.Lease, error) {
+// postAcquire asks for the lease of jobID for tick.
+func postAcquire(ctx context.Context, c leaseClient, jobID, owner string, ttl time.Duration, tick time.Time) (leaseapi.Lease, error) {
 	ttlMs := ttl.Milliseconds()
 	body := client.AcquireRequest{Owner: owner, TtlMs: &ttlMs}
 	if !tick.IsZero() {
@@ -76,8 +76,8 @@ func acquire(ctx context.Context, c leaseClient, jobID, owner string, ttl time.D
 	return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, responseError(resp.HTTPResponse, resp.Body))
 }
 
-// heartbeat extends the grant identified by owner and token.
-func heartbeat(ctx context.Context, c leaseClient, jobID, owner string, token int64, ttl time.Duration) (leaseapi.Lease, error) {
+// postHeartbeat extends the grant identified by owner and token.
+func postHeartbeat(ctx context.Context, c leaseClient, jobID, owner string, token int64, ttl time.Duration) (leaseapi.Lease, error) {
 	ttlMs := ttl.Milliseconds()
 	resp, err := c.HeartbeatLeaseWithResponse(ctx, jobID, client.HeartbeatRequest{Owner: owner, Token: token, TtlMs: &ttlMs})
 	if err != nil {
@@ -89,17 +89,17 @@ func heartbeat(ctx context.Context, c leaseClient, jobID, owner string, token in
 	return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", jobID, responseError(resp.HTTPResponse, resp.Body))
 }
 
-// release ends the grant identified by owner and token with outcome.
-func release(ctx context.Context, c leaseClient, jobID, owner string, token int64, outcome leaseapi.Outcome) (leaseapi.Lease, error) {
+// postRelease ends the grant identified by owner and token with outcome.
+func postRelease(ctx context.Context, c leaseClient, jobID, owner string, token int64, outcome leaseapi.Outcome) error {
 	o := client.ReleaseRequestOutcome(outcome)
 	resp, err := c.ReleaseLeaseWithResponse(ctx, jobID, client.ReleaseRequest{Owner: owner, Token: token, Outcome: &o})
 	if err != nil {
-		return leaseapi.Lease{}, fmt.Errorf("release %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
+		return fmt.Errorf("release %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
 	}
 	if resp.JSON200 != nil {
-		return fromWire(*resp.JSON200), nil
+		return nil
 	}
-	return leaseapi.Lease{}, fmt.Errorf("release %q: %w", jobID, responseError(resp.HTTPResponse, resp.Body))
+	return fmt.Errorf("release %q: %w", jobID, responseError(resp.HTTPResponse, resp.Body))
 }
 
 // responseError turns a response other than 200 into an error: a lease
