@@ -19,7 +19,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
-	"github.com/leaseapi/leaseapi/jobs"
+	"github.com/leaseapi/leaseapi/schedule"
 )
 
 // object is a decoded Kubernetes object.
@@ -250,7 +250,7 @@ func checkReplicaArgs(t *testing.T, where string, args []string) {
 			t.Errorf("%s: job id %q invalid or repeated", where, id)
 		}
 		ids = append(ids, id)
-		if _, err := jobs.ParseSchedule(spec, nil); err != nil {
+		if _, err := schedule.Parse(spec); err != nil {
 			t.Errorf("%s: %v", where, err)
 		}
 	}

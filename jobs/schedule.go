@@ -5,95 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/schedule"
 )
-
-// specParser accepts standard five-field specs, six fields with leading
-// seconds, and descriptors (@hourly, @every 10s).
-var specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// Schedule computes a job's ticks: Next returns the first tick strictly after t.
-// Ticks depend on the spec alone, never on when a replica started, so that
-// every replica asks for the same tick values.
-type Schedule interface {
-	Next(t time.Time) time.Time
-}
-
-// ParseSchedule parses a cron spec: five fields (minute first), six fields
-// (seconds first), a descriptor such as @hourly, or @every D. Fields are
-// evaluated in loc (nil is UTC) unless the spec starts with CRON_TZ=<zone>.
-// `@every D` ticks at the multiples of D since the Unix epoch, so that it is
-// canonical too; D must be a positive whole number of milliseconds.
-func ParseSchedule(spec string, loc *time.Location) (Schedule, error) {
-	if loc == nil {
-		loc = time.UTC
-	}
-	if rest, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
-		d, err := time.ParseDuration(strings.TrimSpace(rest))
-		if err != nil {
-			return nil, fmt.Errorf("parse schedule %q: %w", spec, err)
-		}
-		if d < time.Millisecond || d%time.Millisecond != 0 {
-			return nil, fmt.Errorf("parse schedule %q: the interval must be a positive whole number of milliseconds", spec)
-		}
-		return everySchedule{every: d}, nil
-	}
-	s, err := specParser.Parse(spec)
-	if err != nil {
-		return nil, fmt.Errorf("parse schedule %q: %w", spec, err)
-	}
-	return zonedSchedule{s: s, loc: loc}, nil
-}
-
-// everySchedule ticks at the multiples of every since the Unix epoch.
-// robfig/cron's ConstantDelaySchedule counts from the time it is asked, which
-// would give every replica its own ticks.
-type everySchedule struct {
-	every time.Duration
-}
-
-// Next returns the first multiple of s.every after t.
-func (s everySchedule) Next(t time.Time) time.Time {
-	n := t.UnixNano()
-	d := int64(s.every)
-	next := n - n%d + d
-	if n < 0 && n%d != 0 {
-		next -= d
-	}
-	return time.Unix(0, next).In(t.Location())
-}
-
-// zonedSchedule evaluates a robfig/cron schedule in a fixed time zone. A
-// spec without CRON_TZ= is evaluated in the zone of the time it is given.
-type zonedSchedule struct {
-	s   cron.Schedule
-	loc *time.Location
-}
-
-// Next returns the first tick after t.
-func (s zonedSchedule) Next(t time.Time) time.Time {
-	return s.s.Next(t.In(s.loc))
-}
 
 // job is a registered job.
 type job struct {
 	id       string
 	spec     string
-	schedule Schedule
+	schedule *schedule.Schedule
 	fn       Func
 	cfg      jobConfig
 }
 
 // Add registers fn to run under the lease of jobID at every tick of spec
-// (see ParseSchedule; evaluated in Config.Location). It must be called before
-// Serve. Every replica must register the same jobs with the same specs.
+// (package schedule's syntax, its fields read in Config.Location unless it
+// names a zone). It must be called before Serve. Every replica must register
+// the same jobs with the same specs.
 func (r *Runner) Add(jobID, spec string, fn Func, opts ...JobOption) error {
 	if !leaseapi.ValidJobID(jobID) {
 		return fmt.Errorf("add job %q: invalid job id: want ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", jobID)
@@ -101,12 +33,9 @@ func (r *Runner) Add(jobID, spec string, fn Func, opts ...JobOption) error {
 	if fn == nil {
 		return fmt.Errorf("add job %q: nil job function", jobID)
 	}
-	sched, err := ParseSchedule(spec, r.location)
+	sched, err := schedule.ParseIn(spec, r.location)
 	if err != nil {
-		return fmt.Errorf("add job %q: %w", jobID, err)
-	}
-	if sched.Next(r.clock.Now()).IsZero() {
-		return fmt.Errorf("add job %q: schedule %q never fires", jobID, spec)
+		return fmt.Errorf("add job %q: schedule %q: %w", jobID, spec, err)
 	}
 	cfg, err := newJobConfig(opts)
 	if err != nil {
