@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/leaseapi/leaseapi/api/client"
+)
+
+// newClient returns the generated client for apiURL, sending token as the
+// bearer token. The URL is checked here, so that a typo is exit 64 and not
+// --wait worth of retries.
+func newClient(apiURL, token string) (*client.ClientWithResponses, error) {
+	u, err := url.Parse(apiURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef("--api %q: want an http or https URL such as %s", apiURL, defaultAPI)
+	}
+	if u.User != nil {
+		// Credentials go in LEASEAPI_TOKEN; a URL is printed in errors.
+		return nil, usagef("--api: want no user information in the URL; set LEASEAPI_TOKEN instead")
+	}
+	c, err := client.NewClientWithResponses(apiURL, client.WithBearerToken(token))
+	if err != nil {
+		return nil, usagef("--api %q: %w", apiURL, err)
+	}
+	return c, nil
+}
+
+// stderrHandler prints the runner's warnings and errors as one line each on
+// stderr, "leasectl: JOB: <message>: <error>", and drops the rest: a
+// successful run is quiet.
+type stderrHandler struct {
+	w   io.Writer
+	job string
+	ttl time.Duration
+}
+
+func (h *stderrHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *stderrHandler) Handle(_ context.Context, r slog.Record) error {
+	// Two of the runner's messages are matched by their text: jobs.Report
+	// does not carry a failed run's release error (it is only logged), and
+	// the runner's giving up on the job function is not leasectl's, which
+	// waits until COMMAND is gone.
+	if r.Message == "job abandoned: it did not return after cancellation" {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "leasectl: %s: %s", h.job, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" {
+			b.WriteString(": " + a.Value.String())
+		}
+		return true
+	})
+	if r.Message == "release failed" {
+		fmt.Fprintf(&b, "; the lease will expire by its TTL (%s)", h.ttl)
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+// WithAttrs drops the attributes: the line names the job already.
+func (h *stderrHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h *stderrHandler) WithGroup(string) slog.Handler { return h }

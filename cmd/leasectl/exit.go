@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"syscall"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/jobs"
+)
+
+// Exit statuses of leasectl besides COMMAND's own (sysexits.h names).
+const (
+	exitFailure  = 1
+	exitUsage    = 64 // EX_USAGE: bad flags, or 400 invalid_request
+	exitTempFail = 75 // EX_TEMPFAIL: leaseapi unreachable or unavailable; try again later
+	exitNoPerm   = 77 // EX_NOPERM: 401 or 403
+	// exitCannotExec and exitNotFound are the shell's statuses for a
+	// COMMAND that could not be executed or was not found.
+	exitCannotExec = 126
+	exitNotFound   = 127
+)
+
+// exitTable is the exit status contract of `leasectl run`, printed by
+// `leasectl run -h` and repeated in docs/leasectl.md.
+const exitTable = `Exit status:
+  won, COMMAND exited by itself                      COMMAND's status
+  won, COMMAND killed by a signal                    128 + the signal
+  leasectl stopped COMMAND (lease lost, deadline,    COMMAND's status if non-zero
+    max run time, SIGTERM/SIGINT to leasectl)          (128 + signal when killed), else 1
+  not won: lease_held, tick_done, job_paused         --skipped-exit-code (0)
+    (one line on stderr says why)
+  leaseapi unreachable, 5xx, 503 or 429 for longer   75 (EX_TEMPFAIL); COMMAND never started
+    than --wait
+  bad flags or 400 invalid_request                   64 (EX_USAGE)
+  401 or 403                                         77 (EX_NOPERM)
+  SIGTERM/SIGINT before COMMAND started              128 + the signal
+  COMMAND not found / not executable                 127 / 126
+A release that cannot be delivered leaves the exit status as it is and says
+on stderr that the lease will expire by its TTL.
+`
+
+// usageError is a bad flag or argument: exit 64.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// codeJobPaused is the 409 code of an acquire refused because the job is
+// paused. The server does not send it yet; when it does, it is a skip like
+// lease_held and tick_done.
+const codeJobPaused = "job_paused"
+
+// skipped reports whether err is a refused acquire that means "not won,
+// and that is fine": another owner holds the lease (lease_held), the tick
+// ran (tick_done), or the job is paused (job_paused).
+func skipped(err error) bool {
+	if errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) {
+		return true
+	}
+	e, ok := errors.AsType[*jobs.APIError](err)
+	return ok && e.StatusCode == http.StatusConflict && e.Code == codeJobPaused
+}
+
+// errorExit maps an error that kept COMMAND from starting, or a read
+// command from succeeding, to an exit status.
+func errorExit(err error) int {
+	if _, ok := errors.AsType[usageError](err); ok {
+		return exitUsage
+	}
+	if s, ok := errors.AsType[signalError](err); ok {
+		return 128 + int(s.sig)
+	}
+	if errors.Is(err, errWaitExpired) {
+		return exitTempFail
+	}
+	if e, ok := errors.AsType[*jobs.APIError](err); ok {
+		switch {
+		case e.StatusCode == http.StatusBadRequest:
+			return exitUsage
+		case e.StatusCode == http.StatusUnauthorized || e.StatusCode == http.StatusForbidden:
+			return exitNoPerm
+		case e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500:
+			return exitTempFail
+		}
+		return exitFailure
+	}
+	if errors.Is(err, leaseapi.ErrUnavailable) {
+		return exitTempFail
+	}
+	return exitFailure
+}
+
+// childExit is how COMMAND ended.
+type childExit struct {
+	code   int
+	signal syscall.Signal // non-zero when a signal killed it
+}
+
+// status is COMMAND's status as a shell reports it.
+func (c childExit) status() int {
+	if c.signal != 0 {
+		return 128 + int(c.signal)
+	}
+	return c.code
+}
+
+// runExit is the exit status of a run that started COMMAND: COMMAND's
+// status, except that a COMMAND leasectl stopped never reports success.
+func runExit(child childExit, stopped bool) int {
+	if st := child.status(); st != 0 || !stopped {
+		return st
+	}
+	return exitFailure
+}
+
+// signalError is SIGTERM or SIGINT received by leasectl.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string { return "leasectl received " + e.sig.String() }
+
+// errWaitExpired: leaseapi did not grant or refuse the lease within --wait.
+var errWaitExpired = errors.New("no answer from leaseapi within --wait")

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/jobs"
+	"github.com/leaseapi/leaseapi/schedule"
+)
+
+const defaultAPI = "http://localhost:8080"
+
+// maxGrace is the longest grace the API accepts (graceMs ≤ 86,400,000).
+const maxGrace = 24 * time.Hour
+
+// runConfig is a validated `leasectl run` command line.
+type runConfig struct {
+	apiURL string
+	job    string
+	// schedule is the parsed --schedule, nil without one; spec is its text.
+	schedule *schedule.Schedule
+	spec     string
+	// tick is the --tick, or zero: with a schedule the tick is computed at
+	// acquire time (tickAt).
+	tick  time.Time
+	grace time.Duration // zero: not sent, the server's default applies
+	ttl   time.Duration
+	owner string
+
+	maxRunTime time.Duration // zero: no limit
+	killGrace  time.Duration
+	wait       time.Duration
+	skipped    int
+	command    []string
+}
+
+// tickAt is the tick the run acquires when started at now: with a schedule
+// the newest tick at or before now, else the --tick (zero for none).
+func (c runConfig) tickAt(now time.Time) time.Time {
+	if c.schedule != nil {
+		return c.schedule.Latest(now)
+	}
+	return c.tick
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("leasectl "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// apiFlag adds --api, whose default is LEASEAPI_URL or http://localhost:8080.
+func apiFlag(fs *flag.FlagSet, env environment) *string {
+	def := env.apiURL
+	if def == "" {
+		def = defaultAPI
+	}
+	return fs.String("api", def, "base URL of leaseapi (default $LEASEAPI_URL or "+defaultAPI+")")
+}
+
+// parseRun parses the arguments of `leasectl run`. A usageError is exit 64;
+// flag.ErrHelp means -h was asked for and the usage printed.
+func parseRun(args []string, env environment, hostname string, pid int) (runConfig, error) {
+	fs := newFlagSet("run", env.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: leasectl run [flags] JOB -- COMMAND [ARG...]
+
+Runs COMMAND under the lease of JOB: acquires it, runs COMMAND in its own
+process group with LEASE_JOB, LEASE_TOKEN, LEASE_TICK and LEASE_OWNER in its
+environment, heartbeats every TTL/3 while COMMAND lives, and releases the
+lease succeeded when COMMAND exits 0, else failed. On a lost lease, at
+--max-run-time, or on SIGTERM/SIGINT, COMMAND's process group gets SIGTERM,
+then SIGKILL after --kill-grace. COMMAND does not inherit LEASEAPI_TOKEN.
+
+Flags:
+`)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\n"+exitTable)
+	}
+	apiURL := apiFlag(fs, env)
+	spec := fs.String("schedule", "", "cron spec: acquire its newest tick at or before now (host's zone unless the spec names one with CRON_TZ=)")
+	tick := fs.String("tick", "", "acquire this tick (RFC 3339); without --schedule and --tick the lease is a plain mutex")
+	grace := fs.Duration("grace", 0, "with --schedule: how long after a tick a host may still start it (default the server's)")
+	ttl := fs.Duration("ttl", jobs.DefaultTTL, "lease TTL; heartbeats every TTL/3")
+	owner := fs.String("owner", fmt.Sprintf("%s/%d", hostname, pid), "owner of the lease; every invocation is its own by default")
+	maxRunTime := fs.Duration("max-run-time", 0, "stop COMMAND after it ran this long (default no limit)")
+	killGrace := fs.Duration("kill-grace", 0, "time between SIGTERM and SIGKILL when stopping COMMAND (default min(10s, TTL/2), at most TTL)")
+	wait := fs.Duration("wait", 10*time.Second, "how long to retry while leaseapi is unreachable or unavailable")
+	skippedCode := fs.Int("skipped-exit-code", 0, "exit status when the lease is not won (lease_held, tick_done, job_paused)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return runConfig{}, err
+		}
+		return runConfig{}, usageError{err}
+	}
+	c := runConfig{
+		apiURL: *apiURL, spec: *spec, grace: *grace, ttl: *ttl, owner: *owner,
+		maxRunTime: *maxRunTime, killGrace: *killGrace, wait: *wait, skipped: *skippedCode,
+	}
+	rest := fs.Args()
+	switch {
+	case len(rest) == 0:
+		return runConfig{}, usagef("missing JOB: want leasectl run [flags] JOB -- COMMAND [ARG...]")
+	case len(rest) < 3 || rest[1] != "--":
+		return runConfig{}, usagef("want JOB -- COMMAND [ARG...] after the flags, got %q", rest)
+	}
+	c.job, c.command = rest[0], rest[2:]
+	if !leaseapi.ValidJobID(c.job) {
+		return runConfig{}, usagef("invalid JOB %q: want ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", c.job)
+	}
+	if !leaseapi.ValidOwner(c.owner) {
+		return runConfig{}, usagef("--owner %q: want 1-128 printable ASCII characters without spaces", c.owner)
+	}
+	if c.ttl < time.Millisecond || c.ttl%time.Millisecond != 0 {
+		return runConfig{}, usagef("--ttl %s: want a positive whole number of milliseconds", c.ttl)
+	}
+	if *spec != "" && *tick != "" {
+		return runConfig{}, usagef("--schedule and --tick exclude each other")
+	}
+	if *spec != "" {
+		// The fields of a crontab line are read in the host's zone, as cron
+		// reads them.
+		s, err := schedule.ParseIn(*spec, time.Local)
+		if err != nil {
+			return runConfig{}, usagef("--schedule %q: %w", *spec, err)
+		}
+		c.schedule = s
+	}
+	if *tick != "" {
+		t, err := time.Parse(time.RFC3339Nano, *tick)
+		if err != nil || !leaseapi.ValidTick(t) {
+			return runConfig{}, usagef("--tick %q: want RFC 3339 such as 2026-11-30T07:00:00Z", *tick)
+		}
+		if t2, _ := api.ParseTime(*tick); !t2.Equal(t) {
+			return runConfig{}, usagef("--tick %q: want whole milliseconds", *tick)
+		}
+		c.tick = t.UTC()
+	}
+	if err := c.validateDurations(); err != nil {
+		return runConfig{}, err
+	}
+	if c.skipped < 0 || c.skipped > 255 {
+		return runConfig{}, usagef("--skipped-exit-code %d: want 0-255", c.skipped)
+	}
+	return c, nil
+}
+
+// validateDurations checks --grace, --max-run-time, --kill-grace and --wait
+// and fills in the default of --kill-grace.
+func (c *runConfig) validateDurations() error {
+	if c.grace != 0 {
+		if c.schedule == nil {
+			return usagef("--grace needs --schedule")
+		}
+		if c.grace < time.Millisecond || c.grace > maxGrace || c.grace%time.Millisecond != 0 {
+			return usagef("--grace %s: want whole milliseconds from 1ms to %s", c.grace, maxGrace)
+		}
+	}
+	if c.maxRunTime < 0 {
+		return usagef("--max-run-time %s: want a positive duration (0: no limit)", c.maxRunTime)
+	}
+	switch {
+	case c.killGrace == 0:
+		c.killGrace = min(10*time.Second, c.ttl/2)
+	case c.killGrace < 0:
+		return usagef("--kill-grace %s: want a positive duration", c.killGrace)
+	case c.killGrace > c.ttl:
+		// SIGKILL must come while the lease can still be ours: a COMMAND
+		// that outlives the TTL may overlap with the next holder's.
+		return usagef("--kill-grace %s: want at most the TTL (%s)", c.killGrace, c.ttl)
+	}
+	if c.wait <= 0 {
+		return usagef("--wait %s: want a positive duration", c.wait)
+	}
+	return nil
+}
+
+// childEnv is COMMAND's environment: leasectl's, less the bearer token
+// (COMMAND needs the lease, not the credential), plus the lease.
+func childEnv(environ []string, job, owner string, token int64, tick time.Time) []string {
+	env := make([]string, 0, len(environ)+4)
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "LEASEAPI_TOKEN", "LEASE_JOB", "LEASE_TOKEN", "LEASE_TICK", "LEASE_OWNER":
+			continue
+		}
+		env = append(env, kv)
+	}
+	tickText := ""
+	if !tick.IsZero() {
+		tickText = api.FormatTime(tick)
+	}
+	return append(env,
+		"LEASE_JOB="+job,
+		fmt.Sprintf("LEASE_TOKEN=%d", token),
+		"LEASE_TICK="+tickText,
+		"LEASE_OWNER="+owner)
+}
+
+// hostname is the host's name for the default owner.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}

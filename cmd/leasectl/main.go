@@ -1,0 +1,80 @@
+// Command leasectl brings leaseapi leases to jobs in any language, run by
+// any cron: like flock(1), `consul lock` or `etcdctl lock`, plus the tick.
+//
+//	leasectl run --schedule '*/5 * * * *' report -- /usr/local/bin/report.sh
+//	leasectl ls --state held
+//	leasectl get report
+//	leasectl runs report
+//	leasectl revoke report
+//
+// `leasectl run` acquires the job's lease with package jobs (the runner the
+// Go replicas use: heartbeats every TTL/3, a local deadline of its own send
+// time + TTL, lease_lost handling), runs COMMAND in its own process group
+// while it holds the lease, and releases the lease with COMMAND's outcome.
+// Its exit status is a contract (see `leasectl run -h` and docs/leasectl.md).
+//
+// Settings: --api or LEASEAPI_URL (default http://localhost:8080), and
+// LEASEAPI_TOKEN, the bearer token. There is deliberately no --token flag:
+// the token never appears in a process title, in output or in errors.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	env := environment{
+		apiURL: os.Getenv("LEASEAPI_URL"),
+		token:  os.Getenv("LEASEAPI_TOKEN"),
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+	}
+	os.Exit(dispatch(os.Args[1:], env))
+}
+
+// environment is what leasectl takes from its process: the settings of the
+// environment and where output goes.
+type environment struct {
+	apiURL, token  string
+	stdout, stderr io.Writer
+}
+
+const usage = `leasectl: leaseapi leases for any cron, in any language
+
+Usage:
+  leasectl run [flags] JOB -- COMMAND [ARG...]   run COMMAND under the lease of JOB
+  leasectl ls [flags]                           list leases (all pages)
+  leasectl get [flags] JOB                      show the lease of JOB
+  leasectl runs [flags] JOB                     show the run history of JOB
+  leasectl revoke [flags] JOB                   force-release the lease of JOB (admin)
+
+Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
+Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token.
+`
+
+// dispatch runs the subcommand named by args[0] and returns the exit status.
+func dispatch(args []string, env environment) int {
+	if len(args) == 0 {
+		fmt.Fprint(env.stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return runCommand(rest, env)
+	case "ls", "get", "runs", "revoke":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		return readCommand(ctx, cmd, rest, env)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(env.stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(env.stderr, "leasectl: unknown command %q\n%s", cmd, usage)
+	return exitUsage
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/api/client"
+	"github.com/leaseapi/leaseapi/jobs"
+)
+
+// requestTimeout bounds each request of the read commands.
+const requestTimeout = 30 * time.Second
+
+// readCommand is `leasectl ls|get|runs|revoke`; it returns the exit status.
+func readCommand(ctx context.Context, name string, args []string, env environment) int {
+	err := read(ctx, name, args, env)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	}
+	fmt.Fprintf(env.stderr, "leasectl %s: %v\n", name, err)
+	return errorExit(err)
+}
+
+func read(ctx context.Context, name string, args []string, env environment) error {
+	fs := newFlagSet(name, env.stderr)
+	apiURL := apiFlag(fs, env)
+	output := fs.String("o", "", "output format: json prints the API's JSON (default a table)")
+	var params client.ListLeasesParams
+	var state, owner, prefix string
+	if name == "ls" {
+		fs.StringVar(&state, "state", "", "only leases in this state: held, released, expired or revoked")
+		fs.StringVar(&owner, "owner", "", "only leases whose current or last holder is this owner")
+		fs.StringVar(&prefix, "prefix", "", "only leases whose job id starts with this prefix")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if *output != "" && *output != "json" {
+		return usagef("-o %q: want json (or nothing for a table)", *output)
+	}
+	var job string
+	if name == "ls" {
+		if fs.NArg() > 0 {
+			return usagef("unexpected arguments %q", fs.Args())
+		}
+		if state != "" {
+			if !leaseapi.State(state).Valid() {
+				return usagef("--state %q: want held, released, expired or revoked", state)
+			}
+			s := client.State(state)
+			params.State = &s
+		}
+		if owner != "" {
+			params.Owner = &owner
+		}
+		if prefix != "" {
+			params.Prefix = &prefix
+		}
+	} else {
+		if fs.NArg() != 1 {
+			return usagef("want exactly one JOB, got %q", fs.Args())
+		}
+		job = fs.Arg(0)
+		if !leaseapi.ValidJobID(job) {
+			return usagef("invalid JOB %q: want ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", job)
+		}
+	}
+	c, err := newClient(*apiURL, env.token)
+	if err != nil {
+		return err
+	}
+	asJSON := *output == "json"
+	switch name {
+	case "ls":
+		return listLeases(ctx, c, params, asJSON, env.stdout)
+	case "get", "revoke":
+		body, err := do(ctx, func(ctx context.Context) (*http.Response, []byte, error) {
+			if name == "revoke" {
+				resp, err := c.RevokeLeaseWithResponse(ctx, job)
+				if err != nil {
+					return nil, nil, err
+				}
+				return resp.HTTPResponse, resp.Body, nil
+			}
+			resp, err := c.GetLeaseWithResponse(ctx, job)
+			if err != nil {
+				return nil, nil, err
+			}
+			return resp.HTTPResponse, resp.Body, nil
+		})
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(env.stdout, body)
+		}
+		var l client.Lease
+		if err := json.Unmarshal(body, &l); err != nil {
+			return fmt.Errorf("decode lease: %w", err)
+		}
+		if name == "revoke" {
+			_, err := fmt.Fprintf(env.stdout, "lease %q %s (token %d)\n", l.JobId, l.State, l.Token)
+			return err
+		}
+		return printLease(env.stdout, l, time.Now())
+	case "runs":
+		body, err := do(ctx, func(ctx context.Context) (*http.Response, []byte, error) {
+			resp, err := c.ListRunsWithResponse(ctx, job, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			return resp.HTTPResponse, resp.Body, nil
+		})
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(env.stdout, body)
+		}
+		var rl client.RunList
+		if err := json.Unmarshal(body, &rl); err != nil {
+			return fmt.Errorf("decode runs: %w", err)
+		}
+		return printRuns(env.stdout, rl.Runs, time.Now())
+	}
+	return usagef("unknown command %q", name)
+}
+
+// do sends one request with a timeout and returns the body of a 200, or
+// the error: a *jobs.APIError for any other status, leaseapi.ErrUnavailable
+// when leaseapi did not answer.
+func do(ctx context.Context, send func(context.Context) (*http.Response, []byte, error)) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, body, err := send(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return body, nil
+	}
+	e := &jobs.APIError{StatusCode: resp.StatusCode}
+	var p client.Problem
+	if json.Unmarshal(body, &p) == nil {
+		e.Code, e.Detail = string(p.Code), p.Detail
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.RetryAfter = time.Duration(s) * time.Second
+	}
+	return nil, e
+}
+
+// listLeases follows every page of GET /leases and prints the leases.
+func listLeases(ctx context.Context, c *client.ClientWithResponses, params client.ListLeasesParams, asJSON bool, w io.Writer) error {
+	// A page as the API sent it: each lease is kept as its JSON.
+	type page struct {
+		Leases     []json.RawMessage `json:"leases"`
+		NextCursor *string           `json:"nextCursor"`
+		ServerTime json.RawMessage   `json:"serverTime"`
+	}
+	var all page
+	for {
+		body, err := do(ctx, func(ctx context.Context) (*http.Response, []byte, error) {
+			resp, err := c.ListLeasesWithResponse(ctx, &params)
+			if err != nil {
+				return nil, nil, err
+			}
+			return resp.HTTPResponse, resp.Body, nil
+		})
+		if err != nil {
+			return err
+		}
+		var p page
+		if err := json.Unmarshal(body, &p); err != nil {
+			return fmt.Errorf("decode leases: %w", err)
+		}
+		all.Leases = append(all.Leases, p.Leases...)
+		all.ServerTime = p.ServerTime
+		if p.NextCursor == nil {
+			break
+		}
+		params.Cursor = p.NextCursor
+	}
+	if all.Leases == nil {
+		all.Leases = []json.RawMessage{}
+	}
+	if asJSON {
+		// All pages as one LeaseList: the leases as the API sent them, the
+		// last page's serverTime, and no next page.
+		b, err := json.Marshal(all)
+		if err != nil {
+			return err
+		}
+		return printJSON(w, b)
+	}
+	var serverTime time.Time
+	if err := json.Unmarshal(all.ServerTime, &serverTime); err != nil {
+		return fmt.Errorf("decode serverTime: %w", err)
+	}
+	leases := make([]client.Lease, len(all.Leases))
+	for i, raw := range all.Leases {
+		if err := json.Unmarshal(raw, &leases[i]); err != nil {
+			return fmt.Errorf("decode lease: %w", err)
+		}
+	}
+	return printLeases(w, leases, serverTime)
+}
+
+// printJSON prints the API's JSON, indented.
+func printJSON(w io.Writer, body []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, body, "", "  "); err != nil {
+		return fmt.Errorf("leaseapi answered invalid JSON: %w", err)
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// newTable is a kubectl-like table writer: columns two spaces apart.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
+
+// printLeases prints leases as a table, times relative to now (the
+// server's clock of the list).
+func printLeases(w io.Writer, leases []client.Lease, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "JOB\tSTATE\tOWNER\tTOKEN\tTICK\tEXPIRES\tLAST OUTCOME")
+	for _, l := range leases {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.JobId, l.State, l.Owner, l.Token,
+			timeOrNone(l.Tick, now), when(l.ExpiresAt, now), outcomeOrNone(l.LastOutcome))
+	}
+	return tw.Flush()
+}
+
+// printLease prints one lease as "FIELD  value" lines.
+func printLease(w io.Writer, l client.Lease, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "JOB\t%s\n", l.JobId)
+	fmt.Fprintf(tw, "STATE\t%s\n", l.State)
+	fmt.Fprintf(tw, "OWNER\t%s\n", l.Owner)
+	fmt.Fprintf(tw, "TOKEN\t%d\n", l.Token)
+	fmt.Fprintf(tw, "TTL\t%s\n", time.Duration(l.TtlMs)*time.Millisecond)
+	fmt.Fprintf(tw, "TICK\t%s\n", timeOrNone(l.Tick, now))
+	fmt.Fprintf(tw, "ACQUIRED\t%s\n", when(l.AcquiredAt, now))
+	fmt.Fprintf(tw, "RENEWED\t%s\n", when(l.RenewedAt, now))
+	fmt.Fprintf(tw, "EXPIRES\t%s\n", when(l.ExpiresAt, now))
+	fmt.Fprintf(tw, "RELEASED\t%s\n", timeOrNone(l.ReleasedAt, now))
+	fmt.Fprintf(tw, "LAST OUTCOME\t%s\n", outcomeOrNone(l.LastOutcome))
+	fmt.Fprintf(tw, "LAST COMPLETED TICK\t%s\n", timeOrNone(l.LastCompletedTick, now))
+	return tw.Flush()
+}
+
+// printRuns prints runs as a table, newest first as the API lists them.
+func printRuns(w io.Writer, runs []client.Run, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "TOKEN\tOWNER\tTICK\tSTARTED\tDURATION\tOUTCOME")
+	for _, r := range runs {
+		duration := "-"
+		if r.DurationMs != nil {
+			duration = (time.Duration(*r.DurationMs) * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Token, r.Owner, timeOrNone(r.Tick, now),
+			when(r.StartedAt, now), duration, r.Outcome)
+	}
+	return tw.Flush()
+}
+
+func outcomeOrNone(o *client.LeaseLastOutcome) string {
+	if o == nil {
+		return "-"
+	}
+	return string(*o)
+}
+
+func timeOrNone(t *time.Time, now time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return when(*t, now)
+}
+
+// when is t as the API writes it, and relative to now: "2026-11-30T07:00:00.000Z (3m ago)".
+func when(t, now time.Time) string {
+	return api.FormatTime(t) + " (" + relative(t, now) + ")"
+}
+
+// relative is t relative to now in the largest fitting unit, as kubectl
+// writes ages: "in 25s", "3m ago", "2h ago", "5d ago".
+func relative(t, now time.Time) string {
+	d := t.Sub(now)
+	future := d > 0
+	if !future {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < time.Second:
+		return "now"
+	case d < 2*time.Minute:
+		s = fmt.Sprintf("%ds", int(d/time.Second))
+	case d < 2*time.Hour:
+		s = fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%dh", int(d/time.Hour))
+	default:
+		s = fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/jobs"
+)
+
+// runCommand is `leasectl run`; it returns the exit status.
+func runCommand(args []string, env environment) int {
+	cfg, err := parseRun(args, env, hostname(), os.Getpid())
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(env.stderr, "leasectl run:", err)
+		return exitUsage
+	}
+	// Catch the signals before anything is acquired, so that none is lost
+	// between the acquire and COMMAND's start.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	return runLeased(cfg, env, sigs)
+}
+
+// runLeased acquires the lease of cfg.job with jobs.Runner and runs COMMAND
+// under it; it returns the exit status.
+//
+// The runner does the lease: the acquire and its retries, the heartbeats
+// every TTL/3, the local deadline (own send time + TTL) and lease_lost, and
+// the release with the outcome. It cancels the job's context only when the
+// lease is lost or its deadline passed; leasectl's own reasons to stop
+// COMMAND (--max-run-time, SIGTERM/SIGINT) are handled by the supervisor
+// inside the job, so that the runner keeps heartbeating while COMMAND is
+// being stopped, as long as the lease is valid. (jobs.MaxRunTime and the
+// runner's shutdown stop heartbeating at once, which suits a Go function
+// that returns when cancelled, not a process that has --kill-grace to exit.)
+func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
+	c, err := newClient(cfg.apiURL, env.token)
+	if err != nil {
+		fmt.Fprintln(env.stderr, "leasectl run:", err)
+		return exitUsage
+	}
+	runner, err := jobs.New(jobs.Config{
+		Client: c,
+		Owner:  cfg.owner,
+		TTL:    cfg.ttl,
+		Logger: slog.New(&stderrHandler{w: env.stderr, job: cfg.job, ttl: cfg.ttl}),
+	})
+	if err != nil {
+		fmt.Fprintln(env.stderr, "leasectl run:", err)
+		return exitUsage
+	}
+
+	// ctx is the acquire's: --wait or a signal cancel it until COMMAND
+	// starts (the gate), never after.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	g := &gate{cancel: cancel}
+	waitTimer := time.AfterFunc(cfg.wait, func() { g.close(errWaitExpired) })
+	defer waitTimer.Stop()
+
+	sup := newSupervisor(cfg, env, g)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				s := sig.(syscall.Signal)
+				if !g.close(signalError{s}) {
+					sup.signal(s)
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+
+	tick := cfg.tickAt(time.Now())
+	// TODO(acquire schedule): the single place where --schedule (with the
+	// host's zone added as CRON_TZ= when the spec names none) and --grace
+	// go on the acquire, once the API takes `schedule` and `graceMs` and
+	// jobs.Runner.Run accepts them as a JobOption.
+	var opts []jobs.JobOption
+
+	backoff := time.Second
+	for {
+		_, err := runner.Run(ctx, cfg.job, tick, sup.run, opts...)
+		if sup.started() {
+			// The runner may have given COMMAND up (lease lost) before it
+			// was gone; leasectl never exits before it is.
+			<-sup.done
+			return runExit(sup.exit, sup.stopped)
+		}
+		if e, ok := errors.AsType[*jobs.APIError](err); ok && e.StatusCode == http.StatusTooManyRequests {
+			// The runner retries what may be retried at once (5xx, the
+			// network) but leaves 429 to its caller: retry it until --wait.
+			d := max(e.RetryAfter, backoff/2+rand.N(backoff/2))
+			fmt.Fprintf(env.stderr, "leasectl: %s: %v; retrying in %s\n", cfg.job, err, d.Round(time.Millisecond))
+			backoff = min(2*backoff, 8*time.Second)
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+				continue
+			}
+		}
+		return notStarted(ctx, cfg, env, err)
+	}
+}
+
+// notStarted reports why COMMAND did not start, on one line of stderr, and
+// returns the exit status.
+func notStarted(ctx context.Context, cfg runConfig, env environment, err error) int {
+	if cause := context.Cause(ctx); cause != nil {
+		// --wait passed or a signal came while the acquire was retried.
+		if errors.Is(cause, errWaitExpired) {
+			fmt.Fprintf(env.stderr, "leasectl: %s: no answer from leaseapi within --wait %s (%v); COMMAND not started\n",
+				cfg.job, cfg.wait, lastCause(err))
+		} else {
+			fmt.Fprintf(env.stderr, "leasectl: %s: %v before the lease was acquired; COMMAND not started\n", cfg.job, cause)
+		}
+		return errorExit(cause)
+	}
+	if skipped(err) {
+		fmt.Fprintf(env.stderr, "leasectl: %s: not run: %s\n", cfg.job, skipReason(err))
+		return cfg.skipped
+	}
+	fmt.Fprintf(env.stderr, "leasectl: %s: %v\n", cfg.job, err)
+	return errorExit(err)
+}
+
+// lastCause is the error behind the runner's ErrShutdown: it wraps the
+// shutdown and the acquire's last error, in this order.
+func lastCause(err error) error {
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := m.Unwrap(); len(errs) > 0 {
+			return errs[len(errs)-1]
+		}
+	}
+	return err
+}
+
+// skipReason says in words why the lease was not won.
+func skipReason(err error) string {
+	if c, ok := errors.AsType[*leaseapi.ConflictError](err); ok {
+		l := c.Lease
+		switch {
+		case errors.Is(err, leaseapi.ErrLeaseHeld):
+			return fmt.Sprintf("lease_held: %s holds it (token %d) until %s", l.Owner, l.Token, api.FormatTime(l.ExpiresAt))
+		case errors.Is(err, leaseapi.ErrTickDone) && l.LastCompletedTick != nil:
+			return fmt.Sprintf("tick_done: the tick ran already (last completed tick %s)", api.FormatTime(*l.LastCompletedTick))
+		}
+	}
+	if e, ok := errors.AsType[*jobs.APIError](err); ok && e.Detail != "" {
+		return e.Code + ": " + e.Detail
+	}
+	return err.Error()
+}
+
+// gate decides, once, between starting COMMAND and giving the acquire up:
+// --wait and signals cancel the acquire only until COMMAND has started.
+type gate struct {
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	cancel  context.CancelCauseFunc
+}
+
+// open reports whether COMMAND may start; afterwards close has no effect.
+func (g *gate) open() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.started = true
+	return true
+}
+
+// close cancels the acquire with cause unless COMMAND has started, and
+// reports whether it did so (or had done so).
+func (g *gate) close(cause error) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.started {
+		return false
+	}
+	if !g.closed {
+		g.closed = true
+		g.cancel(cause)
+	}
+	return true
+}
