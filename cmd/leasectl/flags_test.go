@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/jobs"
+)
+
+func TestParseRun(t *testing.T) {
+	t.Parallel()
+	env := environment{stderr: io.Discard}
+	tests := []struct {
+		name  string
+		args  []string
+		want  string // a substring of the error; empty: valid
+		check func(t *testing.T, c runConfig)
+	}{
+		{name: "Defaults", args: []string{"job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if c.owner != "host-1/42" || c.ttl != 30*time.Second || c.killGrace != 10*time.Second ||
+				c.wait != 10*time.Second || c.apiURL != defaultAPI || c.skipped != 0 || !c.tickAt(time.Now()).IsZero() {
+				t.Fatalf("defaults: %+v", c)
+			}
+		}},
+		{name: "KillGraceHalfTTL", args: []string{"--ttl", "4s", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if c.killGrace != 2*time.Second {
+				t.Fatalf("kill grace %s, want ttl/2", c.killGrace)
+			}
+		}},
+		{name: "KillGraceUpToTTL", args: []string{"--ttl", "4s", "--kill-grace", "4s", "job", "--", "true"}},
+		{name: "Command", args: []string{"job", "--", "sh", "-c", "exit 3"}, check: func(t *testing.T, c runConfig) {
+			if c.job != "job" || strings.Join(c.command, " ") != "sh -c exit 3" {
+				t.Fatalf("job %q command %q", c.job, c.command)
+			}
+		}},
+		{name: "Tick", args: []string{"--tick", "2026-11-30T08:00:00+01:00", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if want := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC); !c.tickAt(time.Now()).Equal(want) {
+				t.Fatalf("tick %s, want %s", c.tickAt(time.Now()), want)
+			}
+		}},
+		{name: "Schedule", args: []string{"--schedule", "CRON_TZ=UTC */5 * * * *", "--grace", "1m", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			now := time.Date(2026, 11, 30, 7, 8, 9, 0, time.UTC)
+			if got, want := c.tickAt(now), time.Date(2026, 11, 30, 7, 5, 0, 0, time.UTC); !got.Equal(want) || c.grace != time.Minute {
+				t.Fatalf("tick %s grace %s, want %s and 1m", got, c.grace, want)
+			}
+		}},
+		{name: "APIFromEnvironment", args: []string{"job", "--", "true"}, check: func(t *testing.T, c runConfig) {}},
+		{name: "NoJob", args: nil, want: "missing JOB"},
+		{name: "NoSeparator", args: []string{"job", "true"}, want: "JOB -- COMMAND"},
+		{name: "NoCommand", args: []string{"job", "--"}, want: "JOB -- COMMAND"},
+		{name: "FlagAfterJob", args: []string{"job", "--ttl", "5s", "--", "true"}, want: "JOB -- COMMAND"},
+		{name: "BadJob", args: []string{"-job", "--", "true"}, want: "not defined"},
+		{name: "InvalidJob", args: []string{"a/b", "--", "true"}, want: "invalid JOB"},
+		{name: "BadOwner", args: []string{"--owner", "a b", "job", "--", "true"}, want: "--owner"},
+		{name: "SubMillisecondTTL", args: []string{"--ttl", "1500us", "job", "--", "true"}, want: "--ttl"},
+		{name: "ScheduleAndTick", args: []string{"--schedule", "@hourly", "--tick", "2026-11-30T07:00:00Z", "job", "--", "true"}, want: "exclude"},
+		{name: "BadSchedule", args: []string{"--schedule", "every minute", "job", "--", "true"}, want: "--schedule"},
+		{name: "BadTick", args: []string{"--tick", "tomorrow", "job", "--", "true"}, want: "--tick"},
+		{name: "SubMillisecondTick", args: []string{"--tick", "2026-11-30T07:00:00.0001Z", "job", "--", "true"}, want: "milliseconds"},
+		{name: "GraceWithoutSchedule", args: []string{"--grace", "1m", "job", "--", "true"}, want: "needs --schedule"},
+		{name: "GraceTooLong", args: []string{"--schedule", "@hourly", "--grace", "25h", "job", "--", "true"}, want: "--grace"},
+		{name: "NegativeGrace", args: []string{"--schedule", "@hourly", "--grace", "-1s", "job", "--", "true"}, want: "--grace"},
+		{name: "NegativeMaxRunTime", args: []string{"--max-run-time", "-1s", "job", "--", "true"}, want: "--max-run-time"},
+		{name: "KillGraceAboveTTL", args: []string{"--ttl", "4s", "--kill-grace", "5s", "job", "--", "true"}, want: "at most the TTL"},
+		{name: "NegativeKillGrace", args: []string{"--kill-grace", "-1s", "job", "--", "true"}, want: "--kill-grace"},
+		{name: "ZeroWait", args: []string{"--wait", "0s", "job", "--", "true"}, want: "--wait"},
+		{name: "SkippedCodeRange", args: []string{"--skipped-exit-code", "256", "job", "--", "true"}, want: "--skipped-exit-code"},
+		{name: "UnknownFlag", args: []string{"--token", "x", "job", "--", "true"}, want: "not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parseRun(tt.args, env, "host-1", 42)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("parseRun(%q): %v", tt.args, err)
+				}
+				if tt.check != nil {
+					tt.check(t, c)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("parseRun(%q): got %v, want an error containing %q", tt.args, err, tt.want)
+			}
+			if errorExit(err) != exitUsage {
+				t.Fatalf("parseRun(%q): exit %d, want 64", tt.args, errorExit(err))
+			}
+		})
+	}
+}
+
+func TestParseRunHelpPrintsExitTable(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	_, err := parseRun([]string{"-h"}, environment{stderr: &out}, "h", 1)
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "EX_TEMPFAIL") || !strings.Contains(out.String(), "--kill-grace") {
+		t.Fatalf("run -h: %v\n%s", err, out.String())
+	}
+}
+
+func TestErrorExit(t *testing.T) {
+	t.Parallel()
+	api := func(status int, code string) error {
+		return fmt.Errorf("acquire %q: %w", "job", &jobs.APIError{StatusCode: status, Code: code})
+	}
+	tests := []struct {
+		name    string
+		err     error
+		want    int
+		skipped bool
+	}{
+		{"Usage", usagef("bad"), exitUsage, false},
+		{"InvalidRequest", api(http.StatusBadRequest, "invalid_request"), exitUsage, false},
+		{"Unauthorized", api(http.StatusUnauthorized, "unauthorized"), exitNoPerm, false},
+		{"Forbidden", api(http.StatusForbidden, "forbidden"), exitNoPerm, false},
+		{"RateLimited", api(http.StatusTooManyRequests, "rate_limited"), exitTempFail, false},
+		{"Unavailable", api(http.StatusServiceUnavailable, "unavailable"), exitTempFail, false},
+		{"Internal", api(http.StatusInternalServerError, "internal"), exitTempFail, false},
+		{"Network", fmt.Errorf("acquire: %w: connection refused", leaseapi.ErrUnavailable), exitTempFail, false},
+		{"WaitExpired", errWaitExpired, exitTempFail, false},
+		{"SIGTERM", signalError{syscall.SIGTERM}, 128 + 15, false},
+		{"SIGINT", signalError{syscall.SIGINT}, 128 + 2, false},
+		{"NotFound", api(http.StatusNotFound, "not_found"), exitFailure, false},
+		{"Other", errors.New("boom"), exitFailure, false},
+		{"LeaseHeld", &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld}, exitFailure, true},
+		{"TickDone", &leaseapi.ConflictError{Err: leaseapi.ErrTickDone}, exitFailure, true},
+		{"JobPaused", api(http.StatusConflict, "job_paused"), exitFailure, true},
+		{"OtherConflict", api(http.StatusConflict, "lease_lost"), exitFailure, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := errorExit(tt.err); got != tt.want {
+				t.Errorf("errorExit(%v) = %d, want %d", tt.err, got, tt.want)
+			}
+			if got := skipped(tt.err); got != tt.skipped {
+				t.Errorf("skipped(%v) = %v, want %v", tt.err, got, tt.skipped)
+			}
+		})
+	}
+}
+
+func TestRunExit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		child   childExit
+		stopped bool
+		want    int
+	}{
+		{"ExitedZero", childExit{}, false, 0},
+		{"ExitedThree", childExit{code: 3}, false, 3},
+		{"KilledBySignal", childExit{signal: syscall.SIGSEGV}, false, 128 + 11},
+		{"StoppedExitedZero", childExit{}, true, 1},
+		{"StoppedExitedNonZero", childExit{code: 9}, true, 9},
+		{"StoppedByTERM", childExit{signal: syscall.SIGTERM}, true, 143},
+		{"StoppedByKILL", childExit{signal: syscall.SIGKILL}, true, 137},
+	}
+	for _, tt := range tests {
+		if got := runExit(tt.child, tt.stopped); got != tt.want {
+			t.Errorf("%s: runExit(%+v, %v) = %d, want %d", tt.name, tt.child, tt.stopped, got, tt.want)
+		}
+	}
+}
+
+func TestChildEnv(t *testing.T) {
+	t.Parallel()
+	tick := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	got := childEnv([]string{"PATH=/bin", "LEASEAPI_TOKEN=s3cret", "LEASE_TOKEN=99", "LEASEAPI_URL=http://x"}, "job", "h/1", 7, tick)
+	want := []string{"PATH=/bin", "LEASEAPI_URL=http://x", "LEASE_JOB=job", "LEASE_TOKEN=7", "LEASE_TICK=2026-11-30T07:00:00.000Z", "LEASE_OWNER=h/1"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("childEnv = %q, want %q", got, want)
+	}
+}
+
+func TestRelative(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "now"},
+		{25 * time.Second, "in 25s"},
+		{-90 * time.Second, "90s ago"},
+		{-3 * time.Minute, "3m ago"},
+		{5 * time.Hour, "in 5h"},
+		{-72 * time.Hour, "3d ago"},
+	}
+	for _, tt := range tests {
+		if got := relative(now.Add(tt.d), now); got != tt.want {
+			t.Errorf("relative(%s) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
