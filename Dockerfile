@@ -7,10 +7,14 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/leaseapi ./cmd/leaseapi
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/leaseapi ./cmd/leasectl
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/leaseapi /usr/local/bin/leaseapi
+# leasectl ships beside the service: `docker run --entrypoint leasectl` for
+# ls/get/runs/revoke, and `COPY --from=<this image> /usr/local/bin/leasectl`
+# into a job's own image for `leasectl run` (this image has no shell).
+COPY --from=build /out/leasectl /usr/local/bin/leasectl
 # nonroot (65532) owns its home: the embedded store's default file
 # (leaseapi.db in the working directory) can be written there. With
 # LEASEAPI_DATABASE_URL set, nothing is written.

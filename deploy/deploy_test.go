@@ -278,3 +278,39 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerfileShipsLeasectl: the service image builds leaseapi and
+// leasectl, packages that exist, and copies both into /usr/local/bin, so
+// that a job image can take leasectl with COPY --from.
+func TestDockerfileShipsLeasectl(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := make(map[string]bool)  // binary name → built into /out
+	copied := make(map[string]bool) // path in the final image
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 3 && f[0] == "RUN" && slices.Contains(f, "build") && slices.Contains(f, "/out/"):
+			for _, arg := range f {
+				if pkg, ok := strings.CutPrefix(arg, "./cmd/"); ok {
+					if _, err := os.Stat(filepath.Join("..", "cmd", pkg)); err != nil {
+						t.Errorf("Dockerfile builds ./cmd/%s: %v", pkg, err)
+					}
+					built[pkg] = true
+				}
+			}
+		case len(f) == 4 && f[0] == "COPY" && f[1] == "--from=build":
+			if bin, ok := strings.CutPrefix(f[2], "/out/"); ok && built[bin] {
+				copied[f[3]] = true
+			}
+		}
+	}
+	for _, bin := range []string{"leaseapi", "leasectl"} {
+		if !copied["/usr/local/bin/"+bin] {
+			t.Errorf("Dockerfile: want %s built into /out/ and copied to /usr/local/bin/%s", bin, bin)
+		}
+	}
+}
