@@ -91,19 +91,11 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 	case "ls":
 		return listLeases(ctx, c, params, asJSON, env.stdout)
 	case "get", "revoke":
-		body, err := do(ctx, func(ctx context.Context) (*http.Response, []byte, error) {
+		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) {
 			if name == "revoke" {
-				resp, err := c.RevokeLeaseWithResponse(ctx, job)
-				if err != nil {
-					return nil, nil, err
-				}
-				return resp.HTTPResponse, resp.Body, nil
+				return c.RevokeLease(ctx, job)
 			}
-			resp, err := c.GetLeaseWithResponse(ctx, job)
-			if err != nil {
-				return nil, nil, err
-			}
-			return resp.HTTPResponse, resp.Body, nil
+			return c.GetLease(ctx, job)
 		})
 		if err != nil {
 			return err
@@ -121,12 +113,8 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 		}
 		return printLease(env.stdout, l, time.Now())
 	case "runs":
-		body, err := do(ctx, func(ctx context.Context) (*http.Response, []byte, error) {
-			resp, err := c.ListRunsWithResponse(ctx, job, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			return resp.HTTPResponse, resp.Body, nil
+		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) {
+			return c.ListRuns(ctx, job, nil)
 		})
 		if err != nil {
 			return err
@@ -146,12 +134,17 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 // do sends one request with a timeout and returns the body of a 200, or
 // the error: a *jobs.APIError for any other status, leaseapi.ErrUnavailable
 // when leaseapi did not answer.
-func do(ctx context.Context, send func(context.Context) (*http.Response, []byte, error)) ([]byte, error) {
+func do(ctx context.Context, send func(context.Context) (*http.Response, error)) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	resp, body, err := send(ctx)
+	resp, err := send(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read the answer: %w", leaseapi.ErrUnavailable, err)
 	}
 	if resp.StatusCode == http.StatusOK {
 		return body, nil
@@ -177,12 +170,8 @@ func listLeases(ctx context.Context, c *client.ClientWithResponses, params clien
 	}
 	var all page
 	for {
-		body, err := do(ctx, func(ctx context.Context) (*http.Response, []byte, error) {
-			resp, err := c.ListLeasesWithResponse(ctx, &params)
-			if err != nil {
-				return nil, nil, err
-			}
-			return resp.HTTPResponse, resp.Body, nil
+		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) {
+			return c.ListLeases(ctx, &params)
 		})
 		if err != nil {
 			return err
