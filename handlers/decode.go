@@ -42,7 +42,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	if err != nil {
-		if _, ok := errorAs[*http.MaxBytesError](err); ok {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return errTooLarge
 		}
 		// Not %v: the error (a read timeout at the server's ReadTimeout, a
@@ -102,7 +102,7 @@ func decodeByTokens(trimmed []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields() // checkObject refused them already; a safety net
 	if err := dec.Decode(dst); err != nil {
-		if e, ok := errorAs[*json.UnmarshalTypeError](err); ok {
+		if e, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 			return invalidf("field %q must be %s", e.Field, describeType(e.Type))
 		}
 		return invalidf("the request body is not a valid request: %v", err)
@@ -152,7 +152,7 @@ func decodeValidObject(body []byte, dst any) error {
 	for _, m := range found {
 		field := v.Field(sf.index[m.key]).Addr().Interface()
 		if err := json.Unmarshal(m.value, field); err != nil {
-			if e, ok := errorAs[*json.UnmarshalTypeError](err); ok {
+			if e, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 				return invalidf("field %q must be %s", m.key, describeType(e.Type))
 			}
 			return invalidf("the request body is not a valid request: %v", err)
@@ -261,7 +261,7 @@ func checkObject(body []byte, fields []string) error {
 }
 
 func syntaxError(err error) error {
-	if e, ok := errorAs[*json.SyntaxError](err); ok {
+	if e, ok := errors.AsType[*json.SyntaxError](err); ok {
 		return invalidf("the request body is not valid JSON (byte %d: %v)", e.Offset, e)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
@@ -460,6 +460,8 @@ func parseListParams(q url.Values) (*leaseapi.ListParams, error) {
 	return p, nil
 }
 
+// validPrefix reports whether s is at most 128 characters of the job id
+// alphabet (A-Z a-z 0-9 . _ : -).
 func validPrefix(s string) bool {
 	if len(s) > 128 {
 		return false
