@@ -2,25 +2,18 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
-	"github.com/go-chi/chi/v5"
-
-	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 )
 
@@ -312,183 +305,4 @@ func describeType(t reflect.Type) string {
 		return "a string"
 	}
 	return "a " + t.Kind().String()
-}
-
-// clip shortens s for echoing it in a problem detail.
-func clip(s string) string {
-	const maxLen = 40
-	if len(s) > maxLen {
-		return s[:maxLen] + "…"
-	}
-	return s
-}
-
-// jobID returns the validated jobId path parameter. chi gives the raw
-// (still escaped) segment, so an escaped slash or NUL stays invalid.
-func jobID(r *http.Request) (string, error) {
-	id := chi.URLParam(r, "jobId")
-	if !leaseapi.ValidJobID(id) {
-		return "", invalidf("jobId in the path must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-	}
-	return id, nil
-}
-
-func validateOwner(owner string) error {
-	if !leaseapi.ValidOwner(owner) {
-		return invalidf("owner is required: 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
-	}
-	return nil
-}
-
-func validateToken(token int64) error {
-	if token < 1 {
-		return invalidf("token is required: the integer (>= 1) that acquire returned")
-	}
-	return nil
-}
-
-// ttl converts an optional ttlMs to a duration within [minTTL, maxTTL];
-// nil gives def.
-func (h *handler) ttl(ttlMs *int64, def time.Duration) (time.Duration, error) {
-	if ttlMs == nil {
-		return def, nil
-	}
-	minMs, maxMs := h.minTTL.Milliseconds(), h.maxTTL.Milliseconds()
-	if *ttlMs < minMs || *ttlMs > maxMs {
-		return 0, invalidf("ttlMs must be an integer from %d to %d (milliseconds)", minMs, maxMs)
-	}
-	return time.Duration(*ttlMs) * time.Millisecond, nil
-}
-
-// parseTick parses an optional RFC 3339 tick to UTC, truncated to
-// milliseconds as it is stored and shown. Its UTC year must have four
-// digits: "0000-01-01T00:00:00+01:00" is RFC 3339 but in UTC it is in year
-// -1, which no lease on the wire could show again (api.TimeLayout).
-func parseTick(s *string) (*time.Time, error) {
-	if s == nil {
-		return nil, nil
-	}
-	t, err := api.ParseTime(*s)
-	if err != nil || t.Year() < 0 || t.Year() > 9999 {
-		return nil, invalidf("tick must be an RFC 3339 time from year 0000 to 9999 in UTC, such as 2026-11-30T07:00:00Z")
-	}
-	return &t, nil
-}
-
-func parseOutcome(o *leaseapi.Outcome) (leaseapi.Outcome, error) {
-	if o == nil {
-		return leaseapi.OutcomeSucceeded, nil
-	}
-	if !o.ValidRelease() {
-		return "", invalidf("outcome must be succeeded or failed")
-	}
-	return *o, nil
-}
-
-// query returns r's query parameters after checking that each is one of
-// allowed and given at most once.
-func query(r *http.Request, allowed ...string) (url.Values, error) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, invalidf("the query string is malformed; escape it as application/x-www-form-urlencoded")
-	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range q {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range keys {
-		switch {
-		case !slices.Contains(allowed, k):
-			if len(allowed) == 0 {
-				return nil, invalidf("query parameter %q is unknown; this operation takes none", clip(k))
-			}
-			return nil, invalidf("query parameter %q is unknown; the parameters are %s", clip(k), strings.Join(allowed, ", "))
-		case len(q[k]) > 1:
-			return nil, invalidf("query parameter %q is given %d times; give it once", k, len(q[k]))
-		}
-	}
-	return q, nil
-}
-
-// parseLimit parses the limit parameter: 1 to 1000, def when absent.
-func parseLimit(q url.Values, def int) (int, error) {
-	if !q.Has("limit") {
-		return def, nil
-	}
-	s := q.Get("limit")
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 1000 || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, invalidf("limit must be an integer from 1 to 1000 (default %d)", def)
-	}
-	return n, nil
-}
-
-// parseListParams validates the query of GET /leases.
-func parseListParams(q url.Values) (*leaseapi.ListParams, error) {
-	p := &leaseapi.ListParams{}
-	if q.Has("state") {
-		p.State = leaseapi.State(q.Get("state"))
-		if !p.State.Valid() {
-			return nil, invalidf("state must be one of held, released, expired, revoked")
-		}
-	}
-	if q.Has("owner") {
-		p.Owner = q.Get("owner")
-		if !leaseapi.ValidOwner(p.Owner) {
-			return nil, invalidf("owner must be 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
-		}
-	}
-	p.Prefix = q.Get("prefix")
-	if !validPrefix(p.Prefix) {
-		return nil, invalidf("prefix must be 0 to 128 characters of A-Z a-z 0-9 . _ : -")
-	}
-	if q.Has("cursor") {
-		after, err := decodeCursor(q.Get("cursor"))
-		if err != nil {
-			return nil, err
-		}
-		p.After = after
-	}
-	limit, err := parseLimit(q, 100)
-	if err != nil {
-		return nil, err
-	}
-	p.Limit = limit
-	return p, nil
-}
-
-// validPrefix reports whether s is at most 128 characters of the job id
-// alphabet (A-Z a-z 0-9 . _ : -).
-func validPrefix(s string) bool {
-	if len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// cursorEncoding is unpadded base64url that refuses non-canonical input, so
-// every page has exactly one cursor.
-var cursorEncoding = base64.RawURLEncoding.Strict()
-
-// encodeCursor is the opaque cursor of the page after jobID.
-func encodeCursor(jobID string) string {
-	return cursorEncoding.EncodeToString([]byte(jobID))
-}
-
-// decodeCursor returns the job id a cursor encodes.
-func decodeCursor(cursor string) (string, error) {
-	b, err := cursorEncoding.DecodeString(cursor)
-	if err != nil || !leaseapi.ValidJobID(string(b)) {
-		return "", invalidf("cursor is not valid; pass the nextCursor of the previous page unchanged")
-	}
-	return string(b), nil
 }
