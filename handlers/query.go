@@ -45,8 +45,12 @@ func parseLimit(q url.Values, def int) (int, error) {
 	return n, nil
 }
 
-// parseListParams validates the query of GET /leases.
-func parseListParams(q url.Values) (*leaseapi.ListParams, error) {
+// listParams validates the query of GET /leases.
+func listParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.ListParams, error) {
+	q, err := query(r, "state", "owner", "prefix", "limit", "cursor")
+	if err != nil {
+		return nil, err
+	}
 	p := &leaseapi.ListParams{}
 	if q.Has("state") {
 		p.State = leaseapi.State(q.Get("state"))
@@ -77,4 +81,26 @@ func parseListParams(q url.Values) (*leaseapi.ListParams, error) {
 	}
 	p.Limit = limit
 	return p, nil
+}
+
+// runsQuery is the validated input of GET /leases/{jobId}/runs.
+type runsQuery struct {
+	jobID string
+	limit int
+}
+
+func runsParams(_ http.ResponseWriter, r *http.Request) (runsQuery, error) {
+	id, err := jobID(r)
+	if err != nil {
+		return runsQuery{}, err
+	}
+	q, err := query(r, "limit")
+	if err != nil {
+		return runsQuery{}, err
+	}
+	limit, err := parseLimit(q, 50)
+	if err != nil {
+		return runsQuery{}, err
+	}
+	return runsQuery{jobID: id, limit: limit}, nil
 }
