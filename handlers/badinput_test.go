@@ -9,7 +9,7 @@ import (
 	"github.com/leaseapi/leaseapi/api"
 )
 
-// badCase is one request from RELIABILITY.md §6 that must be refused with a
+// badCase is one hostile or malformed request that must be refused with a
 // 4xx problem without reaching the store.
 type badCase struct {
 	name string
@@ -221,7 +221,7 @@ func badCases(fresh, held string) []badCase {
 
 func get(path string) request { return request{method: http.MethodGet, path: path} }
 
-// TestBadInput: every bad request of RELIABILITY.md §6 gets its 4xx problem
+// TestBadInput: every bad request of badCases gets its 4xx problem
 // with a small detail that names what to change and leaks nothing, the
 // spec refuses it too (unless the rule is prose only), and the store is
 // unchanged afterwards.

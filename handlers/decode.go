@@ -2,25 +2,17 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"time"
 	"unicode/utf8"
 
-	"github.com/go-chi/chi/v5"
-
-	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 )
 
@@ -42,7 +34,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	if err != nil {
-		if _, ok := errorAs[*http.MaxBytesError](err); ok {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return errTooLarge
 		}
 		// Not %v: the error (a read timeout at the server's ReadTimeout, a
@@ -72,88 +64,47 @@ func checkContentType(h http.Header) error {
 	return nil
 }
 
-// decodeJSON decodes body, which must be exactly one JSON object, into dst.
-// Every key must be the exact (case-sensitive) JSON name of a field of dst,
-// at most once, with a non-null value of the field's type. encoding/json
+// decodeJSON decodes body, which must be exactly one JSON object, into dst,
+// a pointer to a struct whose fields all have JSON names. encoding/json
 // alone would match names case-insensitively and let the last of duplicate
 // keys win; both are refused so that every reader of a request, including
 // an OpenAPI validator in front of the service, sees the same values.
+//
+// The rules, checked in this order; the first one broken is the answer:
+//  1. the body is not empty and is a JSON object;
+//  2. member by member, in the body's order: the JSON is valid up to the
+//     end of the member, and addMember's rules hold (an exact,
+//     case-sensitive field name, given once, not null);
+//  3. nothing but white space follows the object;
+//  4. member by member, each value has its field's type.
 func decodeJSON(body []byte, dst any) error {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 {
+	body = bytes.TrimLeft(body, " \t\r\n")
+	if len(body) == 0 {
 		return invalidf("the request body is empty; send a JSON object")
 	}
-	if trimmed[0] != '{' {
+	if body[0] != '{' {
 		return invalidf("the request body must be a JSON object")
 	}
-	if json.Valid(trimmed) {
-		return decodeValidObject(trimmed, dst)
+	v := reflect.ValueOf(dst).Elem()
+	fields := jsonNames(v.Type())
+	var buf [8]member // requests have at most four fields
+	var members []member
+	var err error
+	if json.Valid(body) {
+		// The members or the problem of tokenMembers (FuzzValidMembers holds
+		// them equal) without the tokenizer's cost, which is most of a
+		// valid request's decoding.
+		members, err = validMembers(body, fields, buf[:0])
+	} else {
+		members, err = tokenMembers(body, fields, buf[:0])
 	}
-	return decodeByTokens(trimmed, dst)
-}
-
-// decodeByTokens is decodeJSON for any body that starts with '{'; for
-// invalid JSON, checkObject finds the first problem and says where. Valid
-// bodies take decodeValidObject, which decides exactly as this does.
-func decodeByTokens(trimmed []byte, dst any) error {
-	if err := checkObject(trimmed, jsonFields(dst)); err != nil {
+	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields() // checkObject refused them already; a safety net
-	if err := dec.Decode(dst); err != nil {
-		if e, ok := errorAs[*json.UnmarshalTypeError](err); ok {
-			return invalidf("field %q must be %s", e.Field, describeType(e.Type))
-		}
-		return invalidf("the request body is not a valid request: %v", err)
-	}
-	return nil
-}
-
-// decodeValidObject is decodeJSON for a body that is exactly one valid JSON
-// object, in one pass and without a tokenizer: it checks every member as
-// checkObject does (the same problems, in the same order, with the same
-// details), then decodes each value into its field as the whole-object
-// decoder would.
-func decodeValidObject(body []byte, dst any) error {
-	v := reflect.ValueOf(dst).Elem()
-	sf := structFieldsOf(v.Type())
-	fields := sf.names
-	type member struct {
-		key   string
-		value []byte
-	}
-	var members [8]member // requests have at most four fields
-	found := members[:0]
-	i := skipSpace(body, 1) // after '{'
-	for body[i] != '}' {
-		keyEnd := skipString(body, i)
-		key, err := unquoteKey(body[i:keyEnd])
-		if err != nil {
-			return invalidf("the request body is not valid JSON (%v)", err)
-		}
-		start := skipSpace(body, skipSpace(body, keyEnd)+1) // after ':'
-		end := skipValue(body, start)
-		value := body[start:end]
-		switch {
-		case !slices.Contains(fields, key):
-			return invalidf("unknown field %q; the fields are %s", clip(key), strings.Join(fields, ", "))
-		case slices.ContainsFunc(found, func(m member) bool { return m.key == key }):
-			return invalidf("field %q appears more than once; send each field once", key)
-		case string(value) == "null":
-			return invalidf("field %q must not be null; omit it to use the default", key)
-		}
-		found = append(found, member{key, value})
-		i = skipSpace(body, end)
-		if body[i] == ',' {
-			i = skipSpace(body, i+1)
-		}
-	}
-	for _, m := range found {
-		field := v.Field(sf.index[m.key]).Addr().Interface()
-		if err := json.Unmarshal(m.value, field); err != nil {
-			if e, ok := errorAs[*json.UnmarshalTypeError](err); ok {
-				return invalidf("field %q must be %s", m.key, describeType(e.Type))
+	for _, m := range members {
+		if err := json.Unmarshal(m.value, v.Field(m.field).Addr().Interface()); err != nil {
+			if e, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+				return invalidf("field %q must be %s", fields[m.field], describeType(e.Type))
 			}
 			return invalidf("the request body is not a valid request: %v", err)
 		}
@@ -161,8 +112,90 @@ func decodeValidObject(body []byte, dst any) error {
 	return nil
 }
 
-// The scanners below walk JSON that json.Valid accepted, so they need not
-// check syntax: each returns the index just past what it skips.
+// member is one member of the request's object: the index of its field
+// and its value.
+type member struct {
+	field int
+	value []byte
+}
+
+// addMember appends the member key: value to members if key is the exact
+// name of one of fields, not already in members, and value is not null.
+func addMember(members []member, fields []string, key string, value []byte) ([]member, error) {
+	field := slices.Index(fields, key)
+	switch {
+	case field < 0:
+		return nil, invalidf("unknown field %q; the fields are %s", clip(key), strings.Join(fields, ", "))
+	case slices.ContainsFunc(members, func(m member) bool { return m.field == field }):
+		return nil, invalidf("field %q appears more than once; send each field once", key)
+	case string(value) == "null":
+		return nil, invalidf("field %q must not be null; omit it to use the default", key)
+	}
+	return append(members, member{field, value}), nil
+}
+
+// tokenMembers checks rules 2 and 3 of decodeJSON on any body that starts
+// with '{' and returns its members. It is the reference: for invalid JSON
+// its problem says what is wrong and where.
+func tokenMembers(body []byte, fields []string, members []member) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	_, _ = dec.Token() // '{', checked by the caller
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, syntaxError(err)
+		}
+		key, _ := tok.(string) // a key inside an object is always a string
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, syntaxError(err)
+		}
+		if members, err = addMember(members, fields, key, value); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, syntaxError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, invalidf("the request body has data after the JSON object; send exactly one object")
+	}
+	return members, nil
+}
+
+func syntaxError(err error) error {
+	if e, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return invalidf("the request body is not valid JSON (byte %d: %v)", e.Offset, e)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return invalidf("the request body is truncated JSON; send a complete object")
+	}
+	return invalidf("the request body is not valid JSON (%v)", err)
+}
+
+// validMembers is tokenMembers for a body that is exactly one valid JSON
+// object (json.Valid), found by skipping over it: the syntax of rule 2 and
+// rule 3 hold already, so only addMember's rules are left to check.
+func validMembers(body []byte, fields []string, members []member) ([]member, error) {
+	i := skipSpace(body, 1) // after '{'
+	for body[i] != '}' {
+		keyEnd := skipString(body, i)
+		start := skipSpace(body, skipSpace(body, keyEnd)+1) // after ':'
+		end := skipValue(body, start)
+		var err error
+		if members, err = addMember(members, fields, unquoteKey(body[i:keyEnd]), body[start:end]); err != nil {
+			return nil, err
+		}
+		i = skipSpace(body, end)
+		if body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+	}
+	return members, nil
+}
+
+// The scanners of validMembers walk valid JSON, so they need not check
+// syntax: each returns the index just past what it skips.
 
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
@@ -211,94 +244,26 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// unquoteKey decodes a member name. A name of plain ASCII without escapes
-// is itself; any other goes through encoding/json, which also replaces
-// invalid UTF-8 as the tokenizer of checkObject does.
-func unquoteKey(quoted []byte) (string, error) {
+// unquoteKey decodes a valid JSON string. One of plain ASCII without
+// escapes is its content; any other goes through encoding/json, which
+// replaces invalid UTF-8 as the tokenizer does.
+func unquoteKey(quoted []byte) string {
 	if bytes.IndexByte(quoted, '\\') < 0 && !slices.ContainsFunc(quoted, func(c byte) bool { return c >= utf8.RuneSelf }) {
-		return string(quoted[1 : len(quoted)-1]), nil
+		return string(quoted[1 : len(quoted)-1])
 	}
 	var key string
-	err := json.Unmarshal(quoted, &key)
-	return key, err
+	_ = json.Unmarshal(quoted, &key) // cannot fail: json.Valid accepted the string
+	return key
 }
 
-// checkObject walks the top level of one JSON object: syntax, exact known
-// keys, no duplicates, no null values, nothing after the object.
-func checkObject(body []byte, fields []string) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if _, err := dec.Token(); err != nil { // '{', checked by the caller
-		return syntaxError(err)
+// jsonNames lists the JSON names of the fields of struct type t, in field
+// order.
+func jsonNames(t reflect.Type) []string {
+	names := make([]string, t.NumField())
+	for i := range names {
+		names[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
 	}
-	seen := make(map[string]bool, len(fields))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return syntaxError(err)
-		}
-		key, _ := tok.(string) // a key inside an object is always a string
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return syntaxError(err)
-		}
-		switch {
-		case !slices.Contains(fields, key):
-			return invalidf("unknown field %q; the fields are %s", clip(key), strings.Join(fields, ", "))
-		case seen[key]:
-			return invalidf("field %q appears more than once; send each field once", key)
-		case string(value) == "null":
-			return invalidf("field %q must not be null; omit it to use the default", key)
-		}
-		seen[key] = true
-	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return syntaxError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalidf("the request body has data after the JSON object; send exactly one object")
-	}
-	return nil
-}
-
-func syntaxError(err error) error {
-	if e, ok := errorAs[*json.SyntaxError](err); ok {
-		return invalidf("the request body is not valid JSON (byte %d: %v)", e.Offset, e)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return invalidf("the request body is truncated JSON; send a complete object")
-	}
-	return invalidf("the request body is not valid JSON (%v)", err)
-}
-
-// jsonFields lists the JSON names of the fields of the struct dst points to.
-func jsonFields(dst any) []string {
-	return structFieldsOf(reflect.TypeOf(dst).Elem()).names
-}
-
-// structFields are the JSON names of a request struct's fields, in order,
-// and the index of the field of each name.
-type structFields struct {
-	names []string
-	index map[string]int
-}
-
-// structFieldsCache maps a request struct type to its *structFields.
-var structFieldsCache sync.Map
-
-func structFieldsOf(t reflect.Type) *structFields {
-	if f, ok := structFieldsCache.Load(t); ok {
-		return f.(*structFields)
-	}
-	f := &structFields{index: make(map[string]int, t.NumField())}
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			f.names = append(f.names, name)
-			f.index[name] = i
-		}
-	}
-	structFieldsCache.Store(t, f)
-	return f
+	return names
 }
 
 func describeType(t reflect.Type) string {
@@ -312,181 +277,4 @@ func describeType(t reflect.Type) string {
 		return "a string"
 	}
 	return "a " + t.Kind().String()
-}
-
-// clip shortens s for echoing it in a problem detail.
-func clip(s string) string {
-	const maxLen = 40
-	if len(s) > maxLen {
-		return s[:maxLen] + "…"
-	}
-	return s
-}
-
-// jobID returns the validated jobId path parameter. chi gives the raw
-// (still escaped) segment, so an escaped slash or NUL stays invalid.
-func jobID(r *http.Request) (string, error) {
-	id := chi.URLParam(r, "jobId")
-	if !leaseapi.ValidJobID(id) {
-		return "", invalidf("jobId in the path must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-	}
-	return id, nil
-}
-
-func validateOwner(owner string) error {
-	if !leaseapi.ValidOwner(owner) {
-		return invalidf("owner is required: 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
-	}
-	return nil
-}
-
-func validateToken(token int64) error {
-	if token < 1 {
-		return invalidf("token is required: the integer (>= 1) that acquire returned")
-	}
-	return nil
-}
-
-// ttl converts an optional ttlMs to a duration within [minTTL, maxTTL];
-// nil gives def.
-func (h *handler) ttl(ttlMs *int64, def time.Duration) (time.Duration, error) {
-	if ttlMs == nil {
-		return def, nil
-	}
-	minMs, maxMs := h.minTTL.Milliseconds(), h.maxTTL.Milliseconds()
-	if *ttlMs < minMs || *ttlMs > maxMs {
-		return 0, invalidf("ttlMs must be an integer from %d to %d (milliseconds)", minMs, maxMs)
-	}
-	return time.Duration(*ttlMs) * time.Millisecond, nil
-}
-
-// parseTick parses an optional RFC 3339 tick to UTC, truncated to
-// milliseconds as it is stored and shown. Its UTC year must have four
-// digits: "0000-01-01T00:00:00+01:00" is RFC 3339 but in UTC it is in year
-// -1, which no lease on the wire could show again (api.TimeLayout).
-func parseTick(s *string) (*time.Time, error) {
-	if s == nil {
-		return nil, nil
-	}
-	t, err := api.ParseTime(*s)
-	if err != nil || t.Year() < 0 || t.Year() > 9999 {
-		return nil, invalidf("tick must be an RFC 3339 time from year 0000 to 9999 in UTC, such as 2026-11-30T07:00:00Z")
-	}
-	return &t, nil
-}
-
-func parseOutcome(o *leaseapi.Outcome) (leaseapi.Outcome, error) {
-	if o == nil {
-		return leaseapi.OutcomeSucceeded, nil
-	}
-	if !o.ValidRelease() {
-		return "", invalidf("outcome must be succeeded or failed")
-	}
-	return *o, nil
-}
-
-// query returns r's query parameters after checking that each is one of
-// allowed and given at most once.
-func query(r *http.Request, allowed ...string) (url.Values, error) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, invalidf("the query string is malformed; escape it as application/x-www-form-urlencoded")
-	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range q {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range keys {
-		switch {
-		case !slices.Contains(allowed, k):
-			if len(allowed) == 0 {
-				return nil, invalidf("query parameter %q is unknown; this operation takes none", clip(k))
-			}
-			return nil, invalidf("query parameter %q is unknown; the parameters are %s", clip(k), strings.Join(allowed, ", "))
-		case len(q[k]) > 1:
-			return nil, invalidf("query parameter %q is given %d times; give it once", k, len(q[k]))
-		}
-	}
-	return q, nil
-}
-
-// parseLimit parses the limit parameter: 1 to 1000, def when absent.
-func parseLimit(q url.Values, def int) (int, error) {
-	if !q.Has("limit") {
-		return def, nil
-	}
-	s := q.Get("limit")
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 1000 || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, invalidf("limit must be an integer from 1 to 1000 (default %d)", def)
-	}
-	return n, nil
-}
-
-// parseListParams validates the query of GET /leases.
-func parseListParams(q url.Values) (*leaseapi.ListParams, error) {
-	p := &leaseapi.ListParams{}
-	if q.Has("state") {
-		p.State = leaseapi.State(q.Get("state"))
-		if !p.State.Valid() {
-			return nil, invalidf("state must be one of held, released, expired, revoked")
-		}
-	}
-	if q.Has("owner") {
-		p.Owner = q.Get("owner")
-		if !leaseapi.ValidOwner(p.Owner) {
-			return nil, invalidf("owner must be 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
-		}
-	}
-	p.Prefix = q.Get("prefix")
-	if !validPrefix(p.Prefix) {
-		return nil, invalidf("prefix must be 0 to 128 characters of A-Z a-z 0-9 . _ : -")
-	}
-	if q.Has("cursor") {
-		after, err := decodeCursor(q.Get("cursor"))
-		if err != nil {
-			return nil, err
-		}
-		p.After = after
-	}
-	limit, err := parseLimit(q, 100)
-	if err != nil {
-		return nil, err
-	}
-	p.Limit = limit
-	return p, nil
-}
-
-func validPrefix(s string) bool {
-	if len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// cursorEncoding is unpadded base64url that refuses non-canonical input, so
-// every page has exactly one cursor.
-var cursorEncoding = base64.RawURLEncoding.Strict()
-
-// encodeCursor is the opaque cursor of the page after jobID.
-func encodeCursor(jobID string) string {
-	return cursorEncoding.EncodeToString([]byte(jobID))
-}
-
-// decodeCursor returns the job id a cursor encodes.
-func decodeCursor(cursor string) (string, error) {
-	b, err := cursorEncoding.DecodeString(cursor)
-	if err != nil || !leaseapi.ValidJobID(string(b)) {
-		return "", invalidf("cursor is not valid; pass the nextCursor of the previous page unchanged")
-	}
-	return string(b), nil
 }

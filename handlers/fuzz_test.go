@@ -1,13 +1,13 @@
 package handlers_test
 
-// Fuzz targets of RELIABILITY.md §6: the request body decoders (acquire,
+// Fuzz targets for hostile input: the request body decoder (acquire,
 // heartbeat, release), path and query validation (jobId, owner, limit,
 // state, prefix, cursor), bearer tokens and the problem writer. Run one with
 //
 //	go test ./handlers -run '^$' -fuzz '^FuzzAcquireBody$' -fuzztime 60s
 //
 // Without -fuzz, `go test` (and so `make test`) runs their seed corpora as
-// ordinary tests: the §6 cases of badCases, a few valid requests, and the
+// ordinary tests: the cases of badCases, a few valid requests, and the
 // regression seeds in testdata/fuzz.
 //
 // Every target serves its input through handlers.New over the real SQLite

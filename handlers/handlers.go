@@ -17,7 +17,7 @@ import (
 	"github.com/leaseapi/leaseapi"
 )
 
-// Defaults for the zero values of Options (DESIGN.md, Configuration).
+// Defaults for the zero values of Options.
 const (
 	DefaultTTL            = 30 * time.Second
 	DefaultMinTTL         = time.Second
@@ -56,9 +56,6 @@ type handler struct {
 	logger         *slog.Logger
 	registry       *prometheus.Registry
 	metrics        *metrics
-	// nowFunc is the service's clock; it is only used for the Retry-After
-	// hint, never to decide expiry (that is the store's clock).
-	nowFunc func() time.Time
 }
 
 // New returns the HTTP handler of the API, serving store. It panics when the
@@ -75,7 +72,6 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		auth:           newAuthenticator(opts.APITokens, opts.AdminTokens),
 		logger:         opts.Logger,
 		registry:       opts.Registry,
-		nowFunc:        time.Now,
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)

@@ -9,41 +9,43 @@ import (
 	"github.com/leaseapi/leaseapi/api"
 )
 
-// Every handler validates all of its input before the first store call, so
-// bad input never reaches the store.
-
-func (h *handler) acquire(w http.ResponseWriter, r *http.Request) {
-	serveLeaseWrite(h, w, r, "acquire", h.acquireParams, h.store.Acquire, func(l leaseapi.Lease, err error) {
-		h.metrics.acquires.WithLabelValues(acquireResult(l, err)).Inc()
-	})
-}
-
-// serveLeaseWrite serves a POST on a lease: parse validates all input
-// before the store is called, the call runs within the request's deadline,
-// count records its result, and the answer is the lease or a problem.
-func serveLeaseWrite[P any](h *handler, w http.ResponseWriter, r *http.Request, op string,
+// serve is the one shape of every /leases handler: parse validates all of
+// the request before the store is called, so bad input never reaches it;
+// do calls the store within the request's deadline; respond makes the 200
+// body of its result. Any error is answered as a problem.
+func serve[P, T any](h *handler, w http.ResponseWriter, r *http.Request, op string,
 	parse func(http.ResponseWriter, *http.Request) (P, error),
-	do func(context.Context, P) (leaseapi.Lease, error),
-	count func(leaseapi.Lease, error),
+	do func(context.Context, P) (T, error),
+	respond func(*http.Request, T) any,
 ) {
 	p, err := parse(w, r)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
-	lease, err := call(r.Context(), h.metrics, op, func(ctx context.Context) (leaseapi.Lease, error) {
+	v, err := call(r.Context(), h.metrics, op, func(ctx context.Context) (T, error) {
 		return do(ctx, p)
 	})
-	count(lease, err)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
-	writeJSON(w, r, api.FromLease(lease))
+	writeJSON(w, r, respond(r, v))
+}
+
+// leaseBody is the answer of the calls on one lease: the lease.
+func leaseBody(_ *http.Request, l leaseapi.Lease) any { return api.FromLease(l) }
+
+func (h *handler) acquire(w http.ResponseWriter, r *http.Request) {
+	serve(h, w, r, "acquire", h.acquireParams, func(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+		l, err := h.store.Acquire(ctx, p)
+		h.metrics.acquires.WithLabelValues(acquireResult(l, err)).Inc()
+		return l, err
+	}, leaseBody)
 }
 
 func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leaseapi.AcquireParams, error) {
-	id, err := pathAndNoQuery(r)
+	id, err := pathAndNoQuery(w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -83,13 +85,15 @@ func acquireResult(l leaseapi.Lease, err error) string {
 }
 
 func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request) {
-	serveLeaseWrite(h, w, r, "heartbeat", h.heartbeatParams, h.store.Heartbeat, func(_ leaseapi.Lease, err error) {
+	serve(h, w, r, "heartbeat", h.heartbeatParams, func(ctx context.Context, p *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
+		l, err := h.store.Heartbeat(ctx, p)
 		h.metrics.heartbeats.WithLabelValues(holderResult(err)).Inc()
-	})
+		return l, err
+	}, leaseBody)
 }
 
 func (h *handler) heartbeatParams(w http.ResponseWriter, r *http.Request) (*leaseapi.HeartbeatParams, error) {
-	id, err := pathAndNoQuery(r)
+	id, err := pathAndNoQuery(w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -111,13 +115,15 @@ func (h *handler) heartbeatParams(w http.ResponseWriter, r *http.Request) (*leas
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
-	serveLeaseWrite(h, w, r, "release", h.releaseParams, h.store.Release, func(_ leaseapi.Lease, err error) {
+	serve(h, w, r, "release", h.releaseParams, func(ctx context.Context, p *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
+		l, err := h.store.Release(ctx, p)
 		h.metrics.releases.WithLabelValues(holderResult(err)).Inc()
-	})
+		return l, err
+	}, leaseBody)
 }
 
 func (h *handler) releaseParams(w http.ResponseWriter, r *http.Request) (*leaseapi.ReleaseParams, error) {
-	id, err := pathAndNoQuery(r)
+	id, err := pathAndNoQuery(w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -152,93 +158,38 @@ func holderResult(err error) string {
 }
 
 func (h *handler) revokeLease(w http.ResponseWriter, r *http.Request) {
-	id, err := pathAndNoQuery(r)
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	lease, err := call(r.Context(), h.metrics, "revoke", func(ctx context.Context) (leaseapi.Lease, error) {
-		return h.store.Revoke(ctx, id)
+	serve(h, w, r, "revoke", pathAndNoQuery, h.store.Revoke, func(r *http.Request, l leaseapi.Lease) any {
+		loggerFrom(r.Context()).Info("lease revoked", "job_id", l.JobID, "owner", l.Owner, "token", l.Token)
+		return api.FromLease(l)
 	})
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	loggerFrom(r.Context()).Info("lease revoked", "job_id", id, "owner", lease.Owner, "token", lease.Token)
-	writeJSON(w, r, api.FromLease(lease))
 }
 
 func (h *handler) getLease(w http.ResponseWriter, r *http.Request) {
-	id, err := pathAndNoQuery(r)
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	lease, err := call(r.Context(), h.metrics, "get", func(ctx context.Context) (leaseapi.Lease, error) {
-		return h.store.Get(ctx, id)
-	})
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, r, api.FromLease(lease))
+	serve(h, w, r, "get", pathAndNoQuery, h.store.Get, leaseBody)
 }
 
 func (h *handler) listLeases(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "state", "owner", "prefix", "limit", "cursor")
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	p, err := parseListParams(q)
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	page, err := call(r.Context(), h.metrics, "list", func(ctx context.Context) (leaseapi.LeasePage, error) {
-		return h.store.List(ctx, p)
+	serve(h, w, r, "list", listParams, h.store.List, func(_ *http.Request, page leaseapi.LeasePage) any {
+		out := api.LeaseList{Leases: api.FromLeases(page.Leases), ServerTime: api.NewTime(page.Now)}
+		if page.More && len(page.Leases) > 0 {
+			c := encodeCursor(page.Leases[len(page.Leases)-1].JobID)
+			out.NextCursor = &c
+		}
+		return out
 	})
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	out := api.LeaseList{Leases: api.FromLeases(page.Leases), ServerTime: api.NewTime(page.Now)}
-	if page.More && len(page.Leases) > 0 {
-		c := encodeCursor(page.Leases[len(page.Leases)-1].JobID)
-		out.NextCursor = &c
-	}
-	writeJSON(w, r, out)
 }
 
 func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
-	id, err := jobID(r)
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	q, err := query(r, "limit")
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	limit, err := parseLimit(q, 50)
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	runs, err := call(r.Context(), h.metrics, "runs", func(ctx context.Context) ([]leaseapi.Run, error) {
-		return h.store.Runs(ctx, id, limit)
+	serve(h, w, r, "runs", runsParams, func(ctx context.Context, p runsQuery) ([]leaseapi.Run, error) {
+		return h.store.Runs(ctx, p.jobID, p.limit)
+	}, func(_ *http.Request, runs []leaseapi.Run) any {
+		return api.RunList{Runs: api.FromRuns(runs)}
 	})
-	if err != nil {
-		writeProblem(w, r, err)
-		return
-	}
-	writeJSON(w, r, api.RunList{Runs: api.FromRuns(runs)})
 }
 
 // pathAndNoQuery returns the validated jobId of an operation that takes no
 // query parameters.
-func pathAndNoQuery(r *http.Request) (string, error) {
+func pathAndNoQuery(_ http.ResponseWriter, r *http.Request) (string, error) {
 	id, err := jobID(r)
 	if err != nil {
 		return "", err

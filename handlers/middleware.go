@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -72,16 +71,7 @@ func (h *handler) requestID(next http.Handler) http.Handler {
 }
 
 func validRequestID(id string) bool {
-	if len(id) < 1 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return id != "" && validPrefix(id)
 }
 
 func newRequestID() string {
@@ -279,11 +269,4 @@ func (h *handler) methodNotAllowed(routes chi.Routes) http.HandlerFunc {
 			header: http.Header{"Allow": {strings.Join(allowed, ", ")}},
 		})
 	}
-}
-
-// errorAs is errors.As for a target type, for readability in conditions.
-func errorAs[T error](err error) (T, bool) {
-	var target T
-	ok := errors.As(err, &target)
-	return target, ok
 }

@@ -33,6 +33,15 @@ func invalidf(format string, args ...any) error {
 	return &requestError{status: http.StatusBadRequest, code: api.CodeInvalidRequest, detail: fmt.Sprintf(format, args...)}
 }
 
+// clip shortens s for echoing it in a problem detail.
+func clip(s string) string {
+	const maxLen = 40
+	if len(s) > maxLen {
+		return s[:maxLen] + "…"
+	}
+	return s
+}
+
 // titles are the fixed titles of the problem codes.
 var titles = map[string]string{
 	api.CodeInvalidRequest:       "Invalid request",

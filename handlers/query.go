@@ -1,0 +1,106 @@
+package handlers
+
+import (
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// query returns r's query parameters after checking that each is one of
+// allowed and given at most once.
+func query(r *http.Request, allowed ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, invalidf("the query string is malformed; escape it as application/x-www-form-urlencoded")
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(allowed, k):
+			if len(allowed) == 0 {
+				return nil, invalidf("query parameter %q is unknown; this operation takes none", clip(k))
+			}
+			return nil, invalidf("query parameter %q is unknown; the parameters are %s", clip(k), strings.Join(allowed, ", "))
+		case len(q[k]) > 1:
+			return nil, invalidf("query parameter %q is given %d times; give it once", k, len(q[k]))
+		}
+	}
+	return q, nil
+}
+
+// parseLimit parses the limit parameter: 1 to 1000, def when absent.
+func parseLimit(q url.Values, def int) (int, error) {
+	if !q.Has("limit") {
+		return def, nil
+	}
+	s := q.Get("limit")
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 1000 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, invalidf("limit must be an integer from 1 to 1000 (default %d)", def)
+	}
+	return n, nil
+}
+
+// listParams validates the query of GET /leases.
+func listParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.ListParams, error) {
+	q, err := query(r, "state", "owner", "prefix", "limit", "cursor")
+	if err != nil {
+		return nil, err
+	}
+	p := &leaseapi.ListParams{}
+	if q.Has("state") {
+		p.State = leaseapi.State(q.Get("state"))
+		if !p.State.Valid() {
+			return nil, invalidf("state must be one of held, released, expired, revoked")
+		}
+	}
+	if q.Has("owner") {
+		p.Owner = q.Get("owner")
+		if !leaseapi.ValidOwner(p.Owner) {
+			return nil, invalidf("owner must be 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
+		}
+	}
+	p.Prefix = q.Get("prefix")
+	if !validPrefix(p.Prefix) {
+		return nil, invalidf("prefix must be 0 to 128 characters of A-Z a-z 0-9 . _ : -")
+	}
+	if q.Has("cursor") {
+		after, err := decodeCursor(q.Get("cursor"))
+		if err != nil {
+			return nil, err
+		}
+		p.After = after
+	}
+	limit, err := parseLimit(q, 100)
+	if err != nil {
+		return nil, err
+	}
+	p.Limit = limit
+	return p, nil
+}
+
+// runsQuery is the validated input of GET /leases/{jobId}/runs.
+type runsQuery struct {
+	jobID string
+	limit int
+}
+
+func runsParams(_ http.ResponseWriter, r *http.Request) (runsQuery, error) {
+	id, err := jobID(r)
+	if err != nil {
+		return runsQuery{}, err
+	}
+	q, err := query(r, "limit")
+	if err != nil {
+		return runsQuery{}, err
+	}
+	limit, err := parseLimit(q, 50)
+	if err != nil {
+		return runsQuery{}, err
+	}
+	return runsQuery{jobID: id, limit: limit}, nil
+}

@@ -1,0 +1,91 @@
+package handlers
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+// The validation of every field a request carries, each against its pattern
+// in api/openapi.yaml, with a detail that says what to send instead.
+
+// jobID returns the validated jobId path parameter. chi gives the raw
+// (still escaped) segment, so an escaped slash or NUL stays invalid.
+func jobID(r *http.Request) (string, error) {
+	id := chi.URLParam(r, "jobId")
+	if !leaseapi.ValidJobID(id) {
+		return "", invalidf("jobId in the path must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+	}
+	return id, nil
+}
+
+func validateOwner(owner string) error {
+	if !leaseapi.ValidOwner(owner) {
+		return invalidf("owner is required: 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
+	}
+	return nil
+}
+
+func validateToken(token int64) error {
+	if token < 1 {
+		return invalidf("token is required: the integer (>= 1) that acquire returned")
+	}
+	return nil
+}
+
+// ttl converts an optional ttlMs to a duration within [minTTL, maxTTL];
+// nil gives def.
+func (h *handler) ttl(ttlMs *int64, def time.Duration) (time.Duration, error) {
+	if ttlMs == nil {
+		return def, nil
+	}
+	minMs, maxMs := h.minTTL.Milliseconds(), h.maxTTL.Milliseconds()
+	if *ttlMs < minMs || *ttlMs > maxMs {
+		return 0, invalidf("ttlMs must be an integer from %d to %d (milliseconds)", minMs, maxMs)
+	}
+	return time.Duration(*ttlMs) * time.Millisecond, nil
+}
+
+// parseTick parses an optional RFC 3339 tick to UTC, truncated to
+// milliseconds as it is stored and shown. Its UTC year must have four
+// digits: "0000-01-01T00:00:00+01:00" is RFC 3339 but in UTC it is in year
+// -1, which no lease on the wire could show again (api.TimeLayout).
+func parseTick(s *string) (*time.Time, error) {
+	if s == nil {
+		return nil, nil
+	}
+	t, err := api.ParseTime(*s)
+	if err != nil || t.Year() < 0 || t.Year() > 9999 {
+		return nil, invalidf("tick must be an RFC 3339 time from year 0000 to 9999 in UTC, such as 2026-11-30T07:00:00Z")
+	}
+	return &t, nil
+}
+
+func parseOutcome(o *leaseapi.Outcome) (leaseapi.Outcome, error) {
+	if o == nil {
+		return leaseapi.OutcomeSucceeded, nil
+	}
+	if !o.ValidRelease() {
+		return "", invalidf("outcome must be succeeded or failed")
+	}
+	return *o, nil
+}
+
+// validPrefix reports whether s is at most 128 characters of the job id
+// alphabet (A-Z a-z 0-9 . _ : -).
+func validPrefix(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
