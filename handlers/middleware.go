@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 )
 
@@ -71,7 +72,7 @@ func (h *handler) requestID(next http.Handler) http.Handler {
 }
 
 func validRequestID(id string) bool {
-	return id != "" && validPrefix(id)
+	return id != "" && leaseapi.ValidPrefix(id)
 }
 
 func newRequestID() string {

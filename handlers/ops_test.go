@@ -321,6 +321,8 @@ func TestWriteProblem(t *testing.T) {
 		withLease  bool
 	}{
 		{"NotFound", fmt.Errorf("get job: %w", leaseapi.ErrNotFound), 404, api.CodeNotFound, "NotFound", false, false},
+		// A store's own validation (the handlers validate first) is a 400 that names the rule.
+		{"StoreRefusedInput", (&leaseapi.ReleaseParams{JobID: "job", Owner: "o", Token: 1}).Validate(), 400, api.CodeInvalidRequest, "BadRequest", false, false},
 		{"LeaseHeld", conflict(leaseapi.ErrLeaseHeld), 409, api.CodeLeaseHeld, "AcquireConflict", true, true},
 		{"LeaseHeldWrapped", fmt.Errorf("acquire: %w", conflict(leaseapi.ErrLeaseHeld)), 409, api.CodeLeaseHeld, "AcquireConflict", true, true},
 		{"TickDone", conflict(leaseapi.ErrTickDone), 409, api.CodeTickDone, "AcquireConflict", false, true},

@@ -72,6 +72,14 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		for k, vs := range reqErr.header {
 			w.Header()[k] = vs
 		}
+	case errors.Is(err, leaseapi.ErrInvalid):
+		// The handlers validate every request first; a store that refuses
+		// input anyway refused it for its domain rule, which is a 400 too.
+		p.Status, p.Code = http.StatusBadRequest, api.CodeInvalidRequest
+		p.Detail = err.Error()
+		if inv, ok := errors.AsType[*leaseapi.InvalidError](err); ok {
+			p.Detail = inv.Field + " " + inv.Rule
+		}
 	case errors.Is(err, leaseapi.ErrNotFound):
 		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
 		p.Detail = "no lease exists for this job id; acquire it first"

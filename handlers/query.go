@@ -65,7 +65,7 @@ func listParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.ListParams, e
 		}
 	}
 	p.Prefix = q.Get("prefix")
-	if !validPrefix(p.Prefix) {
+	if !leaseapi.ValidPrefix(p.Prefix) {
 		return nil, invalidf("prefix must be 0 to 128 characters of A-Z a-z 0-9 . _ : -")
 	}
 	if q.Has("cursor") {

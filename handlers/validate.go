@@ -74,18 +74,3 @@ func parseOutcome(o *leaseapi.Outcome) (leaseapi.Outcome, error) {
 	}
 	return *o, nil
 }
-
-// validPrefix reports whether s is at most 128 characters of the job id
-// alphabet (A-Z a-z 0-9 . _ : -).
-func validPrefix(s string) bool {
-	if len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
