@@ -87,9 +87,12 @@ type Stats struct {
 	Grants    int `json:"grants"`
 	Uncertain int `json:"uncertain"`
 	// UncertainAcquires are acquires whose answer was lost (503, timeout);
-	// UncertainAcquiresGranted those the run history shows took effect.
+	// UncertainAcquiresGranted those the run history shows took effect,
+	// and UncertainAcquiresRetried those of them their owner retried
+	// while the grant they made was live (I11).
 	UncertainAcquires        int `json:"uncertainAcquires"`
 	UncertainAcquiresGranted int `json:"uncertainAcquiresGranted"`
+	UncertainAcquiresRetried int `json:"uncertainAcquiresRetried"`
 
 	// 503s answered during database faults, and their latency; Other503
 	// counts the 503s away from database faults (an overloaded service).
@@ -213,8 +216,8 @@ func (r *Report) SummaryLine() string {
 		s.DBFaults, fmtDur(s.RecoveryFirstOK), 100*s.RecoveryRate)
 	fmt.Fprintf(&b, " | ticks executed %.1f%% (%.1f%% away from faults, %.1f%% of %d fault-free)",
 		s.ExecutedPct, s.OutsideFaultsPct, s.FaultFreePct, s.FaultFreeTicks)
-	fmt.Fprintf(&b, " | %d calls, %d uncertain (%d acquires, %d of them granted), %d fenced writes rejected, %d belief overlaps (max %s)",
-		s.Ops, s.Uncertain, s.UncertainAcquires, s.UncertainAcquiresGranted, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
+	fmt.Fprintf(&b, " | %d calls, %d uncertain (%d acquires, %d of them granted, %d retried while granted), %d fenced writes rejected, %d belief overlaps (max %s)",
+		s.Ops, s.Uncertain, s.UncertainAcquires, s.UncertainAcquiresGranted, s.UncertainAcquiresRetried, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, " %s=%d", inv, r.Counts[inv])

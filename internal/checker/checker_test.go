@@ -593,8 +593,8 @@ func TestRetriedAcquireThatBumpsTheTokenIsCaught(t *testing.T) {
 	if !r.Caught("I11") {
 		t.Errorf("I11 not flagged; violations: %v", r.Violations)
 	}
-	if r.Stats.UncertainAcquires != 1 || r.Stats.UncertainAcquiresGranted != 1 {
-		t.Errorf("uncertain acquires %d, granted %d; want 1 and 1", r.Stats.UncertainAcquires, r.Stats.UncertainAcquiresGranted)
+	if s := r.Stats; s.UncertainAcquires != 1 || s.UncertainAcquiresGranted != 1 || s.UncertainAcquiresRetried != 1 {
+		t.Errorf("uncertain acquires %d, granted %d, retried %d; want 1, 1, 1", s.UncertainAcquires, s.UncertainAcquiresGranted, s.UncertainAcquiresRetried)
 	}
 	// The controls: the correct retry renews token 4; a retry after token
 	// 4 expired is a new grant.

@@ -16,8 +16,9 @@ import (
 // was lost, the retry's new token is explained by the first attempt never
 // having happened (token gaps are legal). The run history is the ground
 // truth of which uncertain acquires took effect; checkRetries also counts
-// them (Stats.UncertainAcquires, Stats.UncertainAcquiresGranted), since a
-// run without any cannot exercise this invariant.
+// them (Stats.UncertainAcquires, UncertainAcquiresGranted, and
+// UncertainAcquiresRetried: granted and retried while that grant was live),
+// since a run without any cannot exercise this invariant.
 func checkRetries(h *History, idx *index, r *Report) {
 	for job, runs := range idx.runs {
 		ops := idx.byJob[job]
@@ -28,11 +29,20 @@ func checkRetries(h *History, idx *index, r *Report) {
 				acquires[o.Owner] = append(acquires[o.Owner], o)
 			}
 		}
-		granted := make(map[*Op]bool)
+		granted, retried := make(map[*Op]bool), make(map[*Op]bool)
 		for _, run := range runs {
 			for _, o := range acquires[run.Owner] {
-				if o.Result.Uncertain() && o.Tick.Equal(run.Tick) && grantedBy(o, run, h.End) {
-					granted[o] = true
+				if !o.Result.Uncertain() || !o.Tick.Equal(run.Tick) || !grantedBy(o, run, h.End) {
+					continue
+				}
+				granted[o] = true
+				// Retried while the grant it made was live: the case I11 is for.
+				live := run.StartedAt.Add(askedTTL(acquires[run.Owner], run, h.TTL))
+				for _, retry := range acquires[run.Owner] {
+					if retry.Tick.Equal(run.Tick) && retry.Call.After(o.Call) && retry.Call.Before(live) {
+						retried[o] = true
+						break
+					}
 				}
 			}
 		}
@@ -40,6 +50,7 @@ func checkRetries(h *History, idx *index, r *Report) {
 			if o.Kind == Acquire && o.Result.Uncertain() {
 				r.Stats.UncertainAcquires++
 				r.Stats.UncertainAcquiresGranted += boolInt(granted[o])
+				r.Stats.UncertainAcquiresRetried += boolInt(retried[o])
 			}
 		}
 

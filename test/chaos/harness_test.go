@@ -61,8 +61,10 @@ type runConfig struct {
 	PGConf []string
 	// WitnessAsync commits the witness writes with synchronous_commit=off.
 	WitnessAsync bool
-	// Zombie sends stale heartbeats and releases every ZombieEvery.
+	// Zombie sends stale heartbeats and releases every ZombieEvery;
+	// with ZombieHeld, only heartbeats, each on a lease held right then.
 	ZombieEvery time.Duration
+	ZombieHeld  bool
 	// LinearizabilityTimeout bounds porcupine per job (zero: the default).
 	LinearizabilityTimeout time.Duration
 }
@@ -469,19 +471,29 @@ func (e *env) call(client string, inst int, job, kind string, body map[string]an
 func (e *env) zombie(rng *rand.Rand) {
 	job := e.jobID(rng.IntN(e.cfg.Jobs))
 	type grant struct {
-		owner string
-		token int64
+		job, owner string
+		token      int64
+	}
+	query := `SELECT job_id, owner, token FROM runs WHERE job_id = $1 ORDER BY token DESC OFFSET 1 LIMIT 1`
+	if e.cfg.ZombieHeld {
+		// The previous grant of a job held for a while yet, picked at
+		// random: a stale heartbeat there is one a fenced check refuses.
+		query = `SELECT r.job_id, r.owner, r.token FROM leases AS l JOIN runs AS r ON r.job_id = l.job_id AND r.token < l.token
+			WHERE $1::text IS NOT NULL AND l.released_at IS NULL AND l.revoked_at IS NULL
+				AND l.expires_at > clock_timestamp() + interval '500 milliseconds'
+			ORDER BY random(), r.token DESC LIMIT 1`
 	}
 	g, err := bounded(time.Second, func(ctx context.Context) (grant, error) {
 		var g grant
-		err := e.db.QueryRowContext(ctx, `SELECT owner, token FROM runs WHERE job_id = $1 ORDER BY token DESC OFFSET 1 LIMIT 1`, job).Scan(&g.owner, &g.token)
+		err := e.db.QueryRowContext(ctx, query, job).Scan(&g.job, &g.owner, &g.token)
 		return g, err
 	})
 	if err != nil {
 		return
 	}
+	job = g.job
 	inst := rng.IntN(len(e.insts))
-	if rng.IntN(2) == 0 {
+	if e.cfg.ZombieHeld || rng.IntN(2) == 0 {
 		e.call("zombie", inst, job, "heartbeat", map[string]any{"owner": g.owner, "token": g.token, "ttlMs": e.cfg.TTL.Milliseconds()})
 	} else {
 		e.call("zombie", inst, job, "release", map[string]any{"owner": g.owner, "token": g.token, "outcome": "failed"})

@@ -23,8 +23,14 @@ type event struct {
 	Dur  time.Duration
 	// Target picks the replica slot or the instance.
 	Target int
-	// Latency and Jitter (ms) of a db_latency fault.
+	// Latency and Jitter (ms) of a db_latency fault. The latency delays
+	// the answers only (Postgres to leaseapi): statements arrive and commit
+	// on time, their results come late.
 	Latency, Jitter int
+	// AfterAck makes a pg_crash follow an acknowledged write: the harness
+	// acquires a free job through leaseapi and crashes Postgres as soon as
+	// the grant is answered.
+	AfterAck bool
 }
 
 func (ev event) String() string {
@@ -38,6 +44,9 @@ func (ev event) String() string {
 	}
 	if ev.Dur > 0 {
 		s += fmt.Sprintf(" for %s", ev.Dur)
+	}
+	if ev.AfterAck {
+		s += " after an acknowledged grant"
 	}
 	if ev.Kind == checker.DBLatency {
 		s += fmt.Sprintf(" (%d±%d ms)", ev.Latency, ev.Jitter)
@@ -185,6 +194,9 @@ func (e *env) inject(ev event) {
 		f.End = time.Now()
 
 	case checker.PGCrash:
+		if ev.AfterAck {
+			e.ackedGrant()
+		}
 		f.Start = time.Now()
 		if err := e.pg.crash(); err != nil {
 			e.logf("%v", err)
@@ -217,4 +229,20 @@ func (e *env) addToxics(p *toxiproxy.Proxy, toxics []string) []string {
 		names = append(names, w.Name)
 	}
 	return names
+}
+
+// ackedGrant acquires, as the owner "crash-witness", the first job that is
+// free, and returns as soon as the grant is answered (or after a few
+// seconds without one). The call is recorded: a crash that loses the grant
+// leaves a client-seen token the run history lacks (I1).
+func (e *env) ackedGrant() {
+	deadline := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		job := e.jobID(i % e.cfg.Jobs)
+		if res, l := e.call("crash-witness", 0, job, "acquire", map[string]any{"owner": "crash-witness", "ttlMs": int64(1000)}); res == "ok" {
+			e.logf("acknowledged grant of %s token %d to crash-witness; crashing Postgres", job, l.Token)
+			return
+		}
+	}
+	e.logf("no acknowledged grant before the crash")
 }
