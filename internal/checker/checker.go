@@ -69,7 +69,7 @@ type Options struct {
 	WaiveAvailability string
 }
 
-// DefaultOptions are the goals of the plan (RELIABILITY.md §3, §5).
+// DefaultOptions are the goals of docs/reliability.md (I9, I10).
 func DefaultOptions() Options {
 	return Options{
 		LinearizabilityTimeout:   30 * time.Second,

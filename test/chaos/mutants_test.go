@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -148,7 +147,7 @@ type mutantRow struct {
 // (comma-separated names) selects mutants, CHAOS_MUTANT_SEEDS the seeds.
 func TestMutants(t *testing.T) {
 	only := os.Getenv("CHAOS_MUTANTS")
-	seeds, err := mutantSeeds(os.Getenv("CHAOS_MUTANT_SEEDS"))
+	seeds, err := parseSeeds("CHAOS_MUTANT_SEEDS", defaultMutantSeeds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,25 +214,4 @@ func runMutant(t *testing.T, m mutant, seed uint64) mutantRow {
 	t.Logf("caught: %s", hit)
 	_ = os.RemoveAll(art)
 	return row
-}
-
-// mutantSeeds parses CHAOS_MUTANT_SEEDS (default defaultMutantSeeds).
-func mutantSeeds(s string) ([]uint64, error) {
-	if s == "" {
-		s = defaultMutantSeeds
-	}
-	var seeds []uint64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "random" {
-			seeds = append(seeds, rand.Uint64N(1<<31))
-			continue
-		}
-		v, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("CHAOS_MUTANT_SEEDS: bad seed %q", f)
-		}
-		seeds = append(seeds, v)
-	}
-	return seeds, nil
 }

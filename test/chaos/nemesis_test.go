@@ -58,7 +58,7 @@ func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 }
 
-// prPlan is the PR tier's schedule (RELIABILITY.md §4, scaled to the run's
+// prPlan is the PR tier's schedule (docs/reliability.md, scaled to the run's
 // length): after the fault-free warm-up, six major faults spread evenly in
 // a seeded order (Postgres fast restart at about 40 % and crash at about
 // 80 % of the chaos phase; reset_peer 2 s and blackhole 3 s on one
