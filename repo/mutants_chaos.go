@@ -37,8 +37,8 @@ const (
 	nextToken = "CASE WHEN s.renew THEN l.token ELSE l.token + 1 END"
 	// fencedHeartbeat is the heartbeat's owner and token check.
 	fencedHeartbeat = "WHERE job_id = $1 AND owner = $2 AND token = $3"
-	// serviceClock is the database clock shifted by this instance's
-	// offset (M5), sent as a session setting.
+	// serviceClock is this instance's clock offset (M5), sent as a
+	// session setting.
 	serviceClock = "current_setting('leaseapi.clock_offset')::interval"
 )
 
@@ -62,21 +62,12 @@ var mutantStatements = map[string]func() pgStatements{
 	"M3": func() pgStatements {
 		return acquireWith(nextToken, "CASE WHEN s.renew OR l.released_at IS NOT NULL THEN l.token ELSE l.token + 1 END")
 	},
-	// Commits acknowledged before they are durable; the chaos run crashes
-	// Postgres to lose some. Configuration only: the statements are right.
-	"M4": func() pgStatements {
-		serverDefaults["synchronous_commit"] = "off"
-		return postgresStatements
-	},
+	// Commits acknowledged before they are durable (see init); the chaos
+	// run crashes Postgres to lose some. The statements are right.
+	"M4": func() pgStatements { return postgresStatements },
 	// Expiry decided with the service's clock: the acquire's two held
-	// tests read the database clock plus this instance's offset
-	// (LEASEAPI_TEST_CLOCK_OFFSET, e.g. 5s).
+	// tests read the database clock plus this instance's offset (see init).
 	"M5": func() pgStatements {
-		offset := os.Getenv("LEASEAPI_TEST_CLOCK_OFFSET")
-		if offset == "" {
-			offset = "0s"
-		}
-		serverDefaults["leaseapi.clock_offset"] = offset
 		return acquireWith(
 			heldAtSnapshot, strings.Replace(heldAtSnapshot, "c.now", "(c.now + "+serviceClock+")", 1),
 			heldUnderLock, strings.Replace(heldUnderLock, "clock_timestamp()", "(clock_timestamp() + "+serviceClock+")", 1))
@@ -85,6 +76,22 @@ var mutantStatements = map[string]func() pgStatements{
 	"M7": func() pgStatements {
 		return acquireWith(nextToken, "l.token + 1")
 	},
+}
+
+// init adds the session settings of M4 and M5 to every connection. It runs
+// before any store opens: the connector copies serverDefaults when it is
+// made, before the store chooses its statements.
+func init() {
+	switch os.Getenv("LEASEAPI_MUTANT") {
+	case "M4":
+		serverDefaults["synchronous_commit"] = "off"
+	case "M5":
+		offset := os.Getenv("LEASEAPI_TEST_CLOCK_OFFSET") // e.g. 5s
+		if offset == "" {
+			offset = "0s"
+		}
+		serverDefaults["leaseapi.clock_offset"] = offset
+	}
 }
 
 // statements returns the set LEASEAPI_MUTANT names, or the correct one.
