@@ -69,5 +69,5 @@ chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I
 	$(GO) vet -tags chaos,chaos_mutants ./test/chaos/...
 	$(GO) test -tags chaos -count=1 -v -timeout 12m -run TestChaos ./test/chaos
 
-chaos-mutants: ## negative controls: 7 mutants x 3 seeds, each run caught by its invariants (~15 min, root; docs/reliability.md)
+chaos-mutants: ## negative controls: 7 mutants x 3 seeds, each run caught by its invariants (~11 min, root; docs/reliability.md)
 	$(GO) test -tags chaos,chaos_mutants -count=1 -v -timeout 30m -run TestMutants ./test/chaos

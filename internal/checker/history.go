@@ -188,6 +188,7 @@ const (
 	InstancePause FaultKind = "instance_pause" // SIGSTOP ... SIGCONT of a leaseapi instance
 	InstanceKill  FaultKind = "instance_kill"  // SIGKILL of a leaseapi instance, restarted at End
 	DBLatency     FaultKind = "db_latency"     // latency toxic on one instance's database proxy
+	APILatency    FaultKind = "api_latency"    // latency toxic on the answers of one instance to the replicas
 	DBReset       FaultKind = "db_reset"       // reset_peer toxic on one instance's database proxy
 	DBBlackhole   FaultKind = "db_blackhole"   // timeout toxic (data dropped) on one instance's proxy
 	PGRestart     FaultKind = "pg_restart"     // pg_ctl restart -m fast

@@ -65,6 +65,9 @@ type runConfig struct {
 	// with ZombieHeld, only heartbeats, each on a lease held right then.
 	ZombieEvery time.Duration
 	ZombieHeld  bool
+	// APIProxy puts a proxy between the replicas and each instance, for
+	// api_latency faults.
+	APIProxy bool
 	// LinearizabilityTimeout bounds porcupine per job (zero: the default).
 	LinearizabilityTimeout time.Duration
 }
@@ -128,7 +131,9 @@ type env struct {
 	dsn string // the leaseapi database, direct
 
 	toxi    *toxiproxy.ApiServer
-	proxies []*toxiproxy.Proxy
+	proxies []*toxiproxy.Proxy // leaseapi instance i to the database
+	// apiProxies (with APIProxy) are the replicas' way to instance i.
+	apiProxies []*toxiproxy.Proxy
 
 	leaseapiBin, replicaBin string
 	insts                   []*instance
@@ -190,12 +195,7 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 
 	e.toxi = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	for i := range cfg.Instances {
-		p := toxiproxy.NewProxy(e.toxi, fmt.Sprintf("db%d", i), "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", e.pg.port))
-		if err := p.Start(); err != nil {
-			t.Fatalf("toxiproxy: %v", err)
-		}
-		e.proxies = append(e.proxies, p)
-		t.Cleanup(p.Stop)
+		e.proxies = append(e.proxies, e.proxy(fmt.Sprintf("db%d", i), e.pg.port))
 	}
 
 	w, err := record.Create(filepath.Join(art, "ops-harness.jsonl"))
@@ -210,6 +210,9 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 		inst := &instance{i: i, port: freePort(t)}
 		inst.env = e.instanceEnv(i, inst.port)
 		e.insts = append(e.insts, inst)
+		if cfg.APIProxy {
+			e.apiProxies = append(e.apiProxies, e.proxy(fmt.Sprintf("api%d", i), inst.port))
+		}
 	}
 	t.Cleanup(e.killAll)
 	for _, inst := range e.insts {
@@ -329,9 +332,24 @@ func (e *env) startInstance(inst *instance) error {
 	return fmt.Errorf("leaseapi instance %d not ready within 30s", inst.i)
 }
 
+// proxy starts an in-process toxiproxy proxy to a local port.
+func (e *env) proxy(name string, port int) *toxiproxy.Proxy {
+	p := toxiproxy.NewProxy(e.toxi, name, "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", port))
+	if err := p.Start(); err != nil {
+		e.t.Fatalf("toxiproxy: %v", err)
+	}
+	e.t.Cleanup(p.Stop)
+	return p
+}
+
+// apiURLs are the replicas' addresses of the instances.
 func (e *env) apiURLs() string {
 	var urls []string
-	for _, inst := range e.insts {
+	for i, inst := range e.insts {
+		if e.apiProxies != nil {
+			urls = append(urls, "http://"+e.apiProxies[i].Listen)
+			continue
+		}
 		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", inst.port))
 	}
 	return strings.Join(urls, ",")

@@ -48,7 +48,7 @@ func (ev event) String() string {
 	if ev.AfterAck {
 		s += " after an acknowledged grant"
 	}
-	if ev.Kind == checker.DBLatency {
+	if ev.Kind == checker.DBLatency || ev.Kind == checker.APILatency {
 		s += fmt.Sprintf(" (%d±%d ms)", ev.Latency, ev.Jitter)
 	}
 	return s
@@ -163,12 +163,16 @@ func (e *env) inject(ev event) {
 		}
 		f.End = time.Now()
 
-	case checker.DBLatency, checker.DBReset, checker.DBBlackhole:
-		i := ev.Target % len(e.proxies)
+	case checker.DBLatency, checker.DBReset, checker.DBBlackhole, checker.APILatency:
+		proxies := e.proxies
+		if ev.Kind == checker.APILatency {
+			proxies = e.apiProxies
+		}
+		i := ev.Target % len(proxies)
 		f.Instance = i
 		var toxics []string
 		switch ev.Kind {
-		case checker.DBLatency:
+		case checker.DBLatency, checker.APILatency:
 			toxics = []string{fmt.Sprintf(`{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":%d}}`, ev.Latency, ev.Jitter)}
 		case checker.DBReset:
 			toxics = []string{`{"name":"reset","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`}
@@ -179,10 +183,10 @@ func (e *env) inject(ev event) {
 			}
 		}
 		f.Start = time.Now()
-		names := e.addToxics(e.proxies[i], toxics)
+		names := e.addToxics(proxies[i], toxics)
 		time.Sleep(ev.Dur)
 		for _, n := range names {
-			_ = e.proxies[i].Toxics.RemoveToxic(context.Background(), n)
+			_ = proxies[i].Toxics.RemoveToxic(context.Background(), n)
 		}
 		f.End = time.Now()
 
