@@ -24,10 +24,11 @@ import (
 // only clock. Run history is written by a trigger in the same statement
 // (migrations/postgres/0001_leases.sql).
 type Postgres struct {
-	db           *sqlx.DB
-	migrations   *goose.Provider
-	logger       *slog.Logger
-	naiveAcquire bool
+	db         *sqlx.DB
+	migrations *goose.Provider
+	logger     *slog.Logger
+	// q are the hot statements, chosen once when the store opens.
+	q pgStatements
 
 	stmtsMu sync.Mutex
 	stmts   map[string]*sqlx.Stmt // the hot statements by text; see prepared
@@ -90,7 +91,11 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open postgres: migrations: %w", err)
 	}
-	return &Postgres{db: db, migrations: provider, logger: logger, naiveAcquire: cfg.NaiveAcquire,
+	q := statements()
+	if cfg.NaiveAcquire {
+		q.acquire = q.naiveAcquire
+	}
+	return &Postgres{db: db, migrations: provider, logger: logger, q: q,
 		stmts: make(map[string]*sqlx.Stmt)}, nil
 }
 
@@ -260,12 +265,14 @@ func nullableTime(t *time.Time) sql.NullTime {
 // it decides renew-or-grant again with that instant: a lease that expired
 // between the WHERE and the SET is granted anew (a new token) rather than
 // renewed. A fresh job is inserted with token 1; its VALUES clock needs no
-// lock. %s is where the fast path adds its guard.
-const upsertLease = `
+// lock. The fast path adds its guard between upsertInsert and upsertConflict.
+const upsertInsert = `
 INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at)
 SELECT $1::text, $2::text, 1, $3::timestamptz, $4::bigint, c.now, c.now, c.now + $4::bigint * interval '1 millisecond'
 FROM (SELECT clock_timestamp() AS now) AS c
-%s
+`
+
+const upsertConflict = `
 ON CONFLICT (job_id) DO UPDATE SET
 	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome) = (
 		SELECT
@@ -295,7 +302,7 @@ RETURNING ` + leaseColumns
 
 // naiveAcquireQuery is the upsert alone: every contender takes the row lock
 // and commits, winner or not. Kept for the benchmark's comparison.
-var naiveAcquireQuery = fmt.Sprintf(upsertLease, "") + `, false AS refused`
+const naiveAcquireQuery = upsertInsert + upsertConflict + `, false AS refused`
 
 // acquireQuery answers most losers from the statement's snapshot, without
 // the row lock and without a transaction id (so without a WAL flush): when
@@ -304,7 +311,7 @@ var naiveAcquireQuery = fmt.Sprintf(upsertLease, "") + `, false AS refused`
 // of the snapshot, since a lease held until expires_at > now was held at
 // every earlier instant of the same grant, and completed ticks only grow.
 // Otherwise the upsert decides under the lock as in the naive path.
-var acquireQuery = `
+const acquireQuery = `
 WITH snapshot AS (
 	SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome, c.now AS db_now,
@@ -314,7 +321,7 @@ WITH snapshot AS (
 		) AS refused
 	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 	WHERE l.job_id = $1::text
-), upsert AS (` + fmt.Sprintf(upsertLease, "WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)") + `
+), upsert AS (` + upsertInsert + `WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)` + upsertConflict + `
 )
 SELECT *, false AS refused FROM upsert
 UNION ALL
@@ -342,14 +349,10 @@ func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leas
 	if err := a.Validate(); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	query := acquireQuery
-	if p.naiveAcquire {
-		query = naiveAcquireQuery
-	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		for attempt := 1; ; attempt++ {
 			var row acquireRow
-			err := p.scanPrepared(ctx, query,
+			err := p.scanPrepared(ctx, p.q.acquire,
 				[]any{a.JobID, a.Owner, nullableTime(a.Tick), a.TTL.Milliseconds()}, row.fields()...)
 			if err == nil && !row.Refused {
 				return row.toLease(), nil
@@ -385,7 +388,7 @@ func refusal(a *leaseapi.AcquireParams, cur leaseapi.Lease) error {
 // heartbeatQuery extends a held grant whose owner and token match. A NULL
 // ttl keeps the grant's. The clock in the WHERE is re-read if the row was
 // changed while this statement waited for its lock.
-var heartbeatQuery = `
+const heartbeatQuery = `
 UPDATE leases AS l SET (renewed_at, expires_at, ttl_ms) = (
 	SELECT c.now, c.now + t.ms * interval '1 millisecond', t.ms
 	FROM (SELECT clock_timestamp() AS now) AS c, (SELECT COALESCE($4::bigint, l.ttl_ms) AS ms) AS t
@@ -402,7 +405,7 @@ func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		ttl := sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}
 		var row leaseRow
-		err := p.scanPrepared(ctx, heartbeatQuery, []any{h.JobID, h.Owner, h.Token, ttl}, row.fields()...)
+		err := p.scanPrepared(ctx, p.q.heartbeat, []any{h.JobID, h.Owner, h.Token, ttl}, row.fields()...)
 		if err == nil {
 			return row.toLease(), nil
 		}
@@ -420,7 +423,7 @@ func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (
 // releaseQuery ends the grant whose owner and token match, held or expired
 // but neither released nor revoked. On success with a tick, the tick becomes
 // the last completed one unless a newer one already is.
-var releaseQuery = `
+const releaseQuery = `
 UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
 	SELECT c.now, c.now, $4::text,
 		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END

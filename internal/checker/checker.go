@@ -8,7 +8,7 @@ import (
 )
 
 // Invariants are the names of the checks, in the order of the plan.
-var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10"}
+var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11"}
 
 // What each invariant promises, for messages and the README.
 var invariantTitles = map[string]string{
@@ -22,6 +22,7 @@ var invariantTitles = map[string]string{
 	"I8":  "overlapping unfenced beliefs only after a pause of the holder",
 	"I9":  "503 within the deadline during database faults, no 500s, recovery",
 	"I10": "ticks executed",
+	"I11": "a retried acquire renews its own grant; never a second token for the same owner and tick",
 }
 
 // Title returns what invariant inv promises.
@@ -68,7 +69,7 @@ type Options struct {
 	WaiveAvailability string
 }
 
-// DefaultOptions are the goals of the plan (RELIABILITY.md §3, §5).
+// DefaultOptions are the goals of docs/reliability.md (I9, I10).
 func DefaultOptions() Options {
 	return Options{
 		LinearizabilityTimeout:   30 * time.Second,
@@ -85,6 +86,13 @@ type Stats struct {
 	Ops       int `json:"ops"`
 	Grants    int `json:"grants"`
 	Uncertain int `json:"uncertain"`
+	// UncertainAcquires are acquires whose answer was lost (503, timeout);
+	// UncertainAcquiresGranted those the run history shows took effect,
+	// and UncertainAcquiresRetried those of them their owner retried
+	// while the grant they made was live (I11).
+	UncertainAcquires        int `json:"uncertainAcquires"`
+	UncertainAcquiresGranted int `json:"uncertainAcquiresGranted"`
+	UncertainAcquiresRetried int `json:"uncertainAcquiresRetried"`
 
 	// 503s answered during database faults, and their latency; Other503
 	// counts the 503s away from database faults (an overloaded service).
@@ -167,6 +175,7 @@ func Check(h *History, opts Options) *Report {
 	checkBeliefs(h, r)            // I8
 	checkAvailability(h, r, opts) // I9
 	checkProgress(h, r, opts)     // I10
+	checkRetries(h, idx, r)       // I11
 	if opts.WaiveAvailability != "" {
 		kept := r.Violations[:0]
 		for _, v := range r.Violations {
@@ -207,8 +216,8 @@ func (r *Report) SummaryLine() string {
 		s.DBFaults, fmtDur(s.RecoveryFirstOK), 100*s.RecoveryRate)
 	fmt.Fprintf(&b, " | ticks executed %.1f%% (%.1f%% away from faults, %.1f%% of %d fault-free)",
 		s.ExecutedPct, s.OutsideFaultsPct, s.FaultFreePct, s.FaultFreeTicks)
-	fmt.Fprintf(&b, " | %d calls, %d uncertain, %d fenced writes rejected, %d belief overlaps (max %s)",
-		s.Ops, s.Uncertain, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
+	fmt.Fprintf(&b, " | %d calls, %d uncertain (%d acquires, %d of them granted, %d retried while granted), %d fenced writes rejected, %d belief overlaps (max %s)",
+		s.Ops, s.Uncertain, s.UncertainAcquires, s.UncertainAcquiresGranted, s.UncertainAcquiresRetried, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, " %s=%d", inv, r.Counts[inv])

@@ -557,3 +557,50 @@ func TestWriteVisualizations(t *testing.T) {
 		t.Errorf("visualization does not describe the operations")
 	}
 }
+
+// retried is the legal history with a's acquire of tick 3 answered 503
+// after it took effect (token 4 at 7102, live until 10102), and retried at
+// retry: the retry's grant is token 5 at retry+2 when bump, else a renewal
+// of token 4.
+func retried(retry int, bump bool) *History {
+	h := legal()
+	h.Ops[11] = acquireOp("a", 3, 7100, 8100, ResultUnavailable, nil)
+	l := lease("a", 4, 7102, retry+2, 3, 1)
+	if bump {
+		l = lease("a", 5, retry+2, retry+2, 3, 1)
+		end := at(10102) // the replaced grant's expiry, as the trigger records it
+		if end.After(at(retry + 2)) {
+			end = at(retry + 2)
+		}
+		h.Runs[3].EndedAt, h.Runs[3].Outcome = end, "expired"
+		h.Runs = append(h.Runs, Run{ID: 5, Job: "j", Token: 5, Owner: "a", Tick: tick(3), StartedAt: at(retry + 2), Outcome: "running"})
+		h.Leases[0] = LeaseRow{Job: "j", Owner: "a", Token: 5, ExpiresAt: l.ExpiresAt}
+		h.Witness[3].Token = 5
+		h.Witness[3].StartedAt, h.Witness[3].EndedAt = at(retry+10), at(retry+400)
+		h.Beliefs = append(h.Beliefs[:5], Belief{Job: "j", Token: 5, Owner: "a", At: at(retry + 8)})
+	}
+	h.Ops = append(h.Ops, acquireOp("a", 3, retry, retry+5, ResultOK, l))
+	return h
+}
+
+// TestRetriedAcquireThatBumpsTheTokenIsCaught is I11 on a canned history
+// of M7: the first attempt's answer was lost, so the client history can
+// explain the retry's new token (the first attempt never happened), but the
+// run history shows the first grant, live when the second was made.
+func TestRetriedAcquireThatBumpsTheTokenIsCaught(t *testing.T) {
+	t.Parallel()
+	r := check(t, retried(8200, true))
+	if !r.Caught("I11") {
+		t.Errorf("I11 not flagged; violations: %v", r.Violations)
+	}
+	if s := r.Stats; s.UncertainAcquires != 1 || s.UncertainAcquiresGranted != 1 || s.UncertainAcquiresRetried != 1 {
+		t.Errorf("uncertain acquires %d, granted %d, retried %d; want 1, 1, 1", s.UncertainAcquires, s.UncertainAcquiresGranted, s.UncertainAcquiresRetried)
+	}
+	// The controls: the correct retry renews token 4; a retry after token
+	// 4 expired is a new grant.
+	for name, h := range map[string]*History{"Renewal": retried(8200, false), "AfterExpiry": retried(10200, true)} {
+		if r := check(t, h); r.Caught("I11") || r.Failed() {
+			t.Errorf("%s: violations %v", name, r.Violations)
+		}
+	}
+}

@@ -3,7 +3,7 @@
 // HTTP call of every client with its call and return times, the run history
 // and lease rows of the database, the fenced side effects and the unfenced
 // beliefs the jobs wrote to the witness schema, the injected faults — and
-// checks the invariants I1–I10 of the reliability plan (RELIABILITY.md §3),
+// checks the invariants I1–I11 of docs/reliability.md,
 // including a porcupine model of one job's lease (I4).
 //
 // The checkers assume what the harness guarantees: the database, the
@@ -188,6 +188,7 @@ const (
 	InstancePause FaultKind = "instance_pause" // SIGSTOP ... SIGCONT of a leaseapi instance
 	InstanceKill  FaultKind = "instance_kill"  // SIGKILL of a leaseapi instance, restarted at End
 	DBLatency     FaultKind = "db_latency"     // latency toxic on one instance's database proxy
+	APILatency    FaultKind = "api_latency"    // latency toxic on the answers of one instance to the replicas
 	DBReset       FaultKind = "db_reset"       // reset_peer toxic on one instance's database proxy
 	DBBlackhole   FaultKind = "db_blackhole"   // timeout toxic (data dropped) on one instance's proxy
 	PGRestart     FaultKind = "pg_restart"     // pg_ctl restart -m fast

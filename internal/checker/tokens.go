@@ -24,7 +24,7 @@ type grantSeen struct {
 // insertion order; every grant a client was shown has one owner and one
 // start, is in the run history, and later grants carry greater tokens; the
 // lease row's token is at least every token a client saw; and no
-// acknowledged grant or release is lost (DESIGN.md invariant 5).
+// acknowledged grant or release is lost (a restart loses no completed tick).
 func checkTokens(h *History, idx *index, r *Report) {
 	// The run history in insertion (commit) order.
 	byID := make(map[string][]Run)

@@ -1,10 +1,10 @@
 //go:build chaos
 
-// Package chaos is the chaos suite of leaseapi (RELIABILITY.md §2–§4): real
+// Package chaos is the chaos suite of leaseapi (docs/reliability.md): real
 // leaseapi processes on a private Postgres cluster behind in-process
 // toxiproxy proxies, real replica processes running jobs.Runner, and a
 // seeded nemesis that pauses, kills, restarts and crashes them; afterwards
-// internal/checker decides whether invariants I1–I10 held.
+// internal/checker decides whether invariants I1–I11 held.
 //
 //	go test -tags chaos -count=1 -v -run TestChaos ./test/chaos
 //
@@ -32,9 +32,10 @@ import (
 	"github.com/leaseapi/leaseapi/internal/checker"
 )
 
-// prConfig is the PR tier, scaled to this 2-core machine (see README.md,
-// How we test safety): 5 replica processes, 20 jobs every 2 s, 2 leaseapi
-// instances, TTL 3 s with heartbeats every second, 100 s per seed.
+// prConfig is the PR tier, scaled to this 2-core machine (see
+// docs/reliability.md, Fault tiers): 5 replica processes, 20 jobs every
+// 2 s, 2 leaseapi instances, TTL 3 s with heartbeats every second, 100 s
+// per seed.
 func prConfig(seed uint64) *runConfig {
 	return &runConfig{
 		Name: "pr", Seed: seed,
@@ -51,22 +52,11 @@ func prConfig(seed uint64) *runConfig {
 const defaultSeeds = "20261130,random"
 
 func TestChaos(t *testing.T) {
-	seeds := os.Getenv("CHAOS_SEEDS")
-	if seeds == "" {
-		seeds = defaultSeeds
+	seeds, err := parseSeeds("CHAOS_SEEDS", defaultSeeds)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, s := range strings.Split(seeds, ",") {
-		s = strings.TrimSpace(s)
-		var seed uint64
-		if s == "random" {
-			seed = rand.Uint64N(1 << 31)
-		} else {
-			v, err := strconv.ParseUint(s, 10, 64)
-			if err != nil {
-				t.Fatalf("CHAOS_SEEDS: bad seed %q", s)
-			}
-			seed = v
-		}
+	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
 			cfg := prConfig(seed)
 			if d := os.Getenv("CHAOS_DURATION"); d != "" {
@@ -92,6 +82,29 @@ func TestChaos(t *testing.T) {
 			_ = os.RemoveAll(art)
 		})
 	}
+}
+
+// parseSeeds reads the comma-separated seeds in the environment variable
+// name (def when unset); "random" draws one.
+func parseSeeds(name, def string) ([]uint64, error) {
+	s := os.Getenv(name)
+	if s == "" {
+		s = def
+	}
+	var seeds []uint64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "random" {
+			seeds = append(seeds, rand.Uint64N(1<<31))
+			continue
+		}
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: bad seed %q", name, f)
+		}
+		seeds = append(seeds, v)
+	}
+	return seeds, nil
 }
 
 // artifactsRoot is test/chaos/artifacts (git-ignored).

@@ -61,8 +61,13 @@ type runConfig struct {
 	PGConf []string
 	// WitnessAsync commits the witness writes with synchronous_commit=off.
 	WitnessAsync bool
-	// Zombie sends stale heartbeats and releases every ZombieEvery.
+	// Zombie sends stale heartbeats and releases every ZombieEvery;
+	// with ZombieHeld, only heartbeats, each on a lease held right then.
 	ZombieEvery time.Duration
+	ZombieHeld  bool
+	// APIProxy puts a proxy between the replicas and each instance, for
+	// api_latency faults.
+	APIProxy bool
 	// LinearizabilityTimeout bounds porcupine per job (zero: the default).
 	LinearizabilityTimeout time.Duration
 }
@@ -126,7 +131,9 @@ type env struct {
 	dsn string // the leaseapi database, direct
 
 	toxi    *toxiproxy.ApiServer
-	proxies []*toxiproxy.Proxy
+	proxies []*toxiproxy.Proxy // leaseapi instance i to the database
+	// apiProxies (with APIProxy) are the replicas' way to instance i.
+	apiProxies []*toxiproxy.Proxy
 
 	leaseapiBin, replicaBin string
 	insts                   []*instance
@@ -188,12 +195,7 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 
 	e.toxi = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	for i := range cfg.Instances {
-		p := toxiproxy.NewProxy(e.toxi, fmt.Sprintf("db%d", i), "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", e.pg.port))
-		if err := p.Start(); err != nil {
-			t.Fatalf("toxiproxy: %v", err)
-		}
-		e.proxies = append(e.proxies, p)
-		t.Cleanup(p.Stop)
+		e.proxies = append(e.proxies, e.proxy(fmt.Sprintf("db%d", i), e.pg.port))
 	}
 
 	w, err := record.Create(filepath.Join(art, "ops-harness.jsonl"))
@@ -208,6 +210,9 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 		inst := &instance{i: i, port: freePort(t)}
 		inst.env = e.instanceEnv(i, inst.port)
 		e.insts = append(e.insts, inst)
+		if cfg.APIProxy {
+			e.apiProxies = append(e.apiProxies, e.proxy(fmt.Sprintf("api%d", i), inst.port))
+		}
 	}
 	t.Cleanup(e.killAll)
 	for _, inst := range e.insts {
@@ -327,9 +332,24 @@ func (e *env) startInstance(inst *instance) error {
 	return fmt.Errorf("leaseapi instance %d not ready within 30s", inst.i)
 }
 
+// proxy starts an in-process toxiproxy proxy to a local port.
+func (e *env) proxy(name string, port int) *toxiproxy.Proxy {
+	p := toxiproxy.NewProxy(e.toxi, name, "127.0.0.1:0", fmt.Sprintf("127.0.0.1:%d", port))
+	if err := p.Start(); err != nil {
+		e.t.Fatalf("toxiproxy: %v", err)
+	}
+	e.t.Cleanup(p.Stop)
+	return p
+}
+
+// apiURLs are the replicas' addresses of the instances.
 func (e *env) apiURLs() string {
 	var urls []string
-	for _, inst := range e.insts {
+	for i, inst := range e.insts {
+		if e.apiProxies != nil {
+			urls = append(urls, "http://"+e.apiProxies[i].Listen)
+			continue
+		}
 		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", inst.port))
 	}
 	return strings.Join(urls, ",")
@@ -469,19 +489,29 @@ func (e *env) call(client string, inst int, job, kind string, body map[string]an
 func (e *env) zombie(rng *rand.Rand) {
 	job := e.jobID(rng.IntN(e.cfg.Jobs))
 	type grant struct {
-		owner string
-		token int64
+		job, owner string
+		token      int64
+	}
+	query := `SELECT job_id, owner, token FROM runs WHERE job_id = $1 ORDER BY token DESC OFFSET 1 LIMIT 1`
+	if e.cfg.ZombieHeld {
+		// The previous grant of a job held for a while yet, picked at
+		// random: a stale heartbeat there is one a fenced check refuses.
+		query = `SELECT r.job_id, r.owner, r.token FROM leases AS l JOIN runs AS r ON r.job_id = l.job_id AND r.token < l.token
+			WHERE $1::text IS NOT NULL AND l.released_at IS NULL AND l.revoked_at IS NULL
+				AND l.expires_at > clock_timestamp() + interval '500 milliseconds'
+			ORDER BY random(), r.token DESC LIMIT 1`
 	}
 	g, err := bounded(time.Second, func(ctx context.Context) (grant, error) {
 		var g grant
-		err := e.db.QueryRowContext(ctx, `SELECT owner, token FROM runs WHERE job_id = $1 ORDER BY token DESC OFFSET 1 LIMIT 1`, job).Scan(&g.owner, &g.token)
+		err := e.db.QueryRowContext(ctx, query, job).Scan(&g.job, &g.owner, &g.token)
 		return g, err
 	})
 	if err != nil {
 		return
 	}
+	job = g.job
 	inst := rng.IntN(len(e.insts))
-	if rng.IntN(2) == 0 {
+	if e.cfg.ZombieHeld || rng.IntN(2) == 0 {
 		e.call("zombie", inst, job, "heartbeat", map[string]any{"owner": g.owner, "token": g.token, "ttlMs": e.cfg.TTL.Milliseconds()})
 	} else {
 		e.call("zombie", inst, job, "release", map[string]any{"owner": g.owner, "token": g.token, "outcome": "failed"})

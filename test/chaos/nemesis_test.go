@@ -23,8 +23,14 @@ type event struct {
 	Dur  time.Duration
 	// Target picks the replica slot or the instance.
 	Target int
-	// Latency and Jitter (ms) of a db_latency fault.
+	// Latency and Jitter (ms) of a db_latency fault. The latency delays
+	// the answers only (Postgres to leaseapi): statements arrive and commit
+	// on time, their results come late.
 	Latency, Jitter int
+	// AfterAck makes a pg_crash follow an acknowledged write: the harness
+	// acquires a free job through leaseapi and crashes Postgres as soon as
+	// the grant is answered.
+	AfterAck bool
 }
 
 func (ev event) String() string {
@@ -39,7 +45,10 @@ func (ev event) String() string {
 	if ev.Dur > 0 {
 		s += fmt.Sprintf(" for %s", ev.Dur)
 	}
-	if ev.Kind == checker.DBLatency {
+	if ev.AfterAck {
+		s += " after an acknowledged grant"
+	}
+	if ev.Kind == checker.DBLatency || ev.Kind == checker.APILatency {
 		s += fmt.Sprintf(" (%d±%d ms)", ev.Latency, ev.Jitter)
 	}
 	return s
@@ -49,7 +58,7 @@ func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 }
 
-// prPlan is the PR tier's schedule (RELIABILITY.md §4, scaled to the run's
+// prPlan is the PR tier's schedule (docs/reliability.md, scaled to the run's
 // length): after the fault-free warm-up, six major faults spread evenly in
 // a seeded order (Postgres fast restart at about 40 % and crash at about
 // 80 % of the chaos phase; reset_peer 2 s and blackhole 3 s on one
@@ -154,12 +163,16 @@ func (e *env) inject(ev event) {
 		}
 		f.End = time.Now()
 
-	case checker.DBLatency, checker.DBReset, checker.DBBlackhole:
-		i := ev.Target % len(e.proxies)
+	case checker.DBLatency, checker.DBReset, checker.DBBlackhole, checker.APILatency:
+		proxies := e.proxies
+		if ev.Kind == checker.APILatency {
+			proxies = e.apiProxies
+		}
+		i := ev.Target % len(proxies)
 		f.Instance = i
 		var toxics []string
 		switch ev.Kind {
-		case checker.DBLatency:
+		case checker.DBLatency, checker.APILatency:
 			toxics = []string{fmt.Sprintf(`{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":%d}}`, ev.Latency, ev.Jitter)}
 		case checker.DBReset:
 			toxics = []string{`{"name":"reset","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`}
@@ -170,10 +183,10 @@ func (e *env) inject(ev event) {
 			}
 		}
 		f.Start = time.Now()
-		names := e.addToxics(e.proxies[i], toxics)
+		names := e.addToxics(proxies[i], toxics)
 		time.Sleep(ev.Dur)
 		for _, n := range names {
-			_ = e.proxies[i].Toxics.RemoveToxic(context.Background(), n)
+			_ = proxies[i].Toxics.RemoveToxic(context.Background(), n)
 		}
 		f.End = time.Now()
 
@@ -185,6 +198,9 @@ func (e *env) inject(ev event) {
 		f.End = time.Now()
 
 	case checker.PGCrash:
+		if ev.AfterAck {
+			e.ackedGrant()
+		}
 		f.Start = time.Now()
 		if err := e.pg.crash(); err != nil {
 			e.logf("%v", err)
@@ -217,4 +233,20 @@ func (e *env) addToxics(p *toxiproxy.Proxy, toxics []string) []string {
 		names = append(names, w.Name)
 	}
 	return names
+}
+
+// ackedGrant acquires, as the owner "crash-witness", the first job that is
+// free, and returns as soon as the grant is answered (or after a few
+// seconds without one). The call is recorded: a crash that loses the grant
+// leaves a client-seen token the run history lacks (I1).
+func (e *env) ackedGrant() {
+	deadline := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		job := e.jobID(i % e.cfg.Jobs)
+		if res, l := e.call("crash-witness", 0, job, "acquire", map[string]any{"owner": "crash-witness", "ttlMs": int64(1000)}); res == "ok" {
+			e.logf("acknowledged grant of %s token %d to crash-witness; crashing Postgres", job, l.Token)
+			return
+		}
+	}
+	e.logf("no acknowledged grant before the crash")
 }
