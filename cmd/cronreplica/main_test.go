@@ -29,7 +29,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}{
 		{"NoJobs", nil, "no jobs"},
 		{"JobWithoutSpec", []string{"-job", "report"}, "NAME=SPEC"},
-		{"BadSpec", []string{"-job", "report=every minute"}, "parse schedule"},
+		{"BadSpec", []string{"-job", "report=every minute"}, `schedule "every minute"`},
 		{"BadJobID", []string{"-job", "-report=@every 1s"}, "invalid job id"},
 		{"DuplicateJob", []string{"-job", "a=@every 1s", "-job", "a=@every 2s"}, "already added"},
 		{"BadOwner", []string{"-owner", "a b", "-job", "a=@every 1s"}, "owner"},
