@@ -15,6 +15,8 @@ var (
 	ErrLeaseHeld = errors.New("lease held")
 	// ErrTickDone: the requested tick was already released succeeded (tick_done).
 	ErrTickDone = errors.New("tick already completed")
+	// ErrJobPaused: the job is paused; skip this tick (job_paused).
+	ErrJobPaused = errors.New("job paused")
 	// ErrLeaseLost: the owner and token do not match a grant that may still be
 	// heartbeated or released: another owner, an older token, expired,
 	// released or revoked (lease_lost).
@@ -30,8 +32,8 @@ var (
 )
 
 // ConflictError is a refused operation together with the lease as it was
-// when the refusal was decided. It unwraps to ErrLeaseHeld, ErrTickDone or
-// ErrLeaseLost.
+// when the refusal was decided. It unwraps to ErrLeaseHeld, ErrTickDone,
+// ErrJobPaused or ErrLeaseLost.
 type ConflictError struct {
 	Err   error
 	Lease Lease

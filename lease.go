@@ -41,6 +41,10 @@ const (
 	OutcomeExpired Outcome = "expired"
 	// OutcomeRevoked: an admin force-released the lease.
 	OutcomeRevoked Outcome = "revoked"
+	// OutcomeMissed: no replica started a tick of the job's schedule
+	// within its grace. A missed run has a tick and an end (tick + grace)
+	// but no token, owner or start.
+	OutcomeMissed Outcome = "missed"
 )
 
 // ValidRelease reports whether o is an outcome a holder may release with.
@@ -69,10 +73,36 @@ type Lease struct {
 	Tick *time.Time
 	// LastCompletedTick is the newest tick released with outcome succeeded, or nil.
 	LastCompletedTick *time.Time
-	// LastOutcome is the outcome of the last finished run, or "" while the
-	// first run is going on.
+	// LastOutcome is the outcome of the last finished run that had a
+	// holder, or "" while the first run is going on; missed runs do not
+	// change it.
 	LastOutcome Outcome
+
+	// Schedule is the job's cron spec as the last granted acquire that sent
+	// one registered it (package schedule), or "" without one.
+	Schedule string
+	// Grace is the effective grace of Schedule: how long after a tick a
+	// replica may still start it before the tick counts as missed. Zero
+	// without a schedule.
+	Grace time.Duration
+	// NextTick is the first tick of Schedule after the store's clock read
+	// the lease, or nil without a schedule.
+	NextTick *time.Time
+	// PausedAt is when an administrator paused the job, or nil while it is
+	// not paused; PausedBy names who (empty when the API is open) and
+	// PausedReason says why (may be empty).
+	PausedAt     *time.Time
+	PausedBy     string
+	PausedReason string
+	// MissedTicks and SkippedTicks count the ticks of Schedule, since it was
+	// first registered, that no replica started within the grace (missed)
+	// or that fell while an earlier run still held the lease (skipped).
+	MissedTicks  int64
+	SkippedTicks int64
 }
+
+// Paused reports whether the job is paused.
+func (l Lease) Paused() bool { return l.PausedAt != nil }
 
 // SetState sets l.State as the store's clock reads it at now: revoked,
 // else released (ReleasedAt set), else held while ExpiresAt is after now,
@@ -92,23 +122,28 @@ func (l *Lease) SetState(revoked bool, now time.Time) {
 	}
 }
 
-// Run is one grant of a lease, as kept in the run history.
+// Run is one grant of a lease, or one missed tick, as kept in the run
+// history.
 type Run struct {
-	Token     int64
-	Owner     string
-	Tick      *time.Time
-	StartedAt time.Time
-	// EndedAt is nil while the run is going on.
+	// Token and Owner are the grant's; 0 and "" for a missed run.
+	Token int64
+	Owner string
+	Tick  *time.Time
+	// StartedAt is when the grant was made; nil for a missed run.
+	StartedAt *time.Time
+	// EndedAt is nil while the run is going on; for a missed run it is
+	// the tick plus the grace, when the tick was decided missed.
 	EndedAt *time.Time
 	Outcome Outcome
 }
 
-// Duration is how long a finished run took, and false while it is running.
+// Duration is how long a finished run that had a holder took, and false
+// while it is running or for a missed run.
 func (r Run) Duration() (time.Duration, bool) {
-	if r.EndedAt == nil {
+	if r.EndedAt == nil || r.StartedAt == nil {
 		return 0, false
 	}
-	return r.EndedAt.Sub(r.StartedAt), true
+	return r.EndedAt.Sub(*r.StartedAt), true
 }
 
 // AcquireParams are the inputs of Store.Acquire.
@@ -119,6 +154,12 @@ type AcquireParams struct {
 	TTL time.Duration
 	// Tick is the scheduled fire time this grant is for, or nil.
 	Tick *time.Time
+	// Schedule, when not empty, is the job's cron spec (package schedule),
+	// registered if the acquire is granted; "" leaves the stored one as it
+	// is. Grace is its effective grace (at least a millisecond, at most a
+	// day), required with a schedule and zero without.
+	Schedule string
+	Grace    time.Duration
 }
 
 // HeartbeatParams are the inputs of Store.Heartbeat.
@@ -155,6 +196,38 @@ type RunsParams struct {
 	JobID string
 	// Limit is how many runs at most, at least 1.
 	Limit int
+}
+
+// PauseParams are the inputs of Store.Pause.
+type PauseParams struct {
+	JobID string
+	// By names who pauses (a credential's name), or "".
+	By string
+	// Reason says why, at most 256 bytes, or "".
+	Reason string
+}
+
+// SweepResult is what one pass of Store.SweepTicks decided.
+type SweepResult struct {
+	// Jobs is how many scheduled jobs were due and decided.
+	Jobs int
+	// Ran, Paused, Skipped and Missed count the ticks decided each way.
+	Ran, Paused, Skipped, Missed int64
+	// Expirations counts grants found past their expiresAt unreleased for
+	// the first time.
+	Expirations int64
+	// More reports whether due work remained beyond this pass's batch.
+	More bool
+}
+
+// Stats are the counts of the leases, at the store's clock.
+type Stats struct {
+	// Leases counts the leases by state (held, released, expired, revoked).
+	Leases map[State]int64
+	// Paused counts the paused jobs, Overdue the scheduled, unpaused jobs
+	// whose latest decided tick was missed and that have not run since.
+	Paused, Overdue int64
+	Now             time.Time
 }
 
 // LeasePage is one page of leases.

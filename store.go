@@ -33,8 +33,13 @@ import (
 type Store interface {
 	// Acquire grants the lease of p.JobID to p.Owner when it is not held,
 	// renews it when p.Owner already holds it for the same tick (or p.Tick is
-	// nil), and otherwise returns a *ConflictError wrapping ErrLeaseHeld, or
-	// ErrTickDone when p.Tick is at or before the last completed tick.
+	// nil), and otherwise returns a *ConflictError wrapping ErrJobPaused
+	// while the job is paused, ErrTickDone when p.Tick is at or before the
+	// last completed tick, or ErrLeaseHeld. The holder's renewal is answered
+	// even while the job is paused. A successful acquire with p.Schedule
+	// registers that schedule and grace; a new spec applies to the ticks
+	// after the acquire, and the ticks of the old one that were still
+	// undecided are dropped.
 	Acquire(ctx context.Context, p *AcquireParams) (Lease, error)
 	// Heartbeat extends a held lease whose owner and token match. Otherwise it
 	// returns a *ConflictError wrapping ErrLeaseLost, or ErrNotFound.
@@ -48,6 +53,31 @@ type Store interface {
 	// holder's heartbeat and release fail. A lease that is not held is
 	// returned unchanged. ErrNotFound for an unknown job.
 	Revoke(ctx context.Context, jobID string) (Lease, error)
+	// Pause pauses the job so that acquires are refused with ErrJobPaused
+	// and its ticks are neither missed nor skipped; a grant in flight is
+	// not touched. Pausing a paused job changes nothing. ErrNotFound for an
+	// unknown job.
+	Pause(ctx context.Context, p *PauseParams) (Lease, error)
+	// Resume ends a pause; ticks that fell during it stay uncounted.
+	// Resuming a job that is not paused changes nothing. ErrNotFound for an
+	// unknown job.
+	Resume(ctx context.Context, jobID string) (Lease, error)
+	// ForgetSchedule removes the job's schedule: its ticks are no longer
+	// decided until a granted acquire registers one again. The counters
+	// stay. ErrNotFound for an unknown job.
+	ForgetSchedule(ctx context.Context, jobID string) (Lease, error)
+	// SweepTicks decides, once across every store over the same database,
+	// the fate of each tick whose grace has passed, for up to batch
+	// scheduled jobs: ran (a grant was made for it), paused (the job was
+	// paused when its grace ended), skipped (an earlier grant was held at
+	// the tick) or missed (recorded as a run with outcome missed, at most
+	// MaxMissedRunsPerSweep per job per pass; the counters count all). It also
+	// counts, once, every grant that passed its expiresAt unreleased. Its
+	// cost grows with the jobs that are due, not with all jobs.
+	SweepTicks(ctx context.Context, batch int) (SweepResult, error)
+	// Stats counts the leases by state, the paused and the overdue jobs,
+	// of the jobs whose id starts with prefix ("" for every job).
+	Stats(ctx context.Context, prefix string) (Stats, error)
 	// Get returns the lease of jobID, or ErrNotFound.
 	Get(ctx context.Context, jobID string) (Lease, error)
 	// List returns one page of leases sorted by job id.
@@ -62,4 +92,22 @@ type Store interface {
 	Ready(ctx context.Context) error
 	// Close releases the store's resources.
 	Close() error
+}
+
+// MaxMissedRunsPerSweep bounds the missed runs one pass of SweepTicks
+// records per job: a job whose replicas were gone for a day must not write
+// a day of per-second runs at once. The counters count every missed tick.
+const MaxMissedRunsPerSweep = 100
+
+// Observer is told of the events the metrics count, once per event across
+// every instance: by the store whose transaction committed it.
+type Observer interface {
+	// RunFinished: a run ended with outcome (succeeded or failed at
+	// release, revoked at revocation, expired when a takeover closed it,
+	// missed by the sweep) after d (zero for a missed run).
+	RunFinished(outcome Outcome, d time.Duration)
+	// TicksSkipped: the sweep decided n ticks skipped.
+	TicksSkipped(n int64)
+	// LeasesExpired: n grants passed their expiresAt unreleased.
+	LeasesExpired(n int64)
 }

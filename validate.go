@@ -4,6 +4,8 @@ import (
 	"errors"
 	"regexp"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrInvalid: a parameter is outside its domain (invalid_request). Every
@@ -85,6 +87,14 @@ var (
 	maxTick = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
 )
 
+// ValidatePrefix returns an *InvalidError when s cannot start a job id.
+func ValidatePrefix(s string) error {
+	if !ValidPrefix(s) {
+		return &InvalidError{Field: "prefix", Rule: prefixRule}
+	}
+	return nil
+}
+
 // ValidateJobID returns an *InvalidError when id is not a valid job id.
 func ValidateJobID(id string) error {
 	if !ValidJobID(id) {
@@ -123,7 +133,49 @@ func (p *AcquireParams) Validate() error {
 	if p.Tick != nil && !ValidTick(*p.Tick) {
 		return &InvalidError{Field: "tick", Rule: tickRule}
 	}
+	if len(p.Schedule) > MaxScheduleLength {
+		return &InvalidError{Field: "schedule", Rule: "must be at most 256 bytes"}
+	}
+	if p.Schedule == "" && p.Grace != 0 {
+		return &InvalidError{Field: "graceMs", Rule: "is the grace of a schedule: send it with schedule"}
+	}
+	if p.Schedule != "" && (p.Grace < time.Millisecond || p.Grace > MaxGrace) {
+		return &InvalidError{Field: "graceMs", Rule: "must be an integer from 1 to 86400000 (milliseconds)"}
+	}
 	return nil
+}
+
+// MaxScheduleLength is the longest schedule spec, in bytes; MaxGrace the
+// longest grace.
+const (
+	MaxScheduleLength = 256
+	MaxGrace          = 24 * time.Hour
+)
+
+// MaxReasonLength is the longest pause reason, in characters.
+const MaxReasonLength = 256
+
+// Validate checks p against the domain: a valid job id, and a reason of at
+// most 256 characters of text (valid UTF-8, no control characters). By is
+// set by the service, not by the caller, and is not checked.
+func (p *PauseParams) Validate() error {
+	if err := ValidateJobID(p.JobID); err != nil {
+		return err
+	}
+	if !utf8.ValidString(p.Reason) || utf8.RuneCountInString(p.Reason) > MaxReasonLength ||
+		containsControl(p.Reason) {
+		return &InvalidError{Field: "reason", Rule: "must be at most 256 characters of text without control characters"}
+	}
+	return nil
+}
+
+func containsControl(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate checks p against the domain: a valid job id, owner and token,
@@ -174,8 +226,8 @@ func (p *ListParams) Validate() error {
 			return err
 		}
 	}
-	if !ValidPrefix(p.Prefix) {
-		return &InvalidError{Field: "prefix", Rule: prefixRule}
+	if err := ValidatePrefix(p.Prefix); err != nil {
+		return err
 	}
 	if p.After != "" && !ValidJobID(p.After) {
 		return &InvalidError{Field: "cursor", Rule: "must be the nextCursor of the previous page, unchanged"}

@@ -26,6 +26,7 @@ const (
 	CodeLeaseHeld            = "lease_held"             // 409
 	CodeTickDone             = "tick_done"              // 409
 	CodeLeaseLost            = "lease_lost"             // 409
+	CodeJobPaused            = "job_paused"             // 409
 	CodePayloadTooLarge      = "payload_too_large"      // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeInternal             = "internal"               // 500
@@ -67,6 +68,15 @@ type Lease struct {
 	Tick              *Time             `json:"tick"`
 	LastCompletedTick *Time             `json:"lastCompletedTick"`
 	LastOutcome       *leaseapi.Outcome `json:"lastOutcome"`
+	Schedule          *string           `json:"schedule"`
+	GraceMs           *int64            `json:"graceMs"`
+	NextTick          *Time             `json:"nextTick"`
+	Paused            bool              `json:"paused"`
+	PausedAt          *Time             `json:"pausedAt"`
+	PausedBy          *string           `json:"pausedBy"`
+	PausedReason      *string           `json:"pausedReason"`
+	MissedTicks       int64             `json:"missedTicks"`
+	SkippedTicks      int64             `json:"skippedTicks"`
 }
 
 // LeaseList is one page of GET /leases.
@@ -78,15 +88,18 @@ type LeaseList struct {
 	ServerTime Time `json:"serverTime"`
 }
 
-// Run is one grant of a lease in GET /leases/{jobId}/runs.
+// Run is one grant of a lease, or one missed tick, in GET
+// /leases/{jobId}/runs. A missed run has no token, owner, start or
+// duration.
 type Run struct {
-	Token     int64            `json:"token"`
-	Owner     string           `json:"owner"`
+	Token     *int64           `json:"token"`
+	Owner     *string          `json:"owner"`
 	Tick      *Time            `json:"tick"`
-	StartedAt Time             `json:"startedAt"`
+	StartedAt *Time            `json:"startedAt"`
 	EndedAt   *Time            `json:"endedAt"`
 	Outcome   leaseapi.Outcome `json:"outcome"`
-	// DurationMs is EndedAt - StartedAt in milliseconds, nil while running.
+	// DurationMs is EndedAt - StartedAt in milliseconds, nil while running
+	// and for a missed run.
 	DurationMs *int64 `json:"durationMs"`
 }
 
@@ -104,7 +117,22 @@ type AcquireRequest struct {
 	// that the server can name the field when it is not RFC 3339; FormatTime
 	// formats one.
 	Tick *string `json:"tick,omitempty"`
+	// Schedule is the job's cron spec (package schedule), registered when
+	// the acquire is granted; nil leaves the stored one as it is.
+	Schedule *string `json:"schedule,omitempty"`
+	// GraceMs is how long after a tick a replica may still start it, in
+	// milliseconds; nil means the server default. It needs Schedule.
+	GraceMs *int64 `json:"graceMs,omitempty"`
 }
+
+// PauseRequest is the body of POST /leases/{jobId}/pause.
+type PauseRequest struct {
+	// Reason says why, at most 256 characters.
+	Reason *string `json:"reason,omitempty"`
+}
+
+// ResumeRequest is the body of POST /leases/{jobId}/resume: an empty object.
+type ResumeRequest struct{}
 
 // HeartbeatRequest is the body of POST /leases/{jobId}/heartbeat.
 type HeartbeatRequest struct {
@@ -141,12 +169,31 @@ func FromLease(l leaseapi.Lease) Lease {
 		TTLMs:             l.TTL.Milliseconds(),
 		Tick:              timePtr(l.Tick),
 		LastCompletedTick: timePtr(l.LastCompletedTick),
+		NextTick:          timePtr(l.NextTick),
+		Paused:            l.Paused(),
+		PausedAt:          timePtr(l.PausedAt),
+		PausedBy:          stringPtr(l.PausedBy),
+		PausedReason:      stringPtr(l.PausedReason),
+		MissedTicks:       l.MissedTicks,
+		SkippedTicks:      l.SkippedTicks,
 	}
 	if l.LastOutcome != "" {
 		o := l.LastOutcome
 		out.LastOutcome = &o
 	}
+	if l.Schedule != "" {
+		spec, grace := l.Schedule, l.Grace.Milliseconds()
+		out.Schedule, out.GraceMs = &spec, &grace
+	}
 	return out
+}
+
+// stringPtr is nil for "", else a pointer to a copy of s.
+func stringPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // FromLeases converts a page of domain leases; the result is never nil, so
@@ -162,12 +209,14 @@ func FromLeases(ls []leaseapi.Lease) []Lease {
 // FromRun converts a domain run to its wire form.
 func FromRun(r leaseapi.Run) Run {
 	out := Run{
-		Token:     r.Token,
-		Owner:     r.Owner,
 		Tick:      timePtr(r.Tick),
-		StartedAt: NewTime(r.StartedAt),
+		StartedAt: timePtr(r.StartedAt),
 		EndedAt:   timePtr(r.EndedAt),
 		Outcome:   r.Outcome,
+	}
+	if r.Outcome != leaseapi.OutcomeMissed {
+		token, owner := r.Token, r.Owner
+		out.Token, out.Owner = &token, &owner
 	}
 	if d, ok := r.Duration(); ok {
 		ms := d.Milliseconds()

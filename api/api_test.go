@@ -137,13 +137,16 @@ func TestDTOsMatchSpec(t *testing.T) {
 		JobID: "nightly.report:eu-1", Owner: "pod-7f9c", Token: 42, State: leaseapi.StateReleased,
 		AcquiredAt: now, RenewedAt: now, ExpiresAt: later, ReleasedAt: &later, TTL: 30 * time.Second,
 		Tick: &now, LastCompletedTick: &now, LastOutcome: leaseapi.OutcomeSucceeded,
+		Schedule: "CRON_TZ=Europe/Berlin 0 7 * * *", Grace: time.Minute, NextTick: &later,
+		PausedAt: &later, PausedBy: "ops", PausedReason: "maintenance", MissedTicks: 3, SkippedTicks: 1,
 	}
 	minimal := leaseapi.Lease{
 		JobID: "a", Owner: "o", Token: 1, State: leaseapi.StateHeld,
 		AcquiredAt: now, RenewedAt: now, ExpiresAt: later, TTL: time.Second,
 	}
-	running := leaseapi.Run{Token: 2, Owner: "o", StartedAt: now, Outcome: leaseapi.OutcomeRunning}
-	done := leaseapi.Run{Token: 1, Owner: "o", Tick: &now, StartedAt: now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
+	running := leaseapi.Run{Token: 2, Owner: "o", StartedAt: &now, Outcome: leaseapi.OutcomeRunning}
+	done := leaseapi.Run{Token: 1, Owner: "o", Tick: &now, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
+	missed := leaseapi.Run{Tick: &now, EndedAt: &later, Outcome: leaseapi.OutcomeMissed}
 	cursor := "YQ"
 	problemLease := api.FromLease(full)
 	tests := []struct {
@@ -154,7 +157,7 @@ func TestDTOsMatchSpec(t *testing.T) {
 		{"MinimalLease", "Lease", api.FromLease(minimal)},
 		{"LeaseListLast", "LeaseList", api.LeaseList{Leases: api.FromLeases(nil), ServerTime: api.NewTime(now)}},
 		{"LeaseListMore", "LeaseList", api.LeaseList{Leases: api.FromLeases([]leaseapi.Lease{full, minimal}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
-		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done})}},
+		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed})}},
 		{"EmptyRunList", "RunList", api.RunList{Runs: api.FromRuns(nil)}},
 		{"Problem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeNotFound, Title: "Not found", Status: 404, Detail: "d", Code: api.CodeNotFound}},
 		{"ConflictProblem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeLeaseHeld, Title: "Lease held", Status: 409, Detail: "d", Code: api.CodeLeaseHeld, Lease: &problemLease}},
@@ -186,11 +189,16 @@ func TestDTOsMatchSpec(t *testing.T) {
 		if api.FromRun(running).DurationMs != nil {
 			t.Error("durationMs of a running run: got non-nil, want null")
 		}
+		if m := api.FromRun(missed); m.DurationMs != nil || m.Token != nil || m.Owner != nil || m.StartedAt != nil {
+			t.Errorf("a missed run: got %+v, want no token, owner, start or duration", m)
+		}
 	})
 	t.Run("NullsAreExplicit", func(t *testing.T) {
 		t.Parallel()
 		b, _ := json.Marshal(api.FromLease(minimal))
-		for _, field := range []string{`"releasedAt":null`, `"tick":null`, `"lastCompletedTick":null`, `"lastOutcome":null`} {
+		for _, field := range []string{`"releasedAt":null`, `"tick":null`, `"lastCompletedTick":null`, `"lastOutcome":null`,
+			`"schedule":null`, `"graceMs":null`, `"nextTick":null`, `"paused":false`, `"pausedAt":null`, `"pausedBy":null`,
+			`"pausedReason":null`, `"missedTicks":0`, `"skippedTicks":0`} {
 			if !strings.Contains(string(b), field) {
 				t.Errorf("lease JSON lacks %s: %s", field, b)
 			}
@@ -201,12 +209,17 @@ func TestDTOsMatchSpec(t *testing.T) {
 		ttl := int64(30000)
 		tick := api.FormatTime(now)
 		failed := leaseapi.OutcomeFailed
+		spec := "*/5 * * * *"
 		reqs := []struct {
 			schema string
 			v      any
 		}{
 			{"AcquireRequest", api.AcquireRequest{Owner: "o", TTLMs: &ttl, Tick: &tick}},
 			{"AcquireRequest", api.AcquireRequest{Owner: "o"}},
+			{"AcquireRequest", api.AcquireRequest{Owner: "o", Tick: &tick, Schedule: &spec, GraceMs: &ttl}},
+			{"PauseRequest", api.PauseRequest{Reason: &spec}},
+			{"PauseRequest", api.PauseRequest{}},
+			{"ResumeRequest", api.ResumeRequest{}},
 			{"HeartbeatRequest", api.HeartbeatRequest{Owner: "o", Token: 1, TTLMs: &ttl}},
 			{"HeartbeatRequest", api.HeartbeatRequest{Owner: "o", Token: 1}},
 			{"ReleaseRequest", api.ReleaseRequest{Owner: "o", Token: 1, Outcome: &failed}},

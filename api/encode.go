@@ -49,7 +49,36 @@ func (l Lease) AppendJSON(b []byte) []byte {
 	} else {
 		b = appendString(b, string(*l.LastOutcome))
 	}
+	b = append(b, `,"schedule":`...)
+	b = appendStringPtr(b, l.Schedule)
+	b = append(b, `,"graceMs":`...)
+	if l.GraceMs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *l.GraceMs, 10)
+	}
+	b = append(b, `,"nextTick":`...)
+	b = appendTimePtr(b, l.NextTick)
+	b = append(b, `,"paused":`...)
+	b = strconv.AppendBool(b, l.Paused)
+	b = append(b, `,"pausedAt":`...)
+	b = appendTimePtr(b, l.PausedAt)
+	b = append(b, `,"pausedBy":`...)
+	b = appendStringPtr(b, l.PausedBy)
+	b = append(b, `,"pausedReason":`...)
+	b = appendStringPtr(b, l.PausedReason)
+	b = append(b, `,"missedTicks":`...)
+	b = strconv.AppendInt(b, l.MissedTicks, 10)
+	b = append(b, `,"skippedTicks":`...)
+	b = strconv.AppendInt(b, l.SkippedTicks, 10)
 	return append(b, '}')
+}
+
+func appendStringPtr(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return appendString(b, *s)
 }
 
 // MarshalJSON encodes p as AppendJSON does.

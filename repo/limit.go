@@ -8,7 +8,8 @@ import (
 )
 
 // LimitCalls returns store with at most n lease calls in flight at once
-// (Acquire, Heartbeat, Release, Revoke, Get, List, Runs). A call beyond the
+// (Acquire, Heartbeat, Release, Revoke, Get, List, Runs, Pause, Resume,
+// ForgetSchedule, Stats). A call beyond the
 // limit is refused at once with leaseapi.ErrOverloaded, before it reaches
 // the database, so an overloaded instance sheds load with a fast 503
 // instead of queueing requests for a pool of a few connections until their
@@ -65,4 +66,20 @@ func (l *callLimiter) List(ctx context.Context, p *leaseapi.ListParams) (leaseap
 
 func (l *callLimiter) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.Run, error) {
 	return limited(l, func() ([]leaseapi.Run, error) { return l.Store.Runs(ctx, jobID, limit) })
+}
+
+func (l *callLimiter) Pause(ctx context.Context, p *leaseapi.PauseParams) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Pause(ctx, p) })
+}
+
+func (l *callLimiter) Resume(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Resume(ctx, jobID) })
+}
+
+func (l *callLimiter) ForgetSchedule(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.ForgetSchedule(ctx, jobID) })
+}
+
+func (l *callLimiter) Stats(ctx context.Context, prefix string) (leaseapi.Stats, error) {
+	return limited(l, func() (leaseapi.Stats, error) { return l.Store.Stats(ctx, prefix) })
 }

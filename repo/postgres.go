@@ -27,6 +27,7 @@ type Postgres struct {
 	db         *sqlx.DB
 	migrations *goose.Provider
 	logger     *slog.Logger
+	observer   leaseapi.Observer
 	// q are the hot statements, chosen once when the store opens.
 	q pgStatements
 
@@ -48,6 +49,8 @@ type PostgresConfig struct {
 	// NaiveAcquire makes every acquire take the row lock and commit, even
 	// a losing one. Only the benchmark sets it, to measure the fast path.
 	NaiveAcquire bool
+	// Observer is told of the events the metrics count; nil tells nobody.
+	Observer leaseapi.Observer
 }
 
 // migrationsTable is goose's version table.
@@ -95,7 +98,7 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if cfg.NaiveAcquire {
 		q.acquire = q.naiveAcquire
 	}
-	return &Postgres{db: db, migrations: provider, logger: logger, q: q,
+	return &Postgres{db: db, migrations: provider, logger: logger, q: q, observer: orNoObserver(cfg.Observer),
 		stmts: make(map[string]*sqlx.Stmt)}, nil
 }
 
@@ -211,18 +214,27 @@ type leaseRow struct {
 	RevokedAt         sql.NullTime   `db:"revoked_at"`
 	LastCompletedTick sql.NullTime   `db:"last_completed_tick"`
 	LastOutcome       sql.NullString `db:"last_outcome"`
+	Schedule          sql.NullString `db:"schedule"`
+	GraceMs           sql.NullInt64  `db:"grace_ms"`
+	PausedAt          sql.NullTime   `db:"paused_at"`
+	PausedBy          sql.NullString `db:"paused_by"`
+	PausedReason      sql.NullString `db:"paused_reason"`
+	MissedTicks       int64          `db:"missed_ticks"`
+	SkippedTicks      int64          `db:"skipped_ticks"`
 	Now               time.Time      `db:"db_now"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields;
 // db_now is read once per row so state is computed against one instant.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
-	released_at, revoked_at, last_completed_tick, last_outcome, clock_timestamp() AS db_now`
+	released_at, revoked_at, last_completed_tick, last_outcome,
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, clock_timestamp() AS db_now`
 
 // fields are the scan targets of leaseColumns, in their order.
 func (r *leaseRow) fields() []any {
 	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
-		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome, &r.Now}
+		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
+		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -238,8 +250,16 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		Tick:              nullTime(r.Tick),
 		LastCompletedTick: nullTime(r.LastCompletedTick),
 		LastOutcome:       leaseapi.Outcome(r.LastOutcome.String),
+		Schedule:          r.Schedule.String,
+		Grace:             time.Duration(r.GraceMs.Int64) * time.Millisecond,
+		PausedAt:          nullTime(r.PausedAt),
+		PausedBy:          r.PausedBy.String,
+		PausedReason:      r.PausedReason.String,
+		MissedTicks:       r.MissedTicks,
+		SkippedTicks:      r.SkippedTicks,
 	}
 	l.SetState(r.RevokedAt.Valid, r.Now)
+	setNextTick(&l, r.Now.UTC())
 	return l
 }
 
@@ -266,15 +286,24 @@ func nullableTime(t *time.Time) sql.NullTime {
 // between the WHERE and the SET is granted anew (a new token) rather than
 // renewed. A fresh job is inserted with token 1; its VALUES clock needs no
 // lock. The fast path adds its guard between upsertInsert and upsertConflict.
+//
+// A grant or renewal with a schedule ($5, its grace $6) registers it: a new
+// spec (or the first) is due at once, and the sweep then computes its first
+// tick after schedule_since; the same spec with another grace keeps its
+// undecided tick and moves when it is due. While the job is paused only the
+// holder's renewal passes the WHERE.
 const upsertInsert = `
-INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at)
-SELECT $1::text, $2::text, 1, $3::timestamptz, $4::bigint, c.now, c.now, c.now + $4::bigint * interval '1 millisecond'
+INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+	schedule, grace_ms, schedule_since, decide_at)
+SELECT $1::text, $2::text, 1, $3::timestamptz, $4::bigint, c.now, c.now, c.now + $4::bigint * interval '1 millisecond',
+	$5::text, $6::bigint, CASE WHEN $5::text IS NULL THEN NULL ELSE c.now END, CASE WHEN $5::text IS NULL THEN NULL ELSE c.now END
 FROM (SELECT clock_timestamp() AS now) AS c
 `
 
 const upsertConflict = `
 ON CONFLICT (job_id) DO UPDATE SET
-	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome) = (
+	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome,
+		schedule, grace_ms, schedule_since, next_tick, decide_at) = (
 		SELECT
 			EXCLUDED.owner,
 			CASE WHEN s.renew THEN l.token ELSE l.token + 1 END,
@@ -286,7 +315,15 @@ ON CONFLICT (job_id) DO UPDATE SET
 			NULL::timestamptz,
 			NULL::timestamptz,
 			CASE WHEN NOT s.renew AND l.released_at IS NULL AND l.revoked_at IS NULL
-				THEN 'expired' ELSE l.last_outcome END
+				THEN 'expired' ELSE l.last_outcome END,
+			COALESCE(EXCLUDED.schedule, l.schedule),
+			CASE WHEN EXCLUDED.schedule IS NULL THEN l.grace_ms ELSE EXCLUDED.grace_ms END,
+			CASE WHEN EXCLUDED.schedule IS NULL OR EXCLUDED.schedule = l.schedule THEN l.schedule_since ELSE s.now END,
+			CASE WHEN EXCLUDED.schedule IS NULL OR EXCLUDED.schedule = l.schedule THEN l.next_tick END,
+			CASE WHEN EXCLUDED.schedule IS NULL THEN l.decide_at
+				WHEN EXCLUDED.schedule = l.schedule
+				THEN COALESCE(l.next_tick + EXCLUDED.grace_ms * interval '1 millisecond', l.decide_at)
+				ELSE s.now END
 		FROM (
 			SELECT c.now,
 				l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
@@ -298,6 +335,9 @@ ON CONFLICT (job_id) DO UPDATE SET
 WHERE NOT COALESCE(EXCLUDED.tick <= l.last_completed_tick, false)
 	AND (NOT (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > clock_timestamp())
 		OR (l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
+	AND (l.paused_at IS NULL
+		OR (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > clock_timestamp()
+			AND l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
 RETURNING ` + leaseColumns
 
 // naiveAcquireQuery is the upsert alone: every contender takes the row lock
@@ -314,10 +354,14 @@ const naiveAcquireQuery = upsertInsert + upsertConflict + `, false AS refused`
 const acquireQuery = `
 WITH snapshot AS (
 	SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
-		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome, c.now AS db_now,
+		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
+		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, c.now AS db_now,
 		(COALESCE($3::timestamptz <= l.last_completed_tick, false)
 			OR (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
 				AND NOT (l.owner = $2::text AND ($3::timestamptz IS NULL OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
+			OR (l.paused_at IS NOT NULL
+				AND NOT (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
+					AND l.owner = $2::text AND ($3::timestamptz IS NULL OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
 		) AS refused
 	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 	WHERE l.job_id = $1::text
@@ -346,16 +390,26 @@ func (r *acquireRow) fields() []any {
 
 // Acquire grants, renews or refuses the lease. See leaseapi.Store.
 func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseapi.Lease, error) {
-	if err := a.Validate(); err != nil {
+	if err := validateAcquire(a); err != nil {
 		return leaseapi.Lease{}, err
+	}
+	spec, grace := sql.NullString{String: a.Schedule, Valid: a.Schedule != ""}, sql.NullInt64{}
+	if spec.Valid {
+		grace = sql.NullInt64{Int64: a.Grace.Milliseconds(), Valid: true}
 	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		for attempt := 1; ; attempt++ {
 			var row acquireRow
 			err := p.scanPrepared(ctx, p.q.acquire,
-				[]any{a.JobID, a.Owner, nullableTime(a.Tick), a.TTL.Milliseconds()}, row.fields()...)
+				[]any{a.JobID, a.Owner, nullableTime(a.Tick), a.TTL.Milliseconds(), spec, grace}, row.fields()...)
 			if err == nil && !row.Refused {
-				return row.toLease(), nil
+				l := row.toLease()
+				if l.AcquiredAt.Equal(l.RenewedAt) && l.LastOutcome == leaseapi.OutcomeExpired && l.Token > 1 {
+					// This grant took over a grant that had expired, and
+					// the trigger closed that run as expired.
+					p.observeTakeover(ctx, l)
+				}
+				return l, nil
 			}
 			if err == nil { // refused from the snapshot
 				return leaseapi.Lease{}, refusal(a, row.toLease())
@@ -370,6 +424,7 @@ func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leas
 				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
 			}
 			if conflict := refusal(a, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
+				errors.Is(conflict, leaseapi.ErrJobPaused) ||
 				cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
 				return leaseapi.Lease{}, conflict
 			}
@@ -377,8 +432,41 @@ func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leas
 	})
 }
 
-// refusal is the conflict an acquire of a gets from lease cur.
+// closeExpiredRunQuery counts, once, the expiry of the run that a takeover
+// closed, unless the sweep counted it before, and reads how long it ran.
+const closeExpiredRunQuery = `
+WITH old AS (SELECT id, expiry_counted FROM runs WHERE job_id = $1 AND token = $2 FOR UPDATE)
+UPDATE runs AS r SET expiry_counted = true FROM old WHERE r.id = old.id
+RETURNING r.started_at, r.ended_at, old.expiry_counted`
+
+// observeTakeover tells the observer of the expired run that grant l
+// closed. It runs after the grant committed; a failure costs a metric, not
+// the grant, so it is logged and dropped.
+func (p *Postgres) observeTakeover(ctx context.Context, l leaseapi.Lease) {
+	var started, ended time.Time
+	var counted bool
+	err := p.db.QueryRowxContext(ctx, closeExpiredRunQuery, l.JobID, l.Token-1).Scan(&started, &ended, &counted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return // pruned: nothing to tell
+	}
+	if err != nil {
+		p.logger.Warn("cannot count the expired run a takeover closed", slog.String("job_id", l.JobID), slog.Any("error", err))
+		return
+	}
+	p.observer.RunFinished(leaseapi.OutcomeExpired, ended.Sub(started))
+	if !counted {
+		p.observer.LeasesExpired(1)
+	}
+}
+
+// refusal is the conflict an acquire of a gets from lease cur: job_paused
+// unless a is the holder's renewal, then tick_done, then lease_held.
 func refusal(a *leaseapi.AcquireParams, cur leaseapi.Lease) error {
+	renew := cur.State == leaseapi.StateHeld && cur.Owner == a.Owner &&
+		(a.Tick == nil || (cur.Tick != nil && a.Tick.Equal(*cur.Tick)))
+	if cur.Paused() && !renew {
+		return &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: cur}
+	}
 	if a.Tick != nil && cur.LastCompletedTick != nil && !a.Tick.After(*cur.LastCompletedTick) {
 		return &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur}
 	}
@@ -441,7 +529,9 @@ func (p *Postgres) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leas
 		var row leaseRow
 		err := p.scanPrepared(ctx, releaseQuery, []any{r.JobID, r.Owner, r.Token, string(r.Outcome)}, row.fields()...)
 		if err == nil {
-			return row.toLease(), nil
+			l := row.toLease()
+			p.observer.RunFinished(r.Outcome, l.ReleasedAt.Sub(l.AcquiredAt))
+			return l, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return leaseapi.Lease{}, interpretError(fmt.Sprintf("release %q", r.JobID), err)
@@ -475,7 +565,9 @@ func (p *Postgres) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, er
 		var row leaseRow
 		err := p.scanPrepared(ctx, revokeQuery, []any{jobID}, row.fields()...)
 		if err == nil {
-			return row.toLease(), nil
+			l := row.toLease()
+			p.observer.RunFinished(leaseapi.OutcomeRevoked, l.ExpiresAt.Sub(l.AcquiredAt))
+			return l, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return leaseapi.Lease{}, interpretError(fmt.Sprintf("revoke %q", jobID), err)
@@ -523,7 +615,8 @@ func (p *Postgres) get(ctx context.Context, jobID string) (leaseapi.Lease, error
 // [prefix, prefix || '~') is exactly the ids that start with prefix.
 const listQuery = `
 SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
-	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome, c.now AS db_now
+	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
+	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, c.now AS db_now
 FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 WHERE l.job_id > $1::text
 	AND ($2::text = '' OR (l.job_id >= $2::text AND l.job_id < $2::text || '~'))
@@ -582,16 +675,16 @@ FROM leases AS l
 		AND l.expires_at <= clock_timestamp() AS expired) AS s
 	JOIN runs AS r ON r.job_id = l.job_id
 WHERE l.job_id = $1
-ORDER BY r.token DESC
+ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC
 LIMIT $2`
 
 type runRow struct {
-	Token     int64        `db:"token"`
-	Owner     string       `db:"owner"`
-	Tick      sql.NullTime `db:"tick"`
-	StartedAt time.Time    `db:"started_at"`
-	EndedAt   sql.NullTime `db:"ended_at"`
-	Outcome   string       `db:"outcome"`
+	Token     sql.NullInt64  `db:"token"`
+	Owner     sql.NullString `db:"owner"`
+	Tick      sql.NullTime   `db:"tick"`
+	StartedAt sql.NullTime   `db:"started_at"`
+	EndedAt   sql.NullTime   `db:"ended_at"`
+	Outcome   string         `db:"outcome"`
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -613,10 +706,10 @@ func (p *Postgres) Runs(ctx context.Context, jobID string, limit int) ([]leaseap
 		runs := make([]leaseapi.Run, len(rows))
 		for i, r := range rows {
 			runs[i] = leaseapi.Run{
-				Token:     r.Token,
-				Owner:     r.Owner,
+				Token:     r.Token.Int64,
+				Owner:     r.Owner.String,
 				Tick:      nullTime(r.Tick),
-				StartedAt: r.StartedAt.UTC(),
+				StartedAt: nullTime(r.StartedAt),
 				EndedAt:   nullTime(r.EndedAt),
 				Outcome:   leaseapi.Outcome(r.Outcome),
 			}

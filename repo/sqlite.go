@@ -60,6 +60,7 @@ type SQLite struct {
 	lockFile   *os.File
 	migrations *goose.Provider
 	logger     *slog.Logger
+	observer   leaseapi.Observer
 	// schemaCurrent caches a Ready or Migrate that found no pending
 	// migration: nobody else can migrate the file while the lock is held.
 	schemaCurrent atomic.Bool
@@ -80,6 +81,8 @@ type SQLiteConfig struct {
 	// exist; "<Path>.lock", "<Path>-wal" and "<Path>-shm" live beside it.
 	Path   string
 	Logger *slog.Logger
+	// Observer is told of the events the metrics count; nil tells nobody.
+	Observer leaseapi.Observer
 }
 
 // errSQLiteInUse is returned by lockSQLiteFile when another store holds the
@@ -124,7 +127,7 @@ func OpenSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: lock: %w", path, err)
 	}
-	s := &SQLite{path: path, lockFile: lockFile, logger: logger}
+	s := &SQLite{path: path, lockFile: lockFile, logger: logger, observer: orNoObserver(cfg.Observer)}
 	if err := s.open(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), s.closeAll())
 	}
@@ -339,6 +342,16 @@ func sqliteInTx[T any](ctx context.Context, s *SQLite, op string,
 	inTx func(context.Context, func(*sqlx.Tx, int64) error) error,
 	fn func(ctx context.Context, tx *sqlx.Tx, now int64) (T, error),
 ) (T, error) {
+	return sqliteObservedTx(ctx, s, op, inTx, nil, fn)
+}
+
+// sqliteObservedTx is sqliteInTx for a call that records events: they are
+// told to the store's observer once the transaction has committed, also
+// when the caller stopped waiting before that.
+func sqliteObservedTx[T any](ctx context.Context, s *SQLite, op string,
+	inTx func(context.Context, func(*sqlx.Tx, int64) error) error, ev *events,
+	fn func(ctx context.Context, tx *sqlx.Tx, now int64) (T, error),
+) (T, error) {
 	return sqliteCall(ctx, s, op, func(ctx context.Context) (T, error) {
 		var out T
 		err := inTx(ctx, func(tx *sqlx.Tx, now int64) error {
@@ -350,6 +363,7 @@ func sqliteInTx[T any](ctx context.Context, s *SQLite, op string,
 			var zero T
 			return zero, sqliteError(op, err)
 		}
+		ev.emit(s.observer)
 		return out, nil
 	})
 }
@@ -440,11 +454,19 @@ type sqliteLeaseRow struct {
 	RevokedAt         sql.NullInt64  `db:"revoked_at"`
 	LastCompletedTick sql.NullInt64  `db:"last_completed_tick"`
 	LastOutcome       sql.NullString `db:"last_outcome"`
+	Schedule          sql.NullString `db:"schedule"`
+	GraceMs           sql.NullInt64  `db:"grace_ms"`
+	PausedAt          sql.NullInt64  `db:"paused_at"`
+	PausedBy          sql.NullString `db:"paused_by"`
+	PausedReason      sql.NullString `db:"paused_reason"`
+	MissedTicks       int64          `db:"missed_ticks"`
+	SkippedTicks      int64          `db:"skipped_ticks"`
 }
 
 // sqliteLeaseColumns are the columns every lease query and RETURNING yields.
 const sqliteLeaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
-	released_at, revoked_at, last_completed_tick, last_outcome`
+	released_at, revoked_at, last_completed_tick, last_outcome,
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks`
 
 // held reports whether the grant is held at now.
 func (r *sqliteLeaseRow) held(now int64) bool {
@@ -465,8 +487,16 @@ func (r *sqliteLeaseRow) lease(now int64) leaseapi.Lease {
 		Tick:              sqliteNullTime(r.Tick),
 		LastCompletedTick: sqliteNullTime(r.LastCompletedTick),
 		LastOutcome:       leaseapi.Outcome(r.LastOutcome.String),
+		Schedule:          r.Schedule.String,
+		Grace:             time.Duration(r.GraceMs.Int64) * time.Millisecond,
+		PausedAt:          sqliteNullTime(r.PausedAt),
+		PausedBy:          r.PausedBy.String,
+		PausedReason:      r.PausedReason.String,
+		MissedTicks:       r.MissedTicks,
+		SkippedTicks:      r.SkippedTicks,
 	}
 	l.SetState(r.RevokedAt.Valid, sqliteTime(now))
+	setNextTick(&l, sqliteTime(now))
 	return l
 }
 
@@ -543,64 +573,125 @@ UPDATE runs SET outcome = $3, ended_at = $4
 WHERE job_id = $1 AND token = $2 AND outcome = 'running'`
 )
 
+// sqliteRegisterQuery stores the schedule and grace a granted acquire sent.
+// A new spec (or the first) is due at once: the sweep then computes its
+// first tick after schedule_since. The same spec with another grace keeps
+// its undecided tick and moves when it is due.
+const sqliteRegisterQuery = `
+UPDATE leases SET
+	schedule_since = CASE WHEN schedule IS $2 THEN schedule_since ELSE $4 END,
+	next_tick = CASE WHEN schedule IS $2 THEN next_tick ELSE NULL END,
+	decide_at = CASE WHEN schedule IS $2 THEN
+		CASE WHEN next_tick IS NULL THEN decide_at ELSE next_tick + $3 END
+		ELSE $4 END,
+	schedule = $2, grace_ms = $3
+WHERE job_id = $1
+RETURNING ` + sqliteLeaseColumns
+
 // Acquire grants, renews or refuses the lease. See leaseapi.Store.
 func (s *SQLite) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
-	if err := p.Validate(); err != nil {
+	if err := validateAcquire(p); err != nil {
 		return leaseapi.Lease{}, err
 	}
 	op := fmt.Sprintf("acquire %q", p.JobID)
 	ttl := p.TTL.Milliseconds()
 	tick := sqliteNullMs(p.Tick)
-	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
-		cur, err := sqliteSelectLease(ctx, tx, p.JobID)
-		if errors.Is(err, leaseapi.ErrNotFound) {
-			row, err := sqliteWriteLease(ctx, tx, sqliteInsertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
-			if err != nil {
-				return leaseapi.Lease{}, err
-			}
-			if _, err := tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now); err != nil {
-				return leaseapi.Lease{}, err
-			}
-			return row.lease(now), nil
-		}
+	var ev events
+	return sqliteObservedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		row, err := s.acquire(ctx, tx, p, tick, ttl, now, &ev)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		if tick.Valid && cur.LastCompletedTick.Valid && tick.Int64 <= cur.LastCompletedTick.Int64 {
-			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur.lease(now)}
-		}
-		if cur.held(now) {
-			sameTick := !tick.Valid || (cur.Tick.Valid && cur.Tick.Int64 == tick.Int64)
-			if cur.Owner != p.Owner || !sameTick {
-				return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur.lease(now)}
-			}
-			// A retry by the holder: same token, same tick, new expiry.
-			row, err := sqliteWriteLease(ctx, tx, sqliteExtendQuery, p.JobID, p.Owner, cur.Token, ttl, now, now+ttl)
-			if err != nil {
+		if p.Schedule != "" {
+			if row, err = sqliteWriteLease(ctx, tx, sqliteRegisterQuery,
+				p.JobID, p.Schedule, p.Grace.Milliseconds(), now); err != nil {
 				return leaseapi.Lease{}, err
 			}
-			return row.lease(now), nil
-		}
-		lastOutcome := cur.LastOutcome
-		if !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid {
-			// The previous grant was neither released nor revoked: it
-			// ended by expiry, at its expiresAt.
-			if _, err := tx.ExecContext(ctx, sqliteEndRunQuery,
-				p.JobID, cur.Token, string(leaseapi.OutcomeExpired), cur.ExpiresAt); err != nil {
-				return leaseapi.Lease{}, err
-			}
-			lastOutcome = sql.NullString{String: string(leaseapi.OutcomeExpired), Valid: true}
-		}
-		row, err := sqliteWriteLease(ctx, tx, sqliteGrantQuery,
-			p.JobID, cur.Token, p.Owner, tick, ttl, now, now+ttl, lastOutcome)
-		if err != nil {
-			return leaseapi.Lease{}, err
-		}
-		if _, err := tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now); err != nil {
-			return leaseapi.Lease{}, err
 		}
 		return row.lease(now), nil
 	})
+}
+
+// acquire decides an acquire under the write lock and writes the grant or
+// the renewal, with its run.
+func (s *SQLite) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquireParams,
+	tick sql.NullInt64, ttl, now int64, ev *events) (sqliteLeaseRow, error) {
+	cur, err := sqliteSelectLease(ctx, tx, p.JobID)
+	if errors.Is(err, leaseapi.ErrNotFound) {
+		row, err := sqliteWriteLease(ctx, tx, sqliteInsertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
+		if err != nil {
+			return row, err
+		}
+		_, err = tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now)
+		return row, err
+	}
+	if err != nil {
+		return cur, err
+	}
+	renew := cur.held(now) && cur.Owner == p.Owner &&
+		(!tick.Valid || (cur.Tick.Valid && cur.Tick.Int64 == tick.Int64))
+	switch {
+	case cur.PausedAt.Valid && !renew:
+		return cur, &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: cur.lease(now)}
+	case tick.Valid && cur.LastCompletedTick.Valid && tick.Int64 <= cur.LastCompletedTick.Int64:
+		return cur, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur.lease(now)}
+	case renew:
+		// A retry by the holder: same token, same tick, new expiry.
+		return sqliteWriteLease(ctx, tx, sqliteExtendQuery, p.JobID, p.Owner, cur.Token, ttl, now, now+ttl)
+	case cur.held(now):
+		return cur, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur.lease(now)}
+	}
+	lastOutcome := cur.LastOutcome
+	if !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid {
+		// The previous grant was neither released nor revoked: it ended by
+		// expiry, at its expiresAt.
+		if err := s.closeExpiredRun(ctx, tx, &cur, ev); err != nil {
+			return cur, err
+		}
+		lastOutcome = sql.NullString{String: string(leaseapi.OutcomeExpired), Valid: true}
+	}
+	row, err := sqliteWriteLease(ctx, tx, sqliteGrantQuery,
+		p.JobID, cur.Token, p.Owner, tick, ttl, now, now+ttl, lastOutcome)
+	if err != nil {
+		return row, err
+	}
+	_, err = tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now)
+	return row, err
+}
+
+const (
+	// sqliteRunningRunQuery reads the run of a grant that is still open.
+	sqliteRunningRunQuery = `
+SELECT started_at, expiry_counted FROM runs WHERE job_id = $1 AND token = $2 AND outcome = 'running'`
+
+	// sqliteCloseExpiredRunQuery closes the run of a grant that expired
+	// and was taken over; its expiry is counted now if the sweep has not.
+	sqliteCloseExpiredRunQuery = `
+UPDATE runs SET outcome = 'expired', ended_at = $3, expiry_counted = 1
+WHERE job_id = $1 AND token = $2 AND outcome = 'running'`
+)
+
+// closeExpiredRun ends cur's run as expired at its expiresAt.
+func (s *SQLite) closeExpiredRun(ctx context.Context, tx *sqlx.Tx, cur *sqliteLeaseRow, ev *events) error {
+	var closed struct {
+		StartedAt int64 `db:"started_at"`
+		Counted   bool  `db:"expiry_counted"`
+	}
+	err := tx.GetContext(ctx, &closed, sqliteRunningRunQuery, cur.JobID, cur.Token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // pruned, or never recorded: nothing to close
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, sqliteCloseExpiredRunQuery, cur.JobID, cur.Token, cur.ExpiresAt); err != nil {
+		return err
+	}
+	ev.runFinished(leaseapi.OutcomeExpired, time.Duration(cur.ExpiresAt-closed.StartedAt)*time.Millisecond)
+	if !closed.Counted {
+		ev.expired++
+	}
+	return nil
 }
 
 // Heartbeat extends a held lease. See leaseapi.Store.
@@ -643,7 +734,8 @@ func (s *SQLite) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leasea
 	}
 	op := fmt.Sprintf("release %q", p.JobID)
 	outcome := p.Outcome
-	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+	var ev events
+	return sqliteObservedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		cur, err := sqliteSelectLease(ctx, tx, p.JobID)
 		if err != nil {
 			return leaseapi.Lease{}, err
@@ -668,6 +760,7 @@ func (s *SQLite) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leasea
 		if _, err := tx.ExecContext(ctx, sqliteEndRunQuery, p.JobID, p.Token, string(outcome), now); err != nil {
 			return leaseapi.Lease{}, err
 		}
+		ev.runFinished(outcome, time.Duration(now-cur.AcquiredAt)*time.Millisecond)
 		return row.lease(now), nil
 	})
 }
@@ -685,7 +778,8 @@ func (s *SQLite) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, erro
 		return leaseapi.Lease{}, err
 	}
 	op := fmt.Sprintf("revoke %q", jobID)
-	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+	var ev events
+	return sqliteObservedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		cur, err := sqliteSelectLease(ctx, tx, jobID)
 		if err != nil {
 			return leaseapi.Lease{}, err
@@ -701,6 +795,7 @@ func (s *SQLite) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, erro
 			jobID, cur.Token, string(leaseapi.OutcomeRevoked), now); err != nil {
 			return leaseapi.Lease{}, err
 		}
+		ev.runFinished(leaseapi.OutcomeRevoked, time.Duration(now-cur.AcquiredAt)*time.Millisecond)
 		return row.lease(now), nil
 	})
 }
@@ -790,21 +885,21 @@ func sqlitePrefixEnd(prefix string) (string, bool) {
 	return "", false
 }
 
-// sqliteRunsQuery reads a job's history newest first; tokens grow with
-// every grant.
+// sqliteRunsQuery reads a job's history newest first: by start, or by tick
+// for a missed run (runs_job_at_idx).
 const sqliteRunsQuery = `
 SELECT token, owner, tick, started_at, ended_at, outcome FROM runs
 WHERE job_id = $1
-ORDER BY token DESC
+ORDER BY COALESCE(started_at, tick) DESC, id DESC
 LIMIT $2`
 
 type sqliteRunRow struct {
-	Token     int64         `db:"token"`
-	Owner     string        `db:"owner"`
-	Tick      sql.NullInt64 `db:"tick"`
-	StartedAt int64         `db:"started_at"`
-	EndedAt   sql.NullInt64 `db:"ended_at"`
-	Outcome   string        `db:"outcome"`
+	Token     sql.NullInt64  `db:"token"`
+	Owner     sql.NullString `db:"owner"`
+	Tick      sql.NullInt64  `db:"tick"`
+	StartedAt sql.NullInt64  `db:"started_at"`
+	EndedAt   sql.NullInt64  `db:"ended_at"`
+	Outcome   string         `db:"outcome"`
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -829,14 +924,14 @@ func (s *SQLite) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.
 		runs = make([]leaseapi.Run, len(rows))
 		for i, r := range rows {
 			run := leaseapi.Run{
-				Token:     r.Token,
-				Owner:     r.Owner,
+				Token:     r.Token.Int64,
+				Owner:     r.Owner.String,
 				Tick:      sqliteNullTime(r.Tick),
-				StartedAt: sqliteTime(r.StartedAt),
+				StartedAt: sqliteNullTime(r.StartedAt),
 				EndedAt:   sqliteNullTime(r.EndedAt),
 				Outcome:   leaseapi.Outcome(r.Outcome),
 			}
-			if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token == cur.Token {
+			if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token.Int64 == cur.Token {
 				run.Outcome = leaseapi.OutcomeExpired
 				run.EndedAt = sqliteNullTime(sql.NullInt64{Int64: cur.ExpiresAt, Valid: true})
 			}

@@ -257,6 +257,20 @@ func diffLease(got, want leaseapi.Lease) string {
 	if got.LastOutcome != want.LastOutcome {
 		add("LastOutcome", fmt.Sprintf("%q", got.LastOutcome), fmt.Sprintf("%q", want.LastOutcome))
 	}
+	if got.Schedule != want.Schedule || got.Grace != want.Grace {
+		add("Schedule, Grace", fmt.Sprintf("%q %s", got.Schedule, got.Grace), fmt.Sprintf("%q %s", want.Schedule, want.Grace))
+	}
+	if !equalTimePtr(got.NextTick, want.NextTick) {
+		add("NextTick", fmtTime(got.NextTick), fmtTime(want.NextTick))
+	}
+	if !equalTimePtr(got.PausedAt, want.PausedAt) || got.PausedBy != want.PausedBy || got.PausedReason != want.PausedReason {
+		add("PausedAt, PausedBy, PausedReason", fmt.Sprintf("%s %q %q", fmtTime(got.PausedAt), got.PausedBy, got.PausedReason),
+			fmt.Sprintf("%s %q %q", fmtTime(want.PausedAt), want.PausedBy, want.PausedReason))
+	}
+	if got.MissedTicks != want.MissedTicks || got.SkippedTicks != want.SkippedTicks {
+		add("MissedTicks, SkippedTicks", fmt.Sprintf("%d %d", got.MissedTicks, got.SkippedTicks),
+			fmt.Sprintf("%d %d", want.MissedTicks, want.SkippedTicks))
+	}
 	return strings.Join(d, "\n")
 }
 
@@ -274,7 +288,7 @@ func checkRun(t *testing.T, op string, got leaseapi.Run, token int64, owner stri
 	case outcome != leaseapi.OutcomeRunning && !ok:
 		t.Errorf("%s: finished run (%s) has no EndedAt", op, outcome)
 	case ok && d < 0:
-		t.Errorf("%s: run ended %s before it started %s", op, fmtTime(got.EndedAt), fmtTime(&got.StartedAt))
+		t.Errorf("%s: run ended %s before it started %s", op, fmtTime(got.EndedAt), fmtTime(got.StartedAt))
 	}
 }
 
@@ -290,8 +304,8 @@ func checkRunsOrdered(t *testing.T, op string, runs []leaseapi.Run) {
 		}
 		if older.EndedAt == nil {
 			t.Errorf("%s: run token %d is still running while a newer grant (token %d) exists", op, older.Token, newer.Token)
-		} else if newer.StartedAt.Before(*older.EndedAt) {
-			t.Errorf("%s: run token %d started %s before run token %d ended %s", op, newer.Token, fmtTime(&newer.StartedAt), older.Token, fmtTime(older.EndedAt))
+		} else if newer.StartedAt == nil || newer.StartedAt.Before(*older.EndedAt) {
+			t.Errorf("%s: run token %d started %s before run token %d ended %s", op, newer.Token, fmtTime(newer.StartedAt), older.Token, fmtTime(older.EndedAt))
 		}
 	}
 }

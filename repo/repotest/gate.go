@@ -59,3 +59,23 @@ func (g *GateStore) Runs(context.Context, string, int) ([]leaseapi.Run, error) {
 }
 
 func (g *GateStore) Ready(context.Context) error { return nil }
+
+func (g *GateStore) Pause(context.Context, *leaseapi.PauseParams) (leaseapi.Lease, error) {
+	g.wait()
+	return leaseapi.Lease{}, nil
+}
+
+func (g *GateStore) Resume(context.Context, string) (leaseapi.Lease, error) {
+	g.wait()
+	return leaseapi.Lease{}, nil
+}
+
+func (g *GateStore) ForgetSchedule(context.Context, string) (leaseapi.Lease, error) {
+	g.wait()
+	return leaseapi.Lease{}, nil
+}
+
+func (g *GateStore) Stats(context.Context, string) (leaseapi.Stats, error) {
+	g.wait()
+	return leaseapi.Stats{}, nil
+}

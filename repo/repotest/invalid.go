@@ -2,6 +2,7 @@ package repotest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,25 @@ func testInvalidInput(t *testing.T, b *bundle) {
 		{"AcquireNegativeTTL", "ttlMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: -time.Second})},
 		{"AcquireTickAfterYear9999", "tick", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Tick: &year10000})},
 		{"AcquireTickBeforeYear0", "tick", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Tick: &beforeYear0})},
+		{"AcquireBadSchedule", "schedule", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "every day", Grace: time.Minute})},
+		{"AcquireScheduleNeverFires", "schedule", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "0 0 30 2 *", Grace: time.Minute})},
+		{"AcquireScheduleTooLong", "schedule", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "@every 1s" + strings.Repeat(" ", 250), Grace: time.Minute})},
+		{"AcquireGraceWithoutSchedule", "graceMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Grace: time.Minute})},
+		{"AcquireScheduleWithoutGrace", "graceMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "@every 1s"})},
+		{"AcquireGraceOverADay", "graceMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "@every 1s", Grace: 25 * time.Hour})},
+		{"PauseReasonTooLong", "reason", func() error {
+			_, err := b.store.Pause(ctx, &leaseapi.PauseParams{JobID: job, Reason: strings.Repeat("é", 257)})
+			return err
+		}},
+		{"PauseReasonControl", "reason", func() error {
+			_, err := b.store.Pause(ctx, &leaseapi.PauseParams{JobID: job, Reason: "a\nb"})
+			return err
+		}},
+		{"PauseBadJobID", "jobId", func() error { _, err := b.store.Pause(ctx, &leaseapi.PauseParams{JobID: "a b"}); return err }},
+		{"ResumeBadJobID", "jobId", func() error { _, err := b.store.Resume(ctx, ""); return err }},
+		{"ForgetBadJobID", "jobId", func() error { _, err := b.store.ForgetSchedule(ctx, "-x"); return err }},
+		{"StatsBadPrefix", "prefix", func() error { _, err := b.store.Stats(ctx, "a b"); return err }},
+		{"SweepZeroBatch", "batch", func() error { _, err := b.store.SweepTicks(ctx, 0); return err }},
 		{"HeartbeatNegativeTTL", "ttlMs", heartbeat(leaseapi.HeartbeatParams{JobID: job, Owner: owner, Token: held.Token, TTL: -time.Second})},
 		{"HeartbeatSubMillisecondTTL", "ttlMs", heartbeat(leaseapi.HeartbeatParams{JobID: job, Owner: owner, Token: held.Token, TTL: time.Microsecond})},
 		{"HeartbeatZeroToken", "token", heartbeat(leaseapi.HeartbeatParams{JobID: job, Owner: owner})},

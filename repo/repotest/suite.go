@@ -65,6 +65,12 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"Restart", testRestart},
 		{"Ready", testReady},
 		{"InvalidInput", testInvalidInput},
+		{"ScheduleRegistration", testScheduleRegistration},
+		{"Pause", testPause},
+		{"SweepMissed", testSweepMissed},
+		{"SweepRanAndSkipped", testSweepRanAndSkipped},
+		{"SweepPaused", testSweepPaused},
+		{"Stats", testStats},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -100,8 +106,8 @@ func testFirstAcquire(t *testing.T, b *bundle) {
 		t.Fatalf("Runs: got %d runs, want 1: %+v", len(runs), runs)
 	}
 	checkRun(t, "Runs[0]", runs[0], 1, owner, tick, leaseapi.OutcomeRunning)
-	if !runs[0].StartedAt.Equal(got.AcquiredAt) {
-		t.Errorf("Runs[0].StartedAt: got %s, want AcquiredAt %s", fmtTime(&runs[0].StartedAt), fmtTime(&got.AcquiredAt))
+	if !equalTimePtr(runs[0].StartedAt, &got.AcquiredAt) {
+		t.Errorf("Runs[0].StartedAt: got %s, want AcquiredAt %s", fmtTime(runs[0].StartedAt), fmtTime(&got.AcquiredAt))
 	}
 
 	// Without a tick.
@@ -512,9 +518,9 @@ func testRelease(t *testing.T, b *bundle) {
 	}
 	checkRun(t, "Runs[0]", runs[0], next.Token, other, tickAt(1), leaseapi.OutcomeFailed)
 	checkRun(t, "Runs[1]", runs[1], held.Token, a, tick, leaseapi.OutcomeSucceeded)
-	if !runs[1].StartedAt.Equal(held.AcquiredAt) || !equalTimePtr(runs[1].EndedAt, released.ReleasedAt) {
+	if !equalTimePtr(runs[1].StartedAt, &held.AcquiredAt) || !equalTimePtr(runs[1].EndedAt, released.ReleasedAt) {
 		t.Errorf("succeeded run: got startedAt %s endedAt %s, want the grant's AcquiredAt %s and ReleasedAt %s",
-			fmtTime(&runs[1].StartedAt), fmtTime(runs[1].EndedAt), fmtTime(&held.AcquiredAt), fmtTime(released.ReleasedAt))
+			fmtTime(runs[1].StartedAt), fmtTime(runs[1].EndedAt), fmtTime(&held.AcquiredAt), fmtTime(released.ReleasedAt))
 	}
 	checkRunsOrdered(t, "Runs", runs)
 }
@@ -778,8 +784,8 @@ func testRunHistory(t *testing.T, b *bundle) {
 	for i, w := range want {
 		op := fmt.Sprintf("Runs[%d]", i)
 		checkRun(t, op, runs[i], w.token, w.owner, w.tick, w.outcome)
-		if !runs[i].StartedAt.Equal(w.grant.AcquiredAt) {
-			t.Errorf("%s: StartedAt got %s, want the grant's AcquiredAt %s", op, fmtTime(&runs[i].StartedAt), fmtTime(&w.grant.AcquiredAt))
+		if !equalTimePtr(runs[i].StartedAt, &w.grant.AcquiredAt) {
+			t.Errorf("%s: StartedAt got %s, want the grant's AcquiredAt %s", op, fmtTime(runs[i].StartedAt), fmtTime(&w.grant.AcquiredAt))
 		}
 		if w.ended != nil && !equalTimePtr(runs[i].EndedAt, w.ended) {
 			t.Errorf("%s (%s): EndedAt got %s, want %s", op, w.outcome, fmtTime(runs[i].EndedAt), fmtTime(w.ended))
@@ -1046,7 +1052,7 @@ func testRestart(t *testing.T, b *bundle) {
 	}
 	for i := range runsBefore {
 		if runsAfter[i].Token != runsBefore[i].Token || runsAfter[i].Outcome != runsBefore[i].Outcome ||
-			!runsAfter[i].StartedAt.Equal(runsBefore[i].StartedAt) || !equalTimePtr(runsAfter[i].EndedAt, runsBefore[i].EndedAt) {
+			!equalTimePtr(runsAfter[i].StartedAt, runsBefore[i].StartedAt) || !equalTimePtr(runsAfter[i].EndedAt, runsBefore[i].EndedAt) {
 			t.Errorf("Runs[%d] after reopening: got %+v, want %+v", i, runsAfter[i], runsBefore[i])
 		}
 	}

@@ -1,0 +1,356 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// The Postgres store's schedules, pause and sweep. Pause and forget are
+// single statements; resume and the sweep decide ticks in Go (ticks.go),
+// so they read and write under row locks in one short transaction.
+
+// pauseQuery pauses a job that is not paused; a paused one is left as it is.
+const pauseQuery = `
+UPDATE leases SET (paused_at, paused_by, paused_reason) = (SELECT clock_timestamp(), $2::text, $3::text)
+WHERE job_id = $1 AND paused_at IS NULL
+RETURNING ` + leaseColumns
+
+// Pause pauses a job. See leaseapi.Store.
+func (p *Postgres) Pause(ctx context.Context, pp *leaseapi.PauseParams) (leaseapi.Lease, error) {
+	if err := pp.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		var row leaseRow
+		err := p.db.QueryRowxContext(ctx, pauseQuery, pp.JobID,
+			sql.NullString{String: pp.By, Valid: pp.By != ""},
+			sql.NullString{String: pp.Reason, Valid: pp.Reason != ""}).Scan(row.fields()...)
+		if err == nil {
+			return row.toLease(), nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return leaseapi.Lease{}, interpretError(fmt.Sprintf("pause %q", pp.JobID), err)
+		}
+		l, err := p.get(ctx, pp.JobID) // paused already, or unknown
+		if err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("pause %q: %w", pp.JobID, err)
+		}
+		return l, nil
+	})
+}
+
+const (
+	// dueJobColumns are what the sweep reads of a scheduled job.
+	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, paused_at, token, expires_at`
+
+	// lockForResumeQuery locks one job for resume.
+	lockForResumeQuery = `SELECT paused_at IS NOT NULL AS paused, schedule IS NOT NULL AS scheduled
+FROM leases WHERE job_id = $1 FOR UPDATE`
+
+	dueJobQuery = `SELECT ` + dueJobColumns + ` FROM leases WHERE job_id = $1`
+
+	resumeQuery = `
+UPDATE leases SET (paused_at, paused_by, paused_reason) = (NULL, NULL, NULL)
+WHERE job_id = $1
+RETURNING ` + leaseColumns
+)
+
+// Resume ends a job's pause. The ticks whose grace ended while it was
+// paused are decided (paused) before the pause ends, so none of them counts
+// as missed later. See leaseapi.Store.
+func (p *Postgres) Resume(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	op := fmt.Sprintf("resume %q", jobID)
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		var ev events
+		var out leaseapi.Lease
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			var locked struct {
+				Paused    bool `db:"paused"`
+				Scheduled bool `db:"scheduled"`
+			}
+			if err := tx.GetContext(ctx, &locked, lockForResumeQuery, jobID); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					return leaseapi.ErrNotFound
+				}
+				return err
+			}
+			if !locked.Paused {
+				var row leaseRow
+				if err := tx.QueryRowxContext(ctx, getQuery, jobID).Scan(row.fields()...); err != nil {
+					return err
+				}
+				out = row.toLease()
+				return nil
+			}
+			if locked.Scheduled {
+				var job pgDueJob
+				if err := tx.GetContext(ctx, &job, dueJobQuery, jobID); err != nil {
+					return err
+				}
+				// The clock after the lock: the decision is made at it.
+				var now time.Time
+				if err := tx.GetContext(ctx, &now, dbNowQuery); err != nil {
+					return err
+				}
+				if _, err := pgDecide(ctx, tx, &job, now, &ev); err != nil {
+					return err
+				}
+			}
+			var row leaseRow
+			if err := tx.QueryRowxContext(ctx, resumeQuery, jobID).Scan(row.fields()...); err != nil {
+				return err
+			}
+			out = row.toLease()
+			return nil
+		})
+		if err != nil {
+			if errors.Is(err, leaseapi.ErrNotFound) {
+				return leaseapi.Lease{}, fmt.Errorf("%s: %w", op, err)
+			}
+			return leaseapi.Lease{}, interpretError(op, err)
+		}
+		ev.emit(p.observer)
+		return out, nil
+	})
+}
+
+const forgetScheduleQuery = `
+UPDATE leases SET (schedule, grace_ms, schedule_since, next_tick, decide_at, missed_at) =
+	(NULL, NULL, NULL, NULL, NULL, NULL)
+WHERE job_id = $1
+RETURNING ` + leaseColumns
+
+// ForgetSchedule removes a job's schedule. See leaseapi.Store.
+func (p *Postgres) ForgetSchedule(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		var row leaseRow
+		err := p.db.QueryRowxContext(ctx, forgetScheduleQuery, jobID).Scan(row.fields()...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return leaseapi.Lease{}, fmt.Errorf("forget schedule %q: %w", jobID, leaseapi.ErrNotFound)
+		}
+		if err != nil {
+			return leaseapi.Lease{}, interpretError(fmt.Sprintf("forget schedule %q", jobID), err)
+		}
+		return row.toLease(), nil
+	})
+}
+
+// pgDueJob is a scheduled job as the sweep reads it.
+type pgDueJob struct {
+	JobID     string       `db:"job_id"`
+	Schedule  string       `db:"schedule"`
+	GraceMs   int64        `db:"grace_ms"`
+	Since     time.Time    `db:"schedule_since"`
+	NextTick  sql.NullTime `db:"next_tick"`
+	PausedAt  sql.NullTime `db:"paused_at"`
+	Token     int64        `db:"token"`
+	ExpiresAt time.Time    `db:"expires_at"`
+}
+
+const (
+	// dueJobsQuery locks the jobs whose next tick is due, through
+	// leases_decide_at_idx: its cost grows with the due jobs only. SKIP
+	// LOCKED lets several instances sweep at once, each deciding other
+	// jobs, and never waits for an acquire.
+	dueJobsQuery = `SELECT ` + dueJobColumns + ` FROM leases
+WHERE decide_at <= clock_timestamp() ORDER BY decide_at LIMIT $1 FOR UPDATE SKIP LOCKED`
+
+	// grantsAroundQuery reads a job's grants that started at or after $2,
+	// and the newest one that started before it (runs_job_at_idx).
+	grantsAroundQuery = `
+(SELECT token, tick, started_at, ended_at FROM runs
+	WHERE job_id = $1 AND COALESCE(started_at, tick) >= $2 AND token IS NOT NULL)
+UNION ALL
+(SELECT token, tick, started_at, ended_at FROM runs
+	WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL
+	ORDER BY COALESCE(started_at, tick) DESC LIMIT 1)`
+
+	insertMissedRunsQuery = `
+INSERT INTO runs (job_id, tick, ended_at, outcome)
+SELECT $1, t, t + $3::bigint * interval '1 millisecond', 'missed' FROM unnest($2::timestamptz[]) AS t`
+
+	// decidedQuery records a pass: the oldest undecided tick, when it is
+	// due, the counters, and whether the newest decided tick was missed
+	// ($7: the pass decided a tick, then $6 is the new missed_at).
+	decidedQuery = `
+UPDATE leases SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at) =
+	($2, $3, missed_ticks + $4, skipped_ticks + $5, CASE WHEN $7 THEN $6 ELSE missed_at END)
+WHERE job_id = $1`
+
+	// countExpiriesQuery marks, once, the open runs whose grant passed its
+	// expiresAt unreleased (runs_running_idx).
+	countExpiriesQuery = `
+UPDATE runs SET expiry_counted = true WHERE id IN (
+	SELECT r.id FROM runs AS r JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
+	WHERE r.outcome = 'running' AND NOT r.expiry_counted
+		AND l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at <= clock_timestamp()
+	LIMIT $1
+	FOR UPDATE OF r SKIP LOCKED
+)`
+)
+
+type pgGrantRow struct {
+	Token     int64        `db:"token"`
+	Tick      sql.NullTime `db:"tick"`
+	StartedAt time.Time    `db:"started_at"`
+	EndedAt   sql.NullTime `db:"ended_at"`
+}
+
+// SweepTicks decides the due ticks of up to batch jobs and counts the
+// expired grants. See leaseapi.Store.
+func (p *Postgres) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult, error) {
+	if batch < 1 {
+		return leaseapi.SweepResult{}, &leaseapi.InvalidError{Field: "batch", Rule: "must be at least 1"}
+	}
+	return bounded(ctx, func(ctx context.Context) (leaseapi.SweepResult, error) {
+		var ev events
+		var res leaseapi.SweepResult
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			res = leaseapi.SweepResult{}
+			var due []pgDueJob
+			if err := tx.SelectContext(ctx, &due, dueJobsQuery, batch+1); err != nil {
+				return err
+			}
+			if len(due) > batch {
+				res.More, due = true, due[:batch]
+			}
+			// The clock after the locks: every decision is made at it.
+			var now time.Time
+			if err := tx.GetContext(ctx, &now, dbNowQuery); err != nil {
+				return err
+			}
+			for i := range due {
+				d, err := pgDecide(ctx, tx, &due[i], now, &ev)
+				if err != nil {
+					return fmt.Errorf("job %q: %w", due[i].JobID, err)
+				}
+				res.Jobs++
+				res.Ran, res.Paused, res.Skipped, res.Missed = res.Ran+d.Ran, res.Paused+d.Paused, res.Skipped+d.Skipped, res.Missed+d.Missed
+			}
+			r, err := tx.ExecContext(ctx, countExpiriesQuery, batch)
+			if err != nil {
+				return err
+			}
+			if res.Expirations, err = r.RowsAffected(); err != nil {
+				return err
+			}
+			res.More = res.More || res.Expirations == int64(batch)
+			ev.expired += res.Expirations
+			return nil
+		})
+		if err != nil {
+			return leaseapi.SweepResult{}, interpretError("sweep ticks", err)
+		}
+		ev.emit(p.observer)
+		return res, nil
+	})
+}
+
+// pgDecide decides the due ticks of j at now and records the decision.
+func pgDecide(ctx context.Context, tx *sqlx.Tx, j *pgDueJob, now time.Time, ev *events) (tickDecision, error) {
+	job := &scheduledJob{
+		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
+		Since: j.Since, NextTick: nullTime(j.NextTick), PausedAt: nullTime(j.PausedAt),
+		Token: j.Token, ExpiresAt: j.ExpiresAt,
+	}
+	sched, err := parseSchedule(job.Schedule)
+	if err != nil {
+		return tickDecision{}, err
+	}
+	plan := planTicks(job, sched, now)
+	var d tickDecision
+	if len(plan.Due) > 0 {
+		var rows []pgGrantRow
+		if err := tx.SelectContext(ctx, &rows, grantsAroundQuery, j.JobID, plan.Due[0].Add(-tickSkew)); err != nil {
+			return d, err
+		}
+		runs := make([]grantRun, len(rows))
+		for i, r := range rows {
+			runs[i] = grantRun{Token: r.Token, Tick: nullTime(r.Tick), StartedAt: r.StartedAt, EndedAt: nullTime(r.EndedAt)}
+		}
+		d = decideTicks(job, plan.Due, runs)
+		if len(d.MissedTicks) > 0 {
+			ticks := make([]string, len(d.MissedTicks))
+			for i, t := range d.MissedTicks {
+				ticks[i] = t.UTC().Format(time.RFC3339Nano)
+			}
+			if _, err := tx.ExecContext(ctx, insertMissedRunsQuery, j.JobID, pq.Array(ticks), j.GraceMs); err != nil {
+				return d, err
+			}
+		}
+	}
+	var next, decideAt sql.NullTime
+	if !plan.Next.IsZero() {
+		next = sql.NullTime{Time: plan.Next, Valid: true}
+		decideAt = sql.NullTime{Time: plan.Next.Add(job.Grace), Valid: true}
+	}
+	if _, err := tx.ExecContext(ctx, decidedQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
+		nullableTime(d.LastMissedAt), len(plan.Due) > 0); err != nil {
+		return d, err
+	}
+	for range d.Missed {
+		ev.runFinished(leaseapi.OutcomeMissed, 0)
+	}
+	ev.skipped += d.Skipped
+	return d, nil
+}
+
+// statsQuery counts the leases at one instant. Overdue: scheduled, not
+// paused, the newest decided tick missed and no grant since.
+const statsQuery = `
+SELECT
+	count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at > c.now) AS held,
+	count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NOT NULL) AS released,
+	count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at <= c.now) AS expired,
+	count(*) FILTER (WHERE revoked_at IS NOT NULL) AS revoked,
+	count(*) FILTER (WHERE paused_at IS NOT NULL) AS paused,
+	count(*) FILTER (WHERE schedule IS NOT NULL AND paused_at IS NULL AND missed_at IS NOT NULL
+		AND acquired_at < missed_at) AS overdue,
+	c.now AS db_now
+FROM (SELECT clock_timestamp() AS now) AS c
+	LEFT JOIN leases ON $1::text = '' OR (job_id >= $1::text AND job_id < $1::text || '~')
+GROUP BY c.now`
+
+// Stats counts the leases. See leaseapi.Store.
+func (p *Postgres) Stats(ctx context.Context, prefix string) (leaseapi.Stats, error) {
+	if err := leaseapi.ValidatePrefix(prefix); err != nil {
+		return leaseapi.Stats{}, err
+	}
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Stats, error) {
+		var r struct {
+			statsRow
+			Now time.Time `db:"db_now"`
+		}
+		if err := p.db.GetContext(ctx, &r, statsQuery, prefix); err != nil {
+			return leaseapi.Stats{}, interpretError("stats", err)
+		}
+		return r.stats(r.Now.UTC()), nil
+	})
+}
+
+// inTx runs fn in a transaction and commits unless fn fails.
+func (p *Postgres) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := p.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

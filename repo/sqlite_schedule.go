@@ -1,0 +1,304 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// The embedded store's schedules, pause and sweep: the same decisions as the
+// Postgres store's (ticks.go), with the single writer's lock in place of row
+// locks.
+
+const sqlitePauseQuery = `
+UPDATE leases SET paused_at = $2, paused_by = $3, paused_reason = $4
+WHERE job_id = $1 AND paused_at IS NULL`
+
+// Pause pauses a job. See leaseapi.Store.
+func (s *SQLite) Pause(ctx context.Context, p *leaseapi.PauseParams) (leaseapi.Lease, error) {
+	if err := p.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	op := fmt.Sprintf("pause %q", p.JobID)
+	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		if _, err := tx.ExecContext(ctx, sqlitePauseQuery, p.JobID, now,
+			sql.NullString{String: p.By, Valid: p.By != ""},
+			sql.NullString{String: p.Reason, Valid: p.Reason != ""}); err != nil {
+			return leaseapi.Lease{}, err
+		}
+		row, err := sqliteSelectLease(ctx, tx, p.JobID)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
+	})
+}
+
+const sqliteResumeQuery = `
+UPDATE leases SET paused_at = NULL, paused_by = NULL, paused_reason = NULL WHERE job_id = $1`
+
+// Resume ends a job's pause. The ticks whose grace ended while it was
+// paused are decided (paused) before the pause ends, so none of them counts
+// as missed later. See leaseapi.Store.
+func (s *SQLite) Resume(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	op := fmt.Sprintf("resume %q", jobID)
+	var ev events
+	return sqliteObservedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		row, err := sqliteSelectLease(ctx, tx, jobID)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		if !row.PausedAt.Valid {
+			return row.lease(now), nil
+		}
+		if row.Schedule.Valid {
+			var job sqliteDueJob
+			if err := tx.GetContext(ctx, &job, sqliteDueJobQuery, jobID); err != nil {
+				return leaseapi.Lease{}, err
+			}
+			if _, err := sqliteDecide(ctx, tx, &job, now, &ev); err != nil {
+				return leaseapi.Lease{}, err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, sqliteResumeQuery, jobID); err != nil {
+			return leaseapi.Lease{}, err
+		}
+		row, err = sqliteSelectLease(ctx, tx, jobID)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
+	})
+}
+
+const sqliteForgetScheduleQuery = `
+UPDATE leases SET schedule = NULL, grace_ms = NULL, schedule_since = NULL,
+	next_tick = NULL, decide_at = NULL, missed_at = NULL
+WHERE job_id = $1
+RETURNING ` + sqliteLeaseColumns
+
+// ForgetSchedule removes a job's schedule. See leaseapi.Store.
+func (s *SQLite) ForgetSchedule(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	op := fmt.Sprintf("forget schedule %q", jobID)
+	return sqliteInTx(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		var row sqliteLeaseRow
+		if err := tx.GetContext(ctx, &row, sqliteForgetScheduleQuery, jobID); err != nil {
+			if err == sql.ErrNoRows {
+				return leaseapi.Lease{}, leaseapi.ErrNotFound
+			}
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
+	})
+}
+
+// sqliteDueJob is a scheduled job as the sweep reads it.
+type sqliteDueJob struct {
+	JobID     string        `db:"job_id"`
+	Schedule  string        `db:"schedule"`
+	GraceMs   int64         `db:"grace_ms"`
+	Since     int64         `db:"schedule_since"`
+	NextTick  sql.NullInt64 `db:"next_tick"`
+	PausedAt  sql.NullInt64 `db:"paused_at"`
+	Token     int64         `db:"token"`
+	ExpiresAt int64         `db:"expires_at"`
+}
+
+const (
+	sqliteDueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, paused_at, token, expires_at`
+
+	// sqliteDueJobsQuery reads the jobs whose next tick is due, through
+	// leases_decide_at_idx: its cost grows with the due jobs only.
+	sqliteDueJobsQuery = `SELECT ` + sqliteDueJobColumns + ` FROM leases
+WHERE decide_at <= $1 ORDER BY decide_at LIMIT $2`
+
+	sqliteDueJobQuery = `SELECT ` + sqliteDueJobColumns + ` FROM leases WHERE job_id = $1 AND schedule IS NOT NULL`
+
+	// sqliteGrantsAroundQuery reads a job's grants that started at or
+	// after $2, and the newest one that started before it
+	// (runs_job_at_idx).
+	sqliteGrantsAroundQuery = `
+SELECT token, tick, started_at, ended_at FROM (
+	SELECT token, tick, started_at, ended_at FROM runs
+	WHERE job_id = $1 AND COALESCE(started_at, tick) >= $2 AND token IS NOT NULL
+	UNION ALL
+	SELECT * FROM (
+		SELECT token, tick, started_at, ended_at FROM runs
+		WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL
+		ORDER BY COALESCE(started_at, tick) DESC LIMIT 1
+	)
+)`
+
+	sqliteInsertMissedRunQuery = `
+INSERT INTO runs (job_id, tick, ended_at, outcome) VALUES ($1, $2, $3, 'missed')`
+
+	// sqliteDecidedQuery records a pass: the oldest undecided tick, when it
+	// is due, the counters, and whether the newest decided tick was missed
+	// ($7: 1 when the pass decided a tick, then $6 is the new missed_at).
+	sqliteDecidedQuery = `
+UPDATE leases SET next_tick = $2, decide_at = $3,
+	missed_ticks = missed_ticks + $4, skipped_ticks = skipped_ticks + $5,
+	missed_at = CASE WHEN $7 THEN $6 ELSE missed_at END
+WHERE job_id = $1`
+
+	// sqliteCountExpiriesQuery marks, once, the open runs whose grant
+	// passed its expiresAt unreleased (runs_running_idx).
+	sqliteCountExpiriesQuery = `
+UPDATE runs SET expiry_counted = 1 WHERE id IN (
+	SELECT r.id FROM runs AS r JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
+	WHERE r.outcome = 'running' AND r.expiry_counted = 0
+		AND l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at <= $1
+	LIMIT $2
+)`
+)
+
+type sqliteGrantRow struct {
+	Token     int64         `db:"token"`
+	Tick      sql.NullInt64 `db:"tick"`
+	StartedAt int64         `db:"started_at"`
+	EndedAt   sql.NullInt64 `db:"ended_at"`
+}
+
+// SweepTicks decides the due ticks of up to batch jobs and counts the
+// expired grants. See leaseapi.Store.
+func (s *SQLite) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult, error) {
+	if batch < 1 {
+		return leaseapi.SweepResult{}, &leaseapi.InvalidError{Field: "batch", Rule: "must be at least 1"}
+	}
+	var ev events
+	return sqliteObservedTx(ctx, s, "sweep ticks", s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.SweepResult, error) {
+		var res leaseapi.SweepResult
+		var due []sqliteDueJob
+		if err := tx.SelectContext(ctx, &due, sqliteDueJobsQuery, now, batch+1); err != nil {
+			return res, err
+		}
+		if len(due) > batch {
+			res.More, due = true, due[:batch]
+		}
+		for i := range due {
+			d, err := sqliteDecide(ctx, tx, &due[i], now, &ev)
+			if err != nil {
+				return res, fmt.Errorf("job %q: %w", due[i].JobID, err)
+			}
+			res.Jobs++
+			res.Ran, res.Paused, res.Skipped, res.Missed = res.Ran+d.Ran, res.Paused+d.Paused, res.Skipped+d.Skipped, res.Missed+d.Missed
+		}
+		r, err := tx.ExecContext(ctx, sqliteCountExpiriesQuery, now, batch)
+		if err != nil {
+			return res, err
+		}
+		if res.Expirations, err = r.RowsAffected(); err != nil {
+			return res, err
+		}
+		res.More = res.More || res.Expirations == int64(batch)
+		ev.expired += res.Expirations
+		return res, nil
+	})
+}
+
+// sqliteDecide decides the due ticks of j at now and records the decision.
+func sqliteDecide(ctx context.Context, tx *sqlx.Tx, j *sqliteDueJob, now int64, ev *events) (tickDecision, error) {
+	job := &scheduledJob{
+		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
+		Since: sqliteTime(j.Since), NextTick: sqliteNullTime(j.NextTick), PausedAt: sqliteNullTime(j.PausedAt),
+		Token: j.Token, ExpiresAt: sqliteTime(j.ExpiresAt),
+	}
+	sched, err := parseSchedule(job.Schedule)
+	if err != nil {
+		return tickDecision{}, err
+	}
+	plan := planTicks(job, sched, sqliteTime(now))
+	var d tickDecision
+	if len(plan.Due) > 0 {
+		var rows []sqliteGrantRow
+		from := plan.Due[0].Add(-tickSkew).UnixMilli()
+		if err := tx.SelectContext(ctx, &rows, sqliteGrantsAroundQuery, j.JobID, from); err != nil {
+			return d, err
+		}
+		runs := make([]grantRun, len(rows))
+		for i, r := range rows {
+			runs[i] = grantRun{Token: r.Token, Tick: sqliteNullTime(r.Tick), StartedAt: sqliteTime(r.StartedAt), EndedAt: sqliteNullTime(r.EndedAt)}
+		}
+		d = decideTicks(job, plan.Due, runs)
+		for _, t := range d.MissedTicks {
+			if _, err := tx.ExecContext(ctx, sqliteInsertMissedRunQuery, j.JobID, t.UnixMilli(), t.Add(job.Grace).UnixMilli()); err != nil {
+				return d, err
+			}
+		}
+	}
+	next, decideAt := sql.NullInt64{}, sql.NullInt64{}
+	if !plan.Next.IsZero() {
+		next = sql.NullInt64{Int64: plan.Next.UnixMilli(), Valid: true}
+		decideAt = sql.NullInt64{Int64: plan.Next.Add(job.Grace).UnixMilli(), Valid: true}
+	}
+	if _, err := tx.ExecContext(ctx, sqliteDecidedQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
+		sqliteNullMs(d.LastMissedAt), len(plan.Due) > 0); err != nil {
+		return d, err
+	}
+	for range d.Missed {
+		ev.runFinished(leaseapi.OutcomeMissed, 0)
+	}
+	ev.skipped += d.Skipped
+	return d, nil
+}
+
+// sqliteStatsQuery counts the leases at $1. Overdue: scheduled, not
+// paused, the newest decided tick missed and no grant since.
+const sqliteStatsQuery = `
+SELECT
+	COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at > $1), 0) AS held,
+	COALESCE(SUM(revoked_at IS NULL AND released_at IS NOT NULL), 0) AS released,
+	COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at <= $1), 0) AS expired,
+	COALESCE(SUM(revoked_at IS NOT NULL), 0) AS revoked,
+	COALESCE(SUM(paused_at IS NOT NULL), 0) AS paused,
+	COALESCE(SUM(schedule IS NOT NULL AND paused_at IS NULL AND missed_at IS NOT NULL AND acquired_at < missed_at), 0) AS overdue
+FROM leases
+WHERE job_id >= $2 AND ($3 = '' OR job_id < $3)`
+
+type statsRow struct {
+	Held     int64 `db:"held"`
+	Released int64 `db:"released"`
+	Expired  int64 `db:"expired"`
+	Revoked  int64 `db:"revoked"`
+	Paused   int64 `db:"paused"`
+	Overdue  int64 `db:"overdue"`
+}
+
+func (r statsRow) stats(now time.Time) leaseapi.Stats {
+	return leaseapi.Stats{
+		Leases: map[leaseapi.State]int64{
+			leaseapi.StateHeld: r.Held, leaseapi.StateReleased: r.Released,
+			leaseapi.StateExpired: r.Expired, leaseapi.StateRevoked: r.Revoked,
+		},
+		Paused: r.Paused, Overdue: r.Overdue, Now: now,
+	}
+}
+
+// Stats counts the leases. See leaseapi.Store.
+func (s *SQLite) Stats(ctx context.Context, prefix string) (leaseapi.Stats, error) {
+	if err := leaseapi.ValidatePrefix(prefix); err != nil {
+		return leaseapi.Stats{}, err
+	}
+	end := ""
+	if prefix != "" {
+		end, _ = sqlitePrefixEnd(prefix) // a valid prefix has a byte below 0xFF
+	}
+	return sqliteInTx(ctx, s, "stats", s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Stats, error) {
+		var r statsRow
+		if err := tx.GetContext(ctx, &r, sqliteStatsQuery, now, prefix, end); err != nil {
+			return leaseapi.Stats{}, err
+		}
+		return r.stats(sqliteTime(now)), nil
+	})
+}
