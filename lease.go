@@ -220,6 +220,14 @@ type SweepResult struct {
 	More bool
 }
 
+// Add adds o's counts to r's, and its More.
+func (r *SweepResult) Add(o SweepResult) {
+	r.Jobs += o.Jobs
+	r.Ran, r.Paused, r.Skipped, r.Missed = r.Ran+o.Ran, r.Paused+o.Paused, r.Skipped+o.Skipped, r.Missed+o.Missed
+	r.Expirations += o.Expirations
+	r.More = r.More || o.More
+}
+
 // Stats are the counts of the leases, at the store's clock.
 type Stats struct {
 	// Leases counts the leases by state (held, released, expired, revoked).

@@ -238,8 +238,7 @@ func (p *Postgres) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepRes
 				if err != nil {
 					return fmt.Errorf("job %q: %w", due[i].JobID, err)
 				}
-				res.Jobs++
-				res.Ran, res.Paused, res.Skipped, res.Missed = res.Ran+d.Ran, res.Paused+d.Paused, res.Skipped+d.Skipped, res.Missed+d.Missed
+				res.Add(d.result())
 			}
 			r, err := tx.ExecContext(ctx, countExpiriesQuery, batch)
 			if err != nil {

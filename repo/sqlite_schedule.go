@@ -191,8 +191,7 @@ func (s *SQLite) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResul
 			if err != nil {
 				return res, fmt.Errorf("job %q: %w", due[i].JobID, err)
 			}
-			res.Jobs++
-			res.Ran, res.Paused, res.Skipped, res.Missed = res.Ran+d.Ran, res.Paused+d.Paused, res.Skipped+d.Skipped, res.Missed+d.Missed
+			res.Add(d.result())
 		}
 		r, err := tx.ExecContext(ctx, sqliteCountExpiriesQuery, now, batch)
 		if err != nil {

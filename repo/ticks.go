@@ -83,6 +83,11 @@ type tickDecision struct {
 	LastMissedAt *time.Time
 }
 
+// result is d as one job's part of a sweep's result.
+func (d tickDecision) result() leaseapi.SweepResult {
+	return leaseapi.SweepResult{Jobs: 1, Ran: d.Ran, Paused: d.Paused, Skipped: d.Skipped, Missed: d.Missed}
+}
+
 // decideTicks decides each due tick of j, oldest first: ran when a grant
 // was made for it; else paused when the job was paused by the end of its
 // grace; else skipped when an earlier grant was held at the tick; else
