@@ -45,7 +45,7 @@ func TestSpecProblemCodes(t *testing.T) {
 	}
 	want := []string{
 		api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotFound,
-		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeLeaseLost,
+		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeLeaseLost,
 		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal,
 	}
 	slices.Sort(got)

@@ -23,6 +23,7 @@ const (
 	DefaultMinTTL         = time.Second
 	DefaultMaxTTL         = time.Hour
 	DefaultRequestTimeout = time.Second
+	DefaultMissedGrace    = time.Minute
 )
 
 // Options configure New. Zero durations take the Default* values.
@@ -44,6 +45,8 @@ type Options struct {
 	// Registry receives the HTTP and store metrics and is served at
 	// /metrics; nil uses a new registry of the handler's own.
 	Registry *prometheus.Registry
+	// MissedGrace is the grace of a schedule whose acquire sends no graceMs.
+	MissedGrace time.Duration
 }
 
 // handler holds the dependencies of every route; the routes are its methods.
@@ -52,6 +55,7 @@ type handler struct {
 	defaultTTL     time.Duration
 	minTTL, maxTTL time.Duration
 	requestTimeout time.Duration
+	missedGrace    time.Duration
 	auth           authenticator
 	logger         *slog.Logger
 	registry       *prometheus.Registry
@@ -69,6 +73,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		minTTL:         orDefault(opts.MinTTL, DefaultMinTTL),
 		maxTTL:         orDefault(opts.MaxTTL, DefaultMaxTTL),
 		requestTimeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
 		auth:           newAuthenticator(opts.APITokens, opts.AdminTokens),
 		logger:         opts.Logger,
 		registry:       opts.Registry,
@@ -103,6 +108,9 @@ func (h *handler) routes() http.Handler {
 		r.Get("/leases", h.listLeases)
 		r.Get("/leases/{jobId}", h.getLease)
 		r.With(h.requireAdmin).Delete("/leases/{jobId}", h.revokeLease)
+		r.With(h.requireAdmin).Post("/leases/{jobId}/pause", h.pause)
+		r.With(h.requireAdmin).Post("/leases/{jobId}/resume", h.resume)
+		r.With(h.requireAdmin).Delete("/leases/{jobId}/schedule", h.forgetSchedule)
 		r.Post("/leases/{jobId}/acquire", h.acquire)
 		r.Post("/leases/{jobId}/heartbeat", h.heartbeat)
 		r.Post("/leases/{jobId}/release", h.release)
@@ -122,6 +130,9 @@ func (h *handler) checkTTLs() error {
 	}
 	if h.requestTimeout <= 0 {
 		return fmt.Errorf("RequestTimeout must be positive, got %s", h.requestTimeout)
+	}
+	if h.missedGrace <= 0 || h.missedGrace%time.Millisecond != 0 || h.missedGrace > leaseapi.MaxGrace {
+		return fmt.Errorf("MissedGrace must be a positive whole number of milliseconds up to 24h, got %s", h.missedGrace)
 	}
 	return nil
 }

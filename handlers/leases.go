@@ -40,6 +40,9 @@ func (h *handler) acquire(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "acquire", h.acquireParams, func(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
 		l, err := h.store.Acquire(ctx, p)
 		h.metrics.acquires.WithLabelValues(acquireResult(l, err)).Inc()
+		if err == nil {
+			h.observeTickStart(l)
+		}
 		return l, err
 	}, leaseBody)
 }
@@ -64,7 +67,11 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err != nil {
 		return nil, err
 	}
-	return &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick}, nil
+	spec, grace, err := h.scheduleAndGrace(req.Schedule, req.GraceMs)
+	if err != nil {
+		return nil, err
+	}
+	return &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick, Schedule: spec, Grace: grace}, nil
 }
 
 // acquireResult classifies an acquire for the metrics. A fresh grant sets
@@ -80,8 +87,24 @@ func acquireResult(l leaseapi.Lease, err error) string {
 		return resultHeld
 	case errors.Is(err, leaseapi.ErrTickDone):
 		return resultTickDone
+	case errors.Is(err, leaseapi.ErrJobPaused):
+		return resultPaused
 	}
 	return resultError
+}
+
+// observeTickStart measures a fresh grant for a tick: how long after its
+// tick it started, and whether it started after the tick's grace had
+// passed (the sweep may have recorded the tick missed: it still runs).
+func (h *handler) observeTickStart(l leaseapi.Lease) {
+	if l.Tick == nil || !l.RenewedAt.Equal(l.AcquiredAt) {
+		return
+	}
+	delay := l.AcquiredAt.Sub(*l.Tick)
+	h.metrics.tickStartDelay.Observe(max(delay, 0).Seconds())
+	if l.Grace > 0 && delay > l.Grace {
+		h.metrics.ticksLate.Inc()
+	}
 }
 
 func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -160,6 +183,52 @@ func holderResult(err error) string {
 func (h *handler) revokeLease(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "revoke", pathAndNoQuery, h.store.Revoke, func(r *http.Request, l leaseapi.Lease) any {
 		loggerFrom(r.Context()).Info("lease revoked", "job_id", l.JobID, "owner", l.Owner, "token", l.Token)
+		return api.FromLease(l)
+	})
+}
+
+func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
+	serve(h, w, r, "pause", pauseParams, h.store.Pause, func(r *http.Request, l leaseapi.Lease) any {
+		loggerFrom(r.Context()).Info("job paused", "job_id", l.JobID, "reason", l.PausedReason)
+		return api.FromLease(l)
+	})
+}
+
+func pauseParams(w http.ResponseWriter, r *http.Request) (*leaseapi.PauseParams, error) {
+	id, err := pathAndNoQuery(w, r)
+	if err != nil {
+		return nil, err
+	}
+	var req api.PauseRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return nil, err
+	}
+	p := &leaseapi.PauseParams{JobID: id}
+	if req.Reason != nil {
+		p.Reason = *req.Reason
+	}
+	if err := p.Validate(); err != nil {
+		return nil, invalidf("reason must be at most 256 characters of text without control characters")
+	}
+	return p, nil
+}
+
+func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
+	serve(h, w, r, "resume", func(w http.ResponseWriter, r *http.Request) (string, error) {
+		id, err := pathAndNoQuery(w, r)
+		if err != nil {
+			return "", err
+		}
+		return id, decodeBody(w, r, &api.ResumeRequest{})
+	}, h.store.Resume, func(r *http.Request, l leaseapi.Lease) any {
+		loggerFrom(r.Context()).Info("job resumed", "job_id", l.JobID)
+		return api.FromLease(l)
+	})
+}
+
+func (h *handler) forgetSchedule(w http.ResponseWriter, r *http.Request) {
+	serve(h, w, r, "forget_schedule", pathAndNoQuery, h.store.ForgetSchedule, func(r *http.Request, l leaseapi.Lease) any {
+		loggerFrom(r.Context()).Info("schedule forgotten", "job_id", l.JobID)
 		return api.FromLease(l)
 	})
 }

@@ -90,15 +90,15 @@ func TestLeaseLifecycle(t *testing.T) {
 		if len(runs.Runs) != 2 {
 			t.Fatalf("runs: got %d, want 2: %+v", len(runs.Runs), runs)
 		}
-		if r := runs.Runs[0]; r.Token != 2 || r.Outcome != leaseapi.OutcomeRunning || r.EndedAt != nil || r.DurationMs != nil {
+		if r := runs.Runs[0]; r.Token == nil || *r.Token != 2 || r.Outcome != leaseapi.OutcomeRunning || r.EndedAt != nil || r.DurationMs != nil {
 			t.Errorf("newest run: %+v", r)
 		}
-		if r := runs.Runs[1]; r.Token != 1 || r.Owner != "replica-a" || r.Outcome != leaseapi.OutcomeSucceeded || r.EndedAt == nil || r.DurationMs == nil {
+		if r := runs.Runs[1]; r.Token == nil || *r.Token != 1 || r.Owner == nil || *r.Owner != "replica-a" || r.Outcome != leaseapi.OutcomeSucceeded || r.EndedAt == nil || r.DurationMs == nil {
 			t.Errorf("first run: %+v", r)
 		}
 		var one api.RunList
 		decode(t, b.get(t, "/leases/"+job+"/runs?limit=1").body, &one)
-		if len(one.Runs) != 1 || one.Runs[0].Token != 2 {
+		if len(one.Runs) != 1 || one.Runs[0].Token == nil || *one.Runs[0].Token != 2 {
 			t.Errorf("runs?limit=1: %+v", one)
 		}
 

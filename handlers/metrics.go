@@ -20,6 +20,8 @@ type metrics struct {
 	heartbeats      *prometheus.CounterVec
 	releases        *prometheus.CounterVec
 	storeDuration   *prometheus.HistogramVec
+	tickStartDelay  prometheus.Histogram
+	ticksLate       prometheus.Counter
 }
 
 // Results of lease operations, the values of the result label.
@@ -28,6 +30,7 @@ const (
 	resultRenewed  = "renewed"
 	resultHeld     = "held"
 	resultTickDone = "tick_done"
+	resultPaused   = "job_paused"
 	resultOK       = "ok"
 	resultLost     = "lost"
 	resultNotFound = "not_found"
@@ -50,7 +53,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}, []string{"route"})),
 		acquires: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_acquire_total",
-			Help: "Acquire results: granted, renewed, held, tick_done or error.",
+			Help: "Acquire results: granted, renewed, held, tick_done, job_paused or error.",
 		}, []string{"result"})),
 		heartbeats: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_heartbeat_total",
@@ -60,6 +63,15 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "leaseapi_release_total",
 			Help: "Release results: ok, lost, not_found or error.",
 		}, []string{"result"})),
+		tickStartDelay: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "leaseapi_tick_start_delay_seconds",
+			Help:    "How long after its tick a grant for the tick was made (grant time minus tick).",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		})),
+		ticksLate: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leaseapi_ticks_late_total",
+			Help: "Grants made for a tick after its grace had passed (the tick may have been recorded missed; it still runs).",
+		})),
 		storeDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leaseapi_store_duration_seconds",
 			Help:    "Store call duration (the database's latency) by operation, including calls the request stopped waiting for.",

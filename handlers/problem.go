@@ -51,6 +51,7 @@ var titles = map[string]string{
 	api.CodeMethodNotAllowed:     "Method not allowed",
 	api.CodeLeaseHeld:            "Lease held",
 	api.CodeTickDone:             "Tick already done",
+	api.CodeJobPaused:            "Job paused",
 	api.CodeLeaseLost:            "Lease lost",
 	api.CodePayloadTooLarge:      "Payload too large",
 	api.CodeUnsupportedMediaType: "Unsupported media type",
@@ -92,6 +93,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrTickDone):
 		p.Status, p.Code = http.StatusConflict, api.CodeTickDone
 		p.Detail = "this tick is at or before lastCompletedTick and already ran; skip it"
+	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrJobPaused):
+		p.Status, p.Code = http.StatusConflict, api.CodeJobPaused
+		p.Detail = "the job is paused; skip this tick"
 	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrLeaseLost):
 		p.Status, p.Code = http.StatusConflict, api.CodeLeaseLost
 		p.Detail = "owner and token do not match a live grant (another owner, an older token, expired, released or revoked); stop the run and acquire again"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/schedule"
 )
 
 // The validation of every field a request carries, each against its pattern
@@ -63,6 +64,30 @@ func parseTick(s *string) (*time.Time, error) {
 		return nil, invalidf("tick must be an RFC 3339 time from year 0000 to 9999 in UTC, such as 2026-11-30T07:00:00Z")
 	}
 	return &t, nil
+}
+
+// scheduleAndGrace validates an acquire's optional schedule and grace and
+// returns the effective grace: the requested one (or the configured
+// default) capped at the shortest gap between two ticks of the schedule.
+func (h *handler) scheduleAndGrace(spec *string, graceMs *int64) (string, time.Duration, error) {
+	if spec == nil {
+		if graceMs != nil {
+			return "", 0, invalidf("graceMs is the grace of a schedule: send it with schedule")
+		}
+		return "", 0, nil
+	}
+	s, err := schedule.Parse(*spec)
+	if err != nil {
+		return "", 0, invalidf("schedule is not a valid cron spec: %s", clip(err.Error()))
+	}
+	grace := h.missedGrace
+	if graceMs != nil {
+		if *graceMs < 1 || *graceMs > leaseapi.MaxGrace.Milliseconds() {
+			return "", 0, invalidf("graceMs must be an integer from 1 to %d (milliseconds)", leaseapi.MaxGrace.Milliseconds())
+		}
+		grace = time.Duration(*graceMs) * time.Millisecond
+	}
+	return *spec, min(grace, s.MinGap()), nil
 }
 
 func parseOutcome(o *leaseapi.Outcome) (leaseapi.Outcome, error) {

@@ -59,16 +59,16 @@ func checkRuns(t *testing.T, b *testBundle, jobID string) []client.Run {
 	succeeded := make(map[time.Time]int64)
 	for i, run := range runs {
 		if run.Tick == nil {
-			t.Fatalf("run %d of %s has no tick", run.Token, jobID)
+			t.Fatalf("run %d of %s has no tick", *run.Token, jobID)
 		}
 		if run.Outcome == client.RunOutcomeSucceeded {
 			if prev, ok := succeeded[*run.Tick]; ok {
-				t.Fatalf("tick %s of %s succeeded twice: tokens %d and %d", run.Tick, jobID, prev, run.Token)
+				t.Fatalf("tick %s of %s succeeded twice: tokens %d and %d", run.Tick, jobID, prev, *run.Token)
 			}
-			succeeded[*run.Tick] = run.Token
+			succeeded[*run.Tick] = *run.Token
 		}
-		if i+1 < len(runs) && (run.EndedAt == nil || run.EndedAt.After(runs[i+1].StartedAt)) {
-			t.Fatalf("runs %d and %d of %s overlap", run.Token, runs[i+1].Token, jobID)
+		if i+1 < len(runs) && (run.EndedAt == nil || run.EndedAt.After(*runs[i+1].StartedAt)) {
+			t.Fatalf("runs %d and %d of %s overlap", *run.Token, *runs[i+1].Token, jobID)
 		}
 	}
 	return runs
@@ -249,11 +249,11 @@ func TestCronJobWrapper(t *testing.T) {
 		if !ok {
 			t.Fatalf("run %+v: the job did not run for its tick", run)
 		}
-		if rep.Token != run.Token || rep.Owner != run.Owner {
-			t.Fatalf("run %d by %s: the job saw token %d as %s", run.Token, run.Owner, rep.Token, rep.Owner)
+		if rep.Token != *run.Token || rep.Owner != *run.Owner {
+			t.Fatalf("run %d by %s: the job saw token %d as %s", *run.Token, *run.Owner, rep.Token, rep.Owner)
 		}
 		if run.Outcome != client.RunOutcomeSucceeded {
-			t.Fatalf("run %d: got %s, want succeeded", run.Token, run.Outcome)
+			t.Fatalf("run %d: got %s, want succeeded", *run.Token, run.Outcome)
 		}
 	}
 	checkFailedRuns(t, b, "robfig-panics")

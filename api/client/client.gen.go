@@ -21,6 +21,7 @@ import (
 
 // Defines values for AcquireConflictProblemCode.
 const (
+	AcquireConflictProblemCodeJobPaused AcquireConflictProblemCode = "job_paused"
 	AcquireConflictProblemCodeLeaseHeld AcquireConflictProblemCode = "lease_held"
 	AcquireConflictProblemCodeTickDone  AcquireConflictProblemCode = "tick_done"
 )
@@ -28,6 +29,8 @@ const (
 // Valid indicates whether the value is a known member of the AcquireConflictProblemCode enum.
 func (e AcquireConflictProblemCode) Valid() bool {
 	switch e {
+	case AcquireConflictProblemCodeJobPaused:
+		return true
 	case AcquireConflictProblemCodeLeaseHeld:
 		return true
 	case AcquireConflictProblemCodeTickDone:
@@ -261,6 +264,7 @@ const (
 	ProblemCodeForbidden            ProblemCode = "forbidden"
 	ProblemCodeInternal             ProblemCode = "internal"
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
+	ProblemCodeJobPaused            ProblemCode = "job_paused"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
 	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
@@ -280,6 +284,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeInternal:
 		return true
 	case ProblemCodeInvalidRequest:
+		return true
+	case ProblemCodeJobPaused:
 		return true
 	case ProblemCodeLeaseHeld:
 		return true
@@ -326,6 +332,7 @@ func (e ReleaseRequestOutcome) Valid() bool {
 const (
 	RunOutcomeExpired   RunOutcome = "expired"
 	RunOutcomeFailed    RunOutcome = "failed"
+	RunOutcomeMissed    RunOutcome = "missed"
 	RunOutcomeRevoked   RunOutcome = "revoked"
 	RunOutcomeRunning   RunOutcome = "running"
 	RunOutcomeSucceeded RunOutcome = "succeeded"
@@ -337,6 +344,8 @@ func (e RunOutcome) Valid() bool {
 	case RunOutcomeExpired:
 		return true
 	case RunOutcomeFailed:
+		return true
+	case RunOutcomeMissed:
 		return true
 	case RunOutcomeRevoked:
 		return true
@@ -502,8 +511,23 @@ type AcquireConflictProblemStatus int
 
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
+	// GraceMs How long after a tick a replica may still start it, in milliseconds.
+	// Needs `schedule`. Optional: the server default (60 s unless configured).
+	// The effective grace, shown on the lease, is capped at the shortest
+	// gap between two ticks of the schedule.
+	GraceMs *int64 `json:"graceMs,omitempty"`
+
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 	Owner Owner `json:"owner"`
+
+	// Schedule The job's cron spec (see Schedules above), registered when the acquire
+	// is granted; invalid is 400 with the parser's reason. A new spec applies
+	// to the ticks after the grant that registered it. Optional: without
+	// it the stored schedule is left as it is.
+	//
+	//
+	// Example: CRON_TZ=Europe/Berlin 0 7 * * *
+	Schedule *string `json:"schedule,omitempty"`
 
 	// Tick The scheduled fire time this grant is for (RFC 3339, any offset and
 	// precision; stored in UTC truncated to milliseconds). Optional.
@@ -606,24 +630,52 @@ type Lease struct {
 	AcquiredAt Time `json:"acquiredAt"`
 
 	// ExpiresAt Example: 2026-11-30T07:00:00.000Z
-	ExpiresAt Time  `json:"expiresAt"`
-	JobId     JobID `json:"jobId"`
+	ExpiresAt Time `json:"expiresAt"`
+
+	// GraceMs The effective grace of the schedule in milliseconds; null without a schedule.
+	GraceMs *int64 `json:"graceMs"`
+	JobId   JobID  `json:"jobId"`
 
 	// LastCompletedTick Newest tick released with outcome succeeded, else null.
 	LastCompletedTick *Time `json:"lastCompletedTick"`
 
-	// LastOutcome Outcome of the last finished run; null while the first run is going on.
+	// LastOutcome Outcome of the last finished run that had a holder; null while the
+	// first run is going on. Missed runs do not change it.
 	LastOutcome *LeaseLastOutcome `json:"lastOutcome"`
+
+	// MissedTicks Ticks no replica started within the grace, since the schedule was first registered.
+	MissedTicks int64 `json:"missedTicks"`
+
+	// NextTick The first tick of the schedule after `serverTime` (or after now); null without a schedule.
+	NextTick *Time `json:"nextTick"`
 
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 	Owner Owner `json:"owner"`
+
+	// Paused Whether the job is paused (acquires answer `job_paused`).
+	Paused bool `json:"paused"`
+
+	// PausedAt When the job was paused; null while it is not.
+	PausedAt *Time `json:"pausedAt"`
+
+	// PausedBy Who paused it, when the service knows; null otherwise.
+	PausedBy *string `json:"pausedBy"`
+
+	// PausedReason Why it was paused, when the pause said; null otherwise.
+	PausedReason *string `json:"pausedReason"`
 
 	// ReleasedAt When the holder released it, else null.
 	ReleasedAt *Time `json:"releasedAt"`
 
 	// RenewedAt Example: 2026-11-30T07:00:00.000Z
-	RenewedAt Time  `json:"renewedAt"`
-	State     State `json:"state"`
+	RenewedAt Time `json:"renewedAt"`
+
+	// Schedule The job's cron spec, as the last granted acquire that sent one registered it; null without one.
+	Schedule *string `json:"schedule"`
+
+	// SkippedTicks Ticks that fell while an earlier grant was held, since the schedule was first registered.
+	SkippedTicks int64 `json:"skippedTicks"`
+	State        State `json:"state"`
 
 	// Tick The tick the current or last grant was for, else null.
 	Tick *Time `json:"tick"`
@@ -635,7 +687,8 @@ type Lease struct {
 	TtlMs int64 `json:"ttlMs"`
 }
 
-// LeaseLastOutcome Outcome of the last finished run; null while the first run is going on.
+// LeaseLastOutcome Outcome of the last finished run that had a holder; null while the
+// first run is going on. Missed runs do not change it.
 type LeaseLastOutcome string
 
 // LeaseList defines model for LeaseList.
@@ -696,6 +749,12 @@ type NotFoundProblemStatus int
 // Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 type Owner = string
 
+// PauseRequest defines model for PauseRequest.
+type PauseRequest struct {
+	// Reason Why the job is paused (text, no control characters); shown as `pausedReason`.
+	Reason *string `json:"reason,omitempty"`
+}
+
 // PayloadTooLargeProblem defines model for PayloadTooLargeProblem.
 type PayloadTooLargeProblem struct {
 	Code PayloadTooLargeProblemCode `json:"code"`
@@ -753,24 +812,29 @@ type ReleaseRequest struct {
 // ReleaseRequestOutcome defines model for ReleaseRequest.Outcome.
 type ReleaseRequestOutcome string
 
-// Run defines model for Run.
+// ResumeRequest defines model for ResumeRequest.
+type ResumeRequest = map[string]interface{}
+
+// Run One grant of the lease, or one missed tick: a missed run has `tick` and
+// `endedAt` (tick + grace, when it was decided missed) but `token`, `owner`,
+// `startedAt` and `durationMs` null.
 type Run struct {
-	// DurationMs endedAt - startedAt in milliseconds; null while running.
+	// DurationMs endedAt - startedAt in milliseconds; null while running and for a missed run.
 	DurationMs *int64 `json:"durationMs"`
 
 	// EndedAt Null while the run is going on.
 	EndedAt *Time      `json:"endedAt"`
 	Outcome RunOutcome `json:"outcome"`
 
-	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
-	Owner Owner `json:"owner"`
+	// Owner The grant's holder; null for a missed run.
+	Owner *Owner `json:"owner"`
 
-	// StartedAt Example: 2026-11-30T07:00:00.000Z
-	StartedAt Time  `json:"startedAt"`
+	// StartedAt When the grant was made; null for a missed run.
+	StartedAt *Time `json:"startedAt"`
 	Tick      *Time `json:"tick"`
 
-	// Token Fencing token; strictly increasing per job, never reused.
-	Token Token `json:"token"`
+	// Token The grant's fencing token; null for a missed run.
+	Token *Token `json:"token"`
 }
 
 // RunOutcome defines model for Run.Outcome.
@@ -920,8 +984,14 @@ type AcquireLeaseJSONRequestBody = AcquireRequest
 // HeartbeatLeaseJSONRequestBody defines body for HeartbeatLease for application/json ContentType.
 type HeartbeatLeaseJSONRequestBody = HeartbeatRequest
 
+// PauseJobJSONRequestBody defines body for PauseJob for application/json ContentType.
+type PauseJobJSONRequestBody = PauseRequest
+
 // ReleaseLeaseJSONRequestBody defines body for ReleaseLease for application/json ContentType.
 type ReleaseLeaseJSONRequestBody = ReleaseRequest
+
+// ResumeJobJSONRequestBody defines body for ResumeJob for application/json ContentType.
+type ResumeJobJSONRequestBody = ResumeRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1030,9 +1100,12 @@ type ClientInterface interface {
 	// Grants the lease when it is not held (token = previous + 1, 1 for a new
 	// job). When the same owner already holds it for the same tick (or the
 	// request has no tick) this is an idempotent retry: same token, expiresAt =
-	// now + ttl. A tick at or before `lastCompletedTick` is refused with
+	// now + ttl. While the job is paused every other acquire is refused with
+	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`; a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`.
+	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// a `schedule` registers it and its grace (a refusal writes nothing); an
+	// acquire without one leaves the stored schedule as it is.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1044,9 +1117,12 @@ type ClientInterface interface {
 	// Grants the lease when it is not held (token = previous + 1, 1 for a new
 	// job). When the same owner already holds it for the same tick (or the
 	// request has no tick) this is an idempotent retry: same token, expiresAt =
-	// now + ttl. A tick at or before `lastCompletedTick` is refused with
+	// now + ttl. While the job is paused every other acquire is refused with
+	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`; a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`.
+	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// a `schedule` registers it and its grace (a refusal writes nothing); an
+	// acquire without one leaves the stored schedule as it is.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1073,6 +1149,32 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/heartbeat (the `HeartbeatLease` operationId).
 	HeartbeatLease(ctx context.Context, jobId JobID, body HeartbeatLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PauseJobWithBody Pause a job. Needs an admin token when tokens are configured.
+	//
+	// While paused, an acquire answers 409 `job_paused`, except the current
+	// holder's idempotent retry of its own grant (same owner, same tick). A grant
+	// in flight is not touched (revoke it if it must stop). Ticks that fall while
+	// the job is paused are neither missed nor skipped, and are not back-filled
+	// after the resume. Pausing a paused job changes nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
+	PauseJobWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseJob Pause a job. Needs an admin token when tokens are configured.
+	//
+	// While paused, an acquire answers 409 `job_paused`, except the current
+	// holder's idempotent retry of its own grant (same owner, same tick). A grant
+	// in flight is not touched (revoke it if it must stop). Ticks that fall while
+	// the job is paused are neither missed nor skipped, and are not back-filled
+	// after the resume. Pausing a paused job changes nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
+	PauseJob(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReleaseLeaseWithBody Release a lease and record the run's outcome.
 	//
 	// Succeeds when owner and token match the current grant and it is not
@@ -1095,12 +1197,39 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 	ReleaseLease(ctx context.Context, jobId JobID, body ReleaseLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ResumeJobWithBody Resume a paused job. Needs an admin token when tokens are configured.
+	//
+	// Resuming a job that is not paused changes nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
+	ResumeJobWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeJob Resume a paused job. Needs an admin token when tokens are configured.
+	//
+	// Resuming a job that is not paused changes nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
+	ResumeJob(ctx context.Context, jobId JobID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListRuns Run history of a job, newest first.
 	//
-	// Runs are kept for a configurable retention (default 7 days).
+	// Newest first by `startedAt`, or by `tick` for a missed run. Runs are kept
+	// for a configurable retention (default 7 days).
 	//
 	// Corresponds with GET /leases/{jobId}/runs (the `ListRuns` operationId).
 	ListRuns(ctx context.Context, jobId JobID, params *ListRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ForgetSchedule Forget a job's schedule. Needs an admin token when tokens are configured.
+	//
+	// No more missed-tick accounting for the job until a granted acquire sends a
+	// schedule again. `missedTicks` and `skippedTicks` keep their counts.
+	//
+	// Corresponds with DELETE /leases/{jobId}/schedule (the `ForgetSchedule` operationId).
+	ForgetSchedule(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Metrics Prometheus metrics (text exposition format).
 	//
@@ -1191,9 +1320,12 @@ func (c *Client) GetLease(ctx context.Context, jobId JobID, reqEditors ...Reques
 // Grants the lease when it is not held (token = previous + 1, 1 for a new
 // job). When the same owner already holds it for the same tick (or the
 // request has no tick) this is an idempotent retry: same token, expiresAt =
-// now + ttl. A tick at or before `lastCompletedTick` is refused with
+// now + ttl. While the job is paused every other acquire is refused with
+// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`; a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`.
+// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// a `schedule` registers it and its grace (a refusal writes nothing); an
+// acquire without one leaves the stored schedule as it is.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1215,9 +1347,12 @@ func (c *Client) AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentT
 // Grants the lease when it is not held (token = previous + 1, 1 for a new
 // job). When the same owner already holds it for the same tick (or the
 // request has no tick) this is an idempotent retry: same token, expiresAt =
-// now + ttl. A tick at or before `lastCompletedTick` is refused with
+// now + ttl. While the job is paused every other acquire is refused with
+// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`; a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`.
+// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// a `schedule` registers it and its grace (a refusal writes nothing); an
+// acquire without one leaves the stored schedule as it is.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1274,6 +1409,52 @@ func (c *Client) HeartbeatLease(ctx context.Context, jobId JobID, body Heartbeat
 	return c.Client.Do(req)
 }
 
+// PauseJobWithBody Pause a job. Needs an admin token when tokens are configured.
+//
+// While paused, an acquire answers 409 `job_paused`, except the current
+// holder's idempotent retry of its own grant (same owner, same tick). A grant
+// in flight is not touched (revoke it if it must stop). Ticks that fall while
+// the job is paused are neither missed nor skipped, and are not back-filled
+// after the resume. Pausing a paused job changes nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
+func (c *Client) PauseJobWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseJobRequestWithBody(c.Server, jobId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseJob Pause a job. Needs an admin token when tokens are configured.
+//
+// While paused, an acquire answers 409 `job_paused`, except the current
+// holder's idempotent retry of its own grant (same owner, same tick). A grant
+// in flight is not touched (revoke it if it must stop). Ticks that fall while
+// the job is paused are neither missed nor skipped, and are not back-filled
+// after the resume. Pausing a paused job changes nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
+func (c *Client) PauseJob(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseJobRequest(c.Server, jobId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ReleaseLeaseWithBody Release a lease and record the run's outcome.
 //
 // Succeeds when owner and token match the current grant and it is not
@@ -1316,13 +1497,70 @@ func (c *Client) ReleaseLease(ctx context.Context, jobId JobID, body ReleaseLeas
 	return c.Client.Do(req)
 }
 
+// ResumeJobWithBody Resume a paused job. Needs an admin token when tokens are configured.
+//
+// Resuming a job that is not paused changes nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
+func (c *Client) ResumeJobWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeJobRequestWithBody(c.Server, jobId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeJob Resume a paused job. Needs an admin token when tokens are configured.
+//
+// Resuming a job that is not paused changes nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
+func (c *Client) ResumeJob(ctx context.Context, jobId JobID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeJobRequest(c.Server, jobId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListRuns Run history of a job, newest first.
 //
-// Runs are kept for a configurable retention (default 7 days).
+// Newest first by `startedAt`, or by `tick` for a missed run. Runs are kept
+// for a configurable retention (default 7 days).
 //
 // Corresponds with GET /leases/{jobId}/runs (the `ListRuns` operationId).
 func (c *Client) ListRuns(ctx context.Context, jobId JobID, params *ListRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListRunsRequest(c.Server, jobId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ForgetSchedule Forget a job's schedule. Needs an admin token when tokens are configured.
+//
+// No more missed-tick accounting for the job until a granted acquire sends a
+// schedule again. `missedTicks` and `skippedTicks` keep their counts.
+//
+// Corresponds with DELETE /leases/{jobId}/schedule (the `ForgetSchedule` operationId).
+func (c *Client) ForgetSchedule(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForgetScheduleRequest(c.Server, jobId)
 	if err != nil {
 		return nil, err
 	}
@@ -1669,6 +1907,53 @@ func NewHeartbeatLeaseRequestWithBody(server string, jobId JobID, contentType st
 	return req, nil
 }
 
+// NewPauseJobRequest calls the generic PauseJob builder with application/json body
+func NewPauseJobRequest(server string, jobId JobID, body PauseJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseJobRequestWithBody(server, jobId, "application/json", bodyReader)
+}
+
+// NewPauseJobRequestWithBody constructs an http.Request for the PauseJob method, with any body, and a specified content type
+func NewPauseJobRequestWithBody(server string, jobId JobID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReleaseLeaseRequest calls the generic ReleaseLease builder with application/json body
 func NewReleaseLeaseRequest(server string, jobId JobID, body ReleaseLeaseJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1697,6 +1982,53 @@ func NewReleaseLeaseRequestWithBody(server string, jobId JobID, contentType stri
 	}
 
 	operationPath := fmt.Sprintf("/leases/%s/release", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeJobRequest calls the generic ResumeJob builder with application/json body
+func NewResumeJobRequest(server string, jobId JobID, body ResumeJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeJobRequestWithBody(server, jobId, "application/json", bodyReader)
+}
+
+// NewResumeJobRequestWithBody constructs an http.Request for the ResumeJob method, with any body, and a specified content type
+func NewResumeJobRequestWithBody(server string, jobId JobID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/resume", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1770,6 +2102,40 @@ func NewListRunsRequest(server string, jobId JobID, params *ListRunsParams) (*ht
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewForgetScheduleRequest constructs an http.Request for the ForgetSchedule method
+func NewForgetScheduleRequest(server string, jobId JobID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/schedule", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1943,9 +2309,12 @@ type ClientWithResponsesInterface interface {
 	// Grants the lease when it is not held (token = previous + 1, 1 for a new
 	// job). When the same owner already holds it for the same tick (or the
 	// request has no tick) this is an idempotent retry: same token, expiresAt =
-	// now + ttl. A tick at or before `lastCompletedTick` is refused with
+	// now + ttl. While the job is paused every other acquire is refused with
+	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`; a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`.
+	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// a `schedule` registers it and its grace (a refusal writes nothing); an
+	// acquire without one leaves the stored schedule as it is.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1957,9 +2326,12 @@ type ClientWithResponsesInterface interface {
 	// Grants the lease when it is not held (token = previous + 1, 1 for a new
 	// job). When the same owner already holds it for the same tick (or the
 	// request has no tick) this is an idempotent retry: same token, expiresAt =
-	// now + ttl. A tick at or before `lastCompletedTick` is refused with
+	// now + ttl. While the job is paused every other acquire is refused with
+	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`; a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`.
+	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// a `schedule` registers it and its grace (a refusal writes nothing); an
+	// acquire without one leaves the stored schedule as it is.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1986,6 +2358,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/heartbeat (the `HeartbeatLease` operationId).
 	HeartbeatLeaseWithResponse(ctx context.Context, jobId JobID, body HeartbeatLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatLeaseResponse, error)
 
+	// PauseJobWithBodyWithResponse Pause a job. Needs an admin token when tokens are configured.
+	//
+	// While paused, an acquire answers 409 `job_paused`, except the current
+	// holder's idempotent retry of its own grant (same owner, same tick). A grant
+	// in flight is not touched (revoke it if it must stop). Ticks that fall while
+	// the job is paused are neither missed nor skipped, and are not back-filled
+	// after the resume. Pausing a paused job changes nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
+	PauseJobWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
+
+	// PauseJobWithResponse Pause a job. Needs an admin token when tokens are configured.
+	//
+	// While paused, an acquire answers 409 `job_paused`, except the current
+	// holder's idempotent retry of its own grant (same owner, same tick). A grant
+	// in flight is not touched (revoke it if it must stop). Ticks that fall while
+	// the job is paused are neither missed nor skipped, and are not back-filled
+	// after the resume. Pausing a paused job changes nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
+	PauseJobWithResponse(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
+
 	// ReleaseLeaseWithBodyWithResponse Release a lease and record the run's outcome.
 	//
 	// Succeeds when owner and token match the current grant and it is not
@@ -2008,14 +2406,43 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 	ReleaseLeaseWithResponse(ctx context.Context, jobId JobID, body ReleaseLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseLeaseResponse, error)
 
+	// ResumeJobWithBodyWithResponse Resume a paused job. Needs an admin token when tokens are configured.
+	//
+	// Resuming a job that is not paused changes nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
+	ResumeJobWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+
+	// ResumeJobWithResponse Resume a paused job. Needs an admin token when tokens are configured.
+	//
+	// Resuming a job that is not paused changes nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
+	ResumeJobWithResponse(ctx context.Context, jobId JobID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+
 	// ListRunsWithResponse Run history of a job, newest first.
 	//
-	// Runs are kept for a configurable retention (default 7 days).
+	// Newest first by `startedAt`, or by `tick` for a missed run. Runs are kept
+	// for a configurable retention (default 7 days).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /leases/{jobId}/runs (the `ListRuns` operationId).
 	ListRunsWithResponse(ctx context.Context, jobId JobID, params *ListRunsParams, reqEditors ...RequestEditorFn) (*ListRunsResponse, error)
+
+	// ForgetScheduleWithResponse Forget a job's schedule. Needs an admin token when tokens are configured.
+	//
+	// No more missed-tick accounting for the job until a granted acquire sends a
+	// schedule again. `missedTicks` and `skippedTicks` keep their counts.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /leases/{jobId}/schedule (the `ForgetSchedule` operationId).
+	ForgetScheduleWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*ForgetScheduleResponse, error)
 
 	// MetricsWithResponse Prometheus metrics (text exposition format).
 	//
@@ -2572,6 +2999,117 @@ func (r HeartbeatLeaseResponse) ContentType() string {
 	return ""
 }
 
+// PauseJobResponse401Headers the declared response headers of an HTTP 401 response for PauseJob
+type PauseJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PauseJobResponse503Headers the declared response headers of an HTTP 503 response for PauseJob
+type PauseJobResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PauseJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lease
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PauseJobResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PauseJobResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseJobResponse) GetJSON200() *Lease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseJobResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PauseJobResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PauseJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PauseJobResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PauseJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PauseJobResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PauseJobResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReleaseLeaseResponse401Headers the declared response headers of an HTTP 401 response for ReleaseLease
 type ReleaseLeaseResponse401Headers struct {
 	WWWAuthenticate string
@@ -2683,6 +3221,117 @@ func (r ReleaseLeaseResponse) ContentType() string {
 	return ""
 }
 
+// ResumeJobResponse401Headers the declared response headers of an HTTP 401 response for ResumeJob
+type ResumeJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ResumeJobResponse503Headers the declared response headers of an HTTP 503 response for ResumeJob
+type ResumeJobResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResumeJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lease
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeJobResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResumeJobResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeJobResponse) GetJSON200() *Lease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListRunsResponse401Headers the declared response headers of an HTTP 401 response for ListRuns
 type ListRunsResponse401Headers struct {
 	WWWAuthenticate string
@@ -2767,6 +3416,103 @@ func (r ListRunsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListRunsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ForgetScheduleResponse401Headers the declared response headers of an HTTP 401 response for ForgetSchedule
+type ForgetScheduleResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ForgetScheduleResponse503Headers the declared response headers of an HTTP 503 response for ForgetSchedule
+type ForgetScheduleResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ForgetScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lease
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ForgetScheduleResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ForgetScheduleResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ForgetScheduleResponse) GetJSON200() *Lease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ForgetScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ForgetScheduleResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ForgetScheduleResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ForgetScheduleResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ForgetScheduleResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ForgetScheduleResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ForgetScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ForgetScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ForgetScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ForgetScheduleResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2968,9 +3714,12 @@ func (c *ClientWithResponses) GetLeaseWithResponse(ctx context.Context, jobId Jo
 // Grants the lease when it is not held (token = previous + 1, 1 for a new
 // job). When the same owner already holds it for the same tick (or the
 // request has no tick) this is an idempotent retry: same token, expiresAt =
-// now + ttl. A tick at or before `lastCompletedTick` is refused with
+// now + ttl. While the job is paused every other acquire is refused with
+// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`; a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`.
+// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// a `schedule` registers it and its grace (a refusal writes nothing); an
+// acquire without one leaves the stored schedule as it is.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2988,9 +3737,12 @@ func (c *ClientWithResponses) AcquireLeaseWithBodyWithResponse(ctx context.Conte
 // Grants the lease when it is not held (token = previous + 1, 1 for a new
 // job). When the same owner already holds it for the same tick (or the
 // request has no tick) this is an idempotent retry: same token, expiresAt =
-// now + ttl. A tick at or before `lastCompletedTick` is refused with
+// now + ttl. While the job is paused every other acquire is refused with
+// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`; a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`.
+// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// a `schedule` registers it and its grace (a refusal writes nothing); an
+// acquire without one leaves the stored schedule as it is.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3035,6 +3787,44 @@ func (c *ClientWithResponses) HeartbeatLeaseWithResponse(ctx context.Context, jo
 	return ParseHeartbeatLeaseResponse(rsp)
 }
 
+// PauseJobWithBodyWithResponse Pause a job. Needs an admin token when tokens are configured.
+//
+// While paused, an acquire answers 409 `job_paused`, except the current
+// holder's idempotent retry of its own grant (same owner, same tick). A grant
+// in flight is not touched (revoke it if it must stop). Ticks that fall while
+// the job is paused are neither missed nor skipped, and are not back-filled
+// after the resume. Pausing a paused job changes nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
+func (c *ClientWithResponses) PauseJobWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseJobResponse, error) {
+	rsp, err := c.PauseJobWithBody(ctx, jobId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseJobResponse(rsp)
+}
+
+// PauseJobWithResponse Pause a job. Needs an admin token when tokens are configured.
+//
+// While paused, an acquire answers 409 `job_paused`, except the current
+// holder's idempotent retry of its own grant (same owner, same tick). A grant
+// in flight is not touched (revoke it if it must stop). Ticks that fall while
+// the job is paused are neither missed nor skipped, and are not back-filled
+// after the resume. Pausing a paused job changes nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
+func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseJobResponse, error) {
+	rsp, err := c.PauseJob(ctx, jobId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseJobResponse(rsp)
+}
+
 // ReleaseLeaseWithBodyWithResponse Release a lease and record the run's outcome.
 //
 // Succeeds when owner and token match the current grant and it is not
@@ -3069,9 +3859,40 @@ func (c *ClientWithResponses) ReleaseLeaseWithResponse(ctx context.Context, jobI
 	return ParseReleaseLeaseResponse(rsp)
 }
 
+// ResumeJobWithBodyWithResponse Resume a paused job. Needs an admin token when tokens are configured.
+//
+// Resuming a job that is not paused changes nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
+func (c *ClientWithResponses) ResumeJobWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error) {
+	rsp, err := c.ResumeJobWithBody(ctx, jobId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeJobResponse(rsp)
+}
+
+// ResumeJobWithResponse Resume a paused job. Needs an admin token when tokens are configured.
+//
+// Resuming a job that is not paused changes nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
+func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, jobId JobID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error) {
+	rsp, err := c.ResumeJob(ctx, jobId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeJobResponse(rsp)
+}
+
 // ListRunsWithResponse Run history of a job, newest first.
 //
-// Runs are kept for a configurable retention (default 7 days).
+// Newest first by `startedAt`, or by `tick` for a missed run. Runs are kept
+// for a configurable retention (default 7 days).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3082,6 +3903,22 @@ func (c *ClientWithResponses) ListRunsWithResponse(ctx context.Context, jobId Jo
 		return nil, err
 	}
 	return ParseListRunsResponse(rsp)
+}
+
+// ForgetScheduleWithResponse Forget a job's schedule. Needs an admin token when tokens are configured.
+//
+// No more missed-tick accounting for the job until a granted acquire sends a
+// schedule again. `missedTicks` and `skippedTicks` keep their counts.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /leases/{jobId}/schedule (the `ForgetSchedule` operationId).
+func (c *ClientWithResponses) ForgetScheduleWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*ForgetScheduleResponse, error) {
+	rsp, err := c.ForgetSchedule(ctx, jobId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseForgetScheduleResponse(rsp)
 }
 
 // MetricsWithResponse Prometheus metrics (text exposition format).
@@ -3614,6 +4451,111 @@ func ParseHeartbeatLeaseResponse(rsp *http.Response) (*HeartbeatLeaseResponse, e
 	return response, nil
 }
 
+// ParsePauseJobResponse parses an HTTP response from a PauseJobWithResponse call
+func ParsePauseJobResponse(rsp *http.Response) (*PauseJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PauseJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers PauseJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReleaseLeaseResponse parses an HTTP response from a ReleaseLeaseWithResponse call
 func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3719,6 +4661,111 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 	return response, nil
 }
 
+// ParseResumeJobResponse parses an HTTP response from a ResumeJobWithResponse call
+func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ResumeJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ResumeJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListRunsResponse parses an HTTP response from a ListRunsWithResponse call
 func ParseListRunsResponse(rsp *http.Response) (*ListRunsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3790,6 +4837,97 @@ func ParseListRunsResponse(rsp *http.Response) (*ListRunsResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListRunsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseForgetScheduleResponse parses an HTTP response from a ForgetScheduleWithResponse call
+func ParseForgetScheduleResponse(rsp *http.Response) (*ForgetScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ForgetScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ForgetScheduleResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ForgetScheduleResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/leaseapi/leaseapi"
 )
 
 // envPrefix is the prefix of every setting: LEASEAPI_ADDR, LEASEAPI_MIN_TTL, ...
@@ -39,6 +41,8 @@ type Config struct {
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
 	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 unavailable at once, without touching the database (load shedding)"`
+	MissedGrace      time.Duration `envconfig:"MISSED_GRACE" default:"60s" desc:"grace of a schedule whose acquires send no graceMs: how long after a tick a replica may still start it before it counts as missed (capped at the schedule's shortest gap)"`
+	MissedSweep      time.Duration `envconfig:"MISSED_SWEEP" default:"10s" desc:"how often the fate of due ticks is decided (missed, skipped) and grants past their expiry are counted"`
 }
 
 // loadConfig reads the configuration from the environment and validates it.
@@ -96,6 +100,8 @@ func (c *Config) Validate() error {
 		{"HISTORY_RETENTION", c.HistoryRetention},
 		{"PRUNE_INTERVAL", c.PruneInterval},
 		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+		{"MISSED_SWEEP", c.MissedSweep},
+		{"MISSED_GRACE", c.MissedGrace},
 	}
 	positive := true
 	for _, d := range durations {
@@ -126,6 +132,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlight < 1 {
 		add("%s (%d) must be at least 1", key("MAX_IN_FLIGHT"), c.MaxInFlight)
+	}
+	if c.MissedGrace > 0 && (c.MissedGrace%time.Millisecond != 0 || c.MissedGrace > leaseapi.MaxGrace) {
+		add("%s (%s) must be a whole number of milliseconds up to 24h", key("MISSED_GRACE"), c.MissedGrace)
 	}
 	// Token values are secrets: a problem names the position, never the token.
 	for _, list := range []struct {

@@ -25,6 +25,8 @@ func validConfig() Config {
 		LogFormat:        "json",
 		ShutdownTimeout:  10 * time.Second,
 		MaxInFlight:      256,
+		MissedGrace:      time.Minute,
+		MissedSweep:      10 * time.Second,
 	}
 }
 
@@ -220,6 +222,8 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_LOG_FORMAT":        "text",
 		"LEASEAPI_SHUTDOWN_TIMEOUT":  "20s",
 		"LEASEAPI_MAX_IN_FLIGHT":     "64",
+		"LEASEAPI_MISSED_GRACE":      "90s",
+		"LEASEAPI_MISSED_SWEEP":      "5s",
 	}
 	keys := settingKeys(t)
 	for k, v := range env {
@@ -251,6 +255,8 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		LogFormat:        "text",
 		ShutdownTimeout:  20 * time.Second,
 		MaxInFlight:      64,
+		MissedGrace:      90 * time.Second,
+		MissedSweep:      5 * time.Second,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loadConfig() = %+v, want %+v", got, want)

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/handlers"
+	"github.com/leaseapi/leaseapi/internal/metrics"
 	"github.com/leaseapi/leaseapi/repo"
 )
 
@@ -168,7 +170,7 @@ type store interface {
 
 // openStore opens the configured store and applies pending migrations (under
 // an advisory lock on Postgres, so instances starting together are safe).
-func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store, error) {
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger, observer leaseapi.Observer) (store, error) {
 	var (
 		s   store
 		pg  *repo.Postgres
@@ -181,13 +183,14 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (store, err
 			Logger:       logger,
 			MaxOpenConns: postgresMaxOpenConns,
 			NaiveAcquire: naiveAcquire(),
+			Observer:     observer,
 		})
 		s = pg
 	} else {
 		logger.Info("using the embedded SQLite store",
 			slog.String("path", cfg.SQLitePath),
 			slog.String("note", "the embedded store serves a single leaseapi instance; use Postgres ("+key("DATABASE_URL")+") for several"))
-		s, err = repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: cfg.SQLitePath, Logger: logger})
+		s, err = repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: cfg.SQLitePath, Logger: logger, Observer: observer})
 	}
 	if err != nil {
 		return nil, err
@@ -248,7 +251,7 @@ func describeDSN(dsn string) string {
 }
 
 func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	s, err := openStore(ctx, cfg, logger)
+	s, err := openStore(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -277,7 +280,8 @@ func defaultServerLimits() serverLimits {
 }
 
 // serve runs the HTTP server until ctx ends, then shuts down in order:
-// requests in flight (bounded by SHUTDOWN_TIMEOUT), the pruner, the store.
+// requests in flight (bounded by SHUTDOWN_TIMEOUT), the background loops,
+// the store.
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	setMemoryLimit(logger, memlimit.FromCgroup)
 	return serveWith(ctx, cfg, logger, defaultServerLimits())
@@ -285,7 +289,15 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 // serveWith is serve with the given server limits.
 func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serverLimits) (err error) {
-	s, err := openStore(ctx, cfg, logger)
+	// /metrics serves the handlers' collectors, the lease metrics the store
+	// tells, and the Go runtime and process.
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	leaseMetrics, err := metrics.New(registry)
+	if err != nil {
+		return err
+	}
+	s, err := openStore(ctx, cfg, logger, leaseMetrics)
 	if err != nil {
 		return err
 	}
@@ -300,18 +312,11 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 			key("API_TOKENS") + " and " + key("ADMIN_TOKENS"))
 	}
 
-	pruner, err := repo.NewRunPruner(s, repo.RunPrunerConfig{
-		Retention: cfg.HistoryRetention,
-		Interval:  cfg.PruneInterval,
-		BatchSize: pruneBatchSize,
-	}, logger)
+	loops, err := backgroundLoops(cfg, s, leaseMetrics, logger)
 	if err != nil {
 		return err
 	}
 
-	// /metrics serves the handlers' collectors plus the Go runtime and process.
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	handler := handlers.New(servedStore(s, cfg.MaxInFlight, naiveAcquire()), handlers.Options{
 		DefaultTTL:     cfg.DefaultTTL,
 		MinTTL:         cfg.MinTTL,
@@ -321,6 +326,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		AdminTokens:    cfg.AdminTokens,
 		Logger:         logger,
 		Registry:       registry,
+		MissedGrace:    cfg.MissedGrace,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -338,14 +344,13 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 
-	// The pruner outlives ctx: it stops after the server has drained.
-	pruneCtx, stopPruner := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopPruner()
-	prunerDone := make(chan struct{})
-	go func() {
-		defer close(prunerDone)
-		pruner.Run(pruneCtx)
-	}()
+	// The loops outlive ctx: they stop after the server has drained.
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	var loopsDone sync.WaitGroup
+	for _, loop := range loops {
+		loopsDone.Go(func() { loop.Run(loopCtx) })
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -376,10 +381,36 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		logger.Warn("requests still in flight at the shutdown deadline; closing their connections", slog.Any("error", serr))
 		_ = srv.Close()
 	}
-	stopPruner()
-	<-prunerDone
+	stopLoops()
+	loopsDone.Wait()
 	if err == nil {
 		logger.Info("stopped")
 	}
 	return err
+}
+
+// loop is a background loop of the service; Run returns when ctx ends.
+type loop interface{ Run(ctx context.Context) }
+
+// backgroundLoops are the service's loops: the run-history pruner, the
+// tick sweeper and the refresher of the lease gauges. Each is safe to run
+// on every instance at once.
+func backgroundLoops(cfg Config, s leaseapi.Store, m *metrics.Leases, logger *slog.Logger) ([]loop, error) {
+	pruner, err := repo.NewRunPruner(s, repo.RunPrunerConfig{
+		Retention: cfg.HistoryRetention,
+		Interval:  cfg.PruneInterval,
+		BatchSize: pruneBatchSize,
+	}, logger)
+	if err != nil {
+		return nil, err
+	}
+	sweeper, err := repo.NewTickSweeper(s, repo.TickSweeperConfig{Interval: cfg.MissedSweep}, logger)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := metrics.NewStatsRefresher(s, m, 0, logger)
+	if err != nil {
+		return nil, err
+	}
+	return []loop{pruner, sweeper, stats}, nil
 }

@@ -253,6 +253,15 @@ func printLease(w io.Writer, l client.Lease, now time.Time) error {
 	fmt.Fprintf(tw, "RELEASED\t%s\n", timeOrNone(l.ReleasedAt, now))
 	fmt.Fprintf(tw, "LAST OUTCOME\t%s\n", outcomeOrNone(l.LastOutcome))
 	fmt.Fprintf(tw, "LAST COMPLETED TICK\t%s\n", timeOrNone(l.LastCompletedTick, now))
+	if l.Schedule != nil {
+		fmt.Fprintf(tw, "SCHEDULE\t%s (grace %s)\n", *l.Schedule, time.Duration(*l.GraceMs)*time.Millisecond)
+		fmt.Fprintf(tw, "NEXT TICK\t%s\n", timeOrNone(l.NextTick, now))
+	}
+	fmt.Fprintf(tw, "MISSED TICKS\t%d\n", l.MissedTicks)
+	fmt.Fprintf(tw, "SKIPPED TICKS\t%d\n", l.SkippedTicks)
+	if l.Paused {
+		fmt.Fprintf(tw, "PAUSED\t%s by %s: %s\n", timeOrNone(l.PausedAt, now), stringOrNone(l.PausedBy), stringOrNone(l.PausedReason))
+	}
 	return tw.Flush()
 }
 
@@ -265,10 +274,24 @@ func printRuns(w io.Writer, runs []client.Run, now time.Time) error {
 		if r.DurationMs != nil {
 			duration = (time.Duration(*r.DurationMs) * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Token, r.Owner, timeOrNone(r.Tick, now),
-			when(r.StartedAt, now), duration, r.Outcome)
+		token, owner := "-", "-" // a missed run has no holder
+		if r.Token != nil {
+			token = strconv.FormatInt(*r.Token, 10)
+		}
+		if r.Owner != nil {
+			owner = *r.Owner
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", token, owner, timeOrNone(r.Tick, now),
+			timeOrNone(r.StartedAt, now), duration, r.Outcome)
 	}
 	return tw.Flush()
+}
+
+func stringOrNone(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
 }
 
 func outcomeOrNone(o *client.LeaseLastOutcome) string {

@@ -210,9 +210,9 @@ func checkNoTickSucceededTwice(t *testing.T, runs map[string][]client.Run, recor
 			k := key{job, *r.Tick}
 			if prev, ok := fromService[k]; ok {
 				dupService++
-				t.Errorf("service: %s tick %s succeeded twice, tokens %d and %d", job, r.Tick, prev, r.Token)
+				t.Errorf("service: %s tick %s succeeded twice, tokens %d and %d", job, r.Tick, prev, *r.Token)
 			}
-			fromService[k] = r.Token
+			fromService[k] = *r.Token
 		}
 	}
 	fromRecords := make(map[key]string)
@@ -241,16 +241,16 @@ func checkNoOverlap(t *testing.T, runs map[string][]client.Run) {
 		// Newest first from the service; walk oldest first.
 		for i := len(rs) - 1; i > 0; i-- {
 			cur, next := rs[i], rs[i-1]
-			if next.Token <= cur.Token {
-				t.Errorf("%s: tokens not increasing: %d then %d", job, cur.Token, next.Token)
+			if *next.Token <= *cur.Token {
+				t.Errorf("%s: tokens not increasing: %d then %d", job, *cur.Token, *next.Token)
 			}
 			if cur.EndedAt == nil {
-				t.Errorf("%s: run %d is still %s while run %d started", job, cur.Token, cur.Outcome, next.Token)
+				t.Errorf("%s: run %d is still %s while run %d started", job, *cur.Token, cur.Outcome, *next.Token)
 				continue
 			}
-			if cur.EndedAt.After(next.StartedAt) {
+			if cur.EndedAt.After(*next.StartedAt) {
 				t.Errorf("%s: run %d (%s, ended %s) overlaps run %d (started %s)",
-					job, cur.Token, cur.Outcome, cur.EndedAt.Format(api.TimeLayout), next.Token, next.StartedAt.Format(api.TimeLayout))
+					job, *cur.Token, cur.Outcome, cur.EndedAt.Format(api.TimeLayout), *next.Token, next.StartedAt.Format(api.TimeLayout))
 			}
 		}
 	}
@@ -264,7 +264,7 @@ func checkRecordsMatchService(t *testing.T, runs map[string][]client.Run, record
 	for job, rs := range runs {
 		byToken[job] = make(map[int64]client.Run)
 		for _, r := range rs {
-			byToken[job][r.Token] = r
+			byToken[job][*r.Token] = r
 		}
 	}
 	outcomes := make(map[string]int)
@@ -276,8 +276,8 @@ func checkRecordsMatchService(t *testing.T, runs map[string][]client.Run, record
 				t.Errorf("%s recorded %s token %d, which the service does not know", owner, r.Job, r.Token)
 				continue
 			}
-			if run.Owner != owner || run.Tick == nil || !run.Tick.Equal(r.tick) {
-				t.Errorf("%s recorded %s token %d tick %s; the service has owner %s tick %v", owner, r.Job, r.Token, r.Tick, run.Owner, run.Tick)
+			if *run.Owner != owner || run.Tick == nil || !run.Tick.Equal(r.tick) {
+				t.Errorf("%s recorded %s token %d tick %s; the service has owner %s tick %v", owner, r.Job, r.Token, r.Tick, *run.Owner, run.Tick)
 			}
 			if r.Outcome == "succeeded" && run.Outcome != client.RunOutcomeSucceeded {
 				t.Errorf("%s recorded %s token %d succeeded; the service recorded %s", owner, r.Job, r.Token, run.Outcome)
@@ -297,9 +297,9 @@ func checkFrozenRunNotSucceeded(t *testing.T, runs map[string][]client.Run, reco
 	takenOver := false
 	for _, r := range runs[frozen.JobId] {
 		switch {
-		case r.Token == frozen.Token:
+		case *r.Token == frozen.Token:
 			frozenRun = &r
-		case r.Token > frozen.Token && r.StartedAt.Before(resumedAt):
+		case *r.Token > frozen.Token && r.StartedAt.Before(resumedAt):
 			takenOver = true
 		}
 	}
@@ -345,8 +345,8 @@ func checkTicksRan(t *testing.T, runs map[string][]client.Run, from, to time.Tim
 			switch {
 			case r.Outcome == client.RunOutcomeSucceeded:
 				succeeded[*r.Tick] = true
-				won[r.Owner]++
-			case r.Outcome == client.RunOutcomeExpired && slices.Contains(vanished, r.Owner):
+				won[*r.Owner]++
+			case r.Outcome == client.RunOutcomeExpired && slices.Contains(vanished, *r.Owner):
 				blockedBy = append(blockedBy, interval{*r.Tick, *r.EndedAt})
 			}
 		}
@@ -443,6 +443,8 @@ func readRecords(t *testing.T, path string, mayBeCut bool) []record {
 	return out
 }
 
+// listRuns returns the grants of jobID, newest first: the runs that had a
+// holder (missed ticks are recorded as runs too, without one).
 func listRuns(t *testing.T, c *client.ClientWithResponses, jobID string) []client.Run {
 	t.Helper()
 	limit := 1000
@@ -450,7 +452,13 @@ func listRuns(t *testing.T, c *client.ClientWithResponses, jobID string) []clien
 	if err != nil || resp.JSON200 == nil {
 		t.Fatalf("runs of %s: %v %v", jobID, err, resp)
 	}
-	return resp.JSON200.Runs
+	var grants []client.Run
+	for _, r := range resp.JSON200.Runs {
+		if r.Outcome != client.RunOutcomeMissed {
+			grants = append(grants, r)
+		}
+	}
+	return grants
 }
 
 func getLease(t *testing.T, c *client.ClientWithResponses, jobID string) client.Lease {

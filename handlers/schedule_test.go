@@ -1,0 +1,229 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+// TestScheduleOverHTTP: an acquire registers its schedule with the
+// effective grace (the request's or the default, capped at the schedule's
+// shortest gap), the lease shows it with the next tick, and DELETE
+// /leases/{jobId}/schedule forgets it.
+func TestScheduleOverHTTP(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		opts := defaultOptions()
+		opts.MissedGrace = 90 * time.Second
+		b := setup(t, open(t), opts)
+
+		for _, tc := range []struct {
+			name      string
+			spec      string
+			graceMs   *int64
+			wantGrace int64
+		}{
+			{"DefaultGrace", "CRON_TZ=Europe/Berlin 0 7 * * *", nil, 90_000},
+			{"RequestedGrace", "*/5 * * * *", ptr[int64](30_000), 30_000},
+			{"CappedAtTheGap", "@every 10s", ptr[int64](60_000), 10_000},
+			{"DefaultCappedAtTheGap", "* * * * * *", nil, 1000},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				job := b.job(tc.name)
+				l := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a", Schedule: &tc.spec, GraceMs: tc.graceMs}))
+				if l.Schedule == nil || *l.Schedule != tc.spec || l.GraceMs == nil || *l.GraceMs != tc.wantGrace {
+					t.Fatalf("lease: schedule %v grace %v, want %q %d", l.Schedule, l.GraceMs, tc.spec, tc.wantGrace)
+				}
+				if l.NextTick == nil || !l.NextTick.After(l.AcquiredAt.Time) {
+					t.Errorf("nextTick %v, want a tick after acquiredAt %s", l.NextTick, l.AcquiredAt)
+				}
+				forgot := wantLease(t, b.do(t, request{method: http.MethodDelete, path: "/leases/" + job + "/schedule"}))
+				if forgot.Schedule != nil || forgot.GraceMs != nil || forgot.NextTick != nil {
+					t.Errorf("after DELETE schedule: %+v", forgot)
+				}
+			})
+		}
+
+		before := b.snapshot(t)
+		for _, tc := range []struct {
+			name, body, detail string
+		}{
+			{"NotASpec", `{"owner":"a","schedule":"every morning"}`, "schedule is not a valid cron spec"},
+			{"NeverFires", `{"owner":"a","schedule":"0 0 30 2 *"}`, "never fires"},
+			{"UnknownZone", `{"owner":"a","schedule":"CRON_TZ=Mars/Olympus 0 7 * * *"}`, "schedule is not a valid cron spec"},
+			{"GraceWithoutSchedule", `{"owner":"a","graceMs":1000}`, "graceMs is the grace of a schedule"},
+			{"GraceTooLong", `{"owner":"a","schedule":"@daily","graceMs":86400001}`, "graceMs must be an integer from 1 to 86400000"},
+			{"GraceZero", `{"owner":"a","schedule":"@daily","graceMs":0}`, "graceMs must be an integer from 1 to 86400000"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				resp := b.doInvalid(t, request{method: http.MethodPost, path: "/leases/" + b.job("bad-schedule") + "/acquire", body: tc.body})
+				if p := wantProblem(t, resp, http.StatusBadRequest, api.CodeInvalidRequest); !strings.Contains(p.Detail, tc.detail) {
+					t.Errorf("detail %q, want it to say %q", p.Detail, tc.detail)
+				}
+			})
+		}
+		tooLong := `{"owner":"a","schedule":"@every 1s` + strings.Repeat(" ", 250) + `"}`
+		wantProblem(t, b.doInvalid(t, request{method: http.MethodPost, path: "/leases/" + b.job("bad-schedule") + "/acquire", body: tooLong}),
+			http.StatusBadRequest, api.CodeInvalidRequest)
+		if after := b.snapshot(t); !after.equal(before) {
+			t.Error("a refused schedule changed the store")
+		}
+	})
+}
+
+// TestPauseOverHTTP: pause and resume over HTTP; a paused job answers 409
+// job_paused with the lease to everyone but its holder's retry.
+func TestPauseOverHTTP(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		b := setup(t, open(t), defaultOptions())
+		job := b.job("pause")
+		tick := "2026-11-30T07:00:00Z"
+		held := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a", Tick: &tick}))
+
+		paused := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/pause", body: `{"reason":"database maintenance"}`}))
+		if !paused.Paused || paused.PausedAt == nil || paused.PausedReason == nil || *paused.PausedReason != "database maintenance" || paused.PausedBy != nil {
+			t.Fatalf("pause: %+v", paused)
+		}
+		p := wantProblem(t, b.acquire(t, job, api.AcquireRequest{Owner: "b", Tick: &tick}), http.StatusConflict, api.CodeJobPaused)
+		if p.Lease == nil || !p.Lease.Paused || p.Lease.Token != held.Token {
+			t.Errorf("job_paused lease: %+v", p.Lease)
+		}
+		if retry := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a", Tick: &tick})); retry.Token != held.Token {
+			t.Errorf("the holder's retry while paused: token %d, want %d", retry.Token, held.Token)
+		}
+		// Idempotent, and an empty body is a pause without a reason.
+		again := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/pause", body: `{}`}))
+		if !again.PausedAt.Equal(paused.PausedAt.Time) || *again.PausedReason != "database maintenance" {
+			t.Errorf("pause again: %+v, want the first pause unchanged", again)
+		}
+		resumed := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/resume", body: `{}`}))
+		if resumed.Paused || resumed.PausedAt != nil || resumed.PausedReason != nil {
+			t.Errorf("resume: %+v", resumed)
+		}
+		wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/resume", body: `{}`}))
+
+		for _, tc := range []struct {
+			name string
+			req  request
+			code string
+		}{
+			{"PauseUnknownJob", request{method: http.MethodPost, path: "/leases/" + b.job("nobody") + "/pause", body: `{}`}, api.CodeNotFound},
+			{"ResumeUnknownJob", request{method: http.MethodPost, path: "/leases/" + b.job("nobody") + "/resume", body: `{}`}, api.CodeNotFound},
+			{"ForgetUnknownJob", request{method: http.MethodDelete, path: "/leases/" + b.job("nobody") + "/schedule"}, api.CodeNotFound},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				wantProblem(t, b.do(t, tc.req), http.StatusNotFound, tc.code)
+			})
+		}
+		before := b.snapshot(t)
+		for _, tc := range []struct {
+			name, path, body string
+		}{
+			{"ReasonTooLong", "/pause", `{"reason":"` + strings.Repeat("x", 257) + `"}`},
+			{"ReasonControl", "/pause", `{"reason":"a\nb"}`},
+			{"ReasonNotString", "/pause", `{"reason":1}`},
+			{"PauseUnknownField", "/pause", `{"why":"x"}`},
+			{"ResumeUnknownField", "/resume", `{"reason":"x"}`},
+			{"PauseNoBody", "/pause", ``},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				req := request{method: http.MethodPost, path: "/leases/" + job + tc.path, body: tc.body}
+				if tc.body == "" {
+					req.header = http.Header{"Content-Type": {"application/json"}}
+				}
+				wantProblem(t, b.doInvalid(t, req), http.StatusBadRequest, api.CodeInvalidRequest)
+			})
+		}
+		if after := b.snapshot(t); !after.equal(before) {
+			t.Error("a refused pause or resume changed the store")
+		}
+	})
+}
+
+// TestAdminOperations: with tokens configured, pause, resume and forgetting
+// a schedule need an admin token, like revoke.
+func TestAdminOperations(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		opts := defaultOptions()
+		opts.APITokens = []string{"api-token"}
+		opts.AdminTokens = []string{"admin-token"}
+		b := setup(t, open(t), opts)
+		job := b.job("admin")
+		bearer := func(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
+		wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/acquire", body: `{"owner":"a"}`, header: bearer("api-token")}))
+		for _, req := range []request{
+			{method: http.MethodPost, path: "/leases/" + job + "/pause", body: `{}`},
+			{method: http.MethodPost, path: "/leases/" + job + "/resume", body: `{}`},
+			{method: http.MethodDelete, path: "/leases/" + job + "/schedule"},
+		} {
+			req.header = bearer("api-token")
+			wantProblem(t, b.do(t, req), http.StatusForbidden, api.CodeForbidden)
+			req.header = nil
+			wantProblem(t, b.do(t, req), http.StatusUnauthorized, api.CodeUnauthorized)
+			req.header = bearer("admin-token")
+			wantLease(t, b.do(t, req))
+		}
+	})
+}
+
+// TestMissedRunsOverHTTP: the run history shows missed ticks as runs
+// without a holder, valid against the spec.
+func TestMissedRunsOverHTTP(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		b := setup(t, open(t), defaultOptions())
+		job := b.job("missed")
+		spec := "@every 1s"
+		l := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a", Schedule: &spec, GraceMs: ptr[int64](10)}))
+		wantLease(t, b.release(t, job, api.ReleaseRequest{Owner: "a", Token: l.Token}))
+		var runs api.RunList
+		for i := 0; ; i++ {
+			if _, err := b.store.SweepTicks(t.Context(), 100); err != nil {
+				t.Fatalf("SweepTicks: %v", err)
+			}
+			decode(t, b.get(t, "/leases/"+job+"/runs").body, &runs)
+			if len(runs.Runs) > 1 {
+				break
+			}
+			if i == 1000 {
+				t.Fatalf("no missed run after %d sweeps: %+v", i, runs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		m := runs.Runs[0]
+		if m.Outcome != leaseapi.OutcomeMissed || m.Token != nil || m.Owner != nil || m.StartedAt != nil || m.DurationMs != nil ||
+			m.Tick == nil || m.EndedAt == nil || m.EndedAt.Sub(m.Tick.Time) != 10*time.Millisecond {
+			t.Errorf("newest run: %+v, want a missed run (tick, end = tick + 10ms, nothing else)", m)
+		}
+		if got := wantLease(t, b.get(t, "/leases/"+job)); got.MissedTicks < 1 || got.LastOutcome == nil || *got.LastOutcome != leaseapi.OutcomeSucceeded {
+			t.Errorf("lease: missedTicks %d lastOutcome %v, want >= 1 and succeeded", got.MissedTicks, got.LastOutcome)
+		}
+	})
+}
+
+// TestLateTicks: a grant for a tick made after the tick's grace counts in
+// leaseapi_ticks_late_total; one within the grace, or a renewal, does not.
+func TestLateTicks(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		b := setup(t, open(t), defaultOptions())
+		spec, grace := "@every 1m", ptr[int64](5000)
+		late := api.FormatTime(time.Now().Add(-time.Hour).Truncate(time.Minute))
+		onTime := api.FormatTime(time.Now())
+		wantLease(t, b.acquire(t, b.job("late"), api.AcquireRequest{Owner: "a", Tick: &late, Schedule: &spec, GraceMs: grace}))
+		wantLease(t, b.acquire(t, b.job("late"), api.AcquireRequest{Owner: "a", Tick: &late})) // a renewal
+		wantLease(t, b.acquire(t, b.job("on-time"), api.AcquireRequest{Owner: "a", Tick: &onTime, Schedule: &spec, GraceMs: grace}))
+		if got := b.counter(t, "leaseapi_ticks_late_total", nil); got != 1 {
+			t.Errorf("leaseapi_ticks_late_total: got %v, want 1", got)
+		}
+		if got := b.counter(t, "leaseapi_acquire_total", map[string]string{"result": "granted"}); got != 2 {
+			t.Errorf(`leaseapi_acquire_total{result="granted"}: got %v, want 2`, got)
+		}
+	})
+}
