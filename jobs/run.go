@@ -72,7 +72,7 @@ func (r *Runner) run(ctx context.Context, jobID string, tick, retryUntil time.Ti
 	if !tick.IsZero() {
 		log = log.With(slog.String("tick", api.FormatTime(tick)))
 	}
-	lease, sentAt, err := r.acquireRetry(ctx, log, jobID, tick, retryUntil)
+	lease, sentAt, err := r.acquireRetry(ctx, log, jobID, tick, retryUntil, jc)
 	if err != nil {
 		return Report{}, err
 	}
@@ -134,7 +134,7 @@ func (r *Runner) validUntil(sentAt time.Time, lease leaseapi.Lease) time.Time {
 // acquireRetry acquires the lease, retrying with backoff while leaseapi or
 // the network does not answer. It returns the lease and the send time of the
 // request that got it.
-func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID string, tick, retryUntil time.Time) (leaseapi.Lease, time.Time, error) {
+func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID string, tick, retryUntil time.Time, jc jobConfig) (leaseapi.Lease, time.Time, error) {
 	backoff := minBackoff
 	for {
 		sentAt := r.clock.Now()
@@ -142,14 +142,17 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		// short by shutdown could still have been granted, and the lease
 		// would then sit unused until it expires. Run releases it instead.
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.requestTimeout)
-		lease, err := postAcquire(reqCtx, r.client, jobID, r.owner, r.ttl, tick)
+		lease, err := postAcquire(reqCtx, r.client, &acquireRequest{
+			jobID: jobID, owner: r.owner, ttl: r.ttl, tick: tick, schedule: jc.schedule, grace: jc.grace,
+		})
 		cancel()
 		if err == nil {
 			log.Debug("lease acquired", slog.Int64("token", lease.Token))
 			return lease, sentAt, nil
 		}
-		if errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) {
-			// Another replica runs or ran this tick: the normal case.
+		if skipped(err) {
+			// Another replica runs or ran this tick, or the job is
+			// paused: the normal case.
 			log.Debug("tick skipped", slog.String("reason", err.Error()))
 			return leaseapi.Lease{}, time.Time{}, err
 		}
@@ -431,6 +434,7 @@ func (s *runState) finish(now time.Time) Report {
 	case s.cause != nil:
 		result = ResultFailed
 	}
+	var releaseErr error
 	if s.loss != lostConflict {
 		wire, until := leaseapi.OutcomeFailed, s.validUntil
 		if result == ResultSucceeded {
@@ -446,6 +450,7 @@ func (s *runState) finish(now time.Time) Report {
 				result, s.cause = ResultLost, err
 			}
 			s.log.Warn("release failed", slog.Any("error", err))
+			releaseErr = err
 		}
 	}
 	rep := Report{
@@ -456,6 +461,8 @@ func (s *runState) finish(now time.Time) Report {
 		Start:  s.start,
 		End:    r.clock.Now(),
 		Result: result,
+
+		ReleaseErr: releaseErr,
 	}
 	if result != ResultSucceeded {
 		rep.Err = s.cause

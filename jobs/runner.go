@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api/client"
+	"github.com/leaseapi/leaseapi/schedule"
 )
 
 // Defaults for the zero values of Config.
@@ -83,6 +84,9 @@ type Report struct {
 	// of ErrDeadline, ErrMaxRunTime, ErrStalled, ErrShutdown,
 	// leaseapi.ErrLeaseLost; nil when it succeeded.
 	Err error
+	// ReleaseErr is why the release could not be delivered, or nil: the
+	// lease then expires by its TTL.
+	ReleaseErr error
 }
 
 // Config configures a Runner. Client and Owner are required; every other
@@ -241,6 +245,38 @@ type JobOption func(*jobConfig) error
 type jobConfig struct {
 	maxRunTime     time.Duration
 	progressWindow time.Duration
+	// schedule, with its grace (zero: the server's default), is sent with
+	// every acquire, so that leaseapi can tell when a tick did not run.
+	schedule string
+	grace    time.Duration
+}
+
+// Schedule sends spec, the job's schedule as leaseapi reads it (package
+// schedule; fields in UTC unless it names a zone with CRON_TZ=), with every
+// acquire of the job, so that leaseapi records the ticks that no replica
+// started as missed. Runner.Add sends its job's spec by itself.
+func Schedule(spec string) JobOption {
+	return func(c *jobConfig) error {
+		if _, err := schedule.Parse(spec); err != nil {
+			return fmt.Errorf("schedule %q: %w", spec, err)
+		}
+		c.schedule = spec
+		return nil
+	}
+}
+
+// Grace is how long after a tick a replica may still start it before
+// leaseapi counts the tick as missed (1 ms to 24 h; the server caps it at
+// the schedule's shortest gap). Without it the server's default applies.
+// It needs a schedule (Schedule, or Runner.Add's).
+func Grace(d time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if d < time.Millisecond || d > leaseapi.MaxGrace || d%time.Millisecond != 0 {
+			return fmt.Errorf("grace %s must be a whole number of milliseconds from 1ms to 24h", d)
+		}
+		c.grace = d
+		return nil
+	}
 }
 
 // MaxRunTime cancels the job (cause ErrMaxRunTime) when it has run for d,

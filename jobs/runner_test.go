@@ -131,6 +131,14 @@ func TestRunSkips(t *testing.T) {
 			l := b.acquire(t, "report", "replica-b", tick)
 			b.release(t, "report", "replica-b", l.Token)
 		}, leaseapi.ErrTickDone},
+		{"JobPaused", func(t *testing.T, b *testBundle, tick time.Time) {
+			l := b.acquire(t, "report", "replica-b", tick.Add(-time.Minute))
+			b.release(t, "report", "replica-b", l.Token)
+			resp, err := b.client.PauseJobWithResponse(context.Background(), "report", client.PauseRequest{})
+			if err != nil || resp.JSON200 == nil {
+				t.Fatalf("pause: %v %v", err, resp)
+			}
+		}, leaseapi.ErrJobPaused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,6 +163,65 @@ func TestRunSkips(t *testing.T) {
 				t.Fatalf("skipped tick: job called %v, report %+v; want not called, empty report", called, rep)
 			}
 		})
+	}
+}
+
+// TestRunSendsSchedule: the runner sends its job's schedule with every
+// acquire, with the zone it reads the spec in, so that leaseapi holds the
+// job's ticks to account; Run's callers send one with jobs.Schedule.
+func TestRunSendsSchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := clockwork.NewFakeClockAt(epoch)
+	r := b.runner(t, "replica-a", clock, func(c *jobs.Config) { c.Location = berlin })
+	if _, err := r.Run(context.Background(), "run-report", epoch, func(context.Context) error { return nil },
+		jobs.Schedule("*/5 * * * *"), jobs.Grace(20*time.Second)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if l := b.lease(t, "run-report"); l.Schedule == nil || *l.Schedule != "*/5 * * * *" || l.GraceMs == nil || *l.GraceMs != 20_000 {
+		t.Errorf("lease after Run with a schedule: schedule %v grace %v, want */5 * * * * and 20000", l.Schedule, l.GraceMs)
+	}
+
+	if err := r.Add("daily-report", "0 7 * * *", func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("Add: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx) }()
+	// Advance to the next 07:00 in Berlin: the job's first tick.
+	for i := 0; ; i++ {
+		_ = clock.BlockUntilContext(ctx, 1) // the schedule loop waits on its timer
+		next := time.Date(2026, 12, 1, 7, 0, 0, 0, berlin)
+		clock.Advance(next.Sub(clock.Now()))
+		if l, ok := b.tryLease("daily-report"); ok && l.Schedule != nil {
+			if *l.Schedule != "CRON_TZ=Europe/Berlin 0 7 * * *" {
+				t.Errorf("lease after Add's tick: schedule %q, want the runner's zone named", *l.Schedule)
+			}
+			break
+		}
+		if i == 1000 {
+			t.Fatal("the job never acquired its lease")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+func TestGraceAndScheduleOptionsValidate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.runner(t, "replica-a", clockwork.NewFakeClockAt(epoch), nil)
+	for _, opt := range []jobs.JobOption{jobs.Schedule("every day"), jobs.Grace(0), jobs.Grace(25 * time.Hour), jobs.Grace(time.Microsecond)} {
+		if _, err := r.Run(context.Background(), "report", epoch, func(context.Context) error { return nil }, opt); err == nil {
+			t.Errorf("Run with an invalid option: got no error")
+		}
 	}
 }
 

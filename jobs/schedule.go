@@ -41,6 +41,12 @@ func (r *Runner) Add(jobID, spec string, fn Func, opts ...JobOption) error {
 	if err != nil {
 		return fmt.Errorf("add job %q: %w", jobID, err)
 	}
+	if cfg.schedule == "" {
+		// leaseapi reads a spec without a zone in UTC: name this runner's.
+		if cfg.schedule, err = schedule.InZone(spec, r.location); err != nil {
+			return fmt.Errorf("add job %q: %w", jobID, err)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.serving {
@@ -137,7 +143,7 @@ func (r *Runner) runTick(ctx context.Context, j *job, tick, next time.Time) {
 // every run that started, run logs skipped ticks at debug level.
 func (r *Runner) logNotRun(jobID string, tick time.Time, rep Report, err error) {
 	if err == nil || rep.Token != 0 ||
-		errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) || errors.Is(err, ErrShutdown) {
+		skipped(err) || errors.Is(err, ErrShutdown) {
 		return
 	}
 	r.logger.Warn("tick not run", slog.String("job_id", jobID), slog.String("owner", r.owner),

@@ -108,6 +108,15 @@ func (b *testBundle) lease(t *testing.T, jobID string) client.Lease {
 }
 
 // runs returns the run history of jobID, newest first.
+// tryLease returns the lease of jobID, or false while it has none.
+func (b *testBundle) tryLease(jobID string) (client.Lease, bool) {
+	resp, err := b.client.GetLeaseWithResponse(context.Background(), jobID)
+	if err != nil || resp.JSON200 == nil {
+		return client.Lease{}, false
+	}
+	return *resp.JSON200, true
+}
+
 func (b *testBundle) runs(t *testing.T, jobID string) []client.Run {
 	t.Helper()
 	limit := 1000

@@ -55,16 +55,42 @@ func retryable(err error) bool {
 	return errors.Is(err, leaseapi.ErrUnavailable)
 }
 
+// skipped reports whether an acquire refused with err means "not this
+// replica, not this tick": another replica holds or held it (lease_held,
+// tick_done), or the job is paused (job_paused). It is no failure.
+func skipped(err error) bool {
+	return errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) ||
+		errors.Is(err, leaseapi.ErrJobPaused)
+}
+
 // leaseClient is the part of the generated client the runner uses.
 type leaseClient = client.ClientWithResponsesInterface
 
-// postAcquire asks for the lease of jobID for tick.
-func postAcquire(ctx context.Context, c leaseClient, jobID, owner string, ttl time.Duration, tick time.Time) (leaseapi.Lease, error) {
-	ttlMs := ttl.Milliseconds()
-	body := client.AcquireRequest{Owner: owner, TtlMs: &ttlMs}
-	if !tick.IsZero() {
-		t := tick.UTC()
+// acquireRequest is what one acquire sends.
+type acquireRequest struct {
+	jobID, owner string
+	ttl          time.Duration
+	tick         time.Time // zero: no tick
+	schedule     string    // "": none
+	grace        time.Duration
+}
+
+// postAcquire asks for the lease of a.jobID for a.tick.
+func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseapi.Lease, error) {
+	jobID := a.jobID
+	ttlMs := a.ttl.Milliseconds()
+	body := client.AcquireRequest{Owner: a.owner, TtlMs: &ttlMs}
+	if !a.tick.IsZero() {
+		t := a.tick.UTC()
 		body.Tick = &t
+	}
+	if a.schedule != "" {
+		spec := a.schedule
+		body.Schedule = &spec
+		if a.grace > 0 {
+			ms := a.grace.Milliseconds()
+			body.GraceMs = &ms
+		}
 	}
 	resp, err := c.AcquireLeaseWithResponse(ctx, jobID, body)
 	if err != nil {
@@ -123,6 +149,8 @@ func responseError(resp *http.Response, body []byte) error {
 			sentinel = leaseapi.ErrLeaseHeld
 		case api.CodeTickDone:
 			sentinel = leaseapi.ErrTickDone
+		case api.CodeJobPaused:
+			sentinel = leaseapi.ErrJobPaused
 		case api.CodeLeaseLost:
 			sentinel = leaseapi.ErrLeaseLost
 		}

@@ -171,8 +171,8 @@ func (s *Schedule) minGap() time.Duration {
 // InZone returns spec with a CRON_TZ= prefix for loc when loc is not UTC and
 // spec names no zone itself: the spec a replica that reads spec in loc sends
 // to the server, which reads a spec without a zone in UTC. @every specs have
-// no zone and come back unchanged. loc must have an IANA name
-// (time.LoadLocation); time.Local has none another machine could load.
+// no zone and come back unchanged. time.Local stands for the host's zone
+// by its IANA name (HostZone).
 func InZone(spec string, loc *time.Location) (string, error) {
 	trimmed := strings.TrimSpace(spec)
 	if loc == nil || loc.String() == "UTC" ||
@@ -180,8 +180,16 @@ func InZone(spec string, loc *time.Location) (string, error) {
 		strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=") {
 		return spec, nil
 	}
-	if loc.String() == "Local" || loc.String() == "" {
-		return "", errors.New("the time zone has no IANA name (time.Local): load it by name, such as Europe/Berlin")
+	if loc == time.Local || loc.String() == "Local" {
+		// time.Local has no name another machine could load: the host's.
+		host, err := HostZone()
+		if err != nil {
+			return "", err
+		}
+		if host.String() == "UTC" {
+			return spec, nil
+		}
+		loc = host
 	}
 	return "CRON_TZ=" + loc.String() + " " + trimmed, nil
 }
