@@ -150,7 +150,7 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 			log.Debug("lease acquired", slog.Int64("token", lease.Token))
 			return lease, sentAt, nil
 		}
-		if skipped(err) {
+		if Skipped(err) {
 			// Another replica runs or ran this tick, or the job is
 			// paused: the normal case.
 			log.Debug("tick skipped", slog.String("reason", err.Error()))

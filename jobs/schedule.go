@@ -143,7 +143,7 @@ func (r *Runner) runTick(ctx context.Context, j *job, tick, next time.Time) {
 // every run that started, run logs skipped ticks at debug level.
 func (r *Runner) logNotRun(jobID string, tick time.Time, rep Report, err error) {
 	if err == nil || rep.Token != 0 ||
-		skipped(err) || errors.Is(err, ErrShutdown) {
+		Skipped(err) || errors.Is(err, ErrShutdown) {
 		return
 	}
 	r.logger.Warn("tick not run", slog.String("job_id", jobID), slog.String("owner", r.owner),

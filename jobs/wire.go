@@ -55,10 +55,10 @@ func retryable(err error) bool {
 	return errors.Is(err, leaseapi.ErrUnavailable)
 }
 
-// skipped reports whether an acquire refused with err means "not this
+// Skipped reports whether an acquire refused with err means "not this
 // replica, not this tick": another replica holds or held it (lease_held,
 // tick_done), or the job is paused (job_paused). It is no failure.
-func skipped(err error) bool {
+func Skipped(err error) bool {
 	return errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) ||
 		errors.Is(err, leaseapi.ErrJobPaused)
 }

@@ -43,11 +43,10 @@ type stderrHandler struct {
 func (h *stderrHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
 
 func (h *stderrHandler) Handle(_ context.Context, r slog.Record) error {
-	// Two of the runner's messages are matched by their text: jobs.Report
-	// does not carry a failed run's release error (it is only logged), and
-	// the runner's giving up on the job function is not leasectl's, which
-	// waits until COMMAND is gone.
-	if r.Message == "job abandoned: it did not return after cancellation" {
+	// The runner's giving up on the job function is not leasectl's, which
+	// waits until COMMAND is gone; a failed release is told from the
+	// report (Report.ReleaseErr), with what it means.
+	if r.Message == "job abandoned: it did not return after cancellation" || r.Message == "release failed" {
 		return nil
 	}
 	var b strings.Builder
@@ -58,9 +57,6 @@ func (h *stderrHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	if r.Message == "release failed" {
-		fmt.Fprintf(&b, "; the lease will expire by its TTL (%s)", h.ttl)
-	}
 	b.WriteByte('\n')
 	_, err := io.WriteString(h.w, b.String())
 	return err

@@ -51,22 +51,6 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
-// codeJobPaused is the 409 code of an acquire refused because the job is
-// paused. The server does not send it yet; when it does, it is a skip like
-// lease_held and tick_done.
-const codeJobPaused = "job_paused"
-
-// skipped reports whether err is a refused acquire that means "not won,
-// and that is fine": another owner holds the lease (lease_held), the tick
-// ran (tick_done), or the job is paused (job_paused).
-func skipped(err error) bool {
-	if errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) {
-		return true
-	}
-	e, ok := errors.AsType[*jobs.APIError](err)
-	return ok && e.StatusCode == http.StatusConflict && e.Code == codeJobPaused
-}
-
 // errorExit maps an error that kept COMMAND from starting, or a read
 // command from succeeding, to an exit status.
 func errorExit(err error) int {

@@ -17,16 +17,16 @@ import (
 
 const defaultAPI = "http://localhost:8080"
 
-// maxGrace is the longest grace the API accepts (graceMs ≤ 86,400,000).
-const maxGrace = 24 * time.Hour
-
 // runConfig is a validated `leasectl run` command line.
 type runConfig struct {
 	apiURL string
 	job    string
-	// schedule is the parsed --schedule, nil without one; spec is its text.
+	// schedule is the parsed --schedule, nil without one; spec is its text
+	// and sent the spec as the acquire sends it, with the host's zone named
+	// unless the spec names one.
 	schedule *schedule.Schedule
 	spec     string
+	sent     string
 	// tick is the --tick, or zero: with a schedule the tick is computed at
 	// acquire time (tickAt).
 	tick  time.Time
@@ -126,9 +126,17 @@ Flags:
 	}
 	if *spec != "" {
 		// The fields of a crontab line are read in the host's zone, as cron
-		// reads them.
-		s, err := schedule.ParseIn(*spec, time.Local)
+		// reads them; leaseapi reads a spec without a zone in UTC, so the
+		// acquire names the zone.
+		host, err := schedule.HostZone()
 		if err != nil {
+			return runConfig{}, usagef("--schedule: %w", err)
+		}
+		s, err := schedule.ParseIn(*spec, host)
+		if err != nil {
+			return runConfig{}, usagef("--schedule %q: %w", *spec, err)
+		}
+		if c.sent, err = schedule.InZone(*spec, host); err != nil {
 			return runConfig{}, usagef("--schedule %q: %w", *spec, err)
 		}
 		c.schedule = s
@@ -159,8 +167,8 @@ func (c *runConfig) validateDurations() error {
 		if c.schedule == nil {
 			return usagef("--grace needs --schedule")
 		}
-		if c.grace < time.Millisecond || c.grace > maxGrace || c.grace%time.Millisecond != 0 {
-			return usagef("--grace %s: want whole milliseconds from 1ms to %s", c.grace, maxGrace)
+		if c.grace < time.Millisecond || c.grace > leaseapi.MaxGrace || c.grace%time.Millisecond != 0 {
+			return usagef("--grace %s: want whole milliseconds from 1ms to %s", c.grace, leaseapi.MaxGrace)
 		}
 	}
 	if c.maxRunTime < 0 {

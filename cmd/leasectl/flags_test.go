@@ -133,7 +133,7 @@ func TestErrorExit(t *testing.T) {
 		{"Other", errors.New("boom"), exitFailure, false},
 		{"LeaseHeld", &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld}, exitFailure, true},
 		{"TickDone", &leaseapi.ConflictError{Err: leaseapi.ErrTickDone}, exitFailure, true},
-		{"JobPaused", api(http.StatusConflict, "job_paused"), exitFailure, true},
+		{"JobPaused", &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused}, exitFailure, true},
 		{"OtherConflict", api(http.StatusConflict, "lease_lost"), exitFailure, false},
 	}
 	for _, tt := range tests {
@@ -142,8 +142,8 @@ func TestErrorExit(t *testing.T) {
 			if got := errorExit(tt.err); got != tt.want {
 				t.Errorf("errorExit(%v) = %d, want %d", tt.err, got, tt.want)
 			}
-			if got := skipped(tt.err); got != tt.skipped {
-				t.Errorf("skipped(%v) = %v, want %v", tt.err, got, tt.skipped)
+			if got := jobs.Skipped(tt.err); got != tt.skipped {
+				t.Errorf("jobs.Skipped(%v) = %v, want %v", tt.err, got, tt.skipped)
 			}
 		})
 	}

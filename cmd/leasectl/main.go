@@ -6,6 +6,8 @@
 //	leasectl get report
 //	leasectl runs report
 //	leasectl revoke report
+//	leasectl pause --reason 'database maintenance' report
+//	leasectl resume report
 //
 // `leasectl run` acquires the job's lease with package jobs (the runner the
 // Go replicas use: heartbeats every TTL/3, a local deadline of its own send
@@ -52,6 +54,8 @@ Usage:
   leasectl get [flags] JOB                      show the lease of JOB
   leasectl runs [flags] JOB                     show the run history of JOB
   leasectl revoke [flags] JOB                   force-release the lease of JOB (admin)
+  leasectl pause [flags] JOB                    pause JOB: acquires answer job_paused (admin)
+  leasectl resume [flags] JOB                   resume a paused JOB (admin)
 
 Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
 Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token.
@@ -67,7 +71,7 @@ func dispatch(args []string, env environment) int {
 	switch cmd {
 	case "run":
 		return runCommand(rest, env)
-	case "ls", "get", "runs", "revoke":
+	case "ls", "get", "runs", "revoke", "pause", "resume":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		return readCommand(ctx, cmd, rest, env)

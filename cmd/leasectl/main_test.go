@@ -421,6 +421,59 @@ func TestExitStatus(t *testing.T) {
 	}
 }
 
+// TestScheduleAndPause: --schedule and --grace go with the acquire, the
+// spec with the host's zone named (here TZ); a paused job is a quiet skip;
+// pause and resume need an admin.
+func TestScheduleAndPause(t *testing.T) {
+	t.Parallel()
+	job := "scheduled"
+	p := start(t, userToken, "run", "--schedule", "* * * * *", "--grace", "2s", job, "--", "true")
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("run with a schedule: exit %d: %s", code, &p.stderr)
+	}
+	lease := func(job string) client.Lease {
+		t.Helper()
+		resp, err := apiClient(t, userToken).GetLeaseWithResponse(context.Background(), job)
+		if err != nil || resp.JSON200 == nil {
+			t.Fatalf("get %s: %v", job, err)
+		}
+		return *resp.JSON200
+	}
+	if l := lease(job); l.Schedule == nil || l.GraceMs == nil || *l.GraceMs != 2000 {
+		t.Fatalf("lease after run --schedule: schedule %v grace %v, want the spec and 2000", l.Schedule, l.GraceMs)
+	}
+
+	berlinJob := "scheduled-in-berlin"
+	berlin := exec.Command(filepath.Join(binDir, "leasectl"), "run", "--schedule", "0 7 * * *", berlinJob, "--", "true")
+	berlin.Env = append(os.Environ(), "LEASEAPI_URL="+baseURL, "LEASEAPI_TOKEN="+userToken, "TZ=Europe/Berlin")
+	if out, err := berlin.CombinedOutput(); err != nil {
+		t.Fatalf("run in Europe/Berlin: %v: %s", err, out)
+	}
+	if l := lease(berlinJob); l.Schedule == nil || *l.Schedule != "CRON_TZ=Europe/Berlin 0 7 * * *" {
+		t.Errorf("lease after a run in Europe/Berlin: schedule %q, want the host's zone named", fmt.Sprint(l.Schedule))
+	}
+
+	if code, _, stderr := leasectl(t, userToken, "pause", job); code != 77 || !strings.Contains(stderr, "403") {
+		t.Fatalf("pause by a user: exit %d, %q; want 77 and 403", code, stderr)
+	}
+	if code, stdout, stderr := leasectl(t, adminToken, "pause", "--reason", "maintenance", job); code != 0 || !strings.Contains(stdout, "paused") {
+		t.Fatalf("pause: exit %d, %q %q", code, stdout, stderr)
+	}
+	code, _, stderr := leasectl(t, userToken, "run", "--skipped-exit-code", "3", job, "--", "true")
+	if code != 3 || !strings.Contains(stderr, "job_paused") {
+		t.Fatalf("run of a paused job: exit %d, %q; want the skipped code 3 and job_paused", code, stderr)
+	}
+	if code, stdout, _ := leasectl(t, userToken, "get", job); code != 0 || !strings.Contains(stdout, "maintenance") {
+		t.Errorf("get of a paused job: exit %d, %q; want the pause shown", code, stdout)
+	}
+	if code, stdout, stderr := leasectl(t, adminToken, "resume", job); code != 0 || !strings.Contains(stdout, "resumed") {
+		t.Fatalf("resume: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr := leasectl(t, userToken, "run", job, "--", "true"); code != 0 || stderr != "" {
+		t.Fatalf("run after resume: exit %d, %q", code, stderr)
+	}
+}
+
 // TestSignalStopsCommand: SIGTERM to leasectl stops COMMAND; the status is
 // COMMAND's when it is non-zero, else 1; the run is released failed.
 func TestSignalStopsCommand(t *testing.T) {

@@ -22,7 +22,8 @@ import (
 // requestTimeout bounds each request of the read commands.
 const requestTimeout = 30 * time.Second
 
-// readCommand is `leasectl ls|get|runs|revoke`; it returns the exit status.
+// readCommand is `leasectl ls|get|runs|revoke|pause|resume`; it returns the
+// exit status.
 func readCommand(ctx context.Context, name string, args []string, env environment) int {
 	err := read(ctx, name, args, env)
 	switch {
@@ -40,7 +41,10 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 	apiURL := apiFlag(fs, env)
 	output := fs.String("o", "", "output format: json prints the API's JSON (default a table)")
 	var params client.ListLeasesParams
-	var state, owner, prefix string
+	var state, owner, prefix, reason string
+	if name == "pause" {
+		fs.StringVar(&reason, "reason", "", "why the job is paused (at most 256 characters), shown as pausedReason")
+	}
 	if name == "ls" {
 		fs.StringVar(&state, "state", "", "only leases in this state: held, released, expired or revoked")
 		fs.StringVar(&owner, "owner", "", "only leases whose current or last holder is this owner")
@@ -90,10 +94,19 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 	switch name {
 	case "ls":
 		return listLeases(ctx, c, params, asJSON, env.stdout)
-	case "get", "revoke":
+	case "get", "revoke", "pause", "resume":
 		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) {
-			if name == "revoke" {
+			switch name {
+			case "revoke":
 				return c.RevokeLease(ctx, job)
+			case "pause":
+				var p client.PauseRequest
+				if reason != "" {
+					p.Reason = &reason
+				}
+				return c.PauseJob(ctx, job, p)
+			case "resume":
+				return c.ResumeJob(ctx, job, client.ResumeRequest{})
 			}
 			return c.GetLease(ctx, job)
 		})
@@ -107,8 +120,16 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 		if err := json.Unmarshal(body, &l); err != nil {
 			return fmt.Errorf("decode lease: %w", err)
 		}
-		if name == "revoke" {
+		switch name {
+		case "revoke":
 			_, err := fmt.Fprintf(env.stdout, "lease %q %s (token %d)\n", l.JobId, l.State, l.Token)
+			return err
+		case "pause", "resume":
+			what := "resumed"
+			if l.Paused {
+				what = "paused"
+			}
+			_, err := fmt.Fprintf(env.stdout, "job %q %s (lease %s, token %d)\n", l.JobId, what, l.State, l.Token)
 			return err
 		}
 		return printLease(env.stdout, l, time.Now())

@@ -92,15 +92,23 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 	}()
 
 	tick := cfg.tickAt(time.Now())
-	// TODO(acquire schedule): the single place where --schedule (with the
-	// host's zone added as CRON_TZ= when the spec names none) and --grace
-	// go on the acquire, once the API takes `schedule` and `graceMs` and
-	// jobs.Runner.Run accepts them as a JobOption.
+	// The schedule and grace go with the acquire, so that leaseapi counts
+	// the ticks that no host started as missed.
 	var opts []jobs.JobOption
+	if cfg.schedule != nil {
+		opts = append(opts, jobs.Schedule(cfg.sent))
+		if cfg.grace > 0 {
+			opts = append(opts, jobs.Grace(cfg.grace))
+		}
+	}
 
 	backoff := time.Second
 	for {
-		_, err := runner.Run(ctx, cfg.job, tick, sup.run, opts...)
+		rep, err := runner.Run(ctx, cfg.job, tick, sup.run, opts...)
+		if rep.ReleaseErr != nil {
+			fmt.Fprintf(env.stderr, "leasectl: %s: the release was not delivered (%v); the lease will expire by its TTL (%s)\n",
+				cfg.job, rep.ReleaseErr, cfg.ttl)
+		}
 		if sup.started() {
 			// The runner may have given COMMAND up (lease lost) before it
 			// was gone; leasectl never exits before it is.
@@ -138,7 +146,7 @@ func notStarted(ctx context.Context, cfg runConfig, env environment, err error) 
 		}
 		return errorExit(cause)
 	}
-	if skipped(err) {
+	if jobs.Skipped(err) {
 		fmt.Fprintf(env.stderr, "leasectl: %s: not run: %s\n", cfg.job, skipReason(err))
 		return cfg.skipped
 	}
@@ -166,6 +174,12 @@ func skipReason(err error) string {
 			return fmt.Sprintf("lease_held: %s holds it (token %d) until %s", l.Owner, l.Token, api.FormatTime(l.ExpiresAt))
 		case errors.Is(err, leaseapi.ErrTickDone) && l.LastCompletedTick != nil:
 			return fmt.Sprintf("tick_done: the tick ran already (last completed tick %s)", api.FormatTime(*l.LastCompletedTick))
+		case errors.Is(err, leaseapi.ErrJobPaused):
+			reason := "no reason given"
+			if l.PausedReason != "" {
+				reason = l.PausedReason
+			}
+			return "job_paused: the job is paused (" + reason + ")"
 		}
 	}
 	if e, ok := errors.AsType[*jobs.APIError](err); ok && e.Detail != "" {
