@@ -20,7 +20,8 @@
 //   - revoked: an administrator force-released it (DELETE /leases/{jobId}).
 //
 // Every grant is also a run in the job's history, with outcome running,
-// succeeded, failed, expired or revoked.
+// succeeded, failed, expired or revoked; a tick of the job's schedule that
+// no replica started is a run too, with outcome missed (see Ticks).
 //
 // # The clock
 //
@@ -60,6 +61,16 @@
 // acquired again. The same owner acquiring the same tick again while it
 // holds the lease is an idempotent retry: same token, renewed expiry.
 //
+// An acquire may also carry the job's schedule (a cron spec, package
+// schedule) and a grace; a granted one registers them. A sweep then decides,
+// once for every instance on the database, the fate of each tick whose grace
+// has passed: ran (a grant was made for it), skipped (an earlier grant was
+// held at the tick), paused (an administrator had paused the job) or missed
+// (recorded as a run with outcome missed). So leaseapi knows not only that no
+// tick ran twice but also when a tick ran zero times. While a job is paused,
+// every acquire but the holder's retry of its own grant is refused with
+// job_paused.
+//
 // # Failure handling
 //
 // Every request answers within its deadline. When the database is slow or
@@ -87,6 +98,8 @@
 //     prevent harm then.
 //   - That every tick runs. A tick for which no replica asked, or whose
 //     holder failed, is not retried by leaseapi; the next acquire decides.
+//     With a schedule registered, such a tick is recorded missed (and
+//     counted in the metrics), so that someone is told.
 //   - Several instances on the embedded SQLite store. It serves a single
 //     leaseapi instance; for several, use Postgres.
 //   - Run history forever: finished runs are pruned after the configured
