@@ -301,10 +301,7 @@ func pgDecide(ctx context.Context, tx *sqlx.Tx, j *pgDueJob, now time.Time, ev *
 		nullableTime(d.LastMissedAt), len(plan.Due) > 0); err != nil {
 		return d, err
 	}
-	for range d.Missed {
-		ev.runFinished(leaseapi.OutcomeMissed, 0)
-	}
-	ev.skipped += d.Skipped
+	ev.decided(d)
 	return d, nil
 }
 

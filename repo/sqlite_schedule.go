@@ -245,10 +245,7 @@ func sqliteDecide(ctx context.Context, tx *sqlx.Tx, j *sqliteDueJob, now int64, 
 		sqliteNullMs(d.LastMissedAt), len(plan.Due) > 0); err != nil {
 		return d, err
 	}
-	for range d.Missed {
-		ev.runFinished(leaseapi.OutcomeMissed, 0)
-	}
-	ev.skipped += d.Skipped
+	ev.decided(d)
 	return d, nil
 }
 

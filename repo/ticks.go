@@ -208,6 +208,15 @@ func (e *events) runFinished(outcome leaseapi.Outcome, d time.Duration) {
 	e.finished = append(e.finished, finishedRun{outcome, d})
 }
 
+// decided records what the sweep decided for one job: each missed tick is
+// a finished run, the skipped ones are counted.
+func (e *events) decided(d tickDecision) {
+	for range d.Missed {
+		e.runFinished(leaseapi.OutcomeMissed, 0)
+	}
+	e.skipped += d.Skipped
+}
+
 // emit tells o and forgets what it told.
 func (e *events) emit(o leaseapi.Observer) {
 	if e == nil {
