@@ -492,7 +492,7 @@ func (e *env) zombie(rng *rand.Rand) {
 		job, owner string
 		token      int64
 	}
-	query := `SELECT job_id, owner, token FROM runs WHERE job_id = $1 ORDER BY token DESC OFFSET 1 LIMIT 1`
+	query := `SELECT job_id, owner, token FROM runs WHERE job_id = $1 AND token IS NOT NULL ORDER BY token DESC OFFSET 1 LIMIT 1`
 	if e.cfg.ZombieHeld {
 		// The previous grant of a job held for a while yet, picked at
 		// random: a stale heartbeat there is one a fenced check refuses.
@@ -697,7 +697,10 @@ func nullTime(t sql.NullTime) time.Time {
 func (e *env) readTables(h *checker.History) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := e.db.QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome FROM runs ORDER BY id`)
+	// The grants: the missed ticks the sweep records are runs without a
+	// holder, which no invariant of the lease is about.
+	rows, err := e.db.QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome
+FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read runs: %w", err)
 	}
