@@ -15,6 +15,8 @@
 //	latency    p99 acquire latency, open loop at half the saturation rate of cycle
 //	list       GET /leases first and deep keyset page with 1 k, 100 k and 1 M leases
 //	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients
+//	sweep      one pass of the tick sweep (SweepTicks, batch 100) over 1 M scheduled
+//	           jobs of which 1 k are due, against a pass over the 1 k alone
 //
 // It prints one table, writes the results as JSON (-out) and, with -doc,
 // replaces the results section of docs/performance.md. Timing targets are
@@ -67,6 +69,8 @@ type options struct {
 	rssLeases    int
 	rssClients   int
 	openDuration time.Duration
+	sweepJobs    int
+	sweepDue     int
 	logLevel     string
 	out          string
 	doc          string
@@ -93,6 +97,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rssLeases, "rss-leases", 100000, "leases in the table during the RSS check")
 	fs.IntVar(&o.rssClients, "rss-clients", 1000, "concurrent clients of the RSS check")
 	fs.DurationVar(&o.openDuration, "open-duration", 10*time.Second, "duration of the open-loop latency run")
+	fs.IntVar(&o.sweepJobs, "sweep-jobs", 1000000, "scheduled jobs in the table during the large sweep pass")
+	fs.IntVar(&o.sweepDue, "sweep-due", 1000, "of them due (the small pass has only these)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "LEASEAPI_LOG_LEVEL of the measured leaseapi (info = the default, with the access log)")
 	fs.StringVar(&o.out, "out", "", "JSON results file (default bench/results.json; with -quick, leasebench-quick.json in the temporary directory)")
 	fs.StringVar(&o.doc, "doc", "", "Markdown page whose results section to replace (e.g. docs/performance.md); ignored with -quick")
@@ -104,7 +110,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.serverEnv = append(o.serverEnv, kv)
 		return nil
 	})
-	only := fs.String("only", "", "comma-separated phases to run (cycle, contended, herd, latency, list; latency needs cycle); default all")
+	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep; latency needs cycle); default all")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -125,6 +131,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			"rss-leases":    func() { o.rssLeases = 20000 },
 			"rss-clients":   func() { o.rssClients = 200 },
 			"open-duration": func() { o.openDuration = 3 * time.Second },
+			"sweep-jobs":    func() { o.sweepJobs = 100000 },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -144,6 +151,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-c, -herd-replicas, -herd-jobs, -rss-clients and -rss-leases must be at least 1")
 	case o.duration <= 0, o.warmup < 0, o.listDuration <= 0, o.openDuration <= 0:
 		return o, errors.New("durations must be positive")
+	case o.sweepDue < 1, o.sweepJobs < o.sweepDue, o.sweepJobs > 9_999_999:
+		return o, errors.New("-sweep-due must be at least 1 and -sweep-jobs between it and 9,999,999")
 	}
 	if *only != "" {
 		for _, p := range strings.Split(*only, ",") {

@@ -65,6 +65,8 @@ type Row struct {
 	Status5xx  int64  `json:"status5xx"`
 	FirstError string `json:"firstError,omitempty"`
 	Note       string `json:"note,omitempty"`
+	// Sweep is the sweep scenario's own measurements.
+	Sweep *SweepDetail `json:"sweep,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -165,6 +167,19 @@ func printTable(w io.Writer, rep *Report) {
 		fmt.Fprintln(tw, strings.Join(tableRow(r), "\t")+"\t")
 	}
 	tw.Flush()
+	if sweeps := sweepRows(rep); len(sweeps) > 0 {
+		fmt.Fprintln(w, "\nsweep passes:")
+		tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, strings.Join(sweepHeader, "\t")+"\t")
+		for _, r := range sweeps {
+			fmt.Fprintln(tw, strings.Join(sweepTableRow(r), "\t")+"\t")
+		}
+		tw.Flush()
+		for _, r := range sweeps {
+			fmt.Fprintf(w, "%s, due-jobs read before the pass:\n    %s\n", r.Scenario, strings.Join(planSummary(r.Sweep.ExplainDue), "\n    "))
+			fmt.Fprintf(w, "%s, due-jobs read after it (idle):\n    %s\n", r.Scenario, strings.Join(planSummary(r.Sweep.ExplainIdle), "\n    "))
+		}
+	}
 	for _, r := range rep.Rows {
 		if r.Errors > 0 {
 			fmt.Fprintf(w, "errors: %s %s %s: %d (first: %s)\n", r.Scenario, r.Mode, r.Acquire, r.Errors, r.FirstError)
@@ -224,6 +239,18 @@ func writeMarkdown(w io.Writer, rep *Report) {
 	for _, r := range rep.Rows {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(tableRow(r), " | "))
 	}
+	if sweeps := sweepRows(rep); len(sweeps) > 0 {
+		fmt.Fprintf(w, "\nSweep passes (rows read: leases and runs rows fetched through an index or read sequentially; "+
+			"the idle pass is one more SweepTicks call with nothing due):\n\n| %s |\n|%s\n",
+			strings.Join(sweepHeader, " | "), strings.Repeat("---|", len(sweepHeader)))
+		for _, r := range sweeps {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(sweepTableRow(r), " | "))
+		}
+		for _, r := range sweeps {
+			fmt.Fprintf(w, "\n`%s`, EXPLAIN (ANALYZE, BUFFERS) of the due-jobs read (limit %d) before the pass, then after it:\n\n```\n%s\n---\n%s\n```\n",
+				r.Scenario, r.Sweep.Batch+1, strings.Join(planSummary(r.Sweep.ExplainDue), "\n"), strings.Join(planSummary(r.Sweep.ExplainIdle), "\n"))
+		}
+	}
 	fmt.Fprintln(w, "\n| target | status | measured |\n|---|---|---|")
 	for _, t := range rep.Targets {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", t.Name, t.status(), t.Detail)
@@ -231,4 +258,28 @@ func writeMarkdown(w io.Writer, rep *Report) {
 	for _, bug := range rep.Bugs {
 		fmt.Fprintf(w, "\n**Bug:** %s\n", bug)
 	}
+}
+
+// sweepRows are the rows of the sweep scenario.
+func sweepRows(rep *Report) []Row {
+	var out []Row
+	for _, r := range rep.Rows {
+		if r.Sweep != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sweepHeader and sweepTableRow are the columns of the sweep passes' table.
+var sweepHeader = []string{"scenario", "jobs", "due", "seed s", "pass s", "batches", "decided", "missed", "rows read",
+	"leases read", "decide_at idx entries", "runs read", "seq scans", "leases upd", "runs ins", "idle pass ms", "idle rows read"}
+
+func sweepTableRow(r Row) []string {
+	d := r.Sweep
+	return []string{r.Scenario, fmt.Sprint(d.ScheduledJobs), fmt.Sprint(d.DueJobs), fmt.Sprintf("%.1f", d.SeedSeconds),
+		fmt.Sprintf("%.3f", r.Seconds), fmt.Sprint(d.Batches), fmt.Sprint(d.Decided), fmt.Sprint(d.Missed),
+		fmt.Sprint(d.Pass.rowsRead()), fmt.Sprint(d.Pass.Leases.rowsRead()), fmt.Sprint(d.Pass.DecideAtIdx.IdxTupFetch),
+		fmt.Sprint(d.Pass.Runs.rowsRead()), fmt.Sprint(d.Pass.seqScans()), fmt.Sprint(d.Pass.Leases.Updated),
+		fmt.Sprint(d.Pass.Runs.Inserted), fmt.Sprintf("%.1f", 1000*d.IdleSeconds), fmt.Sprint(d.Idle.rowsRead())}
 }

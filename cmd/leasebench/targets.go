@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Target is one of issue 6's targets with what this run measured.
@@ -151,6 +152,65 @@ func evaluateTargets(rep *Report, o options) []Target {
 		ts = append(ts, t)
 	} else {
 		ts = append(ts, notMeasured(name))
+	}
+	return append(ts, sweepTargets(rows, o)...)
+}
+
+// sweepTargets hold the sweep to the store's contract: a pass costs the
+// due jobs, never all jobs. The timing target is the ratio of the two
+// passes' times; the rows target is the counters', which noise cannot move.
+func sweepTargets(rows []Row, o options) []Target {
+	large, small := sizeName(o.sweepJobs), sizeName(o.sweepDue)
+	l, okL := find(rows, sweepScenario(o.sweepJobs, o.sweepDue), "floor", "-")
+	s, okS := find(rows, sweepScenario(o.sweepDue, o.sweepDue), "floor", "-")
+	measured := okL && okS && l.Sweep != nil && s.Sweep != nil
+
+	var ts []Target
+	name := fmt.Sprintf("sweep: a pass over %s scheduled jobs with %s due ≤ 1.5 × a pass over the %s alone", large, small, small)
+	if measured && s.Seconds > 0 {
+		ts = append(ts, atMost(name, l.Seconds/s.Seconds, 1.5, "%.2f×",
+			fmt.Sprintf("%.3f s / %.3f s =", l.Seconds, s.Seconds)))
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+
+	name = fmt.Sprintf("sweep: rows read at %s ≤ 2 × at %s (pass and idle pass), none sequentially", large, small)
+	if measured {
+		lr := l.Sweep.Pass.rowsRead() + l.Sweep.Idle.rowsRead()
+		sr := s.Sweep.Pass.rowsRead() + s.Sweep.Idle.rowsRead()
+		t := atMost(name, float64(lr), 2*float64(sr), "%.0f", fmt.Sprintf("rows of leases and runs read at %s", large))
+		var seq, seqRows int64
+		for _, c := range []SweepCounters{l.Sweep.Pass, l.Sweep.Idle, s.Sweep.Pass, s.Sweep.Idle} {
+			seq += c.seqScans()
+			seqRows += c.Leases.SeqTupRead + c.Runs.SeqTupRead
+		}
+		t.Detail += fmt.Sprintf("; at %s %d; the idle pass alone %d at %s and %d at %s; %d rows read by %d sequential scans",
+			small, sr, l.Sweep.Idle.rowsRead(), large, s.Sweep.Idle.rowsRead(), small, seqRows, seq)
+		if seqRows > 0 {
+			t.Met = boolp(false)
+		}
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+
+	name = fmt.Sprintf("sweep: each pass decides exactly the %s due jobs, %d of them missed", small, sweepWantMissed(o.sweepDue))
+	var bad []string
+	for _, r := range []Row{s, l} {
+		if d := r.Sweep; d != nil && !d.correct() {
+			bad = append(bad, fmt.Sprintf("%s: %d decided, %d missed; the database: %d still due, %d missed ticks, %d missed runs",
+				r.Scenario, d.Decided, d.Missed, d.StillDue, d.MissedTicks, d.MissedRuns))
+		}
+	}
+	switch {
+	case !measured:
+		ts = append(ts, notMeasured(name))
+	case len(bad) > 0:
+		ts = append(ts, Target{Name: name, Met: boolp(false), Detail: strings.Join(bad, "; ")})
+	default:
+		ts = append(ts, Target{Name: name, Met: boolp(true), Detail: fmt.Sprintf(
+			"both passes: %d decided (%d ran, %d missed), none due after; database checked (counters, missed runs)",
+			l.Sweep.Decided, l.Sweep.Ran, l.Sweep.Missed)})
 	}
 	return ts
 }
