@@ -175,8 +175,12 @@ func TestParseOptionsQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.herdJobs != 7 || o.herdReplicas != 50 || o.duration != time.Second || o.doc != "" || o.out != filepath.Join(os.TempDir(), "leasebench-quick.json") {
+	if o.herdJobs != 7 || o.herdReplicas != 50 || o.duration != time.Second || o.doc != "" || o.out != filepath.Join(os.TempDir(), "leasebench-quick.json") ||
+		o.sweepJobs != 100000 || o.sweepDue != 1000 {
 		t.Errorf("parseOptions(-quick) = %+v; want herd-jobs kept at 7, quick sizes otherwise, no -doc, the quick results file", o)
+	}
+	if _, err := parseOptions([]string{"-sweep-jobs", "10", "-sweep-due", "100"}, &strings.Builder{}); err == nil {
+		t.Error("parseOptions(-sweep-jobs 10 -sweep-due 100) = nil error, want one")
 	}
 	if _, err := parseOptions([]string{"-list-sizes", "1000,x"}, &strings.Builder{}); err == nil {
 		t.Error("parseOptions(-list-sizes 1000,x) = nil error, want one")
