@@ -163,11 +163,14 @@ type pgDueJob struct {
 
 const (
 	// dueJobsQuery locks the jobs whose next tick is due, through
-	// leases_decide_at_idx: its cost grows with the due jobs only. SKIP
-	// LOCKED lets several instances sweep at once, each deciding other
+	// leases_decide_at_idx: its cost grows with the due jobs only. The
+	// bound is statement_timestamp(), which the planner can use as an index
+	// condition (clock_timestamp() is volatile: a filter over every entry
+	// of the index); the decisions use the clock read after the locks.
+	// SKIP LOCKED lets several instances sweep at once, each deciding other
 	// jobs, and never waits for an acquire.
 	dueJobsQuery = `SELECT ` + dueJobColumns + ` FROM leases
-WHERE decide_at <= clock_timestamp() ORDER BY decide_at LIMIT $1 FOR UPDATE SKIP LOCKED`
+WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1 FOR UPDATE SKIP LOCKED`
 
 	// grantsAroundQuery reads a job's grants that started at or after $2,
 	// and the newest one that started before it (runs_job_at_idx).
