@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/leaseapi/leaseapi/deploy/monitoring"
+)
+
+// needTool returns the path of a Prometheus tool, or fails the test with the
+// one thing to do: these tests never skip for a missing tool.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is not on PATH: run scripts/ensure-promtool.sh (make test does)", name)
+	}
+	return path
+}
+
+// scrapeMetrics starts a leaseapi, walks it through the life of a lease so
+// that every labelled metric has a series, and returns its /metrics.
+func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
+	t.Helper()
+	srv = startServe(t, serveConfig(t))
+	exercise(t, srv.url)
+	resp, err := httpClient.Get(srv.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics = %d, %v", resp.StatusCode, err)
+	}
+	return srv, body
+}
+
+// TestMonitoringReadsServedMetrics holds every PromQL of the alerting rules
+// and the dashboard (deploy/monitoring) to the metrics a real leaseapi
+// serves: a renamed metric breaks this test, not an alert at 03:00.
+func TestMonitoringReadsServedMetrics(t *testing.T) {
+	t.Parallel()
+	_, body := scrapeMetrics(t)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	served := map[string]bool{
+		"up": true, // Prometheus writes it for every scrape target
+	}
+	for name, f := range families {
+		served[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				served[name+suffix] = true
+			}
+		}
+	}
+	queries, err := monitoring.Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queries {
+		names, err := monitoring.MetricNames(q.Expr)
+		if err != nil {
+			t.Errorf("%s: %v", q.Where, err)
+			continue
+		}
+		for _, name := range names {
+			if !served[name] {
+				t.Errorf("%s reads %s, which leaseapi does not serve", q.Where, name)
+			}
+		}
+	}
+}
+
+// TestMetricsPassPromtool runs `promtool check metrics` on a live /metrics:
+// errors fail the test, lint problems (exit status 3) are only logged.
+func TestMetricsPassPromtool(t *testing.T) {
+	t.Parallel()
+	promtool := needTool(t, "promtool")
+	_, body := scrapeMetrics(t)
+	var out bytes.Buffer
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(body), &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit) && exit.ExitCode() == 3:
+		t.Logf("promtool check metrics: lint problems:\n%s", out.String())
+	default:
+		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
+	}
+}
+
+// TestPrometheusScrapesLeaseapi lets a real Prometheus, on a loopback port
+// with a temporary configuration that loads deploy/monitoring's rules,
+// scrape a real leaseapi: the target is up, a leaseapi metric can be
+// queried, and every alerting rule evaluates without error.
+func TestPrometheusScrapesLeaseapi(t *testing.T) {
+	t.Parallel()
+	prometheus := needTool(t, "prometheus")
+	srv, _ := scrapeMetrics(t)
+	target := strings.TrimPrefix(srv.url, "http://")
+	rules, err := filepath.Abs("../../deploy/monitoring/leaseapi-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	config := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, `global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %q
+scrape_configs:
+  - job_name: leaseapi
+    static_configs:
+      - targets: [%q]
+`, rules, target), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	var logs bytes.Buffer
+	cmd := exec.Command(prometheus,
+		"--config.file="+config,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr,
+		"--log.level=warn")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(waitTimeout):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("prometheus did not stop within %s", waitTimeout)
+		}
+	}()
+
+	api := "http://" + addr + "/api/v1/"
+	// up is 1 once a scrape succeeded; the counter is served from the start.
+	for _, q := range []string{`up{job="leaseapi"} == 1`, `leaseapi_runs_finished_total{job="leaseapi",outcome="missed"}`} {
+		poll(t, exited, &logs, "query "+q, func() (bool, error) {
+			var res struct {
+				Data struct {
+					Result []json.RawMessage `json:"result"`
+				} `json:"data"`
+			}
+			err := getJSON(api+"query?query="+url.QueryEscape(q), &res)
+			return len(res.Data.Result) > 0, err
+		})
+	}
+	// Every rule has been evaluated at least once, and without an error.
+	poll(t, exited, &logs, "every rule evaluated without error", func() (bool, error) {
+		var res struct {
+			Data struct {
+				Groups []struct {
+					Rules []struct {
+						Name      string `json:"name"`
+						Health    string `json:"health"`
+						LastError string `json:"lastError"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		if err := getJSON(api+"rules", &res); err != nil {
+			return false, err
+		}
+		n := 0
+		for _, g := range res.Data.Groups {
+			for _, r := range g.Rules {
+				if r.Health == "err" {
+					t.Fatalf("rule %s does not evaluate: %s", r.Name, r.LastError)
+				}
+				if r.Health != "ok" {
+					return false, nil
+				}
+				n++
+			}
+		}
+		return n > 0, nil
+	})
+}
+
+// poll calls check every 100 ms until it reports done; it fails the test
+// when prometheus exits or after waitTimeout. An error of check is retried:
+// prometheus may not answer yet.
+func poll(t *testing.T, exited <-chan error, logs *bytes.Buffer, what string, check func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			t.Fatalf("prometheus exited (%v) before %s\n%s", err, what, logs)
+		default:
+		}
+		done, err := check()
+		if done {
+			return
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s (last error: %v)\n%s", what, waitTimeout, last, logs)
+}
+
+func getJSON(u string, v any) error {
+	resp, err := httpClient.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// freeLoopbackAddr returns a loopback address with a port no one listens on
+// now; prometheus takes it a moment later.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
