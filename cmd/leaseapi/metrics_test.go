@@ -23,17 +23,6 @@ import (
 	"github.com/leaseapi/leaseapi/deploy/monitoring"
 )
 
-// needTool returns the path of a Prometheus tool, or fails the test with the
-// one thing to do: these tests never skip for a missing tool.
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not on PATH: run scripts/ensure-promtool.sh (make test does)", name)
-	}
-	return path
-}
-
 // scrapeMetrics starts a leaseapi, walks it through the life of a lease so
 // that every labelled metric has a series, and returns its /metrics.
 func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
@@ -96,12 +85,15 @@ func TestMonitoringReadsServedMetrics(t *testing.T) {
 // errors fail the test, lint problems (exit status 3) are only logged.
 func TestMetricsPassPromtool(t *testing.T) {
 	t.Parallel()
-	promtool := needTool(t, "promtool")
+	promtool, err := monitoring.Tool("promtool")
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, body := scrapeMetrics(t)
 	var out bytes.Buffer
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(body), &out, &out
-	err := cmd.Run()
+	err = cmd.Run()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -118,7 +110,10 @@ func TestMetricsPassPromtool(t *testing.T) {
 // queried, and every alerting rule evaluates without error.
 func TestPrometheusScrapesLeaseapi(t *testing.T) {
 	t.Parallel()
-	prometheus := needTool(t, "prometheus")
+	prometheus, err := monitoring.Tool("prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, _ := scrapeMetrics(t)
 	target := strings.TrimPrefix(srv.url, "http://")
 	rules, err := filepath.Abs("../../deploy/monitoring/leaseapi-rules.yaml")

@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -151,4 +152,15 @@ func MetricNames(expr string) ([]string, error) {
 		return nil
 	})
 	return names, nil
+}
+
+// Tool returns the path of a Prometheus tool (promtool, prometheus) on PATH,
+// or an error that says how to install it: the tests that need one fail
+// with it rather than skip.
+func Tool(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s is not on PATH: run scripts/ensure-promtool.sh (make test does)", name)
+	}
+	return path, nil
 }

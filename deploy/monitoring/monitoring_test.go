@@ -11,17 +11,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// needTool returns the path of a Prometheus tool, or fails the test with the
-// one thing to do: the tests never skip for a missing promtool.
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not on PATH: run scripts/ensure-promtool.sh (make test does)", name)
-	}
-	return path
-}
-
 func TestQueriesParse(t *testing.T) {
 	t.Parallel()
 	queries, err := Queries()
@@ -173,7 +162,10 @@ func TestDashboard(t *testing.T) {
 // own tool.
 func TestPromtool(t *testing.T) {
 	t.Parallel()
-	promtool := needTool(t, "promtool")
+	promtool, err := Tool("promtool")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"check", "rules", "leaseapi-rules.yaml"},
 		{"test", "rules", "leaseapi-rules.test.yaml"},
