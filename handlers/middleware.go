@@ -214,7 +214,7 @@ func (h *handler) requireAdmin(next http.Handler) http.Handler {
 			if h.auth.check(token) != roleAdmin {
 				writeProblem(w, r, &requestError{
 					status: http.StatusForbidden, code: api.CodeForbidden,
-					detail: "revoking a lease needs an admin token",
+					detail: "this operation (revoke, pause, resume, forget a schedule) needs an admin token",
 				})
 				return
 			}
