@@ -14,15 +14,6 @@ import (
 	"github.com/leaseapi/leaseapi/jobs"
 )
 
-func mustLocation(t *testing.T, name string) *time.Location {
-	t.Helper()
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		t.Fatalf("load location %s: %v", name, err)
-	}
-	return loc
-}
-
 func TestAddRejects(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
