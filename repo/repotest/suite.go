@@ -71,6 +71,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"SweepRanAndSkipped", testSweepRanAndSkipped},
 		{"SweepPaused", testSweepPaused},
 		{"Stats", testStats},
+		{"Credentials", testCredentials},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,71 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+var _ leaseapi.CredentialStore = (*SQLite)(nil)
+
+const (
+	sqliteInsertCredentialQuery = `
+INSERT INTO credentials (id, name, role, scopes, rate_per_second, secret_sha256, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	sqliteCloseAPIQuery = `INSERT INTO settings (key, value) VALUES ($1, 'true') ON CONFLICT (key) DO NOTHING`
+)
+
+// CreateCredential stores c and closes the API for good, in one
+// transaction. See leaseapi.CredentialStore.
+func (s *SQLite) CreateCredential(ctx context.Context, c *leaseapi.Credential) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	_, err := sqliteInTx(ctx, s, "create credential", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (struct{}, error) {
+		row := newCredentialRow(c)
+		if _, err := tx.ExecContext(ctx, sqliteInsertCredentialQuery,
+			row.ID, row.Name, row.Role, row.Scopes, row.RatePerSecond, row.SecretSHA256, now); err != nil {
+			if sqliteErr, ok := errors.AsType[*sqlite.Error](err); ok &&
+				(sqliteErr.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || sqliteErr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
+				return struct{}{}, fmt.Errorf("create credential %q: %w", c.Name, leaseapi.ErrCredentialExists)
+			}
+			return struct{}{}, err
+		}
+		_, err := tx.ExecContext(ctx, sqliteCloseAPIQuery, settingClosed)
+		return struct{}{}, err
+	})
+	return err
+}
+
+// DeleteCredential revokes a credential. See leaseapi.CredentialStore.
+func (s *SQLite) DeleteCredential(ctx context.Context, id string) error {
+	if !leaseapi.ValidCredentialID(id) {
+		return leaseapi.ErrCredentialNotFound
+	}
+	_, err := sqliteInTx(ctx, s, "delete credential", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, _ int64) (struct{}, error) {
+		res, err := tx.ExecContext(ctx, deleteCredentialQuery, id)
+		if err != nil {
+			return struct{}{}, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return struct{}{}, err
+		} else if n == 0 {
+			return struct{}{}, leaseapi.ErrCredentialNotFound
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// Credentials returns every credential. See leaseapi.CredentialStore.
+func (s *SQLite) Credentials(ctx context.Context) (leaseapi.CredentialSet, error) {
+	return sqliteInTx(ctx, s, "read credentials", s.readTx, func(ctx context.Context, tx *sqlx.Tx, _ int64) (leaseapi.CredentialSet, error) {
+		return readCredentials(ctx, tx)
+	})
+}
