@@ -222,8 +222,9 @@ type CredentialSet struct {
 // CredentialStore keeps the API's credentials in the database, so every
 // instance on it sees the same set. Both stores implement it.
 type CredentialStore interface {
-	// CreateCredential stores c (validated first) and marks the API closed
-	// for good; ErrCredentialExists when its name or id is taken.
+	// CreateCredential stores c (validated first), sets its CreatedAt and
+	// marks the API closed for good; ErrCredentialExists when its name or
+	// id is taken.
 	CreateCredential(ctx context.Context, c *Credential) error
 	// DeleteCredential revokes the credential id; ErrCredentialNotFound
 	// when there is none.

@@ -31,6 +31,7 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeInternal             = "internal"               // 500
 	CodeUnavailable          = "unavailable"            // 503
+	CodeCredentialExists     = "credential_exists"      // 409
 )
 
 // ProblemTypePrefix prefixes the code to form a problem's `type` URI. The URI
@@ -240,4 +241,50 @@ func timePtr(t *time.Time) *Time {
 	}
 	tt := NewTime(*t)
 	return &tt
+}
+
+// CreateCredentialRequest is the body of POST /credentials.
+type CreateCredentialRequest struct {
+	Name   string        `json:"name"`
+	Role   leaseapi.Role `json:"role"`
+	Scopes []string      `json:"scopes"`
+	// RatePerSecond limits the credential's acquires and reads per
+	// instance; absent takes the server's default, 0 means no limit.
+	RatePerSecond *float64 `json:"ratePerSecond,omitempty"`
+}
+
+// Credential is a credential as listed: never its secret.
+type Credential struct {
+	ID            string        `json:"id"`
+	Name          string        `json:"name"`
+	Role          leaseapi.Role `json:"role"`
+	Scopes        []string      `json:"scopes"`
+	RatePerSecond *float64      `json:"ratePerSecond"`
+	CreatedAt     Time          `json:"createdAt"`
+}
+
+// CreatedCredential is the answer of POST /credentials: the credential
+// and its bearer token, shown this once and never again.
+type CreatedCredential struct {
+	Credential
+	Token string `json:"token"`
+}
+
+// CredentialList is the answer of GET /credentials.
+type CredentialList struct {
+	Credentials []Credential `json:"credentials"`
+}
+
+// FromCredential converts a credential to its wire form.
+func FromCredential(c leaseapi.Credential) Credential {
+	return Credential{ID: c.ID, Name: c.Name, Role: c.Role, Scopes: c.Scopes, RatePerSecond: c.RatePerSecond, CreatedAt: NewTime(c.CreatedAt)}
+}
+
+// Whoami is the answer of GET /whoami: the caller's credential, or open
+// mode (no credential exists and none is needed).
+type Whoami struct {
+	Open   bool          `json:"open,omitempty"`
+	Name   string        `json:"name,omitempty"`
+	Role   leaseapi.Role `json:"role,omitempty"`
+	Scopes []string      `json:"scopes,omitempty"`
 }

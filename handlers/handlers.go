@@ -36,10 +36,18 @@ type Options struct {
 	// RequestTimeout bounds every /leases request and /readyz: when the store
 	// has not answered by then, the request gets 503 unavailable.
 	RequestTimeout time.Duration
-	// APITokens and AdminTokens are bearer tokens. When either is non-empty,
-	// every /leases call needs one of them, and DELETE /leases/{jobId} needs
-	// an admin token. Admin tokens are valid API tokens.
+	// APITokens and AdminTokens are bearer tokens: unscoped credentials of
+	// role lease and admin, named api-token-N and admin-token-N by their
+	// position. When either is non-empty the API is closed: every call
+	// needs a token or a credential of the database.
 	APITokens, AdminTokens []string
+	// Credentials keeps the credentials; nil uses the store when it is a
+	// leaseapi.CredentialStore (both stores are). While no credential was
+	// ever created and no token is configured, the API is open.
+	Credentials leaseapi.CredentialStore
+	// CredentialRefresh is how often the credentials are reread;
+	// DefaultCredentialRefresh when zero. At most 5s.
+	CredentialRefresh time.Duration
 	// Logger receives the access log and server errors; nil discards them.
 	Logger *slog.Logger
 	// Registry receives the HTTP and store metrics and is served at
@@ -56,7 +64,8 @@ type handler struct {
 	minTTL, maxTTL time.Duration
 	requestTimeout time.Duration
 	missedGrace    time.Duration
-	auth           authenticator
+	auth           *authenticator
+	perms          map[string]permission // by "METHOD pattern"; see authorize
 	logger         *slog.Logger
 	registry       *prometheus.Registry
 	metrics        *metrics
@@ -74,7 +83,6 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		maxTTL:         orDefault(opts.MaxTTL, DefaultMaxTTL),
 		requestTimeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
 		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
-		auth:           newAuthenticator(opts.APITokens, opts.AdminTokens),
 		logger:         opts.Logger,
 		registry:       opts.Registry,
 	}
@@ -84,6 +92,11 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 	if h.registry == nil {
 		h.registry = prometheus.NewRegistry()
 	}
+	credentials := opts.Credentials
+	if cs, ok := store.(leaseapi.CredentialStore); ok && credentials == nil {
+		credentials = cs
+	}
+	h.auth = newAuthenticator(opts.APITokens, opts.AdminTokens, credentials, orDefault(opts.CredentialRefresh, DefaultCredentialRefresh))
 	if err := h.checkTTLs(); err != nil {
 		panic("handlers.New: " + err.Error())
 	}
@@ -103,18 +116,35 @@ func (h *handler) routes() http.Handler {
 	r.Get("/metrics", h.metricsHandler())
 	r.Get("/openapi.yaml", h.openAPI)
 
+	// Every other route passes through authorize, which checks the
+	// caller's role and scopes against the route's permission.
+	read := permission{role: leaseapi.RoleRead}
+	lease := permission{role: leaseapi.RoleLease}
+	holder := permission{role: leaseapi.RoleLease, unlimited: true}
+	admin := permission{role: leaseapi.RoleAdmin}
+	manage := permission{role: leaseapi.RoleAdmin, always: true}
+	h.perms = make(map[string]permission)
 	r.Group(func(r chi.Router) {
-		r.Use(h.authenticate, h.timeout)
-		r.Get("/leases", h.listLeases)
-		r.Get("/leases/{jobId}", h.getLease)
-		r.With(h.requireAdmin).Delete("/leases/{jobId}", h.revokeLease)
-		r.With(h.requireAdmin).Post("/leases/{jobId}/pause", h.pause)
-		r.With(h.requireAdmin).Post("/leases/{jobId}/resume", h.resume)
-		r.With(h.requireAdmin).Delete("/leases/{jobId}/schedule", h.forgetSchedule)
-		r.Post("/leases/{jobId}/acquire", h.acquire)
-		r.Post("/leases/{jobId}/heartbeat", h.heartbeat)
-		r.Post("/leases/{jobId}/release", h.release)
-		r.Get("/leases/{jobId}/runs", h.listRuns)
+		r.Use(h.timeout, h.authorize)
+		for _, rt := range []apiRoute{
+			{http.MethodGet, "/whoami", read, h.whoami},
+			{http.MethodGet, "/leases", read, h.listLeases},
+			{http.MethodGet, "/leases/{jobId}", read, h.getLease},
+			{http.MethodDelete, "/leases/{jobId}", admin, h.revokeLease},
+			{http.MethodPost, "/leases/{jobId}/pause", admin, h.pause},
+			{http.MethodPost, "/leases/{jobId}/resume", admin, h.resume},
+			{http.MethodDelete, "/leases/{jobId}/schedule", admin, h.forgetSchedule},
+			{http.MethodPost, "/leases/{jobId}/acquire", lease, h.acquire},
+			{http.MethodPost, "/leases/{jobId}/heartbeat", holder, h.heartbeat},
+			{http.MethodPost, "/leases/{jobId}/release", holder, h.release},
+			{http.MethodGet, "/leases/{jobId}/runs", read, h.listRuns},
+			{http.MethodPost, "/credentials", manage, h.createCredential},
+			{http.MethodGet, "/credentials", manage, h.listCredentials},
+			{http.MethodDelete, "/credentials/{id}", manage, h.deleteCredential},
+		} {
+			h.perms[rt.method+" "+rt.pattern] = rt.perm
+			r.Method(rt.method, rt.pattern, rt.handler)
+		}
 	})
 	return r
 }
@@ -130,6 +160,9 @@ func (h *handler) checkTTLs() error {
 	}
 	if h.requestTimeout <= 0 {
 		return fmt.Errorf("RequestTimeout must be positive, got %s", h.requestTimeout)
+	}
+	if h.auth.refresh <= 0 || h.auth.refresh > 5*time.Second {
+		return fmt.Errorf("CredentialRefresh must be positive and at most 5s, got %s", h.auth.refresh)
 	}
 	if h.missedGrace <= 0 || h.missedGrace%time.Millisecond != 0 || h.missedGrace > leaseapi.MaxGrace {
 		return fmt.Errorf("MissedGrace must be a positive whole number of milliseconds up to 24h, got %s", h.missedGrace)

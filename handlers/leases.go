@@ -238,7 +238,7 @@ func (h *handler) getLease(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) listLeases(w http.ResponseWriter, r *http.Request) {
-	serve(h, w, r, "list", listParams, h.store.List, func(_ *http.Request, page leaseapi.LeasePage) any {
+	serve(h, w, r, "list", listParams, h.listInScope, func(_ *http.Request, page leaseapi.LeasePage) any {
 		out := api.LeaseList{Leases: api.FromLeases(page.Leases), ServerTime: api.NewTime(page.Now)}
 		if page.More && len(page.Leases) > 0 {
 			c := encodeCursor(page.Leases[len(page.Leases)-1].JobID)

@@ -38,6 +38,9 @@ type requestLogger struct {
 	id   string
 	once sync.Once
 	l    *slog.Logger
+	// credential is the name of the request's credential, once
+	// authorize has authenticated it; the access log line carries it.
+	credential string
 }
 
 func (rl *requestLogger) logger() *slog.Logger {
@@ -106,13 +109,17 @@ func (h *handler) instrument(next http.Handler) http.Handler {
 		if !h.logger.Enabled(r.Context(), level) {
 			return // before loggerFrom, which would make the request's logger
 		}
-		loggerFrom(r.Context()).LogAttrs(r.Context(), level, "request",
+		attrs := []slog.Attr{
 			slog.String("method", r.Method),
 			slog.String("route", route),
 			slog.Int("status", status),
 			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 			slog.Int("bytes", ww.BytesWritten()),
-		)
+		}
+		if rl, ok := r.Context().Value(loggerKey).(*requestLogger); ok && rl.credential != "" {
+			attrs = append(attrs, slog.String("credential", rl.credential)) // its name, never its token
+		}
+		loggerFrom(r.Context()).LogAttrs(r.Context(), level, "request", attrs...)
 	})
 }
 
@@ -174,64 +181,6 @@ func closeChunked(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// authenticate requires a valid bearer token on every request when tokens
-// are configured.
-func (h *handler) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.auth.enabled() {
-			next.ServeHTTP(w, r)
-			return
-		}
-		token, ok := bearerToken(r.Header.Get("Authorization"))
-		if !ok {
-			writeProblem(w, r, &requestError{
-				status: http.StatusUnauthorized, code: api.CodeUnauthorized,
-				detail: "send the header Authorization: Bearer <token>",
-				header: http.Header{"Www-Authenticate": {`Bearer realm="leaseapi"`}},
-			})
-			return
-		}
-		if h.auth.check(token) == roleNone {
-			writeProblem(w, r, &requestError{
-				status: http.StatusUnauthorized, code: api.CodeUnauthorized,
-				detail: "the bearer token is not valid; send a configured API or admin token",
-				header: http.Header{"Www-Authenticate": {`Bearer realm="leaseapi", error="invalid_token"`}},
-			})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// requireAdmin requires an admin token when tokens are configured; it runs
-// after authenticate.
-func (h *handler) requireAdmin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.auth.enabled() {
-			token, _ := bearerToken(r.Header.Get("Authorization"))
-			if h.auth.check(token) != roleAdmin {
-				writeProblem(w, r, &requestError{
-					status: http.StatusForbidden, code: api.CodeForbidden,
-					detail: "this operation (revoke, pause, resume, forget a schedule) needs an admin token",
-				})
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// bearerToken extracts the token of "Bearer <token>". The scheme is
-// case-insensitive (RFC 9110); the token is taken verbatim, so a token with
-// extra spaces does not match any configured one.
-func bearerToken(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return "", false
-	}
-	return token, true
 }
 
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {

@@ -195,6 +195,10 @@ func TestUnavailable(t *testing.T) {
 		t.Cleanup(func() { _ = store.Close() })
 		opts := defaultOptions()
 		opts.RequestTimeout = 200 * time.Millisecond
+		// The credentials live elsewhere (an empty store: open mode), so the
+		// lease calls reach the store that does not answer; with the
+		// credentials on it too, authentication would answer 503 first.
+		opts.Credentials = openSQLite(t).(leaseapi.CredentialStore)
 		b := setup(t, store, opts)
 		job := b.job("down")
 

@@ -57,6 +57,7 @@ var titles = map[string]string{
 	api.CodeUnsupportedMediaType: "Unsupported media type",
 	api.CodeInternal:             "Internal server error",
 	api.CodeUnavailable:          "Service unavailable",
+	api.CodeCredentialExists:     "Credential exists",
 }
 
 // writeProblem is the only place that maps errors to responses. It maps
@@ -81,6 +82,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		if inv, ok := errors.AsType[*leaseapi.InvalidError](err); ok {
 			p.Detail = inv.Field + " " + inv.Rule
 		}
+	case errors.Is(err, leaseapi.ErrCredentialNotFound):
+		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
+		p.Detail = "no credential with this id exists within your scopes; GET /credentials lists them"
+	case errors.Is(err, leaseapi.ErrCredentialExists):
+		p.Status, p.Code = http.StatusConflict, api.CodeCredentialExists
+		p.Detail = "a credential of this name exists; choose another name or revoke that one first"
 	case errors.Is(err, leaseapi.ErrNotFound):
 		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
 		p.Detail = "no lease exists for this job id; acquire it first"
@@ -158,18 +165,25 @@ func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 		writeBody(w, a.AppendJSON(make([]byte, 0, 512)))
 		return
 	}
+	writeJSONStatus(w, r, http.StatusOK, v)
+}
+
+// writeJSONStatus writes v as an application/json response of status.
+func writeJSONStatus(w http.ResponseWriter, r *http.Request, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		writeProblem(w, r, fmt.Errorf("encode response: %w", err))
 		return
 	}
-	writeBody(w, body)
+	writeBodyStatus(w, status, body)
 }
 
 // writeBody writes body as a 200 application/json response.
-func writeBody(w http.ResponseWriter, body []byte) {
+func writeBody(w http.ResponseWriter, body []byte) { writeBodyStatus(w, http.StatusOK, body) }
+
+func writeBodyStatus(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

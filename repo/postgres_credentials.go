@@ -16,7 +16,8 @@ var _ leaseapi.CredentialStore = (*Postgres)(nil)
 const (
 	insertCredentialQuery = `
 INSERT INTO credentials (id, name, role, scopes, rate_per_second, secret_sha256)
-VALUES ($1, $2, $3, $4, $5, $6)`
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING created_at`
 	closeAPIQuery = `
 INSERT INTO settings (key, value) VALUES ($1, 'true')
 ON CONFLICT (key) DO NOTHING`
@@ -36,7 +37,7 @@ func (p *Postgres) CreateCredential(ctx context.Context, c *leaseapi.Credential)
 		}
 		defer func() { _ = tx.Rollback() }()
 		row := newCredentialRow(c)
-		if _, err := tx.ExecContext(ctx, insertCredentialQuery,
+		if err := tx.GetContext(ctx, &c.CreatedAt, insertCredentialQuery,
 			row.ID, row.Name, row.Role, row.Scopes, row.RatePerSecond, row.SecretSHA256); err != nil {
 			if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "23505" { // unique_violation
 				return struct{}{}, fmt.Errorf("create credential %q: %w", c.Name, leaseapi.ErrCredentialExists)
@@ -46,6 +47,7 @@ func (p *Postgres) CreateCredential(ctx context.Context, c *leaseapi.Credential)
 		if _, err := tx.ExecContext(ctx, closeAPIQuery, settingClosed); err != nil {
 			return struct{}{}, interpretError("create credential", err)
 		}
+		c.CreatedAt = c.CreatedAt.UTC()
 		return struct{}{}, interpretError("create credential", tx.Commit())
 	})
 	return err

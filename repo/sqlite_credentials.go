@@ -37,8 +37,11 @@ func (s *SQLite) CreateCredential(ctx context.Context, c *leaseapi.Credential) e
 			}
 			return struct{}{}, err
 		}
-		_, err := tx.ExecContext(ctx, sqliteCloseAPIQuery, settingClosed)
-		return struct{}{}, err
+		if _, err := tx.ExecContext(ctx, sqliteCloseAPIQuery, settingClosed); err != nil {
+			return struct{}{}, err
+		}
+		c.CreatedAt = sqliteTime(now)
+		return struct{}{}, nil
 	})
 	return err
 }

@@ -85,6 +85,36 @@ func (e BadRequestProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for CredentialExistsProblemCode.
+const (
+	CredentialExistsProblemCodeCredentialExists CredentialExistsProblemCode = "credential_exists"
+)
+
+// Valid indicates whether the value is a known member of the CredentialExistsProblemCode enum.
+func (e CredentialExistsProblemCode) Valid() bool {
+	switch e {
+	case CredentialExistsProblemCodeCredentialExists:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CredentialExistsProblemStatus.
+const (
+	CredentialExistsProblemStatusN409 CredentialExistsProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the CredentialExistsProblemStatus enum.
+func (e CredentialExistsProblemStatus) Valid() bool {
+	switch e {
+	case CredentialExistsProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ForbiddenProblemCode.
 const (
 	ForbiddenProblemCodeForbidden ForbiddenProblemCode = "forbidden"
@@ -261,6 +291,7 @@ func (e PayloadTooLargeProblemStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
+	ProblemCodeCredentialExists     ProblemCode = "credential_exists"
 	ProblemCodeForbidden            ProblemCode = "forbidden"
 	ProblemCodeInternal             ProblemCode = "internal"
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
@@ -279,6 +310,8 @@ const (
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
+	case ProblemCodeCredentialExists:
+		return true
 	case ProblemCodeForbidden:
 		return true
 	case ProblemCodeInternal:
@@ -322,6 +355,27 @@ func (e ReleaseRequestOutcome) Valid() bool {
 	case ReleaseRequestOutcomeFailed:
 		return true
 	case ReleaseRequestOutcomeSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Role.
+const (
+	RoleAdmin Role = "admin"
+	RoleLease Role = "lease"
+	RoleRead  Role = "read"
+)
+
+// Valid indicates whether the value is a known member of the Role enum.
+func (e Role) Valid() bool {
+	switch e {
+	case RoleAdmin:
+		return true
+	case RoleLease:
+		return true
+	case RoleRead:
 		return true
 	default:
 		return false
@@ -560,6 +614,68 @@ type BadRequestProblemCode string
 
 // BadRequestProblemStatus defines model for BadRequestProblem.Status.
 type BadRequestProblemStatus int
+
+// CreateCredentialRequest defines model for CreateCredentialRequest.
+type CreateCredentialRequest struct {
+	Name string `json:"name"`
+
+	// RatePerSecond Acquires and reads per second per instance; absent takes LEASEAPI_RATE_LIMIT, 0 means no limit.
+	RatePerSecond *float32 `json:"ratePerSecond,omitempty"`
+	Role          Role     `json:"role"`
+	Scopes        []Scope  `json:"scopes"`
+}
+
+// CreatedCredential A Credential and its token.
+type CreatedCredential struct {
+	// CreatedAt Example: 2026-11-30T07:00:00.000Z
+	CreatedAt     Time     `json:"createdAt"`
+	Id            string   `json:"id"`
+	Name          string   `json:"name"`
+	RatePerSecond *float32 `json:"ratePerSecond"`
+	Role          Role     `json:"role"`
+	Scopes        []Scope  `json:"scopes"`
+
+	// Token `<id>.<secret>`, the bearer token; shown only in this answer.
+	Token string `json:"token"`
+}
+
+// Credential defines model for Credential.
+type Credential struct {
+	// CreatedAt Example: 2026-11-30T07:00:00.000Z
+	CreatedAt     Time     `json:"createdAt"`
+	Id            string   `json:"id"`
+	Name          string   `json:"name"`
+	RatePerSecond *float32 `json:"ratePerSecond"`
+	Role          Role     `json:"role"`
+	Scopes        []Scope  `json:"scopes"`
+}
+
+// CredentialExistsProblem defines model for CredentialExistsProblem.
+type CredentialExistsProblem struct {
+	Code CredentialExistsProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                        `json:"detail"`
+	Lease  *Lease                        `json:"lease,omitempty"`
+	Status CredentialExistsProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// CredentialExistsProblemCode defines model for CredentialExistsProblem.Code.
+type CredentialExistsProblemCode string
+
+// CredentialExistsProblemStatus defines model for CredentialExistsProblem.Status.
+type CredentialExistsProblemStatus int
+
+// CredentialList defines model for CredentialList.
+type CredentialList struct {
+	Credentials []Credential `json:"credentials"`
+}
 
 // Cursor defines model for Cursor.
 type Cursor = string
@@ -815,6 +931,9 @@ type ReleaseRequestOutcome string
 // ResumeRequest defines model for ResumeRequest.
 type ResumeRequest = map[string]interface{}
 
+// Role defines model for Role.
+type Role string
+
 // Run One grant of the lease, or one missed tick: a missed run has `tick` and
 // `endedAt` (tick + grace, when it was decided missed) but `token`, `owner`,
 // `startedAt` and `durationMs` null.
@@ -844,6 +963,9 @@ type RunOutcome string
 type RunList struct {
 	Runs []Run `json:"runs"`
 }
+
+// Scope `*`, or a job id prefix ending in `:` or `.`.
+type Scope = string
 
 // State defines model for State.
 type State string
@@ -928,6 +1050,16 @@ type UnsupportedMediaTypeProblemCode string
 // UnsupportedMediaTypeProblemStatus defines model for UnsupportedMediaTypeProblem.Status.
 type UnsupportedMediaTypeProblemStatus int
 
+// Whoami defines model for Whoami.
+type Whoami struct {
+	Name *string `json:"name,omitempty"`
+
+	// Open true in open mode, where no credential is needed; the other fields are then absent.
+	Open   *bool    `json:"open,omitempty"`
+	Role   *Role    `json:"role,omitempty"`
+	Scopes *[]Scope `json:"scopes,omitempty"`
+}
+
 // AcquireConflict defines model for AcquireConflict.
 type AcquireConflict = AcquireConflictProblem
 
@@ -977,6 +1109,9 @@ type ListLeasesParams struct {
 type ListRunsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
+
+// CreateCredentialJSONRequestBody defines body for CreateCredential for application/json ContentType.
+type CreateCredentialJSONRequestBody = CreateCredentialRequest
 
 // AcquireLeaseJSONRequestBody defines body for AcquireLease for application/json ContentType.
 type AcquireLeaseJSONRequestBody = AcquireRequest
@@ -1067,12 +1202,50 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListCredentials List the credentials within the caller's scopes, never a secret. Needs role admin.
+	//
+	// Corresponds with GET /credentials (the `ListCredentials` operationId).
+	ListCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCredentialWithBody Create a credential and answer its token, the only time it is shown. Needs role admin.
+	//
+	// The new credential works at once on this instance and within 5 s on
+	// every other instance on the database. Its scopes must lie within the
+	// caller's own (else 403 `forbidden`). Creating a credential closes open
+	// mode for good.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /credentials (the `CreateCredential` operationId).
+	CreateCredentialWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateCredential Create a credential and answer its token, the only time it is shown. Needs role admin.
+	//
+	// The new credential works at once on this instance and within 5 s on
+	// every other instance on the database. Its scopes must lie within the
+	// caller's own (else 403 `forbidden`). Creating a credential closes open
+	// mode for good.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /credentials (the `CreateCredential` operationId).
+	CreateCredential(ctx context.Context, body CreateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteCredential Revoke a credential within the caller's scopes. Needs role admin.
+	//
+	// Revoked at once on this instance and within 5 s on every other one. A
+	// credential outside the caller's scopes is 404, as one that does not
+	// exist. Revoking every credential leaves the API closed.
+	//
+	// Corresponds with DELETE /credentials/{id} (the `DeleteCredential` operationId).
+	DeleteCredential(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz The process is alive.
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListLeases List leases, sorted by jobId, one page at a time.
+	// ListLeases List leases, sorted by jobId, one page at a time. Needs role read.
 	//
 	// Keyset pagination: pass the `nextCursor` of a page as `cursor` to get the
 	// next one. `nextCursor` is null on the last page. States are computed with
@@ -1081,7 +1254,7 @@ type ClientInterface interface {
 	// Corresponds with GET /leases (the `ListLeases` operationId).
 	ListLeases(ctx context.Context, params *ListLeasesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RevokeLease Force-release (revoke) a lease. Needs an admin token when tokens are configured.
+	// RevokeLease Force-release (revoke) a lease. Needs role admin.
 	//
 	// A held lease becomes `revoked` and its token is incremented, so the old
 	// holder's heartbeat and release fail with `lease_lost`; its run is recorded
@@ -1090,12 +1263,12 @@ type ClientInterface interface {
 	// Corresponds with DELETE /leases/{jobId} (the `RevokeLease` operationId).
 	RevokeLease(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetLease Get the lease of a job.
+	// GetLease Get the lease of a job. Needs role read.
 	//
 	// Corresponds with GET /leases/{jobId} (the `GetLease` operationId).
 	GetLease(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// AcquireLeaseWithBody Acquire (or idempotently renew) the lease of a job.
+	// AcquireLeaseWithBody Acquire (or idempotently renew) the lease of a job. Needs role lease.
 	//
 	// Grants the lease when it is not held (token = previous + 1, 1 for a new
 	// job). When the same owner already holds it for the same tick (or the
@@ -1112,7 +1285,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
 	AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// AcquireLease Acquire (or idempotently renew) the lease of a job.
+	// AcquireLease Acquire (or idempotently renew) the lease of a job. Needs role lease.
 	//
 	// Grants the lease when it is not held (token = previous + 1, 1 for a new
 	// job). When the same owner already holds it for the same tick (or the
@@ -1129,7 +1302,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
 	AcquireLease(ctx context.Context, jobId JobID, body AcquireLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// HeartbeatLeaseWithBody Extend a held lease (expiresAt = now + ttl).
+	// HeartbeatLeaseWithBody Extend a held lease (expiresAt = now + ttl). Needs role lease.
 	//
 	// Succeeds only while the lease is held and owner and token match. An
 	// expired, released or revoked lease is never revived: 409 `lease_lost`.
@@ -1139,7 +1312,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/heartbeat (the `HeartbeatLease` operationId).
 	HeartbeatLeaseWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// HeartbeatLease Extend a held lease (expiresAt = now + ttl).
+	// HeartbeatLease Extend a held lease (expiresAt = now + ttl). Needs role lease.
 	//
 	// Succeeds only while the lease is held and owner and token match. An
 	// expired, released or revoked lease is never revived: 409 `lease_lost`.
@@ -1149,7 +1322,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/heartbeat (the `HeartbeatLease` operationId).
 	HeartbeatLease(ctx context.Context, jobId JobID, body HeartbeatLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PauseJobWithBody Pause a job. Needs an admin token when tokens are configured.
+	// PauseJobWithBody Pause a job. Needs role admin.
 	//
 	// While paused, an acquire answers 409 `job_paused`, except the current
 	// holder's idempotent retry of its own grant (same owner, same tick). A grant
@@ -1162,7 +1335,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
 	PauseJobWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PauseJob Pause a job. Needs an admin token when tokens are configured.
+	// PauseJob Pause a job. Needs role admin.
 	//
 	// While paused, an acquire answers 409 `job_paused`, except the current
 	// holder's idempotent retry of its own grant (same owner, same tick). A grant
@@ -1175,7 +1348,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
 	PauseJob(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReleaseLeaseWithBody Release a lease and record the run's outcome.
+	// ReleaseLeaseWithBody Release a lease and record the run's outcome. Needs role lease.
 	//
 	// Succeeds when owner and token match the current grant and it is not
 	// revoked, also when it expired and nobody took it over. Releasing again
@@ -1186,7 +1359,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 	ReleaseLeaseWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReleaseLease Release a lease and record the run's outcome.
+	// ReleaseLease Release a lease and record the run's outcome. Needs role lease.
 	//
 	// Succeeds when owner and token match the current grant and it is not
 	// revoked, also when it expired and nobody took it over. Releasing again
@@ -1197,7 +1370,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 	ReleaseLease(ctx context.Context, jobId JobID, body ReleaseLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResumeJobWithBody Resume a paused job. Needs an admin token when tokens are configured.
+	// ResumeJobWithBody Resume a paused job. Needs role admin.
 	//
 	// Resuming a job that is not paused changes nothing.
 	//
@@ -1206,7 +1379,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
 	ResumeJobWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResumeJob Resume a paused job. Needs an admin token when tokens are configured.
+	// ResumeJob Resume a paused job. Needs role admin.
 	//
 	// Resuming a job that is not paused changes nothing.
 	//
@@ -1215,7 +1388,7 @@ type ClientInterface interface {
 	// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
 	ResumeJob(ctx context.Context, jobId JobID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListRuns Run history of a job, newest first.
+	// ListRuns Run history of a job, newest first. Needs role read.
 	//
 	// Newest first by `startedAt`, or by `tick` for a missed run. Runs are kept
 	// for a configurable retention (default 7 days).
@@ -1223,7 +1396,7 @@ type ClientInterface interface {
 	// Corresponds with GET /leases/{jobId}/runs (the `ListRuns` operationId).
 	ListRuns(ctx context.Context, jobId JobID, params *ListRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ForgetSchedule Forget a job's schedule. Needs an admin token when tokens are configured.
+	// ForgetSchedule Forget a job's schedule. Needs role admin.
 	//
 	// No more missed-tick accounting for the job until a granted acquire sends a
 	// schedule again. `missedTicks` and `skippedTicks` keep their counts.
@@ -1245,6 +1418,89 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Whoami The caller's credential (name, role, scopes), or open mode. Needs role read.
+	//
+	// Corresponds with GET /whoami (the `Whoami` operationId).
+	Whoami(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListCredentials List the credentials within the caller's scopes, never a secret. Needs role admin.
+//
+// Corresponds with GET /credentials (the `ListCredentials` operationId).
+func (c *Client) ListCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCredentialsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCredentialWithBody Create a credential and answer its token, the only time it is shown. Needs role admin.
+//
+// The new credential works at once on this instance and within 5 s on
+// every other instance on the database. Its scopes must lie within the
+// caller's own (else 403 `forbidden`). Creating a credential closes open
+// mode for good.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /credentials (the `CreateCredential` operationId).
+func (c *Client) CreateCredentialWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCredentialRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateCredential Create a credential and answer its token, the only time it is shown. Needs role admin.
+//
+// The new credential works at once on this instance and within 5 s on
+// every other instance on the database. Its scopes must lie within the
+// caller's own (else 403 `forbidden`). Creating a credential closes open
+// mode for good.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /credentials (the `CreateCredential` operationId).
+func (c *Client) CreateCredential(ctx context.Context, body CreateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateCredentialRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteCredential Revoke a credential within the caller's scopes. Needs role admin.
+//
+// Revoked at once on this instance and within 5 s on every other one. A
+// credential outside the caller's scopes is 404, as one that does not
+// exist. Revoking every credential leaves the API closed.
+//
+// Corresponds with DELETE /credentials/{id} (the `DeleteCredential` operationId).
+func (c *Client) DeleteCredential(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteCredentialRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // Healthz The process is alive.
@@ -1262,7 +1518,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// ListLeases List leases, sorted by jobId, one page at a time.
+// ListLeases List leases, sorted by jobId, one page at a time. Needs role read.
 //
 // Keyset pagination: pass the `nextCursor` of a page as `cursor` to get the
 // next one. `nextCursor` is null on the last page. States are computed with
@@ -1281,7 +1537,7 @@ func (c *Client) ListLeases(ctx context.Context, params *ListLeasesParams, reqEd
 	return c.Client.Do(req)
 }
 
-// RevokeLease Force-release (revoke) a lease. Needs an admin token when tokens are configured.
+// RevokeLease Force-release (revoke) a lease. Needs role admin.
 //
 // A held lease becomes `revoked` and its token is incremented, so the old
 // holder's heartbeat and release fail with `lease_lost`; its run is recorded
@@ -1300,7 +1556,7 @@ func (c *Client) RevokeLease(ctx context.Context, jobId JobID, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
-// GetLease Get the lease of a job.
+// GetLease Get the lease of a job. Needs role read.
 //
 // Corresponds with GET /leases/{jobId} (the `GetLease` operationId).
 func (c *Client) GetLease(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1315,7 +1571,7 @@ func (c *Client) GetLease(ctx context.Context, jobId JobID, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
-// AcquireLeaseWithBody Acquire (or idempotently renew) the lease of a job.
+// AcquireLeaseWithBody Acquire (or idempotently renew) the lease of a job. Needs role lease.
 //
 // Grants the lease when it is not held (token = previous + 1, 1 for a new
 // job). When the same owner already holds it for the same tick (or the
@@ -1342,7 +1598,7 @@ func (c *Client) AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentT
 	return c.Client.Do(req)
 }
 
-// AcquireLease Acquire (or idempotently renew) the lease of a job.
+// AcquireLease Acquire (or idempotently renew) the lease of a job. Needs role lease.
 //
 // Grants the lease when it is not held (token = previous + 1, 1 for a new
 // job). When the same owner already holds it for the same tick (or the
@@ -1369,7 +1625,7 @@ func (c *Client) AcquireLease(ctx context.Context, jobId JobID, body AcquireLeas
 	return c.Client.Do(req)
 }
 
-// HeartbeatLeaseWithBody Extend a held lease (expiresAt = now + ttl).
+// HeartbeatLeaseWithBody Extend a held lease (expiresAt = now + ttl). Needs role lease.
 //
 // Succeeds only while the lease is held and owner and token match. An
 // expired, released or revoked lease is never revived: 409 `lease_lost`.
@@ -1389,7 +1645,7 @@ func (c *Client) HeartbeatLeaseWithBody(ctx context.Context, jobId JobID, conten
 	return c.Client.Do(req)
 }
 
-// HeartbeatLease Extend a held lease (expiresAt = now + ttl).
+// HeartbeatLease Extend a held lease (expiresAt = now + ttl). Needs role lease.
 //
 // Succeeds only while the lease is held and owner and token match. An
 // expired, released or revoked lease is never revived: 409 `lease_lost`.
@@ -1409,7 +1665,7 @@ func (c *Client) HeartbeatLease(ctx context.Context, jobId JobID, body Heartbeat
 	return c.Client.Do(req)
 }
 
-// PauseJobWithBody Pause a job. Needs an admin token when tokens are configured.
+// PauseJobWithBody Pause a job. Needs role admin.
 //
 // While paused, an acquire answers 409 `job_paused`, except the current
 // holder's idempotent retry of its own grant (same owner, same tick). A grant
@@ -1432,7 +1688,7 @@ func (c *Client) PauseJobWithBody(ctx context.Context, jobId JobID, contentType 
 	return c.Client.Do(req)
 }
 
-// PauseJob Pause a job. Needs an admin token when tokens are configured.
+// PauseJob Pause a job. Needs role admin.
 //
 // While paused, an acquire answers 409 `job_paused`, except the current
 // holder's idempotent retry of its own grant (same owner, same tick). A grant
@@ -1455,7 +1711,7 @@ func (c *Client) PauseJob(ctx context.Context, jobId JobID, body PauseJobJSONReq
 	return c.Client.Do(req)
 }
 
-// ReleaseLeaseWithBody Release a lease and record the run's outcome.
+// ReleaseLeaseWithBody Release a lease and record the run's outcome. Needs role lease.
 //
 // Succeeds when owner and token match the current grant and it is not
 // revoked, also when it expired and nobody took it over. Releasing again
@@ -1476,7 +1732,7 @@ func (c *Client) ReleaseLeaseWithBody(ctx context.Context, jobId JobID, contentT
 	return c.Client.Do(req)
 }
 
-// ReleaseLease Release a lease and record the run's outcome.
+// ReleaseLease Release a lease and record the run's outcome. Needs role lease.
 //
 // Succeeds when owner and token match the current grant and it is not
 // revoked, also when it expired and nobody took it over. Releasing again
@@ -1497,7 +1753,7 @@ func (c *Client) ReleaseLease(ctx context.Context, jobId JobID, body ReleaseLeas
 	return c.Client.Do(req)
 }
 
-// ResumeJobWithBody Resume a paused job. Needs an admin token when tokens are configured.
+// ResumeJobWithBody Resume a paused job. Needs role admin.
 //
 // Resuming a job that is not paused changes nothing.
 //
@@ -1516,7 +1772,7 @@ func (c *Client) ResumeJobWithBody(ctx context.Context, jobId JobID, contentType
 	return c.Client.Do(req)
 }
 
-// ResumeJob Resume a paused job. Needs an admin token when tokens are configured.
+// ResumeJob Resume a paused job. Needs role admin.
 //
 // Resuming a job that is not paused changes nothing.
 //
@@ -1535,7 +1791,7 @@ func (c *Client) ResumeJob(ctx context.Context, jobId JobID, body ResumeJobJSONR
 	return c.Client.Do(req)
 }
 
-// ListRuns Run history of a job, newest first.
+// ListRuns Run history of a job, newest first. Needs role read.
 //
 // Newest first by `startedAt`, or by `tick` for a missed run. Runs are kept
 // for a configurable retention (default 7 days).
@@ -1553,7 +1809,7 @@ func (c *Client) ListRuns(ctx context.Context, jobId JobID, params *ListRunsPara
 	return c.Client.Do(req)
 }
 
-// ForgetSchedule Forget a job's schedule. Needs an admin token when tokens are configured.
+// ForgetSchedule Forget a job's schedule. Needs role admin.
 //
 // No more missed-tick accounting for the job until a granted acquire sends a
 // schedule again. `missedTicks` and `skippedTicks` keep their counts.
@@ -1614,6 +1870,122 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// Whoami The caller's credential (name, role, scopes), or open mode. Needs role read.
+//
+// Corresponds with GET /whoami (the `Whoami` operationId).
+func (c *Client) Whoami(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWhoamiRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// NewListCredentialsRequest constructs an http.Request for the ListCredentials method
+func NewListCredentialsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/credentials")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateCredentialRequest calls the generic CreateCredential builder with application/json body
+func NewCreateCredentialRequest(server string, body CreateCredentialJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateCredentialRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateCredentialRequestWithBody constructs an http.Request for the CreateCredential method, with any body, and a specified content type
+func NewCreateCredentialRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/credentials")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteCredentialRequest constructs an http.Request for the DeleteCredential method
+func NewDeleteCredentialRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/credentials/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewHealthzRequest constructs an http.Request for the Healthz method
@@ -2224,6 +2596,33 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewWhoamiRequest constructs an http.Request for the Whoami method
+func NewWhoamiRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/whoami")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -2268,6 +2667,48 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListCredentialsWithResponse List the credentials within the caller's scopes, never a secret. Needs role admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /credentials (the `ListCredentials` operationId).
+	ListCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCredentialsResponse, error)
+
+	// CreateCredentialWithBodyWithResponse Create a credential and answer its token, the only time it is shown. Needs role admin.
+	//
+	// The new credential works at once on this instance and within 5 s on
+	// every other instance on the database. Its scopes must lie within the
+	// caller's own (else 403 `forbidden`). Creating a credential closes open
+	// mode for good.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /credentials (the `CreateCredential` operationId).
+	CreateCredentialWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCredentialResponse, error)
+
+	// CreateCredentialWithResponse Create a credential and answer its token, the only time it is shown. Needs role admin.
+	//
+	// The new credential works at once on this instance and within 5 s on
+	// every other instance on the database. Its scopes must lie within the
+	// caller's own (else 403 `forbidden`). Creating a credential closes open
+	// mode for good.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /credentials (the `CreateCredential` operationId).
+	CreateCredentialWithResponse(ctx context.Context, body CreateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCredentialResponse, error)
+
+	// DeleteCredentialWithResponse Revoke a credential within the caller's scopes. Needs role admin.
+	//
+	// Revoked at once on this instance and within 5 s on every other one. A
+	// credential outside the caller's scopes is 404, as one that does not
+	// exist. Revoking every credential leaves the API closed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /credentials/{id} (the `DeleteCredential` operationId).
+	DeleteCredentialWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteCredentialResponse, error)
+
 	// HealthzWithResponse The process is alive.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2275,7 +2716,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
-	// ListLeasesWithResponse List leases, sorted by jobId, one page at a time.
+	// ListLeasesWithResponse List leases, sorted by jobId, one page at a time. Needs role read.
 	//
 	// Keyset pagination: pass the `nextCursor` of a page as `cursor` to get the
 	// next one. `nextCursor` is null on the last page. States are computed with
@@ -2286,7 +2727,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /leases (the `ListLeases` operationId).
 	ListLeasesWithResponse(ctx context.Context, params *ListLeasesParams, reqEditors ...RequestEditorFn) (*ListLeasesResponse, error)
 
-	// RevokeLeaseWithResponse Force-release (revoke) a lease. Needs an admin token when tokens are configured.
+	// RevokeLeaseWithResponse Force-release (revoke) a lease. Needs role admin.
 	//
 	// A held lease becomes `revoked` and its token is incremented, so the old
 	// holder's heartbeat and release fail with `lease_lost`; its run is recorded
@@ -2297,14 +2738,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /leases/{jobId} (the `RevokeLease` operationId).
 	RevokeLeaseWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*RevokeLeaseResponse, error)
 
-	// GetLeaseWithResponse Get the lease of a job.
+	// GetLeaseWithResponse Get the lease of a job. Needs role read.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /leases/{jobId} (the `GetLease` operationId).
 	GetLeaseWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*GetLeaseResponse, error)
 
-	// AcquireLeaseWithBodyWithResponse Acquire (or idempotently renew) the lease of a job.
+	// AcquireLeaseWithBodyWithResponse Acquire (or idempotently renew) the lease of a job. Needs role lease.
 	//
 	// Grants the lease when it is not held (token = previous + 1, 1 for a new
 	// job). When the same owner already holds it for the same tick (or the
@@ -2321,7 +2762,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
 	AcquireLeaseWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireLeaseResponse, error)
 
-	// AcquireLeaseWithResponse Acquire (or idempotently renew) the lease of a job.
+	// AcquireLeaseWithResponse Acquire (or idempotently renew) the lease of a job. Needs role lease.
 	//
 	// Grants the lease when it is not held (token = previous + 1, 1 for a new
 	// job). When the same owner already holds it for the same tick (or the
@@ -2338,7 +2779,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
 	AcquireLeaseWithResponse(ctx context.Context, jobId JobID, body AcquireLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireLeaseResponse, error)
 
-	// HeartbeatLeaseWithBodyWithResponse Extend a held lease (expiresAt = now + ttl).
+	// HeartbeatLeaseWithBodyWithResponse Extend a held lease (expiresAt = now + ttl). Needs role lease.
 	//
 	// Succeeds only while the lease is held and owner and token match. An
 	// expired, released or revoked lease is never revived: 409 `lease_lost`.
@@ -2348,7 +2789,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/heartbeat (the `HeartbeatLease` operationId).
 	HeartbeatLeaseWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HeartbeatLeaseResponse, error)
 
-	// HeartbeatLeaseWithResponse Extend a held lease (expiresAt = now + ttl).
+	// HeartbeatLeaseWithResponse Extend a held lease (expiresAt = now + ttl). Needs role lease.
 	//
 	// Succeeds only while the lease is held and owner and token match. An
 	// expired, released or revoked lease is never revived: 409 `lease_lost`.
@@ -2358,7 +2799,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/heartbeat (the `HeartbeatLease` operationId).
 	HeartbeatLeaseWithResponse(ctx context.Context, jobId JobID, body HeartbeatLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatLeaseResponse, error)
 
-	// PauseJobWithBodyWithResponse Pause a job. Needs an admin token when tokens are configured.
+	// PauseJobWithBodyWithResponse Pause a job. Needs role admin.
 	//
 	// While paused, an acquire answers 409 `job_paused`, except the current
 	// holder's idempotent retry of its own grant (same owner, same tick). A grant
@@ -2371,7 +2812,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
 	PauseJobWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
 
-	// PauseJobWithResponse Pause a job. Needs an admin token when tokens are configured.
+	// PauseJobWithResponse Pause a job. Needs role admin.
 	//
 	// While paused, an acquire answers 409 `job_paused`, except the current
 	// holder's idempotent retry of its own grant (same owner, same tick). A grant
@@ -2384,7 +2825,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
 	PauseJobWithResponse(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
 
-	// ReleaseLeaseWithBodyWithResponse Release a lease and record the run's outcome.
+	// ReleaseLeaseWithBodyWithResponse Release a lease and record the run's outcome. Needs role lease.
 	//
 	// Succeeds when owner and token match the current grant and it is not
 	// revoked, also when it expired and nobody took it over. Releasing again
@@ -2395,7 +2836,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 	ReleaseLeaseWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseLeaseResponse, error)
 
-	// ReleaseLeaseWithResponse Release a lease and record the run's outcome.
+	// ReleaseLeaseWithResponse Release a lease and record the run's outcome. Needs role lease.
 	//
 	// Succeeds when owner and token match the current grant and it is not
 	// revoked, also when it expired and nobody took it over. Releasing again
@@ -2406,7 +2847,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 	ReleaseLeaseWithResponse(ctx context.Context, jobId JobID, body ReleaseLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseLeaseResponse, error)
 
-	// ResumeJobWithBodyWithResponse Resume a paused job. Needs an admin token when tokens are configured.
+	// ResumeJobWithBodyWithResponse Resume a paused job. Needs role admin.
 	//
 	// Resuming a job that is not paused changes nothing.
 	//
@@ -2415,7 +2856,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
 	ResumeJobWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
 
-	// ResumeJobWithResponse Resume a paused job. Needs an admin token when tokens are configured.
+	// ResumeJobWithResponse Resume a paused job. Needs role admin.
 	//
 	// Resuming a job that is not paused changes nothing.
 	//
@@ -2424,7 +2865,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /leases/{jobId}/resume (the `ResumeJob` operationId).
 	ResumeJobWithResponse(ctx context.Context, jobId JobID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
 
-	// ListRunsWithResponse Run history of a job, newest first.
+	// ListRunsWithResponse Run history of a job, newest first. Needs role read.
 	//
 	// Newest first by `startedAt`, or by `tick` for a missed run. Runs are kept
 	// for a configurable retention (default 7 days).
@@ -2434,7 +2875,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /leases/{jobId}/runs (the `ListRuns` operationId).
 	ListRunsWithResponse(ctx context.Context, jobId JobID, params *ListRunsParams, reqEditors ...RequestEditorFn) (*ListRunsResponse, error)
 
-	// ForgetScheduleWithResponse Forget a job's schedule. Needs an admin token when tokens are configured.
+	// ForgetScheduleWithResponse Forget a job's schedule. Needs role admin.
 	//
 	// No more missed-tick accounting for the job until a granted acquire sends a
 	// schedule again. `missedTicks` and `skippedTicks` keep their counts.
@@ -2464,6 +2905,325 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+
+	// WhoamiWithResponse The caller's credential (name, role, scopes), or open mode. Needs role read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /whoami (the `Whoami` operationId).
+	WhoamiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoamiResponse, error)
+}
+
+// ListCredentialsResponse401Headers the declared response headers of an HTTP 401 response for ListCredentials
+type ListCredentialsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListCredentialsResponse503Headers the declared response headers of an HTTP 503 response for ListCredentials
+type ListCredentialsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListCredentialsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CredentialList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListCredentialsResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListCredentialsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCredentialsResponse) GetJSON200() *CredentialList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCredentialsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCredentialsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCredentialsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCredentialsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateCredentialResponse201Headers the declared response headers of an HTTP 201 response for CreateCredential
+type CreateCredentialResponse201Headers struct {
+	Location *string
+}
+
+// CreateCredentialResponse401Headers the declared response headers of an HTTP 401 response for CreateCredential
+type CreateCredentialResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CreateCredentialResponse503Headers the declared response headers of an HTTP 503 response for CreateCredential
+type CreateCredentialResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateCredentialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CreatedCredential
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *CredentialExistsProblem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateCredentialResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateCredentialResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateCredentialResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateCredentialResponse) GetJSON201() *CreatedCredential {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON409() *CredentialExistsProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateCredentialResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateCredentialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateCredentialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateCredentialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateCredentialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteCredentialResponse401Headers the declared response headers of an HTTP 401 response for DeleteCredential
+type DeleteCredentialResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DeleteCredentialResponse503Headers the declared response headers of an HTTP 503 response for DeleteCredential
+type DeleteCredentialResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteCredentialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteCredentialResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteCredentialResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteCredentialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteCredentialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteCredentialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteCredentialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type HealthzResponse struct {
@@ -2801,6 +3561,10 @@ type AcquireLeaseResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *AcquireConflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -2832,6 +3596,16 @@ func (r AcquireLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r AcquireLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AcquireLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r AcquireLeaseResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -2907,6 +3681,8 @@ type HeartbeatLeaseResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -2938,6 +3714,11 @@ func (r HeartbeatLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r HeartbeatLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r HeartbeatLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -3129,6 +3910,8 @@ type ReleaseLeaseResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -3160,6 +3943,11 @@ func (r ReleaseLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ReleaseLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -3649,6 +4437,155 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// WhoamiResponse401Headers the declared response headers of an HTTP 401 response for Whoami
+type WhoamiResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// WhoamiResponse503Headers the declared response headers of an HTTP 503 response for Whoami
+type WhoamiResponse503Headers struct {
+	RetryAfter *int
+}
+
+type WhoamiResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Whoami
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *WhoamiResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WhoamiResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r WhoamiResponse) GetJSON200() *Whoami {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WhoamiResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r WhoamiResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r WhoamiResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WhoamiResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WhoamiResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WhoamiResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WhoamiResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WhoamiResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListCredentialsWithResponse List the credentials within the caller's scopes, never a secret. Needs role admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /credentials (the `ListCredentials` operationId).
+func (c *ClientWithResponses) ListCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCredentialsResponse, error) {
+	rsp, err := c.ListCredentials(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCredentialsResponse(rsp)
+}
+
+// CreateCredentialWithBodyWithResponse Create a credential and answer its token, the only time it is shown. Needs role admin.
+//
+// The new credential works at once on this instance and within 5 s on
+// every other instance on the database. Its scopes must lie within the
+// caller's own (else 403 `forbidden`). Creating a credential closes open
+// mode for good.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /credentials (the `CreateCredential` operationId).
+func (c *ClientWithResponses) CreateCredentialWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateCredentialResponse, error) {
+	rsp, err := c.CreateCredentialWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCredentialResponse(rsp)
+}
+
+// CreateCredentialWithResponse Create a credential and answer its token, the only time it is shown. Needs role admin.
+//
+// The new credential works at once on this instance and within 5 s on
+// every other instance on the database. Its scopes must lie within the
+// caller's own (else 403 `forbidden`). Creating a credential closes open
+// mode for good.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /credentials (the `CreateCredential` operationId).
+func (c *ClientWithResponses) CreateCredentialWithResponse(ctx context.Context, body CreateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateCredentialResponse, error) {
+	rsp, err := c.CreateCredential(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateCredentialResponse(rsp)
+}
+
+// DeleteCredentialWithResponse Revoke a credential within the caller's scopes. Needs role admin.
+//
+// Revoked at once on this instance and within 5 s on every other one. A
+// credential outside the caller's scopes is 404, as one that does not
+// exist. Revoking every credential leaves the API closed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /credentials/{id} (the `DeleteCredential` operationId).
+func (c *ClientWithResponses) DeleteCredentialWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteCredentialResponse, error) {
+	rsp, err := c.DeleteCredential(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteCredentialResponse(rsp)
+}
+
 // HealthzWithResponse The process is alive.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3662,7 +4599,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 	return ParseHealthzResponse(rsp)
 }
 
-// ListLeasesWithResponse List leases, sorted by jobId, one page at a time.
+// ListLeasesWithResponse List leases, sorted by jobId, one page at a time. Needs role read.
 //
 // Keyset pagination: pass the `nextCursor` of a page as `cursor` to get the
 // next one. `nextCursor` is null on the last page. States are computed with
@@ -3679,7 +4616,7 @@ func (c *ClientWithResponses) ListLeasesWithResponse(ctx context.Context, params
 	return ParseListLeasesResponse(rsp)
 }
 
-// RevokeLeaseWithResponse Force-release (revoke) a lease. Needs an admin token when tokens are configured.
+// RevokeLeaseWithResponse Force-release (revoke) a lease. Needs role admin.
 //
 // A held lease becomes `revoked` and its token is incremented, so the old
 // holder's heartbeat and release fail with `lease_lost`; its run is recorded
@@ -3696,7 +4633,7 @@ func (c *ClientWithResponses) RevokeLeaseWithResponse(ctx context.Context, jobId
 	return ParseRevokeLeaseResponse(rsp)
 }
 
-// GetLeaseWithResponse Get the lease of a job.
+// GetLeaseWithResponse Get the lease of a job. Needs role read.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3709,7 +4646,7 @@ func (c *ClientWithResponses) GetLeaseWithResponse(ctx context.Context, jobId Jo
 	return ParseGetLeaseResponse(rsp)
 }
 
-// AcquireLeaseWithBodyWithResponse Acquire (or idempotently renew) the lease of a job.
+// AcquireLeaseWithBodyWithResponse Acquire (or idempotently renew) the lease of a job. Needs role lease.
 //
 // Grants the lease when it is not held (token = previous + 1, 1 for a new
 // job). When the same owner already holds it for the same tick (or the
@@ -3732,7 +4669,7 @@ func (c *ClientWithResponses) AcquireLeaseWithBodyWithResponse(ctx context.Conte
 	return ParseAcquireLeaseResponse(rsp)
 }
 
-// AcquireLeaseWithResponse Acquire (or idempotently renew) the lease of a job.
+// AcquireLeaseWithResponse Acquire (or idempotently renew) the lease of a job. Needs role lease.
 //
 // Grants the lease when it is not held (token = previous + 1, 1 for a new
 // job). When the same owner already holds it for the same tick (or the
@@ -3755,7 +4692,7 @@ func (c *ClientWithResponses) AcquireLeaseWithResponse(ctx context.Context, jobI
 	return ParseAcquireLeaseResponse(rsp)
 }
 
-// HeartbeatLeaseWithBodyWithResponse Extend a held lease (expiresAt = now + ttl).
+// HeartbeatLeaseWithBodyWithResponse Extend a held lease (expiresAt = now + ttl). Needs role lease.
 //
 // Succeeds only while the lease is held and owner and token match. An
 // expired, released or revoked lease is never revived: 409 `lease_lost`.
@@ -3771,7 +4708,7 @@ func (c *ClientWithResponses) HeartbeatLeaseWithBodyWithResponse(ctx context.Con
 	return ParseHeartbeatLeaseResponse(rsp)
 }
 
-// HeartbeatLeaseWithResponse Extend a held lease (expiresAt = now + ttl).
+// HeartbeatLeaseWithResponse Extend a held lease (expiresAt = now + ttl). Needs role lease.
 //
 // Succeeds only while the lease is held and owner and token match. An
 // expired, released or revoked lease is never revived: 409 `lease_lost`.
@@ -3787,7 +4724,7 @@ func (c *ClientWithResponses) HeartbeatLeaseWithResponse(ctx context.Context, jo
 	return ParseHeartbeatLeaseResponse(rsp)
 }
 
-// PauseJobWithBodyWithResponse Pause a job. Needs an admin token when tokens are configured.
+// PauseJobWithBodyWithResponse Pause a job. Needs role admin.
 //
 // While paused, an acquire answers 409 `job_paused`, except the current
 // holder's idempotent retry of its own grant (same owner, same tick). A grant
@@ -3806,7 +4743,7 @@ func (c *ClientWithResponses) PauseJobWithBodyWithResponse(ctx context.Context, 
 	return ParsePauseJobResponse(rsp)
 }
 
-// PauseJobWithResponse Pause a job. Needs an admin token when tokens are configured.
+// PauseJobWithResponse Pause a job. Needs role admin.
 //
 // While paused, an acquire answers 409 `job_paused`, except the current
 // holder's idempotent retry of its own grant (same owner, same tick). A grant
@@ -3825,7 +4762,7 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, jobId Jo
 	return ParsePauseJobResponse(rsp)
 }
 
-// ReleaseLeaseWithBodyWithResponse Release a lease and record the run's outcome.
+// ReleaseLeaseWithBodyWithResponse Release a lease and record the run's outcome. Needs role lease.
 //
 // Succeeds when owner and token match the current grant and it is not
 // revoked, also when it expired and nobody took it over. Releasing again
@@ -3842,7 +4779,7 @@ func (c *ClientWithResponses) ReleaseLeaseWithBodyWithResponse(ctx context.Conte
 	return ParseReleaseLeaseResponse(rsp)
 }
 
-// ReleaseLeaseWithResponse Release a lease and record the run's outcome.
+// ReleaseLeaseWithResponse Release a lease and record the run's outcome. Needs role lease.
 //
 // Succeeds when owner and token match the current grant and it is not
 // revoked, also when it expired and nobody took it over. Releasing again
@@ -3859,7 +4796,7 @@ func (c *ClientWithResponses) ReleaseLeaseWithResponse(ctx context.Context, jobI
 	return ParseReleaseLeaseResponse(rsp)
 }
 
-// ResumeJobWithBodyWithResponse Resume a paused job. Needs an admin token when tokens are configured.
+// ResumeJobWithBodyWithResponse Resume a paused job. Needs role admin.
 //
 // Resuming a job that is not paused changes nothing.
 //
@@ -3874,7 +4811,7 @@ func (c *ClientWithResponses) ResumeJobWithBodyWithResponse(ctx context.Context,
 	return ParseResumeJobResponse(rsp)
 }
 
-// ResumeJobWithResponse Resume a paused job. Needs an admin token when tokens are configured.
+// ResumeJobWithResponse Resume a paused job. Needs role admin.
 //
 // Resuming a job that is not paused changes nothing.
 //
@@ -3889,7 +4826,7 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, jobId J
 	return ParseResumeJobResponse(rsp)
 }
 
-// ListRunsWithResponse Run history of a job, newest first.
+// ListRunsWithResponse Run history of a job, newest first. Needs role read.
 //
 // Newest first by `startedAt`, or by `tick` for a missed run. Runs are kept
 // for a configurable retention (default 7 days).
@@ -3905,7 +4842,7 @@ func (c *ClientWithResponses) ListRunsWithResponse(ctx context.Context, jobId Jo
 	return ParseListRunsResponse(rsp)
 }
 
-// ForgetScheduleWithResponse Forget a job's schedule. Needs an admin token when tokens are configured.
+// ForgetScheduleWithResponse Forget a job's schedule. Needs role admin.
 //
 // No more missed-tick accounting for the job until a granted acquire sends a
 // schedule again. `missedTicks` and `skippedTicks` keep their counts.
@@ -3958,6 +4895,319 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// WhoamiWithResponse The caller's credential (name, role, scopes), or open mode. Needs role read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /whoami (the `Whoami` operationId).
+func (c *ClientWithResponses) WhoamiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoamiResponse, error) {
+	rsp, err := c.Whoami(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWhoamiResponse(rsp)
+}
+
+// ParseListCredentialsResponse parses an HTTP response from a ListCredentialsWithResponse call
+func ParseListCredentialsResponse(rsp *http.Response) (*ListCredentialsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCredentialsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CredentialList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListCredentialsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListCredentialsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateCredentialResponse parses an HTTP response from a CreateCredentialWithResponse call
+func ParseCreateCredentialResponse(rsp *http.Response) (*CreateCredentialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateCredentialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CreatedCredential
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest CredentialExistsProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateCredentialResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateCredentialResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateCredentialResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteCredentialResponse parses an HTTP response from a DeleteCredentialWithResponse call
+func ParseDeleteCredentialResponse(rsp *http.Response) (*DeleteCredentialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteCredentialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteCredentialResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteCredentialResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
@@ -4273,6 +5523,20 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest AcquireConflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4380,6 +5644,13 @@ func ParseHeartbeatLeaseResponse(rsp *http.Response) (*HeartbeatLeaseResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -4590,6 +5861,13 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -5016,6 +6294,83 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWhoamiResponse parses an HTTP response from a WhoamiWithResponse call
+func ParseWhoamiResponse(rsp *http.Response) (*WhoamiResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WhoamiResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Whoami
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers WhoamiResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers WhoamiResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

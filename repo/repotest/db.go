@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +58,8 @@ const (
 var (
 	wrapped     bool
 	databaseURL string
+	serverURL   string       // the server databaseURL is on
+	extraDBs    atomic.Int64 // numbers the databases of NewPostgresURL
 )
 
 // WrapTestMain runs the tests of a package against a fresh Postgres database.
@@ -101,7 +104,7 @@ func wrapTestMain(m *testing.M) int {
 		}
 	}()
 
-	databaseURL = dsn
+	databaseURL, serverURL = dsn, server
 	return m.Run()
 }
 
@@ -117,6 +120,26 @@ func PostgresURL(t testing.TB) string {
 		t.Fatal("repotest: no test database: add `func TestMain(m *testing.M) { repotest.WrapTestMain(m) }` to this package")
 	}
 	return databaseURL
+}
+
+// NewPostgresURL creates another fresh, migrated database on the test
+// server, for a test whose data must not be seen by the other tests of the
+// package (credentials close the API of every instance on a database), and
+// drops it when the test ends.
+func NewPostgresURL(t testing.TB) string {
+	t.Helper()
+	PostgresURL(t) // skips or fails like it
+	name := fmt.Sprintf("%s_%d", databaseName(os.Args[0], os.Getpid()), extraDBs.Add(1))
+	dsn, err := createDatabase(serverURL, name)
+	if err != nil {
+		t.Fatalf("repotest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := dropDatabase(serverURL, name); err != nil {
+			t.Errorf("repotest: %v", err)
+		}
+	})
+	return dsn
 }
 
 // findServer returns the DSN of a Postgres server the harness may create

@@ -1,0 +1,177 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+// permission is what a route of the API needs from its caller.
+type permission struct {
+	// role is the least role that may call the route.
+	role leaseapi.Role
+	// always: a credential is needed even in open mode (/credentials).
+	always bool
+	// unlimited: never rate limited (heartbeat and release: limiting them
+	// could make a holder lose its lease).
+	unlimited bool
+}
+
+// apiRoute is one route of the API: what it needs, and its handler.
+type apiRoute struct {
+	method, pattern string
+	perm            permission
+	handler         http.HandlerFunc
+}
+
+// authorize is the one place every API route passes through. It finds the
+// route's permission (a route without one is refused: deny by default),
+// authenticates the caller, refuses a role too weak for the route (403),
+// answers 404 for a job outside the caller's scopes exactly as for a job
+// that does not exist, and puts the caller into the context, where the
+// lists and counts read its scopes.
+func (h *handler) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		perm, ok := h.perms[r.Method+" "+routePattern(r)]
+		if !ok {
+			writeProblem(w, r, fmt.Errorf("route %s %s has no permission", r.Method, routePattern(r)))
+			return
+		}
+		p, err := h.authenticate(r, perm)
+		if err != nil {
+			writeProblem(w, r, err)
+			return
+		}
+		if rl, ok := r.Context().Value(loggerKey).(*requestLogger); ok {
+			rl.credential = p.name
+		}
+		if !p.open && !p.role.Allows(perm.role) {
+			writeProblem(w, r, &requestError{
+				status: http.StatusForbidden, code: api.CodeForbidden,
+				detail: fmt.Sprintf("this operation needs a credential of role %s; this one has role %s", perm.role, p.role),
+			})
+			return
+		}
+		if id := chi.URLParam(r, "jobId"); leaseapi.ValidJobID(id) && !p.inScope(id) {
+			writeProblem(w, r, leaseapi.ErrNotFound)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// authenticate returns the caller of r, or the problem to answer.
+func (h *handler) authenticate(r *http.Request, perm permission) (*principal, error) {
+	token, ok, several := bearerToken(r)
+	if several {
+		return nil, invalidf("send one Authorization header, not several")
+	}
+	snap, err := h.auth.snapshot(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	if h.auth.open(snap) {
+		if perm.always {
+			return nil, unauthorized("managing credentials needs an admin credential; create the first one with leaseapi credentials create", "")
+		}
+		return openPrincipal, nil
+	}
+	if !ok {
+		return nil, unauthorized("send the header Authorization: Bearer <token>", "")
+	}
+	p := h.auth.check(snap, token)
+	if p == nil {
+		return nil, unauthorized("the bearer token is not valid (unknown, revoked or mistyped); send a valid credential's token", `, error="invalid_token"`)
+	}
+	return p, nil
+}
+
+func unauthorized(detail, challengeParams string) error {
+	return &requestError{
+		status: http.StatusUnauthorized, code: api.CodeUnauthorized, detail: detail,
+		header: http.Header{"Www-Authenticate": {`Bearer realm="leaseapi"` + challengeParams}},
+	}
+}
+
+// scopedPrefixes are the job id prefixes a caller of scopes may read under
+// the filter prefix: disjoint, sorted, so that listing them one after the
+// other lists the jobs in job id order. None when the filter lies outside
+// every scope. Every read across jobs (the lease list, counts) goes
+// through it.
+func scopedPrefixes(scopes []string, prefix string) []string {
+	var out []string
+	for _, s := range scopes { // normalized: disjoint and sorted
+		switch {
+		case s == leaseapi.ScopeAll || strings.HasPrefix(prefix, s):
+			return []string{prefix}
+		case strings.HasPrefix(s, prefix):
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// listInScope lists one page of the leases the caller may see: the store's
+// list under each of its scoped prefixes in turn. A cursor is only a job
+// id to start after, so a forged one can skip jobs but never lead out of
+// scope.
+// lastJobID sorts after every other job id: listing after it lists nothing.
+var lastJobID = strings.Repeat("z", 128)
+
+func (h *handler) listInScope(ctx context.Context, p *leaseapi.ListParams) (leaseapi.LeasePage, error) {
+	prefixes := scopedPrefixes(principalFrom(ctx).scopes, p.Prefix)
+	if len(prefixes) == 1 && prefixes[0] == p.Prefix {
+		return h.store.List(ctx, p)
+	}
+	var page leaseapi.LeasePage
+	for i, prefix := range prefixes {
+		if p.After > prefix && !strings.HasPrefix(p.After, prefix) {
+			continue // every job of this prefix sorts before the cursor
+		}
+		q := *p
+		q.Prefix = prefix
+		q.Limit = p.Limit - len(page.Leases)
+		full := q.Limit == 0
+		if full {
+			q.Limit = 1 // only: does anything follow?
+		}
+		sub, err := h.store.List(ctx, &q)
+		if err != nil {
+			return leaseapi.LeasePage{}, err
+		}
+		if i == 0 || page.Now.IsZero() {
+			page.Now = sub.Now
+		}
+		if full {
+			if len(sub.Leases) > 0 {
+				page.More = true
+				break
+			}
+			continue
+		}
+		page.Leases = append(page.Leases, sub.Leases...)
+		if sub.More {
+			page.More = true
+			break
+		}
+	}
+	if page.Now.IsZero() { // no prefix in scope: an empty page, at the store's clock
+		empty := *p
+		empty.Limit, empty.Prefix, empty.After = 1, "", lastJobID
+		sub, err := h.store.List(ctx, &empty)
+		if err != nil {
+			return leaseapi.LeasePage{}, err
+		}
+		page.Now = sub.Now
+	}
+	if page.Leases == nil {
+		page.Leases = []leaseapi.Lease{}
+	}
+	return page, nil
+}

@@ -1,0 +1,158 @@
+package handlers
+
+import (
+	"context"
+
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+// whoami answers who the caller is: its credential's name, role and
+// scopes, or open mode.
+func (h *handler) whoami(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	p := principalFrom(r.Context())
+	if p.open {
+		writeJSON(w, r, api.Whoami{Open: true})
+		return
+	}
+	writeJSON(w, r, api.Whoami{Name: p.name, Role: p.role, Scopes: p.scopes})
+}
+
+// credentialStore is the store of /credentials; without one (a store that
+// keeps no credentials) the routes answer 404.
+func (h *handler) credentialStore() (leaseapi.CredentialStore, error) {
+	if h.auth.store == nil {
+		return nil, &requestError{status: http.StatusNotFound, code: api.CodeNotFound,
+			detail: "this server keeps no credentials; use its configured tokens"}
+	}
+	return h.auth.store, nil
+}
+
+// createCredential makes a credential and answers its token, the only time
+// it is shown. A caller may only create credentials within its own scopes
+// and of a role no stronger than its own.
+func (h *handler) createCredential(w http.ResponseWriter, r *http.Request) {
+	cs, err := h.credentialStore()
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	if _, err := query(r); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	var req api.CreateCredentialRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	c, token := leaseapi.NewCredential(req.Name, req.Role, req.Scopes, req.RatePerSecond)
+	c.Scopes = req.Scopes // validated as sent, normalized below
+	if err := c.Validate(); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	c.Scopes = leaseapi.NormalizeScopes(c.Scopes)
+	p := principalFrom(r.Context())
+	if !leaseapi.ScopesWithin(c.Scopes, p.scopes) || !p.role.Allows(c.Role) {
+		writeProblem(w, r, &requestError{status: http.StatusForbidden, code: api.CodeForbidden,
+			detail: "a credential can only create credentials within its own scopes and role"})
+		return
+	}
+	_, err = call(r.Context(), h.metrics, "create_credential", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, cs.CreateCredential(ctx, &c)
+	})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	h.auth.invalidate() // the new credential works at once on this instance
+	loggerFrom(r.Context()).Info("credential created", "credential_id", c.ID, "name", c.Name, "role", string(c.Role), "scopes", c.Scopes)
+	w.Header().Set("Location", "/credentials/"+c.ID)
+	writeJSONStatus(w, r, http.StatusCreated, api.CreatedCredential{Credential: api.FromCredential(c), Token: token})
+}
+
+// visibleCredentials are the credentials the caller may see: those whose
+// scopes lie within its own.
+func (h *handler) visibleCredentials(ctx context.Context, cs leaseapi.CredentialStore) ([]leaseapi.Credential, error) {
+	set, err := call(ctx, h.metrics, "list_credentials", cs.Credentials)
+	if err != nil {
+		return nil, err
+	}
+	p := principalFrom(ctx)
+	out := make([]leaseapi.Credential, 0, len(set.Credentials))
+	for _, c := range set.Credentials {
+		if leaseapi.ScopesWithin(c.Scopes, p.scopes) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// listCredentials lists the credentials within the caller's scopes, never
+// a secret or its hash.
+func (h *handler) listCredentials(w http.ResponseWriter, r *http.Request) {
+	cs, err := h.credentialStore()
+	if err == nil {
+		_, err = query(r)
+	}
+	var creds []leaseapi.Credential
+	if err == nil {
+		creds, err = h.visibleCredentials(r.Context(), cs)
+	}
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	out := api.CredentialList{Credentials: make([]api.Credential, 0, len(creds))}
+	for _, c := range creds {
+		out.Credentials = append(out.Credentials, api.FromCredential(c))
+	}
+	writeJSON(w, r, out)
+}
+
+// deleteCredential revokes a credential within the caller's scopes; one
+// outside them is not found, exactly as one that does not exist.
+func (h *handler) deleteCredential(w http.ResponseWriter, r *http.Request) {
+	cs, err := h.credentialStore()
+	if err == nil {
+		_, err = query(r)
+	}
+	var creds []leaseapi.Credential
+	if err == nil {
+		creds, err = h.visibleCredentials(r.Context(), cs)
+	}
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	id := chi.URLParam(r, "id")
+	var found *leaseapi.Credential
+	for i := range creds {
+		if creds[i].ID == id {
+			found = &creds[i]
+		}
+	}
+	if found == nil {
+		writeProblem(w, r, leaseapi.ErrCredentialNotFound)
+		return
+	}
+	_, err = call(r.Context(), h.metrics, "delete_credential", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, cs.DeleteCredential(ctx, id)
+	})
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	h.auth.invalidate() // revoked at once on this instance
+	loggerFrom(r.Context()).Info("credential revoked", "credential_id", found.ID, "name", found.Name)
+	w.WriteHeader(http.StatusNoContent)
+}
