@@ -70,7 +70,7 @@ func (h *handler) authorize(next http.Handler) http.Handler {
 func (h *handler) authenticate(r *http.Request, perm permission) (*principal, error) {
 	token, ok, several := bearerToken(r)
 	if several {
-		return nil, invalidf("send one Authorization header, not several")
+		return nil, unauthorized("send one Authorization header, not several", `, error="invalid_request"`)
 	}
 	snap, err := h.auth.snapshot(r.Context())
 	if err != nil {

@@ -4,6 +4,8 @@
 //
 //	leaseapi            serve (migrations are applied at start)
 //	leaseapi migrate    apply the database migrations and exit
+//	leaseapi credentials create|list|revoke
+//	                    manage the API's credentials on the database
 //	leaseapi -h         list the commands and every LEASEAPI_ setting
 //
 // All configuration comes from the environment; see config.go.
@@ -79,7 +81,7 @@ const (
 // run is the whole program: main only adds the signals and the exit code.
 // ctx ends the server; run returns nil after a clean shutdown.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	command, err := parseArgs(args)
+	command, rest, err := parseArgs(args)
 	if err != nil {
 		return err
 	}
@@ -97,34 +99,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch command {
 	case "migrate":
 		return migrate(ctx, cfg, logger)
+	case "credentials":
+		return credentials(ctx, cfg, logger, rest, stdout)
 	default:
 		return serve(ctx, cfg, logger)
 	}
 }
 
-// parseArgs returns "serve", "migrate" or "help".
-func parseArgs(args []string) (string, error) {
+// parseArgs returns "serve", "migrate", "credentials" (with the arguments
+// after it) or "help".
+func parseArgs(args []string) (string, []string, error) {
 	fs := flag.NewFlagSet("leaseapi", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // run prints the usage and the error itself
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return "help", nil
+			return "help", nil, nil
 		}
-		return "", fmt.Errorf("%w (see leaseapi -h)", err)
+		return "", nil, fmt.Errorf("%w (see leaseapi -h)", err)
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
-		return "serve", nil
+		return "serve", nil, nil
 	}
 	switch rest[0] {
 	case "serve", "migrate", "help":
 		if len(rest) > 1 {
-			return "", fmt.Errorf("%s takes no arguments, got %q (see leaseapi -h)", rest[0], rest[1:])
+			return "", nil, fmt.Errorf("%s takes no arguments, got %q (see leaseapi -h)", rest[0], rest[1:])
 		}
-		return rest[0], nil
+		return rest[0], nil, nil
+	case "credentials":
+		return rest[0], rest[1:], nil
 	}
-	return "", fmt.Errorf("unknown command %q (see leaseapi -h)", rest[0])
+	return "", nil, fmt.Errorf("unknown command %q (see leaseapi -h)", rest[0])
 }
 
 const usageText = `leaseapi hands out leases so that exactly one replica of a horizontally
@@ -133,6 +140,12 @@ scaled cron service runs each tick of a job.
 Usage:
   leaseapi [serve]    serve the HTTP API; pending migrations are applied first
   leaseapi migrate    apply the database migrations and exit
+  leaseapi credentials create --name NAME --role read|lease|admin --scope PREFIX [--scope ...] [--rate N]
+                      create a credential on the database and print its token (shown once)
+  leaseapi credentials list
+                      list the credentials (never a secret)
+  leaseapi credentials revoke ID
+                      revoke a credential; every instance refuses it within 5 s
   leaseapi help       print this help (also -h, --help)
 
 Settings are read from the environment. With LEASEAPI_DATABASE_URL empty,
@@ -165,6 +178,7 @@ func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
 // store is what run needs of both stores.
 type store interface {
 	leaseapi.Store
+	leaseapi.CredentialStore
 	Migrate(ctx context.Context) error
 }
 
@@ -307,7 +321,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		}
 	}()
 
-	if len(cfg.APITokens) == 0 && len(cfg.AdminTokens) == 0 {
+	if len(cfg.APITokens) == 0 && len(cfg.AdminTokens) == 0 && !apiClosed(ctx, s) {
 		logger.Warn("no API or admin tokens configured: the API is open to anyone who can reach it; set " +
 			key("API_TOKENS") + " and " + key("ADMIN_TOKENS"))
 	}
@@ -324,9 +338,12 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		RequestTimeout: cfg.RequestTimeout,
 		APITokens:      cfg.APITokens,
 		AdminTokens:    cfg.AdminTokens,
-		Logger:         logger,
-		Registry:       registry,
-		MissedGrace:    cfg.MissedGrace,
+		// The credentials are read from the store itself, not through the
+		// wrappers of servedStore, which keep no credentials.
+		Credentials: s,
+		Logger:      logger,
+		Registry:    registry,
+		MissedGrace: cfg.MissedGrace,
 	})
 	srv := &http.Server{
 		Handler:           handler,

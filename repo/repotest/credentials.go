@@ -16,7 +16,9 @@ import (
 func testCredentials(t *testing.T, b *bundle) {
 	cs, ok := b.store.(leaseapi.CredentialStore)
 	if !ok {
-		t.Fatalf("%T does not implement leaseapi.CredentialStore", b.store)
+		// A wrapper of a store (repo.CoalesceAcquires, repo.LimitCalls)
+		// keeps no credentials; both stores assert that they do.
+		t.Skipf("%T keeps no credentials", b.store)
 	}
 	ctx := t.Context()
 	name := strings.ReplaceAll(strings.ToLower(b.prefix), "_", "-")
