@@ -189,7 +189,7 @@ func (h *handler) revokeLease(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "pause", pauseParams, h.store.Pause, func(r *http.Request, l leaseapi.Lease) any {
-		loggerFrom(r.Context()).Info("job paused", "job_id", l.JobID, "reason", l.PausedReason)
+		loggerFrom(r.Context()).Info("job paused", "job_id", l.JobID, "by", l.PausedBy, "reason", l.PausedReason)
 		return api.FromLease(l)
 	})
 }
@@ -203,7 +203,7 @@ func pauseParams(w http.ResponseWriter, r *http.Request) (*leaseapi.PauseParams,
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	p := &leaseapi.PauseParams{JobID: id}
+	p := &leaseapi.PauseParams{JobID: id, By: principalFrom(r.Context()).name}
 	if req.Reason != nil {
 		p.Reason = *req.Reason
 	}

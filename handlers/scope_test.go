@@ -138,6 +138,10 @@ func TestScopes(t *testing.T) {
 				}
 			}
 		}
+		// Pause records who paused.
+		if l := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-a:job/pause", body: `{}`, header: creds["a-admin"].header})); l.PausedBy == nil || *l.PausedBy != "a-admin" {
+			t.Errorf("pausedBy: got %v, want a-admin", l.PausedBy)
+		}
 		// Revoke last: it changes the lease.
 		wantProblem(t, b.do(t, request{method: http.MethodDelete, path: "/leases/team-ab:job", header: creds["a-admin"].header}), http.StatusNotFound, api.CodeNotFound)
 		wantProblem(t, b.do(t, request{method: http.MethodDelete, path: "/leases/team-a:job", header: creds["a-lease"].header}), http.StatusForbidden, api.CodeForbidden)
