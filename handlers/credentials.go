@@ -80,34 +80,34 @@ func (h *handler) createCredential(w http.ResponseWriter, r *http.Request) {
 	writeJSONStatus(w, r, http.StatusCreated, api.CreatedCredential{Credential: api.FromCredential(c), Token: token})
 }
 
-// visibleCredentials are the credentials the caller may see: those whose
-// scopes lie within its own.
-func (h *handler) visibleCredentials(ctx context.Context, cs leaseapi.CredentialStore) ([]leaseapi.Credential, error) {
-	set, err := call(ctx, h.metrics, "list_credentials", cs.Credentials)
+// visibleCredentials are the credentials the caller of r (which takes no
+// query parameters) may see: those whose scopes lie within its own.
+func (h *handler) visibleCredentials(r *http.Request) (leaseapi.CredentialStore, []leaseapi.Credential, error) {
+	cs, err := h.credentialStore()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p := principalFrom(ctx)
+	if _, err := query(r); err != nil {
+		return nil, nil, err
+	}
+	set, err := call(r.Context(), h.metrics, "list_credentials", cs.Credentials)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := principalFrom(r.Context())
 	out := make([]leaseapi.Credential, 0, len(set.Credentials))
 	for _, c := range set.Credentials {
 		if leaseapi.ScopesWithin(c.Scopes, p.scopes) {
 			out = append(out, c)
 		}
 	}
-	return out, nil
+	return cs, out, nil
 }
 
 // listCredentials lists the credentials within the caller's scopes, never
 // a secret or its hash.
 func (h *handler) listCredentials(w http.ResponseWriter, r *http.Request) {
-	cs, err := h.credentialStore()
-	if err == nil {
-		_, err = query(r)
-	}
-	var creds []leaseapi.Credential
-	if err == nil {
-		creds, err = h.visibleCredentials(r.Context(), cs)
-	}
+	_, creds, err := h.visibleCredentials(r)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
@@ -122,14 +122,7 @@ func (h *handler) listCredentials(w http.ResponseWriter, r *http.Request) {
 // deleteCredential revokes a credential within the caller's scopes; one
 // outside them is not found, exactly as one that does not exist.
 func (h *handler) deleteCredential(w http.ResponseWriter, r *http.Request) {
-	cs, err := h.credentialStore()
-	if err == nil {
-		_, err = query(r)
-	}
-	var creds []leaseapi.Credential
-	if err == nil {
-		creds, err = h.visibleCredentials(r.Context(), cs)
-	}
+	cs, creds, err := h.visibleCredentials(r)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
