@@ -94,6 +94,9 @@ type Lease struct {
 	PausedAt     *time.Time
 	PausedBy     string
 	PausedReason string
+	// RevokedBy names who revoked the lease (a credential's name) while it
+	// is revoked, or "".
+	RevokedBy string
 	// MissedTicks and SkippedTicks count the ticks of Schedule, since it was
 	// first registered, that no replica started within the grace (missed)
 	// or that fell while an earlier run still held the lease (skipped).
@@ -135,6 +138,9 @@ type Run struct {
 	// the tick plus the grace, when the tick was decided missed.
 	EndedAt *time.Time
 	Outcome Outcome
+	// RevokedBy names who revoked the run, when it was revoked by a known
+	// credential, or "".
+	RevokedBy string
 }
 
 // Duration is how long a finished run that had a holder took, and false
@@ -196,6 +202,13 @@ type RunsParams struct {
 	JobID string
 	// Limit is how many runs at most, at least 1.
 	Limit int
+}
+
+// RevokeParams are the inputs of Store.Revoke.
+type RevokeParams struct {
+	JobID string
+	// By names who revokes (a credential's name), or "".
+	By string
 }
 
 // PauseParams are the inputs of Store.Pause.

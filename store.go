@@ -51,8 +51,9 @@ type Store interface {
 	Release(ctx context.Context, p *ReleaseParams) (Lease, error)
 	// Revoke force-releases a held lease and increments its token, so the old
 	// holder's heartbeat and release fail. A lease that is not held is
-	// returned unchanged. ErrNotFound for an unknown job.
-	Revoke(ctx context.Context, jobID string) (Lease, error)
+	// returned unchanged. p.By is recorded as the lease's and the run's
+	// RevokedBy. ErrNotFound for an unknown job.
+	Revoke(ctx context.Context, p *RevokeParams) (Lease, error)
 	// Pause pauses the job so that acquires are refused with ErrJobPaused
 	// and its ticks are neither missed nor skipped; a grant in flight is
 	// not touched. Pausing a paused job changes nothing. ErrNotFound for an

@@ -155,6 +155,10 @@ const (
 // MaxReasonLength is the longest pause reason, in characters.
 const MaxReasonLength = 256
 
+// Validate checks p against the domain: a valid job id. By is set by the
+// service, not by the caller, and is not checked.
+func (p *RevokeParams) Validate() error { return ValidateJobID(p.JobID) }
+
 // Validate checks p against the domain: a valid job id, and a reason of at
 // most 256 characters of text (valid UTF-8, no control characters). By is
 // set by the service, not by the caller, and is not checked.

@@ -31,6 +31,8 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeInternal             = "internal"               // 500
 	CodeUnavailable          = "unavailable"            // 503
+	CodeOverloaded           = "overloaded"             // 503
+	CodeRateLimited          = "rate_limited"           // 429
 	CodeCredentialExists     = "credential_exists"      // 409
 )
 
@@ -78,6 +80,7 @@ type Lease struct {
 	PausedReason      *string           `json:"pausedReason"`
 	MissedTicks       int64             `json:"missedTicks"`
 	SkippedTicks      int64             `json:"skippedTicks"`
+	RevokedBy         *string           `json:"revokedBy"`
 }
 
 // LeaseList is one page of GET /leases.
@@ -102,6 +105,8 @@ type Run struct {
 	// DurationMs is EndedAt - StartedAt in milliseconds, nil while running
 	// and for a missed run.
 	DurationMs *int64 `json:"durationMs"`
+	// RevokedBy names who revoked the run, or nil.
+	RevokedBy *string `json:"revokedBy"`
 }
 
 // RunList is the body of GET /leases/{jobId}/runs.
@@ -177,6 +182,7 @@ func FromLease(l leaseapi.Lease) Lease {
 		PausedReason:      stringPtr(l.PausedReason),
 		MissedTicks:       l.MissedTicks,
 		SkippedTicks:      l.SkippedTicks,
+		RevokedBy:         stringPtr(l.RevokedBy),
 	}
 	if l.LastOutcome != "" {
 		o := l.LastOutcome
@@ -214,6 +220,7 @@ func FromRun(r leaseapi.Run) Run {
 		StartedAt: timePtr(r.StartedAt),
 		EndedAt:   timePtr(r.EndedAt),
 		Outcome:   r.Outcome,
+		RevokedBy: stringPtr(r.RevokedBy),
 	}
 	if r.Outcome != leaseapi.OutcomeMissed {
 		token, owner := r.Token, r.Owner

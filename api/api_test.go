@@ -46,7 +46,7 @@ func TestSpecProblemCodes(t *testing.T) {
 	want := []string{
 		api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotFound,
 		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeLeaseLost,
-		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal,
+		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal, api.CodeOverloaded, api.CodeRateLimited,
 		api.CodeCredentialExists,
 	}
 	slices.Sort(got)
@@ -139,7 +139,7 @@ func TestDTOsMatchSpec(t *testing.T) {
 		AcquiredAt: now, RenewedAt: now, ExpiresAt: later, ReleasedAt: &later, TTL: 30 * time.Second,
 		Tick: &now, LastCompletedTick: &now, LastOutcome: leaseapi.OutcomeSucceeded,
 		Schedule: "CRON_TZ=Europe/Berlin 0 7 * * *", Grace: time.Minute, NextTick: &later,
-		PausedAt: &later, PausedBy: "ops", PausedReason: "maintenance", MissedTicks: 3, SkippedTicks: 1,
+		PausedAt: &later, PausedBy: "ops", PausedReason: "maintenance", MissedTicks: 3, SkippedTicks: 1, RevokedBy: "ops",
 	}
 	minimal := leaseapi.Lease{
 		JobID: "a", Owner: "o", Token: 1, State: leaseapi.StateHeld,
@@ -199,7 +199,7 @@ func TestDTOsMatchSpec(t *testing.T) {
 		b, _ := json.Marshal(api.FromLease(minimal))
 		for _, field := range []string{`"releasedAt":null`, `"tick":null`, `"lastCompletedTick":null`, `"lastOutcome":null`,
 			`"schedule":null`, `"graceMs":null`, `"nextTick":null`, `"paused":false`, `"pausedAt":null`, `"pausedBy":null`,
-			`"pausedReason":null`, `"missedTicks":0`, `"skippedTicks":0`} {
+			`"pausedReason":null`, `"missedTicks":0`, `"skippedTicks":0`, `"revokedBy":null`} {
 			if !strings.Contains(string(b), field) {
 				t.Errorf("lease JSON lacks %s: %s", field, b)
 			}

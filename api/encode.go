@@ -71,6 +71,8 @@ func (l Lease) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, l.MissedTicks, 10)
 	b = append(b, `,"skippedTicks":`...)
 	b = strconv.AppendInt(b, l.SkippedTicks, 10)
+	b = append(b, `,"revokedBy":`...)
+	b = appendStringPtr(b, l.RevokedBy)
 	return append(b, '}')
 }
 

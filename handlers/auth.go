@@ -31,6 +31,15 @@ type principal struct {
 // openPrincipal is the caller in open mode.
 var openPrincipal = &principal{open: true, role: leaseapi.RoleAdmin, scopes: []string{leaseapi.ScopeAll}}
 
+// key identifies the credential for its rate limit: its id, or for a
+// configured token its name.
+func (p *principal) key() string {
+	if p.id != "" {
+		return p.id
+	}
+	return p.name
+}
+
 // inScope reports whether the caller may see jobID.
 func (p *principal) inScope(jobID string) bool { return leaseapi.InScope(p.scopes, jobID) }
 
@@ -157,6 +166,19 @@ func (a *authenticator) check(s *credentialSnapshot, token string) *principal {
 		found = e.p
 	}
 	return found
+}
+
+// named returns the credential whose id token names, whether or not the
+// secret is right, or nil.
+func (a *authenticator) named(s *credentialSnapshot, token string) *principal {
+	id, _, ok := leaseapi.ParseToken(token)
+	if !ok {
+		return nil
+	}
+	if e, known := s.byID[id]; known {
+		return e.p
+	}
+	return nil
 }
 
 // principalKey is the context key of the request's *principal.

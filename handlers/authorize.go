@@ -48,6 +48,12 @@ func (h *handler) authorize(next http.Handler) http.Handler {
 			writeProblem(w, r, err)
 			return
 		}
+		if !p.open && !perm.unlimited {
+			if wait, limited := h.limits.take("credential:"+p.key(), p.rate); limited {
+				writeProblem(w, r, rateLimited(wait))
+				return
+			}
+		}
 		if rl, ok := r.Context().Value(loggerKey).(*requestLogger); ok {
 			rl.credential = p.name
 		}
@@ -87,6 +93,14 @@ func (h *handler) authenticate(r *http.Request, perm permission) (*principal, er
 	}
 	p := h.auth.check(snap, token)
 	if p == nil {
+		// Guessing the secret of a known credential is no faster than its
+		// rate, counted apart from its own calls so that a guesser cannot
+		// use them up.
+		if c := h.auth.named(snap, token); c != nil {
+			if wait, limited := h.limits.take("guess:"+c.key(), c.rate); limited {
+				return nil, rateLimited(wait)
+			}
+		}
 		return nil, unauthorized("the bearer token is not valid (unknown, revoked or mistyped); send a valid credential's token", `, error="invalid_token"`)
 	}
 	return p, nil

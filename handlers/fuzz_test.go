@@ -145,11 +145,11 @@ func (s *recordingStore) Release(ctx context.Context, p *leaseapi.ReleaseParams)
 	return s.Store.Release(ctx, p)
 }
 
-func (s *recordingStore) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+func (s *recordingStore) Revoke(ctx context.Context, p *leaseapi.RevokeParams) (leaseapi.Lease, error) {
 	var c check
-	c.jobID(jobID)
+	c.jobID(p.JobID)
 	s.record("revoke", c...)
-	return s.Store.Revoke(ctx, jobID)
+	return s.Store.Revoke(ctx, p)
 }
 
 func (s *recordingStore) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
@@ -253,6 +253,10 @@ var problemStatus = map[string]int{
 	api.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	api.CodeInternal:             http.StatusInternalServerError,
 	api.CodeUnavailable:          http.StatusServiceUnavailable,
+	api.CodeOverloaded:           http.StatusServiceUnavailable,
+	api.CodeRateLimited:          http.StatusTooManyRequests,
+	api.CodeJobPaused:            http.StatusConflict,
+	api.CodeCredentialExists:     http.StatusConflict,
 }
 
 // leakMarkers must never appear in a response unless the client sent them.

@@ -45,6 +45,10 @@ type Options struct {
 	// leaseapi.CredentialStore (both stores are). While no credential was
 	// ever created and no token is configured, the API is open.
 	Credentials leaseapi.CredentialStore
+	// RateLimit is the calls per second per instance of a credential
+	// without a ratePerSecond of its own (heartbeats and releases are never
+	// limited); 0 is no limit.
+	RateLimit float64
 	// CredentialRefresh is how often the credentials are reread;
 	// DefaultCredentialRefresh when zero. At most 5s.
 	CredentialRefresh time.Duration
@@ -65,6 +69,7 @@ type handler struct {
 	requestTimeout time.Duration
 	missedGrace    time.Duration
 	auth           *authenticator
+	limits         *rateLimiters
 	perms          map[string]permission // by "METHOD pattern"; see authorize
 	logger         *slog.Logger
 	registry       *prometheus.Registry
@@ -97,6 +102,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		credentials = cs
 	}
 	h.auth = newAuthenticator(opts.APITokens, opts.AdminTokens, credentials, orDefault(opts.CredentialRefresh, DefaultCredentialRefresh))
+	h.limits = newRateLimiters(opts.RateLimit)
 	if err := h.checkTTLs(); err != nil {
 		panic("handlers.New: " + err.Error())
 	}

@@ -181,10 +181,19 @@ func holderResult(err error) string {
 }
 
 func (h *handler) revokeLease(w http.ResponseWriter, r *http.Request) {
-	serve(h, w, r, "revoke", pathAndNoQuery, h.store.Revoke, func(r *http.Request, l leaseapi.Lease) any {
-		loggerFrom(r.Context()).Info("lease revoked", "job_id", l.JobID, "owner", l.Owner, "token", l.Token)
+	serve(h, w, r, "revoke", revokeParams, h.store.Revoke, func(r *http.Request, l leaseapi.Lease) any {
+		loggerFrom(r.Context()).Info("lease revoked", "job_id", l.JobID, "owner", l.Owner, "token", l.Token, "by", l.RevokedBy)
 		return api.FromLease(l)
 	})
+}
+
+// revokeParams names the acting credential, recorded as revokedBy.
+func revokeParams(w http.ResponseWriter, r *http.Request) (*leaseapi.RevokeParams, error) {
+	id, err := pathAndNoQuery(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return &leaseapi.RevokeParams{JobID: id, By: principalFrom(r.Context()).name}, nil
 }
 
 func (h *handler) pause(w http.ResponseWriter, r *http.Request) {

@@ -332,7 +332,7 @@ func TestWriteProblem(t *testing.T) {
 		{"TickDone", conflict(leaseapi.ErrTickDone), 409, api.CodeTickDone, "AcquireConflict", false, true},
 		{"LeaseLost", fmt.Errorf("heartbeat: %w", conflict(leaseapi.ErrLeaseLost)), 409, api.CodeLeaseLost, "LeaseLost", false, true},
 		{"Unavailable", fmt.Errorf("acquire: %w: dial tcp: refused", leaseapi.ErrUnavailable), 503, api.CodeUnavailable, "Unavailable", true, false},
-		{"Overloaded", fmt.Errorf("acquire \"j\": 256 store calls in flight: %w", leaseapi.ErrOverloaded), 503, api.CodeUnavailable, "Unavailable", true, false},
+		{"Overloaded", fmt.Errorf("acquire \"j\": 256 store calls in flight: %w", leaseapi.ErrOverloaded), 503, api.CodeOverloaded, "Unavailable", true, false},
 		{"DeadlineExceeded", fmt.Errorf("store get: %w", context.DeadlineExceeded), 503, api.CodeUnavailable, "Unavailable", true, false},
 		{"Canceled", context.Canceled, 503, api.CodeUnavailable, "Unavailable", true, false},
 		{"Joined", errors.Join(errors.New("x"), leaseapi.ErrUnavailable), 503, api.CodeUnavailable, "Unavailable", true, false},

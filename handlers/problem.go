@@ -57,6 +57,8 @@ var titles = map[string]string{
 	api.CodeUnsupportedMediaType: "Unsupported media type",
 	api.CodeInternal:             "Internal server error",
 	api.CodeUnavailable:          "Service unavailable",
+	api.CodeOverloaded:           "Overloaded",
+	api.CodeRateLimited:          "Rate limited",
 	api.CodeCredentialExists:     "Credential exists",
 }
 
@@ -109,7 +111,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, leaseapi.ErrOverloaded):
 		// Load shedding: expected under overload, so not logged per request
 		// (the access log and leaseapi_http_requests_total show it).
-		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeUnavailable
+		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeOverloaded
 		p.Detail = "this instance has too many requests in flight and did nothing; retry after Retry-After seconds"
 		w.Header().Set("Retry-After", "1")
 	case errors.Is(err, leaseapi.ErrUnavailable),

@@ -169,6 +169,24 @@ func TestAdminOperations(t *testing.T) {
 			req.header = bearer("admin-token")
 			wantLease(t, b.do(t, req))
 		}
+
+		// Audit: the acting credential's name, never its token.
+		paused := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/pause", body: `{}`, header: bearer("admin-token")}))
+		if paused.PausedBy == nil || *paused.PausedBy != "admin-token-1" {
+			t.Errorf("pausedBy: got %v, want admin-token-1", paused.PausedBy)
+		}
+		revoked := wantLease(t, b.do(t, request{method: http.MethodDelete, path: "/leases/" + job, header: bearer("admin-token")}))
+		if revoked.RevokedBy == nil || *revoked.RevokedBy != "admin-token-1" {
+			t.Errorf("revokedBy: got %v, want admin-token-1", revoked.RevokedBy)
+		}
+		var runs api.RunList
+		decode(t, b.do(t, request{method: http.MethodGet, path: "/leases/" + job + "/runs", header: bearer("api-token")}).body, &runs)
+		if len(runs.Runs) == 0 || runs.Runs[0].RevokedBy == nil || *runs.Runs[0].RevokedBy != "admin-token-1" {
+			t.Errorf("the revoked run: %+v, want revokedBy admin-token-1", runs.Runs)
+		}
+		if line := b.logs.lines(t, map[string]any{"msg": "request", "method": http.MethodDelete}); len(line) == 0 || line[len(line)-1]["credential"] != "admin-token-1" {
+			t.Errorf("access log of the revoke: %v, want its line to name credential admin-token-1", line)
+		}
 	})
 }
 

@@ -15,7 +15,7 @@
 // # A run
 //
 // At a tick the runner acquires the job's lease for the tick (retrying 503s
-// and network errors with backoff, never sooner than a 503's Retry-After,
+// and network errors with backoff, never sooner than the Retry-After of a 503 or 429,
 // while the tick is still the current one),
 // runs the job with a context that carries the lease (LeaseFromContext: pass
 // the fencing token to the systems the job writes to), heartbeats every

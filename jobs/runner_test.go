@@ -251,11 +251,30 @@ func TestRunRetriesUnavailableAcquire(t *testing.T) {
 // backoff is far shorter.
 func TestRunWaitsRetryAfter(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		name        string
+		rateLimited bool
+		status      int
+	}{
+		{"Unavailable", false, http.StatusServiceUnavailable},
+		{"RateLimited", true, http.StatusTooManyRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			testRunWaitsRetryAfter(t, tt.rateLimited, tt.status)
+		})
+	}
+}
+
+// testRunWaitsRetryAfter: an acquire answered status (503 or 429) with
+// Retry-After: 3 is retried no sooner than 3 s later, and then succeeds.
+func testRunWaitsRetryAfter(t *testing.T, rateLimited bool, status int) {
 	b := setup(t)
 	clock := clockwork.NewFakeClockAt(epoch)
 	r := b.runner(t, "replica-a", clock, nil)
 	b.faults.failAcquires.Store(1)
 	b.faults.retryAfter.Store(3)
+	b.faults.rateLimited.Store(rateLimited)
 
 	res := goRun(context.Background(), r, "retry-after", epoch, func(context.Context) error { return nil })
 	blockUntil(t, clock, 1) // the wait before the retry
@@ -263,7 +282,7 @@ func TestRunWaitsRetryAfter(t *testing.T) {
 	blockUntil(t, clock, 1) // still the same wait: 3 s were asked for
 	select {
 	case got := <-res:
-		t.Fatalf("the run ended 2 s after a 503 with Retry-After: 3: %+v", got)
+		t.Fatalf("the run ended 2 s after a %d with Retry-After: 3: %+v", status, got)
 	default:
 	}
 	if n := b.faults.answered("acquire", http.StatusOK); n != 0 {
@@ -274,8 +293,8 @@ func TestRunWaitsRetryAfter(t *testing.T) {
 	if got.err != nil || got.report.Result != jobs.ResultSucceeded {
 		t.Fatalf("Run: got %+v, %v; want succeeded", got.report, got.err)
 	}
-	if n := b.faults.answered("acquire", http.StatusServiceUnavailable); n != 1 {
-		t.Fatalf("acquires answered 503: got %d, want 1", n)
+	if n := b.faults.answered("acquire", status); n != 1 {
+		t.Fatalf("acquires answered %d: got %d, want 1", status, n)
 	}
 }
 

@@ -174,9 +174,11 @@ type faultProxy struct {
 	failAcquires atomic.Int32
 	// failHeartbeats fails every heartbeat while set.
 	failHeartbeats atomic.Bool
-	// retryAfter is the Retry-After of the injected 503s in seconds; 0
+	// retryAfter is the Retry-After of the injected answers in seconds; 0
 	// means 1, as leaseapi sends.
 	retryAfter atomic.Int32
+	// rateLimited injects 429 rate_limited instead of 503 unavailable.
+	rateLimited atomic.Bool
 	// beforeAcquire, when set, runs before an acquire is passed on: a test
 	// uses it to move a fake clock while the request is on its way.
 	beforeAcquire atomic.Pointer[func()]
@@ -198,13 +200,16 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail = f.failHeartbeats.Load()
 	}
 	if fail {
-		f.count(op, http.StatusServiceUnavailable)
+		status, code, title := http.StatusServiceUnavailable, api.CodeUnavailable, "Service unavailable"
+		if f.rateLimited.Load() {
+			status, code, title = http.StatusTooManyRequests, api.CodeRateLimited, "Rate limited"
+		}
+		f.count(op, status)
 		w.Header().Set("Content-Type", api.ProblemContentType)
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(f.retryAfter.Load()))))
-		w.WriteHeader(http.StatusServiceUnavailable)
+		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(api.Problem{
-			Type: api.ProblemTypePrefix + api.CodeUnavailable, Title: "Service unavailable",
-			Status: http.StatusServiceUnavailable, Detail: "injected fault", Code: api.CodeUnavailable,
+			Type: api.ProblemTypePrefix + code, Title: title, Status: status, Detail: "injected fault", Code: code,
 		})
 		return
 	}

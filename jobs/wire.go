@@ -50,8 +50,12 @@ func (e *APIError) Unwrap() error {
 // retryable reports whether an operation that failed with err may be sent
 // again: the service or the network did not answer, so the outcome is
 // unknown, and acquire (same owner and tick), heartbeat and release (same
-// owner and token) are idempotent.
+// owner and token) are idempotent; or the service refused it before doing
+// anything (429 rate_limited, 503 overloaded) and said when to come back.
 func retryable(err error) bool {
+	if e, ok := errors.AsType[*APIError](err); ok && e.StatusCode == http.StatusTooManyRequests {
+		return true // rate_limited: nothing was done; retry after Retry-After
+	}
 	return errors.Is(err, leaseapi.ErrUnavailable)
 }
 

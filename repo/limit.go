@@ -52,8 +52,8 @@ func (l *callLimiter) Release(ctx context.Context, p *leaseapi.ReleaseParams) (l
 	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Release(ctx, p) })
 }
 
-func (l *callLimiter) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
-	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Revoke(ctx, jobID) })
+func (l *callLimiter) Revoke(ctx context.Context, p *leaseapi.RevokeParams) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Revoke(ctx, p) })
 }
 
 func (l *callLimiter) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {

@@ -37,7 +37,7 @@ func TestLimitCalls(t *testing.T) {
 		},
 		"Heartbeat": func() error { _, err := store.Heartbeat(ctx, &leaseapi.HeartbeatParams{JobID: "j"}); return err },
 		"Release":   func() error { _, err := store.Release(ctx, &leaseapi.ReleaseParams{JobID: "j"}); return err },
-		"Revoke":    func() error { _, err := store.Revoke(ctx, "j"); return err },
+		"Revoke":    func() error { _, err := store.Revoke(ctx, &leaseapi.RevokeParams{JobID: "j"}); return err },
 		"Get":       func() error { _, err := store.Get(ctx, "j"); return err },
 		"List":      func() error { _, err := store.List(ctx, &leaseapi.ListParams{Limit: 1}); return err },
 		"Runs":      func() error { _, err := store.Runs(ctx, "j", 1); return err },

@@ -221,6 +221,7 @@ type leaseRow struct {
 	PausedReason      sql.NullString `db:"paused_reason"`
 	MissedTicks       int64          `db:"missed_ticks"`
 	SkippedTicks      int64          `db:"skipped_ticks"`
+	RevokedBy         sql.NullString `db:"revoked_by"`
 	Now               time.Time      `db:"db_now"`
 }
 
@@ -228,13 +229,13 @@ type leaseRow struct {
 // db_now is read once per row so state is computed against one instant.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
-	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, clock_timestamp() AS db_now`
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, clock_timestamp() AS db_now`
 
 // fields are the scan targets of leaseColumns, in their order.
 func (r *leaseRow) fields() []any {
 	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
-		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.Now}
+		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -257,6 +258,9 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		PausedReason:      r.PausedReason.String,
 		MissedTicks:       r.MissedTicks,
 		SkippedTicks:      r.SkippedTicks,
+	}
+	if r.RevokedAt.Valid {
+		l.RevokedBy = r.RevokedBy.String
 	}
 	l.SetState(r.RevokedAt.Valid, r.Now)
 	setNextTick(&l, r.Now.UTC())
@@ -355,7 +359,7 @@ const acquireQuery = `
 WITH snapshot AS (
 	SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
-		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, c.now AS db_now,
+		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, c.now AS db_now,
 		(COALESCE($3::timestamptz <= l.last_completed_tick, false)
 			OR (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
 				AND NOT (l.owner = $2::text AND ($3::timestamptz IS NULL OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
@@ -550,20 +554,21 @@ func (p *Postgres) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leas
 // revokeQuery force-releases a held lease and bumps its token, so that the
 // old holder's token is stale.
 const revokeQuery = `
-UPDATE leases AS l SET (token, revoked_at, expires_at, last_outcome) = (
-	SELECT l.token + 1, c.now, c.now, 'revoked' FROM (SELECT clock_timestamp() AS now) AS c
+UPDATE leases AS l SET (token, revoked_at, expires_at, last_outcome, revoked_by) = (
+	SELECT l.token + 1, c.now, c.now, 'revoked', $2::text FROM (SELECT clock_timestamp() AS now) AS c
 )
 WHERE job_id = $1 AND released_at IS NULL AND revoked_at IS NULL AND expires_at > clock_timestamp()
 RETURNING ` + leaseColumns
 
 // Revoke force-releases a held lease. See leaseapi.Store.
-func (p *Postgres) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
-	if err := leaseapi.ValidateJobID(jobID); err != nil {
+func (p *Postgres) Revoke(ctx context.Context, rp *leaseapi.RevokeParams) (leaseapi.Lease, error) {
+	if err := rp.Validate(); err != nil {
 		return leaseapi.Lease{}, err
 	}
+	jobID := rp.JobID
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		var row leaseRow
-		err := p.scanPrepared(ctx, revokeQuery, []any{jobID}, row.fields()...)
+		err := p.scanPrepared(ctx, revokeQuery, []any{jobID, sql.NullString{String: rp.By, Valid: rp.By != ""}}, row.fields()...)
 		if err == nil {
 			l := row.toLease()
 			p.observer.RunFinished(leaseapi.OutcomeRevoked, l.ExpiresAt.Sub(l.AcquiredAt))
@@ -616,7 +621,7 @@ func (p *Postgres) get(ctx context.Context, jobID string) (leaseapi.Lease, error
 const listQuery = `
 SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
-	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, c.now AS db_now
+	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, c.now AS db_now
 FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 WHERE l.job_id > $1::text
 	AND ($2::text = '' OR (l.job_id >= $2::text AND l.job_id < $2::text || '~'))
@@ -667,7 +672,7 @@ func (p *Postgres) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.
 // whose grant has expired is shown as expired, ending at its expiry: the
 // row itself is closed when a grant takes over.
 const runsQuery = `
-SELECT r.token, r.owner, r.tick, r.started_at,
+SELECT r.token, r.owner, r.tick, r.started_at, r.revoked_by,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
 FROM leases AS l
@@ -685,6 +690,7 @@ type runRow struct {
 	StartedAt sql.NullTime   `db:"started_at"`
 	EndedAt   sql.NullTime   `db:"ended_at"`
 	Outcome   string         `db:"outcome"`
+	RevokedBy sql.NullString `db:"revoked_by"`
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -710,6 +716,7 @@ func (p *Postgres) Runs(ctx context.Context, jobID string, limit int) ([]leaseap
 				Owner:     r.Owner.String,
 				Tick:      nullTime(r.Tick),
 				StartedAt: nullTime(r.StartedAt),
+				RevokedBy: r.RevokedBy.String,
 				EndedAt:   nullTime(r.EndedAt),
 				Outcome:   leaseapi.Outcome(r.Outcome),
 			}

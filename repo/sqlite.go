@@ -461,12 +461,13 @@ type sqliteLeaseRow struct {
 	PausedReason      sql.NullString `db:"paused_reason"`
 	MissedTicks       int64          `db:"missed_ticks"`
 	SkippedTicks      int64          `db:"skipped_ticks"`
+	RevokedBy         sql.NullString `db:"revoked_by"`
 }
 
 // sqliteLeaseColumns are the columns every lease query and RETURNING yields.
 const sqliteLeaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
-	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks`
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by`
 
 // held reports whether the grant is held at now.
 func (r *sqliteLeaseRow) held(now int64) bool {
@@ -494,6 +495,9 @@ func (r *sqliteLeaseRow) lease(now int64) leaseapi.Lease {
 		PausedReason:      r.PausedReason.String,
 		MissedTicks:       r.MissedTicks,
 		SkippedTicks:      r.SkippedTicks,
+	}
+	if r.RevokedAt.Valid {
+		l.RevokedBy = r.RevokedBy.String
 	}
 	l.SetState(r.RevokedAt.Valid, sqliteTime(now))
 	setNextTick(&l, sqliteTime(now))
@@ -768,15 +772,22 @@ func (s *SQLite) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leasea
 // sqliteRevokeQuery force-releases a held grant and bumps the token, so the
 // old holder's token is stale.
 const sqliteRevokeQuery = `
-UPDATE leases SET token = token + 1, revoked_at = $3, expires_at = $3, last_outcome = 'revoked'
+UPDATE leases SET token = token + 1, revoked_at = $3, expires_at = $3, last_outcome = 'revoked', revoked_by = $4
 WHERE job_id = $1 AND token = $2 AND released_at IS NULL AND revoked_at IS NULL
 RETURNING ` + sqliteLeaseColumns
 
+// sqliteRevokeRunQuery closes the run of a revoked grant and records who
+// revoked it.
+const sqliteRevokeRunQuery = `
+UPDATE runs SET outcome = 'revoked', ended_at = $3, revoked_by = $4
+WHERE job_id = $1 AND token = $2 AND outcome = 'running'`
+
 // Revoke force-releases a held lease. See leaseapi.Store.
-func (s *SQLite) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, error) {
-	if err := leaseapi.ValidateJobID(jobID); err != nil {
+func (s *SQLite) Revoke(ctx context.Context, p *leaseapi.RevokeParams) (leaseapi.Lease, error) {
+	if err := p.Validate(); err != nil {
 		return leaseapi.Lease{}, err
 	}
+	jobID, by := p.JobID, sql.NullString{String: p.By, Valid: p.By != ""}
 	op := fmt.Sprintf("revoke %q", jobID)
 	var ev events
 	return sqliteObservedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
@@ -787,12 +798,11 @@ func (s *SQLite) Revoke(ctx context.Context, jobID string) (leaseapi.Lease, erro
 		if !cur.held(now) {
 			return cur.lease(now), nil // not held: unchanged
 		}
-		row, err := sqliteWriteLease(ctx, tx, sqliteRevokeQuery, jobID, cur.Token, now)
+		row, err := sqliteWriteLease(ctx, tx, sqliteRevokeQuery, jobID, cur.Token, now, by)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		if _, err := tx.ExecContext(ctx, sqliteEndRunQuery,
-			jobID, cur.Token, string(leaseapi.OutcomeRevoked), now); err != nil {
+		if _, err := tx.ExecContext(ctx, sqliteRevokeRunQuery, jobID, cur.Token, now, by); err != nil {
 			return leaseapi.Lease{}, err
 		}
 		ev.runFinished(leaseapi.OutcomeRevoked, time.Duration(now-cur.AcquiredAt)*time.Millisecond)
@@ -888,7 +898,7 @@ func sqlitePrefixEnd(prefix string) (string, bool) {
 // sqliteRunsQuery reads a job's history newest first: by start, or by tick
 // for a missed run (runs_job_at_idx).
 const sqliteRunsQuery = `
-SELECT token, owner, tick, started_at, ended_at, outcome FROM runs
+SELECT token, owner, tick, started_at, ended_at, outcome, revoked_by FROM runs
 WHERE job_id = $1
 ORDER BY COALESCE(started_at, tick) DESC, id DESC
 LIMIT $2`
@@ -900,6 +910,7 @@ type sqliteRunRow struct {
 	StartedAt sql.NullInt64  `db:"started_at"`
 	EndedAt   sql.NullInt64  `db:"ended_at"`
 	Outcome   string         `db:"outcome"`
+	RevokedBy sql.NullString `db:"revoked_by"`
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -928,6 +939,7 @@ func (s *SQLite) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.
 				Owner:     r.Owner.String,
 				Tick:      sqliteNullTime(r.Tick),
 				StartedAt: sqliteNullTime(r.StartedAt),
+				RevokedBy: r.RevokedBy.String,
 				EndedAt:   sqliteNullTime(r.EndedAt),
 				Outcome:   leaseapi.Outcome(r.Outcome),
 			}

@@ -316,7 +316,7 @@ func TestSQLiteUnavailable(t *testing.T) {
 			return err
 		}},
 		{"Revoke", func(ctx context.Context) error {
-			_, err := s.Revoke(ctx, "u")
+			_, err := s.Revoke(ctx, &leaseapi.RevokeParams{JobID: "u"})
 			return err
 		}},
 		{"PruneRuns", func(ctx context.Context) error {

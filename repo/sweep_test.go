@@ -173,7 +173,7 @@ func TestObserverCountsOnce(t *testing.T) {
 	}
 	acquire("revoked", "a", time.Hour)
 	for range 2 { // the second revoke finds nothing held
-		if _, err := s.Revoke(ctx, "revoked"); err != nil {
+		if _, err := s.Revoke(ctx, &leaseapi.RevokeParams{JobID: "revoked"}); err != nil {
 			t.Fatalf("Revoke: %v", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,7 @@ type Config struct {
 	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 unavailable at once, without touching the database (load shedding)"`
 	MissedGrace      time.Duration `envconfig:"MISSED_GRACE" default:"60s" desc:"grace of a schedule whose acquires send no graceMs: how long after a tick a replica may still start it before it counts as missed (capped at the schedule's shortest gap)"`
 	MissedSweep      time.Duration `envconfig:"MISSED_SWEEP" default:"10s" desc:"how often the fate of due ticks is decided (missed, skipped) and grants past their expiry are counted"`
+	RateLimit        float64       `envconfig:"RATE_LIMIT" default:"0" desc:"calls per second per instance of a credential without a ratePerSecond of its own (heartbeats and releases are never limited); 0 = no limit"`
 }
 
 // loadConfig reads the configuration from the environment and validates it.
@@ -129,6 +131,9 @@ func (c *Config) Validate() error {
 	}
 	if f := strings.ToLower(c.LogFormat); f != "json" && f != "text" {
 		add("%s (%q) must be json or text", key("LOG_FORMAT"), c.LogFormat)
+	}
+	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
+		add("%s (%v) must be 0 (no limit) or a positive number of calls per second", key("RATE_LIMIT"), c.RateLimit)
 	}
 	if c.MaxInFlight < 1 {
 		add("%s (%d) must be at least 1", key("MAX_IN_FLIGHT"), c.MaxInFlight)

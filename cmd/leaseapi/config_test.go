@@ -224,6 +224,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_MAX_IN_FLIGHT":     "64",
 		"LEASEAPI_MISSED_GRACE":      "90s",
 		"LEASEAPI_MISSED_SWEEP":      "5s",
+		"LEASEAPI_RATE_LIMIT":        "2.5",
 	}
 	keys := settingKeys(t)
 	for k, v := range env {
@@ -257,6 +258,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		MaxInFlight:      64,
 		MissedGrace:      90 * time.Second,
 		MissedSweep:      5 * time.Second,
+		RateLimit:        2.5,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loadConfig() = %+v, want %+v", got, want)

@@ -344,6 +344,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		Logger:      logger,
 		Registry:    registry,
 		MissedGrace: cfg.MissedGrace,
+		RateLimit:   cfg.RateLimit,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -102,35 +100,20 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 		}
 	}
 
-	backoff := time.Second
-	for {
-		rep, err := runner.Run(ctx, cfg.job, tick, sup.run, opts...)
-		if rep.ReleaseErr != nil {
-			fmt.Fprintf(env.stderr, "leasectl: %s: the release was not delivered (%v); the lease will expire by its TTL (%s)\n",
-				cfg.job, rep.ReleaseErr, cfg.ttl)
-		}
-		if sup.started() {
-			// The runner may have given COMMAND up (lease lost) before it
-			// was gone; leasectl never exits before it is.
-			<-sup.done
-			return runExit(sup.exit, sup.stopped)
-		}
-		if e, ok := errors.AsType[*jobs.APIError](err); ok && e.StatusCode == http.StatusTooManyRequests {
-			// The runner retries what may be retried at once (5xx, the
-			// network) but leaves 429 to its caller: retry it until --wait.
-			d := max(e.RetryAfter, backoff/2+rand.N(backoff/2))
-			fmt.Fprintf(env.stderr, "leasectl: %s: %v; retrying in %s\n", cfg.job, err, d.Round(time.Millisecond))
-			backoff = min(2*backoff, 8*time.Second)
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-				continue
-			}
-		}
-		return notStarted(ctx, cfg, env, err)
+	// The runner retries what may be retried (5xx, 429, the network) after
+	// Retry-After, until --wait or a signal cancels the acquire.
+	rep, err := runner.Run(ctx, cfg.job, tick, sup.run, opts...)
+	if rep.ReleaseErr != nil {
+		fmt.Fprintf(env.stderr, "leasectl: %s: the release was not delivered (%v); the lease will expire by its TTL (%s)\n",
+			cfg.job, rep.ReleaseErr, cfg.ttl)
 	}
+	if sup.started() {
+		// The runner may have given COMMAND up (lease lost) before it was
+		// gone; leasectl never exits before it is.
+		<-sup.done
+		return runExit(sup.exit, sup.stopped)
+	}
+	return notStarted(ctx, cfg, env, err)
 }
 
 // notStarted reports why COMMAND did not start, on one line of stderr, and

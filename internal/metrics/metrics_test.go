@@ -77,7 +77,7 @@ func TestCountsWhatTheStoreDecides(t *testing.T) {
 	if _, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: "other", Owner: "a", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Revoke(ctx, "other"); err != nil {
+	if _, err := s.Revoke(ctx, &leaseapi.RevokeParams{JobID: "other"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Pause(ctx, &leaseapi.PauseParams{JobID: "other"}); err != nil {

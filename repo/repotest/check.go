@@ -138,7 +138,7 @@ func (b *bundle) release(t *testing.T, p leaseapi.ReleaseParams) leaseapi.Lease 
 
 func (b *bundle) revoke(t *testing.T, jobID string) leaseapi.Lease {
 	t.Helper()
-	l, err := b.store.Revoke(t.Context(), jobID)
+	l, err := b.store.Revoke(t.Context(), &leaseapi.RevokeParams{JobID: jobID, By: "ops-" + b.prefix})
 	if err != nil {
 		t.Fatalf("Revoke(%s): got error %v, want nil", jobID, err)
 	}
@@ -266,6 +266,9 @@ func diffLease(got, want leaseapi.Lease) string {
 	if !equalTimePtr(got.PausedAt, want.PausedAt) || got.PausedBy != want.PausedBy || got.PausedReason != want.PausedReason {
 		add("PausedAt, PausedBy, PausedReason", fmt.Sprintf("%s %q %q", fmtTime(got.PausedAt), got.PausedBy, got.PausedReason),
 			fmt.Sprintf("%s %q %q", fmtTime(want.PausedAt), want.PausedBy, want.PausedReason))
+	}
+	if got.RevokedBy != want.RevokedBy {
+		add("RevokedBy", fmt.Sprintf("%q", got.RevokedBy), fmt.Sprintf("%q", want.RevokedBy))
 	}
 	if got.MissedTicks != want.MissedTicks || got.SkippedTicks != want.SkippedTicks {
 		add("MissedTicks, SkippedTicks", fmt.Sprintf("%d %d", got.MissedTicks, got.SkippedTicks),

@@ -38,7 +38,7 @@ func (g *GateStore) Release(context.Context, *leaseapi.ReleaseParams) (leaseapi.
 	return leaseapi.Lease{}, nil
 }
 
-func (g *GateStore) Revoke(context.Context, string) (leaseapi.Lease, error) {
+func (g *GateStore) Revoke(context.Context, *leaseapi.RevokeParams) (leaseapi.Lease, error) {
 	g.wait()
 	return leaseapi.Lease{}, nil
 }

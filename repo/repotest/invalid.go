@@ -72,7 +72,7 @@ func testInvalidInput(t *testing.T, b *bundle) {
 		{"ReleaseEmptyOutcome", "outcome", release(leaseapi.ReleaseParams{JobID: job, Owner: owner, Token: held.Token})},
 		{"ReleaseOutcomeRevoked", "outcome", release(leaseapi.ReleaseParams{JobID: job, Owner: owner, Token: held.Token, Outcome: leaseapi.OutcomeRevoked})},
 		{"ReleaseNegativeToken", "token", release(leaseapi.ReleaseParams{JobID: job, Owner: owner, Token: -1, Outcome: leaseapi.OutcomeSucceeded})},
-		{"RevokeBadJobID", "jobId", func() error { _, err := b.store.Revoke(ctx, job+"/x"); return err }},
+		{"RevokeBadJobID", "jobId", func() error { _, err := b.store.Revoke(ctx, &leaseapi.RevokeParams{JobID: job + "/x"}); return err }},
 		{"GetBadJobID", "jobId", func() error { _, err := b.store.Get(ctx, "' OR 1=1--"); return err }},
 		{"RunsZeroLimit", "limit", func() error { _, err := b.store.Runs(ctx, job, 0); return err }},
 		{"RunsBadJobID", "jobId", func() error { _, err := b.store.Runs(ctx, "", 10); return err }},

@@ -132,7 +132,7 @@ func testUnknownJob(t *testing.T, b *bundle) {
 	wantError(t, "Heartbeat", err, leaseapi.ErrNotFound)
 	_, err = b.store.Release(ctx, &leaseapi.ReleaseParams{JobID: job, Owner: owner, Token: 1, Outcome: leaseapi.OutcomeSucceeded})
 	wantError(t, "Release", err, leaseapi.ErrNotFound)
-	_, err = b.store.Revoke(ctx, job)
+	_, err = b.store.Revoke(ctx, &leaseapi.RevokeParams{JobID: job})
 	wantError(t, "Revoke", err, leaseapi.ErrNotFound)
 	_, err = b.store.Runs(ctx, job, 10)
 	wantError(t, "Runs", err, leaseapi.ErrNotFound)
@@ -630,6 +630,9 @@ func testRevoke(t *testing.T, b *bundle) {
 	if revoked.LastCompletedTick != nil {
 		t.Errorf("Revoke: lastCompletedTick got %s, want nil", fmtTime(revoked.LastCompletedTick))
 	}
+	if by := "ops-" + b.prefix; revoked.RevokedBy != by {
+		t.Errorf("Revoke: revokedBy got %q, want %q", revoked.RevokedBy, by)
+	}
 	checkLease(t, "Get after Revoke", b.get(t, job), revoked)
 
 	// Neither the old token nor the revocation's token works for the old holder.
@@ -649,6 +652,9 @@ func testRevoke(t *testing.T, b *bundle) {
 		t.Fatalf("Runs after Revoke: got %d runs, want 1", len(runs))
 	}
 	checkRun(t, "Runs[0]", runs[0], held.Token, a, tickAt(0), leaseapi.OutcomeRevoked)
+	if by := "ops-" + b.prefix; runs[0].RevokedBy != by {
+		t.Errorf("Runs[0].RevokedBy: got %q, want %q", runs[0].RevokedBy, by)
+	}
 
 	// The next grant's token is above the revocation's.
 	next := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: other, TTL: longTTL, Tick: tickAt(0)})
