@@ -941,6 +941,13 @@ func TestHostileAuth(t *testing.T) {
 		{"AdminTokenPrefix", "Authorization: Bearer " + hostileAdminToken + "x\r\n"},
 		{"TokenWithoutScheme", "Authorization: " + hostileAPIToken + "\r\n"},
 		{"TwoHeaders", "Authorization: Bearer wrong\r\nAuthorization: Bearer " + hostileAPIToken + "\r\n"},
+		{"TwoHeadersBothRight", "Authorization: Bearer " + hostileAPIToken + "\r\nAuthorization: Bearer " + hostileAPIToken + "\r\n"},
+		{"TabInToken", "Authorization: Bearer " + hostileAPIToken[:4] + "\t" + hostileAPIToken[4:] + "\r\n"},
+		{"NonASCIIToken", "Authorization: Bearer " + hostileAPIToken + "\xc3\xa9\r\n"},
+		{"HomoglyphToken", "Authorization: Bearer \xd0\xb0" + hostileAPIToken[1:] + "\r\n"},
+		{"CredentialShapedToken", "Authorization: Bearer lk_abcdefghijkl." + strings.Repeat("A", 43) + "\r\n"},
+		{"CredentialIDOnly", "Authorization: Bearer lk_abcdefghijkl.\r\n"},
+		{"LongToken", "Authorization: Bearer " + strings.Repeat("t", 8<<10) + "\r\n"},
 	} {
 		t.Run("Unauthorized"+tc.name, func(t *testing.T) {
 			for _, req := range []struct{ method, path, body string }{
