@@ -41,7 +41,7 @@ type Config struct {
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error; info logs an access line for the unexpected answers (4xx other than 409, 5xx), debug one for every request"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
-	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 unavailable at once, without touching the database (load shedding)"`
+	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 overloaded at once, without touching the database (load shedding)"`
 	MissedGrace      time.Duration `envconfig:"MISSED_GRACE" default:"60s" desc:"grace of a schedule whose acquires send no graceMs: how long after a tick a replica may still start it before it counts as missed (capped at the schedule's shortest gap)"`
 	MissedSweep      time.Duration `envconfig:"MISSED_SWEEP" default:"10s" desc:"how often the fate of due ticks is decided (missed, skipped) and grants past their expiry are counted"`
 	RateLimit        float64       `envconfig:"RATE_LIMIT" default:"0" desc:"calls per second per instance of a credential without a ratePerSecond of its own (heartbeats and releases are never limited); 0 = no limit"`
