@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +42,10 @@ func (p *principal) key() string {
 // inScope reports whether the caller may see jobID.
 func (p *principal) inScope(jobID string) bool { return leaseapi.InScope(p.scopes, jobID) }
 
+// maxCredentialAge is the oldest set of credentials an instance serves: a
+// credential revoked on another instance stops working here within it.
+const maxCredentialAge = 5 * time.Second
+
 // DefaultCredentialRefresh is how often an instance rereads the credentials
 // of the database: a credential created or revoked on another instance
 // takes effect here within that time (and at once on the instance that
@@ -63,8 +66,8 @@ type authenticator struct {
 	store   leaseapi.CredentialStore // nil: configured tokens only
 	refresh time.Duration
 
-	mu   sync.Mutex // serializes reloads
-	snap atomic.Pointer[credentialSnapshot]
+	reloading chan struct{} // holds a token while one request rereads
+	snap      atomic.Pointer[credentialSnapshot]
 }
 
 type envToken struct {
@@ -91,7 +94,7 @@ var dummySum = sha256.Sum256([]byte("leaseapi: no such credential"))
 // (api-token-1, admin-token-1, …), never by their value: API tokens are
 // unscoped credentials of role lease, admin tokens of role admin.
 func newAuthenticator(apiTokens, adminTokens []string, store leaseapi.CredentialStore, refresh time.Duration) *authenticator {
-	a := &authenticator{store: store, refresh: refresh}
+	a := &authenticator{store: store, refresh: refresh, reloading: make(chan struct{}, 1)}
 	add := func(tokens []string, kind string, role leaseapi.Role) {
 		for i, t := range tokens {
 			if t != "" {
@@ -114,11 +117,27 @@ func (a *authenticator) snapshot(ctx context.Context) (*credentialSnapshot, erro
 	if a.store == nil {
 		return &credentialSnapshot{}, nil
 	}
-	if s := a.snap.Load(); s != nil && time.Since(s.loaded) < a.refresh {
+	s := a.snap.Load()
+	if s != nil && time.Since(s.loaded) < a.refresh {
 		return s, nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	select {
+	case a.reloading <- struct{}{}:
+	default:
+		// Another request is rereading them. Serve the last set while it
+		// is within the promise (a revocation takes effect everywhere
+		// within maxCredentialAge), else wait for the reread, but never
+		// past this request's deadline.
+		if s != nil && time.Since(s.loaded) < maxCredentialAge {
+			return s, nil
+		}
+		select {
+		case a.reloading <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read credentials: %w: %w", leaseapi.ErrUnavailable, ctx.Err())
+		}
+	}
+	defer func() { <-a.reloading }()
 	if s := a.snap.Load(); s != nil && time.Since(s.loaded) < a.refresh {
 		return s, nil // another request reread them meanwhile
 	}
@@ -126,7 +145,7 @@ func (a *authenticator) snapshot(ctx context.Context) (*credentialSnapshot, erro
 	if err != nil {
 		return nil, fmt.Errorf("read credentials: %w", err)
 	}
-	s := &credentialSnapshot{byID: make(map[string]credentialEntry, len(set.Credentials)), closed: set.Closed, loaded: time.Now()}
+	s = &credentialSnapshot{byID: make(map[string]credentialEntry, len(set.Credentials)), closed: set.Closed, loaded: time.Now()}
 	for _, c := range set.Credentials {
 		s.byID[c.ID] = credentialEntry{sum: c.SecretHash, p: &principal{
 			id: c.ID, name: c.Name, role: c.Role, scopes: leaseapi.NormalizeScopes(c.Scopes), rate: c.RatePerSecond,
