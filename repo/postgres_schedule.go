@@ -49,7 +49,7 @@ func (p *Postgres) Pause(ctx context.Context, pp *leaseapi.PauseParams) (leaseap
 
 const (
 	// dueJobColumns are what the sweep reads of a scheduled job.
-	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, paused_at, token, expires_at`
+	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, decide_at, paused_at, token, expires_at`
 
 	// lockForResumeQuery locks one job for resume.
 	lockForResumeQuery = `SELECT paused_at IS NOT NULL AS paused, schedule IS NOT NULL AS scheduled
@@ -103,7 +103,7 @@ func (p *Postgres) Resume(ctx context.Context, jobID string) (leaseapi.Lease, er
 				if err := tx.GetContext(ctx, &now, dbNowQuery); err != nil {
 					return err
 				}
-				if _, err := pgDecide(ctx, tx, &job, now, &ev); err != nil {
+				if _, _, err := pgDecide(ctx, tx, &job, now, &ev); err != nil {
 					return err
 				}
 			}
@@ -156,21 +156,24 @@ type pgDueJob struct {
 	GraceMs   int64        `db:"grace_ms"`
 	Since     time.Time    `db:"schedule_since"`
 	NextTick  sql.NullTime `db:"next_tick"`
+	DecideAt  sql.NullTime `db:"decide_at"`
 	PausedAt  sql.NullTime `db:"paused_at"`
 	Token     int64        `db:"token"`
 	ExpiresAt time.Time    `db:"expires_at"`
 }
 
 const (
-	// dueJobsQuery locks the jobs whose next tick is due, through
+	// dueJobsQuery reads the jobs whose next tick is due, through
 	// leases_decide_at_idx: its cost grows with the due jobs only. The
 	// bound is statement_timestamp(), which the planner can use as an index
 	// condition (clock_timestamp() is volatile: a filter over every entry
-	// of the index); the decisions use the clock read after the locks.
-	// SKIP LOCKED lets several instances sweep at once, each deciding other
-	// jobs, and never waits for an acquire.
+	// of the index); the decisions use the clock read afterwards. It takes
+	// no lock: a decision is written by one conditional statement
+	// (decideQuery), so that no lease row stays locked while a job's ticks
+	// are decided, and so that of several instances sweeping at once only
+	// one writes each decision.
 	dueJobsQuery = `SELECT ` + dueJobColumns + ` FROM leases
-WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1 FOR UPDATE SKIP LOCKED`
+WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1`
 
 	// grantsAroundQuery reads a job's grants that started at or after $2,
 	// and the newest one that started before it (runs_job_at_idx).
@@ -182,17 +185,28 @@ UNION ALL
 	WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL
 	ORDER BY COALESCE(started_at, tick) DESC LIMIT 1)`
 
-	insertMissedRunsQuery = `
-INSERT INTO runs (job_id, tick, ended_at, outcome)
-SELECT $1, t, t + $3::bigint * interval '1 millisecond', 'missed' FROM unnest($2::timestamptz[]) AS t`
-
-	// decidedQuery records a pass: the oldest undecided tick, when it is
-	// due, the counters, and whether the newest decided tick was missed
-	// ($7: the pass decided a tick, then $6 is the new missed_at).
-	decidedQuery = `
-UPDATE leases SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at) =
-	($2, $3, missed_ticks + $4, skipped_ticks + $5, CASE WHEN $7 THEN $6 ELSE missed_at END)
-WHERE job_id = $1`
+	// decideQuery writes what a pass decided for one job, in one statement:
+	// the oldest undecided tick and when it is due, the counters, whether
+	// the newest decided tick was missed ($7: the pass decided a tick, then
+	// $6 is the new missed_at), and a run for each missed tick to record
+	// ($11, with the grace $12). It writes only if the row is still as the
+	// pass read it ($8-$10): a concurrent sweep that decided the same ticks
+	// first, a new spec, or a pause or resume meanwhile make it write
+	// nothing, and the count it returns is 0.
+	decideQuery = `
+WITH decided AS (
+	UPDATE leases SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at) =
+		($2::timestamptz, $3::timestamptz, missed_ticks + $4::bigint, skipped_ticks + $5::bigint,
+		 CASE WHEN $7::boolean THEN $6::timestamptz ELSE missed_at END)
+	WHERE job_id = $1 AND decide_at IS NOT DISTINCT FROM $8::timestamptz AND schedule = $9::text
+		AND paused_at IS NOT DISTINCT FROM $10::timestamptz
+	RETURNING job_id
+), missed AS (
+	INSERT INTO runs (job_id, tick, ended_at, outcome)
+	SELECT d.job_id, t, t + $12::bigint * interval '1 millisecond', 'missed'
+	FROM decided AS d, unnest($11::timestamptz[]) AS t
+)
+SELECT count(*) FROM decided`
 
 	// countExpiriesQuery marks, once, the open runs whose grant passed its
 	// expiresAt unreleased (runs_running_idx).
@@ -222,48 +236,44 @@ func (p *Postgres) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepRes
 	return bounded(ctx, func(ctx context.Context) (leaseapi.SweepResult, error) {
 		var ev events
 		var res leaseapi.SweepResult
-		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
-			res = leaseapi.SweepResult{}
-			var due []pgDueJob
-			if err := tx.SelectContext(ctx, &due, dueJobsQuery, batch+1); err != nil {
-				return err
+		var due []pgDueJob
+		if err := p.db.SelectContext(ctx, &due, dueJobsQuery, batch+1); err != nil {
+			return res, interpretError("sweep ticks", err)
+		}
+		if len(due) > batch {
+			res.More, due = true, due[:batch]
+		}
+		// The clock after the read: every decision is made at it.
+		var now time.Time
+		if err := p.db.GetContext(ctx, &now, dbNowQuery); err != nil {
+			return res, interpretError("sweep ticks", err)
+		}
+		for i := range due {
+			d, written, err := pgDecide(ctx, p.db, &due[i], now, &ev)
+			if err != nil {
+				return leaseapi.SweepResult{}, interpretError(fmt.Sprintf("sweep ticks of %q", due[i].JobID), err)
 			}
-			if len(due) > batch {
-				res.More, due = true, due[:batch]
-			}
-			// The clock after the locks: every decision is made at it.
-			var now time.Time
-			if err := tx.GetContext(ctx, &now, dbNowQuery); err != nil {
-				return err
-			}
-			for i := range due {
-				d, err := pgDecide(ctx, tx, &due[i], now, &ev)
-				if err != nil {
-					return fmt.Errorf("job %q: %w", due[i].JobID, err)
-				}
+			if written {
 				res.Add(d.result())
 			}
-			r, err := tx.ExecContext(ctx, countExpiriesQuery, batch)
-			if err != nil {
-				return err
-			}
-			if res.Expirations, err = r.RowsAffected(); err != nil {
-				return err
-			}
-			res.More = res.More || res.Expirations == int64(batch)
-			ev.expired += res.Expirations
-			return nil
-		})
+		}
+		r, err := p.db.ExecContext(ctx, countExpiriesQuery, batch)
 		if err != nil {
 			return leaseapi.SweepResult{}, interpretError("sweep ticks", err)
 		}
+		if res.Expirations, err = r.RowsAffected(); err != nil {
+			return leaseapi.SweepResult{}, interpretError("sweep ticks", err)
+		}
+		res.More = res.More || res.Expirations == int64(batch)
+		ev.expired += res.Expirations
 		ev.emit(p.observer)
 		return res, nil
 	})
 }
 
-// pgDecide decides the due ticks of j at now and records the decision.
-func pgDecide(ctx context.Context, tx *sqlx.Tx, j *pgDueJob, now time.Time, ev *events) (tickDecision, error) {
+// pgDecide decides the due ticks of j at now and writes the decision,
+// unless the row changed since j was read; written says whether it did.
+func pgDecide(ctx context.Context, q sqlx.ExtContext, j *pgDueJob, now time.Time, ev *events) (d tickDecision, written bool, err error) {
 	job := &scheduledJob{
 		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
 		Since: j.Since, NextTick: nullTime(j.NextTick), PausedAt: nullTime(j.PausedAt),
@@ -271,41 +281,40 @@ func pgDecide(ctx context.Context, tx *sqlx.Tx, j *pgDueJob, now time.Time, ev *
 	}
 	sched, err := parseSchedule(job.Schedule)
 	if err != nil {
-		return tickDecision{}, err
+		return d, false, err
 	}
 	plan := planTicks(job, sched, now)
-	var d tickDecision
 	if len(plan.Due) > 0 {
 		var rows []pgGrantRow
-		if err := tx.SelectContext(ctx, &rows, grantsAroundQuery, j.JobID, plan.Due[0].Add(-tickSkew)); err != nil {
-			return d, err
+		if err := sqlx.SelectContext(ctx, q, &rows, grantsAroundQuery, j.JobID, plan.Due[0].Add(-tickSkew)); err != nil {
+			return d, false, err
 		}
 		runs := make([]grantRun, len(rows))
 		for i, r := range rows {
 			runs[i] = grantRun{Token: r.Token, Tick: nullTime(r.Tick), StartedAt: r.StartedAt, EndedAt: nullTime(r.EndedAt)}
 		}
 		d = decideTicks(job, plan.Due, runs)
-		if len(d.MissedTicks) > 0 {
-			ticks := make([]string, len(d.MissedTicks))
-			for i, t := range d.MissedTicks {
-				ticks[i] = t.UTC().Format(time.RFC3339Nano)
-			}
-			if _, err := tx.ExecContext(ctx, insertMissedRunsQuery, j.JobID, pq.Array(ticks), j.GraceMs); err != nil {
-				return d, err
-			}
-		}
 	}
 	var next, decideAt sql.NullTime
 	if !plan.Next.IsZero() {
 		next = sql.NullTime{Time: plan.Next, Valid: true}
 		decideAt = sql.NullTime{Time: plan.Next.Add(job.Grace), Valid: true}
 	}
-	if _, err := tx.ExecContext(ctx, decidedQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
-		nullableTime(d.LastMissedAt), len(plan.Due) > 0); err != nil {
-		return d, err
+	missed := make([]string, len(d.MissedTicks))
+	for i, t := range d.MissedTicks {
+		missed[i] = t.UTC().Format(time.RFC3339Nano)
+	}
+	var n int
+	if err := sqlx.GetContext(ctx, q, &n, decideQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
+		nullableTime(d.LastMissedAt), len(plan.Due) > 0, j.DecideAt, j.Schedule, j.PausedAt,
+		pq.Array(missed), j.GraceMs); err != nil {
+		return d, false, err
+	}
+	if n == 0 {
+		return d, false, nil
 	}
 	ev.decided(d)
-	return d, nil
+	return d, true, nil
 }
 
 // statsQuery counts the leases at one instant. Overdue: scheduled, not

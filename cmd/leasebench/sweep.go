@@ -67,8 +67,8 @@ func sweepWantMissed(due int) int64 { return int64(due+1) / 2 }
 
 // explainDueJobsQuery is repo's dueJobsQuery (the sweep's read of the due
 // jobs), EXPLAINed here; TestExplainDueJobsQueryIsRepos keeps it in step.
-const explainDueJobsQuery = `SELECT job_id, schedule, grace_ms, schedule_since, next_tick, paused_at, token, expires_at FROM leases
-WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1 FOR UPDATE SKIP LOCKED`
+const explainDueJobsQuery = `SELECT job_id, schedule, grace_ms, schedule_since, next_tick, decide_at, paused_at, token, expires_at FROM leases
+WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1`
 
 // sweepCheckQuery is what the database says after the pass: jobs still
 // due, the tick counters, and the missed runs recorded.
