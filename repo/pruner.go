@@ -76,9 +76,7 @@ func NewRunPruner(store leaseapi.Store, cfg RunPrunerConfig, logger *slog.Logger
 
 // Run prunes once now and then every interval until ctx is cancelled.
 func (p *RunPruner) Run(ctx context.Context) {
-	ticker := time.NewTicker(p.cfg.Interval)
-	defer ticker.Stop()
-	for {
+	every(ctx, p.cfg.Interval, func(ctx context.Context) {
 		deleted, err := p.runOnce(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -87,6 +85,16 @@ func (p *RunPruner) Run(ctx context.Context) {
 			p.logger.InfoContext(ctx, "pruned run history", slog.Int64("deleted", deleted),
 				slog.Duration("retention", p.cfg.Retention))
 		}
+	})
+}
+
+// every runs pass now and then every interval until ctx is cancelled: the
+// shape of the background loops, each of them safe on every instance.
+func every(ctx context.Context, interval time.Duration, pass func(context.Context)) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		pass(ctx)
 		select {
 		case <-ctx.Done():
 			return

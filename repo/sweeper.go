@@ -68,9 +68,7 @@ func NewTickSweeper(store leaseapi.Store, cfg TickSweeperConfig, logger *slog.Lo
 
 // Run sweeps once now and then every interval until ctx is cancelled.
 func (s *TickSweeper) Run(ctx context.Context) {
-	ticker := time.NewTicker(s.cfg.Interval)
-	defer ticker.Stop()
-	for {
+	every(ctx, s.cfg.Interval, func(ctx context.Context) {
 		res, err := s.runOnce(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -80,12 +78,7 @@ func (s *TickSweeper) Run(ctx context.Context) {
 				slog.Int64("missed", res.Missed), slog.Int64("skipped", res.Skipped),
 				slog.Int64("expirations", res.Expirations))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	})
 }
 
 // runOnce sweeps batches until no due work is left, and returns the sum.
