@@ -29,9 +29,9 @@ build: ## build the static binary bin/leaseapi
 run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE_URL is set)
 	$(GO) run ./cmd/leaseapi
 
-test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-promtool.sh installs promtool)
+test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool)
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-promtool.sh
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus
 	$(GO) test $(TEST_FLAGS) ./...
 
 test-short: ## run the tests that need no Postgres
@@ -50,7 +50,7 @@ migrate: ## apply the database migrations and exit (same store settings as run)
 
 cover: ## run all tests with coverage into coverage.out and print the total
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-promtool.sh
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus
 	$(GO) test -count=1 -covermode=atomic -coverprofile=coverage.out ./...
 	$(GO) tool cover -func=coverage.out | tail -n 1
 

@@ -160,7 +160,7 @@ func MetricNames(expr string) ([]string, error) {
 func Tool(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%s is not on PATH: run scripts/ensure-promtool.sh (make test does)", name)
+		return "", fmt.Errorf("%s is not on PATH: run scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus (make test does)", name)
 	}
 	return path, nil
 }
