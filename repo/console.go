@@ -47,21 +47,21 @@ var runOutcomes = []leaseapi.Outcome{
 }
 
 // recentRunOutcomes returns the outcomes a run must have to be listed
-// (every outcome when p names none) and the outcomes stored in its row
-// that can have them: a run still marked running whose grant has expired
-// is listed as expired, so asking for expired runs reads the running ones
-// too.
-func recentRunOutcomes(p *leaseapi.RecentRunsParams) (want, stored []string) {
+// (every outcome when p names none), those of them that are finished
+// outcomes, stored as they are listed, and whether the runs still marked
+// running must be read: they are listed as running, or as expired once
+// their grant has expired.
+func recentRunOutcomes(p *leaseapi.RecentRunsParams) (want, finished []string, running bool) {
 	outcomes := p.Outcomes
 	if len(outcomes) == 0 {
 		outcomes = runOutcomes
 	}
 	for _, o := range outcomes {
 		want = append(want, string(o))
-		stored = append(stored, string(o))
+		if o != leaseapi.OutcomeRunning {
+			finished = append(finished, string(o))
+		}
 	}
-	if slices.Contains(outcomes, leaseapi.OutcomeExpired) && !slices.Contains(outcomes, leaseapi.OutcomeRunning) {
-		stored = append(stored, string(leaseapi.OutcomeRunning))
-	}
-	return want, stored
+	running = slices.Contains(outcomes, leaseapi.OutcomeRunning) || slices.Contains(outcomes, leaseapi.OutcomeExpired)
+	return want, finished, running
 }
