@@ -374,7 +374,7 @@ func TestEveryRouteAuthorized(t *testing.T) {
 	roles := map[string]leaseapi.Role{
 		"GET /whoami": leaseapi.RoleRead, "GET /leases": leaseapi.RoleRead, "GET /leases/{jobId}": leaseapi.RoleRead,
 		"GET /leases/{jobId}/runs": leaseapi.RoleRead, "GET /runs": leaseapi.RoleRead, "GET /stats": leaseapi.RoleRead,
-		"POST /leases/{jobId}/acquire": leaseapi.RoleLease,
+		"POST /leases/{jobId}/acquire":   leaseapi.RoleLease,
 		"POST /leases/{jobId}/heartbeat": leaseapi.RoleLease, "POST /leases/{jobId}/release": leaseapi.RoleLease,
 		"DELETE /leases/{jobId}": leaseapi.RoleAdmin, "POST /leases/{jobId}/pause": leaseapi.RoleAdmin,
 		"POST /leases/{jobId}/resume": leaseapi.RoleAdmin, "DELETE /leases/{jobId}/schedule": leaseapi.RoleAdmin,
