@@ -168,7 +168,7 @@ func (b *bench) postgresDurability(ctx context.Context) (string, error) {
 	s := fmt.Sprintf("fsync %s, synchronous_commit %s, wal_sync_method %s",
 		settings["fsync"], settings["synchronous_commit"], settings["wal_sync_method"])
 	if settings["fsync"] != "on" || settings["synchronous_commit"] == "off" {
-		return s, fmt.Errorf("Postgres has %s: its commits are not durable on disk, and the peers' are; "+
+		return s, fmt.Errorf("postgres has %s: its commits are not durable on disk, and the peers' are; "+
 			"refusing to compare (turn fsync and synchronous_commit on)", s)
 	}
 	return s, nil
