@@ -16,6 +16,14 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 # api/lint/go.mod (a module of its own, so leaseapi does not depend on it);
 # api/lint/lint.yaml holds its rules. Fails on errors, prints warnings.
 SPECLINT := $(GO) run -C api/lint . lint.yaml ../openapi.yaml
+# Modules of their own inside the tree, so that leaseapi's go.mod stays
+# free of their dependencies: the OpenAPI linter and the benchmark's drivers
+# of etcd and Redis (bench/peers, run by cmd/leasebench). `go ... ./...` in
+# the root does not enter them; lint and test name them. (`go mod tidy -diff`
+# skips api/lint: a test-only dependency of its linter is not on the proxy.)
+NESTED_MODULES := api/lint bench/peers
+# The programs the lock scenario's peers and bench/peers' tests run.
+PEER_PACKAGES := etcd:etcd-server redis-server:redis-server
 
 .PHONY: help build run test test-short lint migrate cover db-up db-down docker generate bench
 
@@ -29,18 +37,23 @@ build: ## build the static binary bin/leaseapi
 run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE_URL is set)
 	$(GO) run ./cmd/leaseapi
 
-test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool)
+test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, etcd, redis-server)
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus $(PEER_PACKAGES)
 	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test -C bench/peers $(TEST_FLAGS) ./...
 
-test-short: ## run the tests that need no Postgres
+test-short: ## run the tests that need no Postgres (nor etcd, redis-server)
 	$(GO) test -short $(TEST_FLAGS) ./...
+	$(GO) test -C bench/peers -short $(TEST_FLAGS) ./...
 
-lint: ## gofmt, go vet, staticcheck (pinned), OpenAPI lint of api/openapi.yaml (pinned), import directions, shell syntax
+lint: ## gofmt, go vet, staticcheck (pinned), go mod tidy, in the root and the nested modules; OpenAPI lint (pinned), import directions, shell syntax
 	@unformatted=$$(gofmt -l .); if [[ -n $$unformatted ]]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	for m in $(NESTED_MODULES); do $(GO) vet -C "$$m" ./...; (cd "$$m" && $(STATICCHECK) ./...); done
+	$(GO) mod tidy -diff
+	$(GO) mod tidy -C bench/peers -diff
 	$(SPECLINT)
 	$(GO) test -count=1 ./internal/archtest
 	for f in scripts/*.sh .ci/run; do bash -n "$$f"; done
@@ -66,8 +79,9 @@ docker: ## build the container image leaseapi:dev (needs a Docker engine)
 generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-codegen pinned in go.mod)
 	$(GO) generate ./api/client
 
-bench: ## measure leaseapi against its Postgres floor, ~10-15 min (BENCH_FLAGS=-quick: ~1 min); docs/performance.md
+bench: ## measure leaseapi against its Postgres floor and against etcd and Redis, ~15-20 min (BENCH_FLAGS=-quick: ~2 min); docs/performance.md
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-packages.sh $(PEER_PACKAGES)
 	$(GO) run ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
 
 .PHONY: chaos chaos-mutants

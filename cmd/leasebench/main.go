@@ -17,6 +17,8 @@
 //	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients
 //	sweep      one pass of the tick sweep (SweepTicks, batch 100) over 1 M scheduled
 //	           jobs of which 1 k are due, against a pass over the 1 k alone
+//	lock       acquire → release on a lock of one's own, leaseapi against etcd and
+//	           Redis (durable on disk, fresh servers, interleaved rounds; lock.go)
 //
 // It prints one table, writes the results as JSON (-out) and, with -doc,
 // replaces the results section of docs/performance.md. Timing targets are
@@ -71,6 +73,8 @@ type options struct {
 	openDuration time.Duration
 	sweepJobs    int
 	sweepDue     int
+	lockDuration time.Duration
+	lockRounds   int
 	logLevel     string
 	out          string
 	doc          string
@@ -99,6 +103,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.openDuration, "open-duration", 10*time.Second, "duration of the open-loop latency run")
 	fs.IntVar(&o.sweepJobs, "sweep-jobs", 1000000, "scheduled jobs in the table during the large sweep pass")
 	fs.IntVar(&o.sweepDue, "sweep-due", 1000, "of them due (the small pass has only these)")
+	fs.DurationVar(&o.lockDuration, "lock-duration", 15*time.Second, "measured time of each row of the lock scenario")
+	fs.IntVar(&o.lockRounds, "lock-rounds", 3, "rounds of the lock scenario (each: leaseapi, etcd, redis)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "LEASEAPI_LOG_LEVEL of the measured leaseapi (info = the default, with the access log)")
 	fs.StringVar(&o.out, "out", "", "JSON results file (default bench/results.json; with -quick, leasebench-quick.json in the temporary directory)")
 	fs.StringVar(&o.doc, "doc", "", "Markdown page whose results section to replace (e.g. docs/performance.md); ignored with -quick")
@@ -110,7 +116,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.serverEnv = append(o.serverEnv, kv)
 		return nil
 	})
-	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep; latency needs cycle); default all")
+	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep, lock; latency needs cycle); default all")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -132,6 +138,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			"rss-clients":   func() { o.rssClients = 200 },
 			"open-duration": func() { o.openDuration = 3 * time.Second },
 			"sweep-jobs":    func() { o.sweepJobs = 100000 },
+			"lock-duration": func() { o.lockDuration = 2 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -149,8 +156,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.concurrency < 1, o.herdReplicas < 1, o.herdJobs < 1, o.rssClients < 1, o.rssLeases < 1:
 		return o, errors.New("-c, -herd-replicas, -herd-jobs, -rss-clients and -rss-leases must be at least 1")
-	case o.duration <= 0, o.warmup < 0, o.listDuration <= 0, o.openDuration <= 0:
+	case o.duration <= 0, o.warmup < 0, o.listDuration <= 0, o.openDuration <= 0, o.lockDuration <= 0:
 		return o, errors.New("durations must be positive")
+	case o.lockRounds < 1:
+		return o, errors.New("-lock-rounds must be at least 1")
 	case o.sweepDue < 1, o.sweepJobs < o.sweepDue, o.sweepJobs > 9_999_999:
 		return o, errors.New("-sweep-due must be at least 1 and -sweep-jobs between it and 9,999,999")
 	}

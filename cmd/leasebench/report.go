@@ -28,6 +28,8 @@ type Report struct {
 	ServerEnv   []string `json:"leaseapiExtraEnv,omitempty"`
 	Rows        []Row    `json:"rows"`
 	Targets     []Target `json:"targets"`
+	// Lock is the lock scenario: leaseapi against etcd and Redis.
+	Lock *LockReport `json:"lock,omitempty"`
 	// Bugs are invariant violations the benchmark saw (wrong grant counts).
 	Bugs []string `json:"bugs,omitempty"`
 }
@@ -161,12 +163,9 @@ func tableRow(r Row) []string {
 func printTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "\nleasebench  %s  go %s  postgres %s  %d CPUs  load average %s (before) %s (after)\n\n",
 		rep.Started, rep.GoVersion, rep.Postgres, rep.CPUs, rep.LoadBefore, rep.LoadAfter)
-	tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(tableHeader, "\t")+"\t")
-	for _, r := range rep.Rows {
-		fmt.Fprintln(tw, strings.Join(tableRow(r), "\t")+"\t")
+	if len(rep.Rows) > 0 { // none with -only lock
+		printTabbed(w, tableHeader, rep.Rows, tableRow)
 	}
-	tw.Flush()
 	if sweeps := sweepRows(rep); len(sweeps) > 0 {
 		fmt.Fprintln(w, "\nsweep passes:")
 		tw := tabwriter.NewWriter(w, 1, 0, 2, ' ', tabwriter.AlignRight)
@@ -180,6 +179,7 @@ func printTable(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "%s, due-jobs read after it (idle):\n    %s\n", r.Scenario, strings.Join(planSummary(r.Sweep.ExplainIdle), "\n    "))
 		}
 	}
+	printLock(w, rep)
 	for _, r := range rep.Rows {
 		if r.Errors > 0 {
 			fmt.Fprintf(w, "errors: %s %s %s: %d (first: %s)\n", r.Scenario, r.Mode, r.Acquire, r.Errors, r.FirstError)
@@ -234,10 +234,8 @@ func writeMarkdown(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "Run %s with `%s`: Go %s, PostgreSQL %s, %d CPUs, load average %s before and %s after "+
 		"(1, 5, 15 min); leaseapi log level `%s`.\n\n",
 		rep.Started, rep.Command, rep.GoVersion, rep.Postgres, rep.CPUs, rep.LoadBefore, rep.LoadAfter, rep.LogLevel)
-	fmt.Fprintf(w, "| %s |\n", strings.Join(tableHeader, " | "))
-	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(tableHeader)))
-	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "| %s |\n", strings.Join(tableRow(r), " | "))
+	if len(rep.Rows) > 0 { // none with -only lock
+		markdownTable(w, tableHeader, rep.Rows, tableRow)
 	}
 	if sweeps := sweepRows(rep); len(sweeps) > 0 {
 		fmt.Fprintf(w, "\nSweep passes (rows read: leases and runs rows fetched through an index or read sequentially; "+
@@ -251,6 +249,7 @@ func writeMarkdown(w io.Writer, rep *Report) {
 				r.Scenario, r.Sweep.Batch+1, strings.Join(planSummary(r.Sweep.ExplainDue), "\n"), strings.Join(planSummary(r.Sweep.ExplainIdle), "\n"))
 		}
 	}
+	writeLockMarkdown(w, rep)
 	fmt.Fprintln(w, "\n| target | status | measured |\n|---|---|---|")
 	for _, t := range rep.Targets {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", t.Name, t.status(), t.Detail)

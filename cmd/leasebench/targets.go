@@ -153,7 +153,8 @@ func evaluateTargets(rep *Report, o options) []Target {
 	} else {
 		ts = append(ts, notMeasured(name))
 	}
-	return append(ts, sweepTargets(rows, o)...)
+	ts = append(ts, sweepTargets(rows, o)...)
+	return append(ts, lockTarget(rep))
 }
 
 // sweepTargets hold the sweep to the store's contract: a pass costs the
