@@ -16,6 +16,9 @@
 //     on one SQLite file, for a single leaseapi instance; an exclusive file
 //     lock keeps a second process out. Its identifiers carry a sqlite prefix
 //     because both stores live in this package.
+//   - pgbatch.go: group commit: concurrent acquires of different jobs, and
+//     concurrent releases, go to the database as one statement and one
+//     commit, each keeping its own answer and guarantees.
 //   - coalesce.go: CoalesceAcquires, which decides concurrent acquires of
 //     one job in this process with one store call.
 //   - limit.go: LimitCalls, load shedding: a call beyond the limit is refused

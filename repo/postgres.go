@@ -19,10 +19,12 @@ import (
 )
 
 // Postgres is the lease store on PostgreSQL. Every lease operation is one
-// statement in its own transaction, decided under the lease row's lock with
-// clock_timestamp() read after the lock was taken; the database clock is the
-// only clock. Run history is written by a trigger in the same statement
-// (migrations/postgres/0001_leases.sql).
+// statement, decided under the lease row's lock with clock_timestamp() read
+// after the lock was taken; the database clock is the only clock. Run
+// history is written by a trigger in the same statement
+// (migrations/postgres/0001_leases.sql). Concurrent acquires of different
+// jobs, and concurrent releases, share one statement and one commit
+// (pgbatch.go).
 type Postgres struct {
 	db         *sqlx.DB
 	migrations *goose.Provider
