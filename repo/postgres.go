@@ -57,8 +57,8 @@ type PostgresConfig struct {
 	// a losing one. Only the benchmark sets it, to measure the fast path.
 	NaiveAcquire bool
 	// Unbatched makes every acquire and release a statement of its own,
-	// never grouped with concurrent ones (pgbatch.go). Only the benchmark
-	// sets it, to measure what batching buys; NaiveAcquire implies it.
+	// never grouped with concurrent ones (pgbatch.go), to measure what
+	// batching buys against the same build; NaiveAcquire implies it.
 	Unbatched bool
 	// Observer is told of the events the metrics count; nil tells nobody.
 	Observer leaseapi.Observer
