@@ -13,6 +13,12 @@ func TestMutantStatements(t *testing.T) {
 			if q == postgresStatements && name != "M4" {
 				t.Errorf("mutant %s: the statements are the correct ones", name)
 			}
+			// The batched acquire is derived from the acquire when the
+			// store opens: a broken acquire must stay broken in it.
+			if q.acquire != postgresStatements.acquire &&
+				batchAcquireQuery(q.acquire) == batchAcquireQuery(postgresStatements.acquire) {
+				t.Errorf("mutant %s: the batched acquire is the correct one", name)
+			}
 		})
 	}
 }

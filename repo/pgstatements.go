@@ -7,6 +7,9 @@ package repo
 // a deliberately broken set instead (repo/mutants_chaos.go).
 type pgStatements struct {
 	acquire, naiveAcquire, heartbeat string
+	// batchAcquire is derived from acquire when the store opens
+	// (batchAcquireQuery), so that it is broken wherever acquire is.
+	batchAcquire string
 }
 
 // postgresStatements are the statements of every ordinary build.

@@ -19,10 +19,12 @@ import (
 )
 
 // Postgres is the lease store on PostgreSQL. Every lease operation is one
-// statement in its own transaction, decided under the lease row's lock with
-// clock_timestamp() read after the lock was taken; the database clock is the
-// only clock. Run history is written by a trigger in the same statement
-// (migrations/postgres/0001_leases.sql).
+// statement, decided under the lease row's lock with clock_timestamp() read
+// after the lock was taken; the database clock is the only clock. Run
+// history is written by a trigger in the same statement
+// (migrations/postgres/0001_leases.sql). Concurrent acquires of different
+// jobs, and concurrent releases, share one statement and one commit
+// (pgbatch.go).
 type Postgres struct {
 	db         *sqlx.DB
 	migrations *goose.Provider
@@ -33,6 +35,11 @@ type Postgres struct {
 
 	stmtsMu sync.Mutex
 	stmts   map[string]*sqlx.Stmt // the hot statements by text; see prepared
+
+	// acquires and releases group concurrent calls of different jobs into
+	// one statement (pgbatch.go); nil when batching is off.
+	acquires *batcher[acquireCall, acquireRow]
+	releases *batcher[releaseCall, leaseRow]
 }
 
 var _ leaseapi.Store = (*Postgres)(nil)
@@ -49,6 +56,10 @@ type PostgresConfig struct {
 	// NaiveAcquire makes every acquire take the row lock and commit, even
 	// a losing one. Only the benchmark sets it, to measure the fast path.
 	NaiveAcquire bool
+	// Unbatched makes every acquire and release a statement of its own,
+	// never grouped with concurrent ones (pgbatch.go), to measure what
+	// batching buys against the same build; NaiveAcquire implies it.
+	Unbatched bool
 	// Observer is told of the events the metrics count; nil tells nobody.
 	Observer leaseapi.Observer
 }
@@ -98,8 +109,24 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if cfg.NaiveAcquire {
 		q.acquire = q.naiveAcquire
 	}
-	return &Postgres{db: db, migrations: provider, logger: logger, q: q, observer: orNoObserver(cfg.Observer),
-		stmts: make(map[string]*sqlx.Stmt)}, nil
+	p := &Postgres{db: db, migrations: provider, logger: logger, q: q, observer: orNoObserver(cfg.Observer),
+		stmts: make(map[string]*sqlx.Stmt)}
+	if !cfg.NaiveAcquire && !cfg.Unbatched {
+		p.q.batchAcquire = batchAcquireQuery(q.acquire)
+		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch,
+			single: func(ctx context.Context, a *acquireCall) (acquireRow, error) {
+				var row acquireRow
+				err := p.scanPrepared(ctx, p.q.acquire, a.args(), row.fields()...)
+				return row, err
+			}}
+		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch,
+			single: func(ctx context.Context, r *releaseCall) (leaseRow, error) {
+				var row leaseRow
+				err := p.scanPrepared(ctx, releaseQuery, []any{r.jobID, r.owner, r.token, r.outcome}, row.fields()...)
+				return row, err
+			}}
+	}
+	return p, nil
 }
 
 // Migrate applies pending migrations under a Postgres advisory lock, so that
@@ -401,11 +428,18 @@ func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leas
 	if spec.Valid {
 		grace = sql.NullInt64{Int64: a.Grace.Milliseconds(), Valid: true}
 	}
+	call := &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds(), spec: spec, grace: grace}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		for attempt := 1; ; attempt++ {
 			var row acquireRow
-			err := p.scanPrepared(ctx, p.q.acquire,
-				[]any{a.JobID, a.Owner, nullableTime(a.Tick), a.TTL.Milliseconds(), spec, grace}, row.fields()...)
+			var err error
+			if attempt == 1 && p.acquires != nil {
+				row, err = p.acquires.do(ctx, call)
+			}
+			if attempt > 1 || p.acquires == nil || errors.Is(err, errBatchFailed) {
+				row = acquireRow{}
+				err = p.scanPrepared(ctx, p.q.acquire, call.args(), row.fields()...)
+			}
 			if err == nil && !row.Refused {
 				l := row.toLease()
 				if l.AcquiredAt.Equal(l.RenewedAt) && l.LastOutcome == leaseapi.OutcomeExpired && l.Token > 1 {
@@ -530,8 +564,16 @@ func (p *Postgres) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leas
 		return leaseapi.Lease{}, err
 	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		call := &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)}
 		var row leaseRow
-		err := p.scanPrepared(ctx, releaseQuery, []any{r.JobID, r.Owner, r.Token, string(r.Outcome)}, row.fields()...)
+		var err error
+		if p.releases != nil {
+			row, err = p.releases.do(ctx, call)
+		}
+		if p.releases == nil || errors.Is(err, errBatchFailed) {
+			row = leaseRow{}
+			err = p.scanPrepared(ctx, releaseQuery, []any{call.jobID, call.owner, call.token, call.outcome}, row.fields()...)
+		}
 		if err == nil {
 			l := row.toLease()
 			p.observer.RunFinished(r.Outcome, l.ReleasedAt.Sub(l.AcquiredAt))
