@@ -107,7 +107,10 @@ function query(params) {
   return s ? `?${s}` : '';
 }
 
-const job = (id) => `/leases/${encodeURIComponent(id)}`;
+// A valid job id is sent as it is (every one of its characters may stand in
+// a path, and the server reads the path unescaped); anything else is
+// escaped, and the server answers it with a problem.
+const job = (id) => `/leases/${/^[A-Za-z0-9._:-]+$/.test(id) ? id : encodeURIComponent(id)}`;
 
 export const whoami = () => call('GET', '/whoami');
 export const stats = () => call('GET', '/stats');

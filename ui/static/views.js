@@ -10,7 +10,7 @@ const STATES = ['held', 'released', 'expired', 'revoked'];
 const OUTCOMES = ['succeeded', 'failed', 'expired', 'revoked', 'missed'];
 
 /** jobHref is the console link of a job. */
-export const jobHref = (id) => `#/jobs/${encodeURIComponent(id)}`;
+export const jobHref = (id) => `#/jobs/${/^[A-Za-z0-9._:-]+$/.test(id) ? id : encodeURIComponent(id)}`;
 
 /** badge shows a state or outcome as text; the colour only repeats it. */
 function badge(kind, text) {
