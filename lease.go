@@ -47,6 +47,15 @@ const (
 	OutcomeMissed Outcome = "missed"
 )
 
+// Valid reports whether o is one of the outcomes of a run.
+func (o Outcome) Valid() bool {
+	switch o {
+	case OutcomeRunning, OutcomeSucceeded, OutcomeFailed, OutcomeExpired, OutcomeRevoked, OutcomeMissed:
+		return true
+	}
+	return false
+}
+
 // ValidRelease reports whether o is an outcome a holder may release with.
 func (o Outcome) ValidRelease() bool {
 	return o == OutcomeSucceeded || o == OutcomeFailed
@@ -128,6 +137,8 @@ func (l *Lease) SetState(revoked bool, now time.Time) {
 // Run is one grant of a lease, or one missed tick, as kept in the run
 // history.
 type Run struct {
+	// JobID is the job the run belongs to.
+	JobID string
 	// Token and Owner are the grant's; 0 and "" for a missed run.
 	Token int64
 	Owner string
@@ -191,6 +202,13 @@ type ListParams struct {
 	State  State
 	Owner  string
 	Prefix string
+	// Paused, when not nil, keeps only the paused jobs (true) or only the
+	// jobs that are not paused (false).
+	Paused *bool
+	// Overdue, when not nil, keeps only the overdue jobs (true) or only
+	// the jobs that are not overdue (false); overdue means what
+	// Stats.Overdue counts.
+	Overdue *bool
 	// After is the job id the page starts after (exclusive), or "" for the first page.
 	After string
 	// Limit is the page size, at least 1.
@@ -202,6 +220,55 @@ type RunsParams struct {
 	JobID string
 	// Limit is how many runs at most, at least 1.
 	Limit int
+}
+
+// RecentRunsParams select a page of the runs of every job, newest first
+// (see RunKey).
+type RecentRunsParams struct {
+	// Outcomes keeps the runs with one of these outcomes; empty keeps all.
+	// A run still marked running whose grant has expired has outcome
+	// expired, as in Store.Runs.
+	Outcomes []Outcome
+	// Prefix keeps the runs of the jobs whose id starts with it ("" for
+	// every job).
+	Prefix string
+	// After is the key of the last run of the previous page (exclusive),
+	// or nil for the first page.
+	After *RunKey
+	// Limit is the page size, at least 1.
+	Limit int
+}
+
+// RunKey is where a run sorts among the runs of every job: newest first by
+// At (when the grant started, or the tick of a missed run), then by ID
+// descending. ID is the store's own number of the run, unique across jobs,
+// so the order is total and a page ends at one exact run.
+type RunKey struct {
+	At time.Time
+	ID int64
+}
+
+// Before reports whether k sorts before o: newer, or as new with a higher ID.
+func (k RunKey) Before(o RunKey) bool {
+	if !k.At.Equal(o.At) {
+		return k.At.After(o.At)
+	}
+	return k.ID > o.ID
+}
+
+// RecentRun is a run with its place in the order of RecentRunsParams.
+type RecentRun struct {
+	Run
+	Key RunKey
+}
+
+// RunPage is one page of runs across jobs.
+type RunPage struct {
+	Runs []RecentRun
+	// More reports whether runs follow the last one of this page.
+	More bool
+	// Now is the store's clock when the page was read.
+	Now time.Time
 }
 
 // RevokeParams are the inputs of Store.Revoke.
@@ -248,8 +315,17 @@ type Stats struct {
 	// Paused counts the paused jobs, Overdue the scheduled, unpaused jobs
 	// whose latest decided tick was missed and that have not run since.
 	Paused, Overdue int64
-	Now             time.Time
+	// Runs24h counts the runs that ended in the 24 hours up to Now, by
+	// outcome (succeeded, failed, expired, revoked, missed), by when each
+	// ended: a release or revocation at that instant, an expired grant at
+	// its expiresAt (also while no grant has taken it over yet), a missed
+	// tick at its tick plus its grace, when it was decided missed.
+	Runs24h map[Outcome]int64
+	Now     time.Time
 }
+
+// RunsWindow is the span of Stats.Runs24h.
+const RunsWindow = 24 * time.Hour
 
 // LeasePage is one page of leases.
 type LeasePage struct {

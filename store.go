@@ -77,7 +77,8 @@ type Store interface {
 	// cost grows with the jobs that are due, not with all jobs.
 	SweepTicks(ctx context.Context, batch int) (SweepResult, error)
 	// Stats counts the leases by state, the paused and the overdue jobs,
-	// of the jobs whose id starts with prefix ("" for every job).
+	// and the runs that ended in the last 24 hours by outcome, of the jobs
+	// whose id starts with prefix ("" for every job).
 	Stats(ctx context.Context, prefix string) (Stats, error)
 	// Get returns the lease of jobID, or ErrNotFound.
 	Get(ctx context.Context, jobID string) (Lease, error)
@@ -86,6 +87,10 @@ type Store interface {
 	// Runs returns up to limit runs of jobID, newest first, or ErrNotFound;
 	// its parameters are those of RunsParams.
 	Runs(ctx context.Context, jobID string, limit int) ([]Run, error)
+	// RecentRuns returns one page of the runs of every job under
+	// p.Prefix, newest first in the order of RunKey, each with its job id.
+	// Its cost grows with the page, not with the run history.
+	RecentRuns(ctx context.Context, p *RecentRunsParams) (RunPage, error)
 	// PruneRuns deletes up to batch finished runs that ended before
 	// now-retention and returns how many it deleted.
 	PruneRuns(ctx context.Context, retention time.Duration, batch int) (int64, error)

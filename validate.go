@@ -242,6 +242,35 @@ func (p *ListParams) Validate() error {
 	return nil
 }
 
+// Validate checks p against the domain: outcomes that are each a run's
+// outcome, given once; a valid prefix; a cursor (After) in the years 0000
+// to 9999 with an ID of at least 1; and a limit of at least 1.
+func (p *RecentRunsParams) Validate() error {
+	seen := make(map[Outcome]bool, len(p.Outcomes))
+	for _, o := range p.Outcomes {
+		if !o.Valid() {
+			return &InvalidError{Field: "outcome", Rule: outcomesRule}
+		}
+		if seen[o] {
+			return &InvalidError{Field: "outcome", Rule: "must name each outcome at most once"}
+		}
+		seen[o] = true
+	}
+	if err := ValidatePrefix(p.Prefix); err != nil {
+		return err
+	}
+	if p.After != nil && (p.After.ID < 1 || !ValidTick(p.After.At)) {
+		return &InvalidError{Field: "cursor", Rule: "must be the nextCursor of the previous page, unchanged"}
+	}
+	if p.Limit < 1 {
+		return &InvalidError{Field: "limit", Rule: limitRule}
+	}
+	return nil
+}
+
+// outcomesRule is the rule of an outcome filter.
+const outcomesRule = "must be a comma-separated list of running, succeeded, failed, expired, revoked, missed"
+
 // Validate checks p against the domain: a valid job id and a limit of at
 // least 1.
 func (p *RunsParams) Validate() error {

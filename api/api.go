@@ -93,9 +93,10 @@ type LeaseList struct {
 }
 
 // Run is one grant of a lease, or one missed tick, in GET
-// /leases/{jobId}/runs. A missed run has no token, owner, start or
-// duration.
+// /leases/{jobId}/runs and GET /runs. A missed run has no token, owner,
+// start or duration.
 type Run struct {
+	JobID     string           `json:"jobId"`
 	Token     *int64           `json:"token"`
 	Owner     *string          `json:"owner"`
 	Tick      *Time            `json:"tick"`
@@ -112,6 +113,61 @@ type Run struct {
 // RunList is the body of GET /leases/{jobId}/runs.
 type RunList struct {
 	Runs []Run `json:"runs"`
+}
+
+// RecentRunList is one page of GET /runs: the runs of every job in the
+// caller's scopes, newest first.
+type RecentRunList struct {
+	Runs []Run `json:"runs"`
+	// NextCursor is the cursor of the next page, or nil on the last page.
+	NextCursor *string `json:"nextCursor"`
+	// ServerTime is the store's clock when the page was read.
+	ServerTime Time `json:"serverTime"`
+}
+
+// Stats is the body of GET /stats: the leases by state, the paused and
+// overdue jobs, and the runs that ended in the last 24 hours by outcome,
+// of the jobs in the caller's scopes.
+type Stats struct {
+	Leases     LeaseCounts `json:"leases"`
+	Paused     int64       `json:"paused"`
+	Overdue    int64       `json:"overdue"`
+	Runs24h    RunCounts   `json:"runs24h"`
+	ServerTime Time        `json:"serverTime"`
+}
+
+// LeaseCounts counts leases by state.
+type LeaseCounts struct {
+	Held     int64 `json:"held"`
+	Released int64 `json:"released"`
+	Expired  int64 `json:"expired"`
+	Revoked  int64 `json:"revoked"`
+}
+
+// RunCounts counts finished runs by outcome.
+type RunCounts struct {
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	Expired   int64 `json:"expired"`
+	Revoked   int64 `json:"revoked"`
+	Missed    int64 `json:"missed"`
+}
+
+// FromStats converts store counts to their wire form.
+func FromStats(st leaseapi.Stats) Stats {
+	return Stats{
+		Leases: LeaseCounts{
+			Held: st.Leases[leaseapi.StateHeld], Released: st.Leases[leaseapi.StateReleased],
+			Expired: st.Leases[leaseapi.StateExpired], Revoked: st.Leases[leaseapi.StateRevoked],
+		},
+		Paused: st.Paused, Overdue: st.Overdue,
+		Runs24h: RunCounts{
+			Succeeded: st.Runs24h[leaseapi.OutcomeSucceeded], Failed: st.Runs24h[leaseapi.OutcomeFailed],
+			Expired: st.Runs24h[leaseapi.OutcomeExpired], Revoked: st.Runs24h[leaseapi.OutcomeRevoked],
+			Missed: st.Runs24h[leaseapi.OutcomeMissed],
+		},
+		ServerTime: NewTime(st.Now),
+	}
 }
 
 // AcquireRequest is the body of POST /leases/{jobId}/acquire.
@@ -216,6 +272,7 @@ func FromLeases(ls []leaseapi.Lease) []Lease {
 // FromRun converts a domain run to its wire form.
 func FromRun(r leaseapi.Run) Run {
 	out := Run{
+		JobID:     r.JobID,
 		Tick:      timePtr(r.Tick),
 		StartedAt: timePtr(r.StartedAt),
 		EndedAt:   timePtr(r.EndedAt),

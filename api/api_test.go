@@ -145,9 +145,9 @@ func TestDTOsMatchSpec(t *testing.T) {
 		JobID: "a", Owner: "o", Token: 1, State: leaseapi.StateHeld,
 		AcquiredAt: now, RenewedAt: now, ExpiresAt: later, TTL: time.Second,
 	}
-	running := leaseapi.Run{Token: 2, Owner: "o", StartedAt: &now, Outcome: leaseapi.OutcomeRunning}
-	done := leaseapi.Run{Token: 1, Owner: "o", Tick: &now, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
-	missed := leaseapi.Run{Tick: &now, EndedAt: &later, Outcome: leaseapi.OutcomeMissed}
+	running := leaseapi.Run{JobID: "a", Token: 2, Owner: "o", StartedAt: &now, Outcome: leaseapi.OutcomeRunning}
+	done := leaseapi.Run{JobID: "a", Token: 1, Owner: "o", Tick: &now, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
+	missed := leaseapi.Run{JobID: "b.c", Tick: &now, EndedAt: &later, Outcome: leaseapi.OutcomeMissed}
 	cursor := "YQ"
 	problemLease := api.FromLease(full)
 	tests := []struct {
@@ -160,6 +160,15 @@ func TestDTOsMatchSpec(t *testing.T) {
 		{"LeaseListMore", "LeaseList", api.LeaseList{Leases: api.FromLeases([]leaseapi.Lease{full, minimal}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
 		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed})}},
 		{"EmptyRunList", "RunList", api.RunList{Runs: api.FromRuns(nil)}},
+		{"RecentRunListMore", "RecentRunList", api.RecentRunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
+		{"RecentRunListLast", "RecentRunList", api.RecentRunList{Runs: api.FromRuns(nil), ServerTime: api.NewTime(now)}},
+		{"Stats", "Stats", api.FromStats(leaseapi.Stats{
+			Leases: map[leaseapi.State]int64{leaseapi.StateHeld: 3, leaseapi.StateExpired: 1},
+			Paused: 1, Overdue: 2,
+			Runs24h: map[leaseapi.Outcome]int64{leaseapi.OutcomeSucceeded: 10, leaseapi.OutcomeMissed: 4},
+			Now:     now,
+		})},
+		{"EmptyStats", "Stats", api.FromStats(leaseapi.Stats{Now: now})},
 		{"Problem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeNotFound, Title: "Not found", Status: 404, Detail: "d", Code: api.CodeNotFound}},
 		{"ConflictProblem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeLeaseHeld, Title: "Lease held", Status: 409, Detail: "d", Code: api.CodeLeaseHeld, Lease: &problemLease}},
 		{"Status", "Status", api.Status{Status: "ok"}},

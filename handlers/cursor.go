@@ -2,6 +2,9 @@ package handlers
 
 import (
 	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -22,4 +25,32 @@ func decodeCursor(cursor string) (string, error) {
 		return "", invalidf("cursor is not valid; pass the nextCursor of the previous page unchanged")
 	}
 	return string(b), nil
+}
+
+// encodeRunCursor is the opaque cursor of the page of runs after k: its
+// time in Unix microseconds (the finer of the stores' precisions) and its
+// id.
+func encodeRunCursor(k leaseapi.RunKey) string {
+	return cursorEncoding.EncodeToString([]byte(strconv.FormatInt(k.At.UnixMicro(), 10) + "." + strconv.FormatInt(k.ID, 10)))
+}
+
+// decodeRunCursor returns the run key a cursor of GET /runs encodes. Only
+// the canonical form is accepted, so every page has exactly one cursor.
+func decodeRunCursor(cursor string) (*leaseapi.RunKey, error) {
+	bad := invalidf("cursor is not valid; pass the nextCursor of the previous page of GET /runs unchanged")
+	b, err := cursorEncoding.DecodeString(cursor)
+	if err != nil {
+		return nil, bad
+	}
+	at, id, ok := strings.Cut(string(b), ".")
+	micros, err1 := strconv.ParseInt(at, 10, 64)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || n < 1 {
+		return nil, bad
+	}
+	k := &leaseapi.RunKey{At: time.UnixMicro(micros).UTC(), ID: n}
+	if !leaseapi.ValidTick(k.At) || encodeRunCursor(*k) != cursor {
+		return nil, bad
+	}
+	return k, nil
 }

@@ -60,6 +60,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// MissedGrace is the grace of a schedule whose acquire sends no graceMs.
 	MissedGrace time.Duration
+	// Now is the clock of the GET /stats cache; nil uses time.Now. The
+	// answers themselves carry the store's clock.
+	Now func() time.Time
 }
 
 // handler holds the dependencies of every route; the routes are its methods.
@@ -75,6 +78,8 @@ type handler struct {
 	logger         *slog.Logger
 	registry       *prometheus.Registry
 	metrics        *metrics
+	now            func() time.Time
+	statsCache     statsCache
 }
 
 // New returns the HTTP handler of the API, serving store. It panics when the
@@ -91,6 +96,10 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
 		logger:         opts.Logger,
 		registry:       opts.Registry,
+		now:            opts.Now,
+	}
+	if h.now == nil {
+		h.now = time.Now
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
@@ -151,6 +160,8 @@ func (h *handler) routes() http.Handler {
 			{http.MethodPost, "/leases/{jobId}/heartbeat", holder, h.heartbeat},
 			{http.MethodPost, "/leases/{jobId}/release", holder, h.release},
 			{http.MethodGet, "/leases/{jobId}/runs", read, h.listRuns},
+			{http.MethodGet, "/runs", read, h.listRecentRuns},
+			{http.MethodGet, "/stats", read, h.stats},
 			{http.MethodPost, "/credentials", manage, h.createCredential},
 			{http.MethodGet, "/credentials", manage, h.listCredentials},
 			{http.MethodDelete, "/credentials/{id}", manage, h.deleteCredential},

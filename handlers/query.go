@@ -47,11 +47,17 @@ func parseLimit(q url.Values, def int) (int, error) {
 
 // listParams validates the query of GET /leases.
 func listParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.ListParams, error) {
-	q, err := query(r, "state", "owner", "prefix", "limit", "cursor")
+	q, err := query(r, "state", "owner", "prefix", "paused", "overdue", "limit", "cursor")
 	if err != nil {
 		return nil, err
 	}
 	p := &leaseapi.ListParams{}
+	if p.Paused, err = parseBool(q, "paused"); err != nil {
+		return nil, err
+	}
+	if p.Overdue, err = parseBool(q, "overdue"); err != nil {
+		return nil, err
+	}
 	if q.Has("state") {
 		p.State = leaseapi.State(q.Get("state"))
 		if !p.State.Valid() {
@@ -103,4 +109,49 @@ func runsParams(_ http.ResponseWriter, r *http.Request) (runsQuery, error) {
 		return runsQuery{}, err
 	}
 	return runsQuery{jobID: id, limit: limit}, nil
+}
+
+// parseBool parses an optional boolean parameter: true, false, or absent
+// (nil).
+func parseBool(q url.Values, name string) (*bool, error) {
+	if !q.Has(name) {
+		return nil, nil
+	}
+	switch q.Get(name) {
+	case "true":
+		return new(true), nil
+	case "false":
+		return new(false), nil
+	}
+	return nil, invalidf("%s must be true or false (or left out for every job)", name)
+}
+
+// recentRunsParams validates the query of GET /runs.
+func recentRunsParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.RecentRunsParams, error) {
+	q, err := query(r, "outcome", "limit", "cursor")
+	if err != nil {
+		return nil, err
+	}
+	p := &leaseapi.RecentRunsParams{}
+	if s := q.Get("outcome"); s != "" {
+		for o := range strings.SplitSeq(s, ",") {
+			outcome := leaseapi.Outcome(o)
+			if !outcome.Valid() {
+				return nil, invalidf("outcome must be a comma-separated list of running, succeeded, failed, expired, revoked, missed (or left out for all); %q is none of them", clip(o))
+			}
+			if slices.Contains(p.Outcomes, outcome) {
+				return nil, invalidf("outcome names %s twice; name each outcome once", outcome)
+			}
+			p.Outcomes = append(p.Outcomes, outcome)
+		}
+	}
+	if q.Has("cursor") {
+		if p.After, err = decodeRunCursor(q.Get("cursor")); err != nil {
+			return nil, err
+		}
+	}
+	if p.Limit, err = parseLimit(q, 50); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

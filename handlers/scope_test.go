@@ -362,7 +362,7 @@ func TestRevocationAcrossInstances(t *testing.T) {
 }
 
 // TestEveryRouteAuthorized walks the router: every API route (/leases,
-// /stats, /credentials, /whoami) refuses a caller without a token on a
+// /runs, /stats, /credentials, /whoami) refuses a caller without a token on a
 // closed API, refuses a role too weak for it, and hides a job out of
 // scope; and it is in this table of the roles each route needs, so a new
 // route is not added without deciding its role here.
@@ -373,7 +373,8 @@ func TestEveryRouteAuthorized(t *testing.T) {
 	_, leaser := mint(t, store, "leaser", leaseapi.RoleLease, "zz:")
 	roles := map[string]leaseapi.Role{
 		"GET /whoami": leaseapi.RoleRead, "GET /leases": leaseapi.RoleRead, "GET /leases/{jobId}": leaseapi.RoleRead,
-		"GET /leases/{jobId}/runs": leaseapi.RoleRead, "POST /leases/{jobId}/acquire": leaseapi.RoleLease,
+		"GET /leases/{jobId}/runs": leaseapi.RoleRead, "GET /runs": leaseapi.RoleRead, "GET /stats": leaseapi.RoleRead,
+		"POST /leases/{jobId}/acquire":   leaseapi.RoleLease,
 		"POST /leases/{jobId}/heartbeat": leaseapi.RoleLease, "POST /leases/{jobId}/release": leaseapi.RoleLease,
 		"DELETE /leases/{jobId}": leaseapi.RoleAdmin, "POST /leases/{jobId}/pause": leaseapi.RoleAdmin,
 		"POST /leases/{jobId}/resume": leaseapi.RoleAdmin, "DELETE /leases/{jobId}/schedule": leaseapi.RoleAdmin,
@@ -383,7 +384,7 @@ func TestEveryRouteAuthorized(t *testing.T) {
 	b := setupHandler(t, store, defaultOptions(), func(o handlers.Options) http.Handler { return handlers.New(store, o) })
 	seen := 0
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		if !strings.HasPrefix(route, "/leases") && !strings.HasPrefix(route, "/stats") &&
+		if !strings.HasPrefix(route, "/leases") && !strings.HasPrefix(route, "/stats") && !strings.HasPrefix(route, "/runs") &&
 			!strings.HasPrefix(route, "/credentials") && !strings.HasPrefix(route, "/whoami") {
 			return nil
 		}

@@ -16,6 +16,11 @@
 //     on one SQLite file, for a single leaseapi instance; an exclusive file
 //     lock keeps a second process out. Its identifiers carry a sqlite prefix
 //     because both stores live in this package.
+//   - console.go (postgres_console.go, sqlite_console.go): the reads
+//     across jobs of the operations console: the lease list's paused and
+//     overdue filters (one definition of overdue, shared with Stats) and
+//     RecentRuns, the newest runs of every job, a page per outcome read in
+//     index order (migrations 0004).
 //   - coalesce.go: CoalesceAcquires, which decides concurrent acquires of
 //     one job in this process with one store call.
 //   - limit.go: LimitCalls, load shedding: a call beyond the limit is refused

@@ -8,8 +8,8 @@ import (
 )
 
 // LimitCalls returns store with at most n lease calls in flight at once
-// (Acquire, Heartbeat, Release, Revoke, Get, List, Runs, Pause, Resume,
-// ForgetSchedule, Stats). A call beyond the
+// (Acquire, Heartbeat, Release, Revoke, Get, List, Runs, RecentRuns, Pause,
+// Resume, ForgetSchedule, Stats). A call beyond the
 // limit is refused at once with leaseapi.ErrOverloaded, before it reaches
 // the database, so an overloaded instance sheds load with a fast 503
 // instead of queueing requests for a pool of a few connections until their
@@ -82,4 +82,8 @@ func (l *callLimiter) ForgetSchedule(ctx context.Context, jobID string) (leaseap
 
 func (l *callLimiter) Stats(ctx context.Context, prefix string) (leaseapi.Stats, error) {
 	return limited(l, func() (leaseapi.Stats, error) { return l.Store.Stats(ctx, prefix) })
+}
+
+func (l *callLimiter) RecentRuns(ctx context.Context, p *leaseapi.RecentRunsParams) (leaseapi.RunPage, error) {
+	return limited(l, func() (leaseapi.RunPage, error) { return l.Store.RecentRuns(ctx, p) })
 }

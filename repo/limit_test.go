@@ -41,10 +41,14 @@ func TestLimitCalls(t *testing.T) {
 		"Get":       func() error { _, err := store.Get(ctx, "j"); return err },
 		"List":      func() error { _, err := store.List(ctx, &leaseapi.ListParams{Limit: 1}); return err },
 		"Runs":      func() error { _, err := store.Runs(ctx, "j", 1); return err },
-		"Pause":     func() error { _, err := store.Pause(ctx, &leaseapi.PauseParams{JobID: "j"}); return err },
-		"Resume":    func() error { _, err := store.Resume(ctx, "j"); return err },
-		"Forget":    func() error { _, err := store.ForgetSchedule(ctx, "j"); return err },
-		"Stats":     func() error { _, err := store.Stats(ctx, ""); return err },
+		"RecentRuns": func() error {
+			_, err := store.RecentRuns(ctx, &leaseapi.RecentRunsParams{Limit: 1})
+			return err
+		},
+		"Pause":  func() error { _, err := store.Pause(ctx, &leaseapi.PauseParams{JobID: "j"}); return err },
+		"Resume": func() error { _, err := store.Resume(ctx, "j"); return err },
+		"Forget": func() error { _, err := store.ForgetSchedule(ctx, "j"); return err },
+		"Stats":  func() error { _, err := store.Stats(ctx, ""); return err },
 	}
 	for name, call := range calls {
 		err := call()

@@ -617,7 +617,9 @@ func (p *Postgres) get(ctx context.Context, jobID string) (leaseapi.Lease, error
 // sub-select, which Postgres does not flatten because it is volatile) so
 // that every state of the page, and the state filter, use one instant.
 // job_id sorts bytewise; every job id character sorts below '~', so
-// [prefix, prefix || '~') is exactly the ids that start with prefix.
+// [prefix, prefix || '~') is exactly the ids that start with prefix. The
+// paused and overdue filters (listFilters) go between listQuery and
+// listOrder.
 const listQuery = `
 SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
@@ -630,7 +632,9 @@ WHERE l.job_id > $1::text
 		WHEN l.revoked_at IS NOT NULL THEN 'revoked'
 		WHEN l.released_at IS NOT NULL THEN 'released'
 		WHEN l.expires_at > c.now THEN 'held'
-		ELSE 'expired' END)
+		ELSE 'expired' END)`
+
+const listOrder = `
 ORDER BY l.job_id
 LIMIT $5`
 
@@ -643,7 +647,7 @@ func (p *Postgres) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.
 	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.LeasePage, error) {
 		var rows []leaseRow
-		err := p.db.SelectContext(ctx, &rows, listQuery,
+		err := p.db.SelectContext(ctx, &rows, listQuery+listFilters(lp)+listOrder,
 			lp.After, lp.Prefix, lp.Owner, string(lp.State), lp.Limit+1)
 		if err != nil {
 			return leaseapi.LeasePage{}, interpretError("list leases", err)
@@ -712,6 +716,7 @@ func (p *Postgres) Runs(ctx context.Context, jobID string, limit int) ([]leaseap
 		runs := make([]leaseapi.Run, len(rows))
 		for i, r := range rows {
 			runs[i] = leaseapi.Run{
+				JobID:     jobID,
 				Token:     r.Token.Int64,
 				Owner:     r.Owner.String,
 				Tick:      nullTime(r.Tick),

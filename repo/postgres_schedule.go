@@ -317,21 +317,40 @@ func pgDecide(ctx context.Context, q sqlx.ExtContext, j *pgDueJob, now time.Time
 	return d, true, nil
 }
 
-// statsQuery counts the leases at one instant. Overdue: scheduled, not
-// paused, the newest decided tick missed and no grant since.
+// statsQuery counts, at one instant (c, read once), the leases under a
+// prefix ($1; [$1, $1 || '~') is exactly the ids that start with it) and
+// the runs that ended in the 24 hours up to that instant (runs_ended_idx).
+// Overdue is overdueCondition. A grant that has expired but that no grant
+// has taken over yet still has its run marked running: it is counted as
+// an expired run from the lease, ending at its expiresAt, as the run
+// history shows it.
 const statsQuery = `
-SELECT
-	count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at > c.now) AS held,
-	count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NOT NULL) AS released,
-	count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at <= c.now) AS expired,
-	count(*) FILTER (WHERE revoked_at IS NOT NULL) AS revoked,
-	count(*) FILTER (WHERE paused_at IS NOT NULL) AS paused,
-	count(*) FILTER (WHERE schedule IS NOT NULL AND paused_at IS NULL AND missed_at IS NOT NULL
-		AND acquired_at < missed_at) AS overdue,
+WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
+counted_leases AS (
+	SELECT
+		count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at > c.now) AS held,
+		count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NOT NULL) AS released,
+		count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at <= c.now) AS expired,
+		count(*) FILTER (WHERE revoked_at IS NOT NULL) AS revoked,
+		count(*) FILTER (WHERE paused_at IS NOT NULL) AS paused,
+		count(*) FILTER (WHERE ` + overdueCondition + `) AS overdue,
+		count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at <= c.now
+			AND expires_at > c.now - interval '24 hours') AS open_expired
+	FROM c LEFT JOIN leases ON job_id >= $1::text AND job_id < $1::text || '~'
+), counted_runs AS (
+	SELECT
+		count(*) FILTER (WHERE outcome = 'succeeded') AS runs_succeeded,
+		count(*) FILTER (WHERE outcome = 'failed') AS runs_failed,
+		count(*) FILTER (WHERE outcome = 'expired') AS runs_expired,
+		count(*) FILTER (WHERE outcome = 'revoked') AS runs_revoked,
+		count(*) FILTER (WHERE outcome = 'missed') AS runs_missed
+	FROM c JOIN runs ON ended_at > c.now - interval '24 hours' AND ended_at <= c.now
+		AND job_id >= $1::text AND job_id < $1::text || '~'
+)
+SELECT l.held, l.released, l.expired, l.revoked, l.paused, l.overdue,
+	r.runs_succeeded, r.runs_failed, r.runs_expired + l.open_expired AS runs_expired, r.runs_revoked, r.runs_missed,
 	c.now AS db_now
-FROM (SELECT clock_timestamp() AS now) AS c
-	LEFT JOIN leases ON $1::text = '' OR (job_id >= $1::text AND job_id < $1::text || '~')
-GROUP BY c.now`
+FROM c, counted_leases AS l, counted_runs AS r`
 
 // Stats counts the leases. See leaseapi.Store.
 func (p *Postgres) Stats(ctx context.Context, prefix string) (leaseapi.Stats, error) {

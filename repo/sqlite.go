@@ -837,7 +837,11 @@ const (
 		WHEN revoked_at IS NOT NULL THEN 'revoked'
 		WHEN released_at IS NOT NULL THEN 'released'
 		WHEN expires_at > $6 THEN 'held'
-		ELSE 'expired' END)
+		ELSE 'expired' END)`
+
+	// sqliteListOrder ends a list query, after the paused and overdue
+	// filters (listFilters).
+	sqliteListOrder = `
 ORDER BY job_id
 LIMIT $7`
 
@@ -863,6 +867,7 @@ func (s *SQLite) List(ctx context.Context, p *leaseapi.ListParams) (leaseapi.Lea
 		}
 		query = sqliteListPrefixQuery
 	}
+	query += listFilters(p) + sqliteListOrder
 	return sqliteInTx(ctx, s, "list leases", s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.LeasePage, error) {
 		var page leaseapi.LeasePage
 		var rows []sqliteLeaseRow
@@ -935,6 +940,7 @@ func (s *SQLite) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.
 		runs = make([]leaseapi.Run, len(rows))
 		for i, r := range rows {
 			run := leaseapi.Run{
+				JobID:     jobID,
 				Token:     r.Token.Int64,
 				Owner:     r.Owner.String,
 				Tick:      sqliteNullTime(r.Tick),

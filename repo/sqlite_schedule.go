@@ -249,18 +249,38 @@ func sqliteDecide(ctx context.Context, tx *sqlx.Tx, j *sqliteDueJob, now int64, 
 	return d, nil
 }
 
-// sqliteStatsQuery counts the leases at $1. Overdue: scheduled, not
-// paused, the newest decided tick missed and no grant since.
+// sqliteStatsQuery counts, at $1, the leases under a prefix (job_id in
+// [$2, $3), or from $2 on when $3 is empty) and the runs that ended in the
+// 24 hours up to $1 (runs_ended_idx). Overdue is overdueCondition. A grant
+// that has expired but that no grant has taken over yet still has its run
+// marked running: it is counted as an expired run from the lease, ending
+// at its expiresAt, as the run history shows it.
 const sqliteStatsQuery = `
-SELECT
-	COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at > $1), 0) AS held,
-	COALESCE(SUM(revoked_at IS NULL AND released_at IS NOT NULL), 0) AS released,
-	COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at <= $1), 0) AS expired,
-	COALESCE(SUM(revoked_at IS NOT NULL), 0) AS revoked,
-	COALESCE(SUM(paused_at IS NOT NULL), 0) AS paused,
-	COALESCE(SUM(schedule IS NOT NULL AND paused_at IS NULL AND missed_at IS NOT NULL AND acquired_at < missed_at), 0) AS overdue
-FROM leases
-WHERE job_id >= $2 AND ($3 = '' OR job_id < $3)`
+SELECT l.held, l.released, l.expired, l.revoked, l.paused, l.overdue,
+	r.runs_succeeded, r.runs_failed, r.runs_expired + l.open_expired AS runs_expired, r.runs_revoked, r.runs_missed
+FROM (
+	SELECT
+		COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at > $1), 0) AS held,
+		COALESCE(SUM(revoked_at IS NULL AND released_at IS NOT NULL), 0) AS released,
+		COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at <= $1), 0) AS expired,
+		COALESCE(SUM(revoked_at IS NOT NULL), 0) AS revoked,
+		COALESCE(SUM(paused_at IS NOT NULL), 0) AS paused,
+		COALESCE(SUM(` + overdueCondition + `), 0) AS overdue,
+		COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at <= $1
+			AND expires_at > $1 - 86400000), 0) AS open_expired
+	FROM leases
+	WHERE job_id >= $2 AND ($3 = '' OR job_id < $3)
+) AS l, (
+	SELECT
+		COALESCE(SUM(outcome = 'succeeded'), 0) AS runs_succeeded,
+		COALESCE(SUM(outcome = 'failed'), 0) AS runs_failed,
+		COALESCE(SUM(outcome = 'expired'), 0) AS runs_expired,
+		COALESCE(SUM(outcome = 'revoked'), 0) AS runs_revoked,
+		COALESCE(SUM(outcome = 'missed'), 0) AS runs_missed
+	FROM runs
+	WHERE ended_at IS NOT NULL AND ended_at > $1 - 86400000 AND ended_at <= $1
+		AND job_id >= $2 AND ($3 = '' OR job_id < $3)
+) AS r`
 
 type statsRow struct {
 	Held     int64 `db:"held"`
@@ -269,6 +289,12 @@ type statsRow struct {
 	Revoked  int64 `db:"revoked"`
 	Paused   int64 `db:"paused"`
 	Overdue  int64 `db:"overdue"`
+
+	RunsSucceeded int64 `db:"runs_succeeded"`
+	RunsFailed    int64 `db:"runs_failed"`
+	RunsExpired   int64 `db:"runs_expired"`
+	RunsRevoked   int64 `db:"runs_revoked"`
+	RunsMissed    int64 `db:"runs_missed"`
 }
 
 func (r statsRow) stats(now time.Time) leaseapi.Stats {
@@ -277,7 +303,13 @@ func (r statsRow) stats(now time.Time) leaseapi.Stats {
 			leaseapi.StateHeld: r.Held, leaseapi.StateReleased: r.Released,
 			leaseapi.StateExpired: r.Expired, leaseapi.StateRevoked: r.Revoked,
 		},
-		Paused: r.Paused, Overdue: r.Overdue, Now: now,
+		Paused: r.Paused, Overdue: r.Overdue,
+		Runs24h: map[leaseapi.Outcome]int64{
+			leaseapi.OutcomeSucceeded: r.RunsSucceeded, leaseapi.OutcomeFailed: r.RunsFailed,
+			leaseapi.OutcomeExpired: r.RunsExpired, leaseapi.OutcomeRevoked: r.RunsRevoked,
+			leaseapi.OutcomeMissed: r.RunsMissed,
+		},
+		Now: now,
 	}
 }
 

@@ -654,6 +654,9 @@ type BadRequestProblemCode string
 // BadRequestProblemStatus defines model for BadRequestProblem.Status.
 type BadRequestProblemStatus int
 
+// Count defines model for Count.
+type Count = int64
+
 // CreateCredentialRequest defines model for CreateCredentialRequest.
 type CreateCredentialRequest struct {
 	Name string `json:"name"`
@@ -978,6 +981,16 @@ type RateLimitedProblemCode string
 // RateLimitedProblemStatus defines model for RateLimitedProblem.Status.
 type RateLimitedProblemStatus int
 
+// RecentRunList defines model for RecentRunList.
+type RecentRunList struct {
+	// NextCursor Pass as `cursor` for the next page; null on the last page.
+	NextCursor *Cursor `json:"nextCursor"`
+	Runs       []Run   `json:"runs"`
+
+	// ServerTime Example: 2026-11-30T07:00:00.000Z
+	ServerTime Time `json:"serverTime"`
+}
+
 // ReleaseRequest defines model for ReleaseRequest.
 type ReleaseRequest struct {
 	Outcome *ReleaseRequestOutcome `json:"outcome,omitempty"`
@@ -1007,6 +1020,7 @@ type Run struct {
 
 	// EndedAt Null while the run is going on.
 	EndedAt *Time      `json:"endedAt"`
+	JobId   JobID      `json:"jobId"`
 	Outcome RunOutcome `json:"outcome"`
 
 	// Owner The grant's holder; null for a missed run.
@@ -1036,6 +1050,31 @@ type Scope = string
 
 // State defines model for State.
 type State string
+
+// Stats defines model for Stats.
+type Stats struct {
+	// Leases The leases by state.
+	Leases struct {
+		Expired  Count `json:"expired"`
+		Held     Count `json:"held"`
+		Released Count `json:"released"`
+		Revoked  Count `json:"revoked"`
+	} `json:"leases"`
+	Overdue Count `json:"overdue"`
+	Paused  Count `json:"paused"`
+
+	// Runs24h The runs that ended in the 24 hours up to serverTime, by outcome.
+	Runs24h struct {
+		Expired   Count `json:"expired"`
+		Failed    Count `json:"failed"`
+		Missed    Count `json:"missed"`
+		Revoked   Count `json:"revoked"`
+		Succeeded Count `json:"succeeded"`
+	} `json:"runs24h"`
+
+	// ServerTime Example: 2026-11-30T07:00:00.000Z
+	ServerTime Time `json:"serverTime"`
+}
 
 // Status defines model for Status.
 type Status struct {
@@ -1169,15 +1208,37 @@ type ListLeasesParams struct {
 
 	// Prefix Only leases whose jobId starts with this prefix (empty = all).
 	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
-	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque; the `nextCursor` of the previous page.
+	// Paused Only the paused jobs (`true`) or only those not paused (`false`); left out, both.
+	Paused *bool `form:"paused,omitempty" json:"paused,omitempty"`
+
+	// Overdue Only the overdue jobs (`true`) or only those not overdue (`false`);
+	// left out, both. A job is overdue when it has a schedule, is not
+	// paused, its newest decided tick was missed and no grant started
+	// since: the jobs `GET /stats` counts as `overdue`.
+	Overdue *bool `form:"overdue,omitempty" json:"overdue,omitempty"`
+	Limit   *int  `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque; the `nextCursor` of the previous page (of the same filters).
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListRunsParams defines parameters for ListRuns.
 type ListRunsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListRecentRunsParams defines parameters for ListRecentRuns.
+type ListRecentRunsParams struct {
+	// Outcome Only runs with one of these outcomes: a comma-separated list of
+	// `running`, `succeeded`, `failed`, `expired`, `revoked`, `missed`,
+	// each at most once (for example `failed,expired,missed`). Left out
+	// or empty, every outcome.
+	Outcome *string `form:"outcome,omitempty" json:"outcome,omitempty"`
+	Limit   *int    `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque; the `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateCredentialJSONRequestBody defines body for CreateCredential for application/json ContentType.
@@ -1493,6 +1554,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListRecentRuns The newest runs of every job in the caller's scopes, one page at a time. Needs role read.
+	//
+	// Newest first by `startedAt`, or by `tick` for a missed run; runs of the
+	// same instant in an order of their own that every page keeps. Keyset
+	// pagination: pass the `nextCursor` of a page as `cursor` (with the same
+	// `outcome`) to get the next one; `nextCursor` is null on the last page.
+	// A run whose grant has expired without a release is listed as
+	// `expired`, ending at the grant's expiry, as in a job's run history.
+	// Runs are kept for a configurable retention (default 7 days).
+	//
+	// Corresponds with GET /runs (the `ListRecentRuns` operationId).
+	ListRecentRuns(ctx context.Context, params *ListRecentRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetStats Counts of the jobs in the caller's scopes, and of their runs of the last 24 hours. Needs role read.
+	//
+	// The leases by state, the paused and the overdue jobs (scheduled, not
+	// paused, the newest decided tick missed and no grant since), and the
+	// runs that ended in the 24 hours up to `serverTime` by outcome. A run
+	// ends when it is released or revoked; an expired grant at its
+	// `expiresAt` (also before another grant takes over); a missed tick at
+	// its tick plus its grace, when it was decided missed. Computed with the
+	// database's clock at `serverTime`; an answer may be reused for up to 5
+	// seconds for callers of the same scopes, so `serverTime` may lie up to
+	// 5 seconds in the past.
+	//
+	// Corresponds with GET /stats (the `GetStats` operationId).
+	GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ConsoleRedirectSlash Redirect to the operations console at /ui/.
 	//
@@ -1986,6 +2075,54 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// ListRecentRuns The newest runs of every job in the caller's scopes, one page at a time. Needs role read.
+//
+// Newest first by `startedAt`, or by `tick` for a missed run; runs of the
+// same instant in an order of their own that every page keeps. Keyset
+// pagination: pass the `nextCursor` of a page as `cursor` (with the same
+// `outcome`) to get the next one; `nextCursor` is null on the last page.
+// A run whose grant has expired without a release is listed as
+// `expired`, ending at the grant's expiry, as in a job's run history.
+// Runs are kept for a configurable retention (default 7 days).
+//
+// Corresponds with GET /runs (the `ListRecentRuns` operationId).
+func (c *Client) ListRecentRuns(ctx context.Context, params *ListRecentRunsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListRecentRunsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetStats Counts of the jobs in the caller's scopes, and of their runs of the last 24 hours. Needs role read.
+//
+// The leases by state, the paused and the overdue jobs (scheduled, not
+// paused, the newest decided tick missed and no grant since), and the
+// runs that ended in the 24 hours up to `serverTime` by outcome. A run
+// ends when it is released or revoked; an expired grant at its
+// `expiresAt` (also before another grant takes over); a missed tick at
+// its tick plus its grace, when it was decided missed. Computed with the
+// database's clock at `serverTime`; an answer may be reused for up to 5
+// seconds for callers of the same scopes, so `serverTime` may lie up to
+// 5 seconds in the past.
+//
+// Corresponds with GET /stats (the `GetStats` operationId).
+func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStatsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ConsoleRedirectSlash Redirect to the operations console at /ui/.
 //
 // Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
@@ -2265,6 +2402,30 @@ func NewListLeasesRequest(server string, params *ListLeasesParams) (*http.Reques
 		if params.Prefix != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Paused != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "paused", *params.Paused, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Overdue != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "overdue", *params.Overdue, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2791,6 +2952,111 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListRecentRunsRequest constructs an http.Request for the ListRecentRuns method
+func NewListRecentRunsRequest(server string, params *ListRecentRunsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/runs")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Outcome != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "outcome", *params.Outcome, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetStatsRequest constructs an http.Request for the GetStats method
+func NewGetStatsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewConsoleRedirectSlashRequest constructs an http.Request for the ConsoleRedirectSlash method
 func NewConsoleRedirectSlashRequest(server string) (*http.Request, error) {
 	var err error
@@ -3195,6 +3461,38 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+
+	// ListRecentRunsWithResponse The newest runs of every job in the caller's scopes, one page at a time. Needs role read.
+	//
+	// Newest first by `startedAt`, or by `tick` for a missed run; runs of the
+	// same instant in an order of their own that every page keeps. Keyset
+	// pagination: pass the `nextCursor` of a page as `cursor` (with the same
+	// `outcome`) to get the next one; `nextCursor` is null on the last page.
+	// A run whose grant has expired without a release is listed as
+	// `expired`, ending at the grant's expiry, as in a job's run history.
+	// Runs are kept for a configurable retention (default 7 days).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /runs (the `ListRecentRuns` operationId).
+	ListRecentRunsWithResponse(ctx context.Context, params *ListRecentRunsParams, reqEditors ...RequestEditorFn) (*ListRecentRunsResponse, error)
+
+	// GetStatsWithResponse Counts of the jobs in the caller's scopes, and of their runs of the last 24 hours. Needs role read.
+	//
+	// The leases by state, the paused and the overdue jobs (scheduled, not
+	// paused, the newest decided tick missed and no grant since), and the
+	// runs that ended in the 24 hours up to `serverTime` by outcome. A run
+	// ends when it is released or revoked; an expired grant at its
+	// `expiresAt` (also before another grant takes over); a missed tick at
+	// its tick plus its grace, when it was decided missed. Computed with the
+	// database's clock at `serverTime`; an answer may be reused for up to 5
+	// seconds for callers of the same scopes, so `serverTime` may lie up to
+	// 5 seconds in the past.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /stats (the `GetStats` operationId).
+	GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
 
 	// ConsoleRedirectSlashWithResponse Redirect to the operations console at /ui/.
 	//
@@ -4981,6 +5279,200 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// ListRecentRunsResponse401Headers the declared response headers of an HTTP 401 response for ListRecentRuns
+type ListRecentRunsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListRecentRunsResponse429Headers the declared response headers of an HTTP 429 response for ListRecentRuns
+type ListRecentRunsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListRecentRunsResponse503Headers the declared response headers of an HTTP 503 response for ListRecentRuns
+type ListRecentRunsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListRecentRunsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RecentRunList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListRecentRunsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListRecentRunsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListRecentRunsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListRecentRunsResponse) GetJSON200() *RecentRunList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListRecentRunsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListRecentRunsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListRecentRunsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListRecentRunsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListRecentRunsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListRecentRunsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListRecentRunsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListRecentRunsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListRecentRunsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetStatsResponse401Headers the declared response headers of an HTTP 401 response for GetStats
+type GetStatsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetStatsResponse429Headers the declared response headers of an HTTP 429 response for GetStats
+type GetStatsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetStatsResponse503Headers the declared response headers of an HTTP 503 response for GetStats
+type GetStatsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Stats
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetStatsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetStatsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetStatsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetStatsResponse) GetJSON200() *Stats {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ConsoleRedirectSlashResponse302Headers the declared response headers of an HTTP 302 response for ConsoleRedirectSlash
 type ConsoleRedirectSlashResponse302Headers struct {
 	ContentSecurityPolicy string
@@ -5599,6 +6091,50 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ListRecentRunsWithResponse The newest runs of every job in the caller's scopes, one page at a time. Needs role read.
+//
+// Newest first by `startedAt`, or by `tick` for a missed run; runs of the
+// same instant in an order of their own that every page keeps. Keyset
+// pagination: pass the `nextCursor` of a page as `cursor` (with the same
+// `outcome`) to get the next one; `nextCursor` is null on the last page.
+// A run whose grant has expired without a release is listed as
+// `expired`, ending at the grant's expiry, as in a job's run history.
+// Runs are kept for a configurable retention (default 7 days).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /runs (the `ListRecentRuns` operationId).
+func (c *ClientWithResponses) ListRecentRunsWithResponse(ctx context.Context, params *ListRecentRunsParams, reqEditors ...RequestEditorFn) (*ListRecentRunsResponse, error) {
+	rsp, err := c.ListRecentRuns(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListRecentRunsResponse(rsp)
+}
+
+// GetStatsWithResponse Counts of the jobs in the caller's scopes, and of their runs of the last 24 hours. Needs role read.
+//
+// The leases by state, the paused and the overdue jobs (scheduled, not
+// paused, the newest decided tick missed and no grant since), and the
+// runs that ended in the 24 hours up to `serverTime` by outcome. A run
+// ends when it is released or revoked; an expired grant at its
+// `expiresAt` (also before another grant takes over); a missed tick at
+// its tick plus its grace, when it was decided missed. Computed with the
+// database's clock at `serverTime`; an answer may be reused for up to 5
+// seconds for callers of the same scopes, so `serverTime` may lie up to
+// 5 seconds in the past.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /stats (the `GetStats` operationId).
+func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error) {
+	rsp, err := c.GetStats(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStatsResponse(rsp)
 }
 
 // ConsoleRedirectSlashWithResponse Redirect to the operations console at /ui/.
@@ -7303,6 +7839,194 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListRecentRunsResponse parses an HTTP response from a ListRecentRunsWithResponse call
+func ParseListRecentRunsResponse(rsp *http.Response) (*ListRecentRunsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListRecentRunsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RecentRunList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListRecentRunsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListRecentRunsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListRecentRunsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetStatsResponse parses an HTTP response from a GetStatsWithResponse call
+func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Stats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetStatsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetStatsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetStatsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -79,3 +79,8 @@ func (g *GateStore) Stats(context.Context, string) (leaseapi.Stats, error) {
 	g.wait()
 	return leaseapi.Stats{}, nil
 }
+
+func (g *GateStore) RecentRuns(context.Context, *leaseapi.RecentRunsParams) (leaseapi.RunPage, error) {
+	g.wait()
+	return leaseapi.RunPage{}, nil
+}

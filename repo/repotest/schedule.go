@@ -300,10 +300,45 @@ func testStats(t *testing.T, b *bundle) {
 	b.sweepUntil(t, overdue, "a missed tick", func(l leaseapi.Lease) bool { return l.MissedTicks >= 1 })
 	b.waitForState(t, b.job("expired"), leaseapi.StateExpired)
 
+	countMissed := func() int64 {
+		var n int64
+		for _, r := range b.runs(t, overdue, 1000) {
+			if r.Outcome == leaseapi.OutcomeMissed {
+				n++
+			}
+		}
+		return n
+	}
+	missedBefore := countMissed()
 	st, err := b.store.Stats(ctx, b.prefix)
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
+	missedAfter := countMissed() // the sweeps of other subtests go on deciding its ticks
+	// The runs that ended in the last 24 hours: the registrar's release
+	// (succeeded), the released (failed) and the revoked grants, the
+	// expired grant that nobody took over, the missed ticks.
+	for outcome, n := range map[leaseapi.Outcome]int64{
+		leaseapi.OutcomeSucceeded: 1, leaseapi.OutcomeFailed: 1, leaseapi.OutcomeRevoked: 1, leaseapi.OutcomeExpired: 1,
+	} {
+		if st.Runs24h[outcome] != n {
+			t.Errorf("Stats.Runs24h[%s]: got %d, want %d", outcome, st.Runs24h[outcome], n)
+		}
+	}
+	if m := st.Runs24h[leaseapi.OutcomeMissed]; m < missedBefore || m > missedAfter || m == 0 {
+		t.Errorf("Stats.Runs24h[missed]: got %d, want %d to %d (not 0)", m, missedBefore, missedAfter)
+	}
+	if _, ok := st.Runs24h[leaseapi.OutcomeRunning]; ok {
+		t.Error("Stats.Runs24h counts running runs; want only the runs that ended")
+	}
+	// Taken over, the expired grant's run is closed as expired: still one.
+	b.acquire(t, leaseapi.AcquireParams{JobID: b.job("expired"), Owner: b.owner("b"), TTL: longTTL})
+	if st2, err := b.store.Stats(ctx, b.prefix); err != nil {
+		t.Fatalf("Stats: %v", err)
+	} else if st2.Runs24h[leaseapi.OutcomeExpired] != 1 || st2.Leases[leaseapi.StateHeld] != 3 {
+		t.Errorf("Stats after the takeover: runs24h expired %d, held %d; want 1, 3", st2.Runs24h[leaseapi.OutcomeExpired], st2.Leases[leaseapi.StateHeld])
+	}
+	b.revoke(t, b.job("expired"))
 	wantLeases := map[leaseapi.State]int64{
 		leaseapi.StateHeld: 2, leaseapi.StateReleased: 2, leaseapi.StateExpired: 1, leaseapi.StateRevoked: 1,
 	}

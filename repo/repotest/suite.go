@@ -71,6 +71,8 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"SweepRanAndSkipped", testSweepRanAndSkipped},
 		{"SweepPaused", testSweepPaused},
 		{"Stats", testStats},
+		{"ListPausedOverdue", testListPausedOverdue},
+		{"RecentRuns", testRecentRuns},
 		{"Credentials", testCredentials},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
