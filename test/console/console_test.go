@@ -410,10 +410,21 @@ func TestConsole(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// A job with a history: two successes and a failure.
-	for _, outcome := range []string{"succeeded", "failed", "succeeded"} {
-		l := closed.acquire(t, "etl:nightly", "worker-1", 600000)
-		closed.release(t, l, outcome)
+	// A scheduled job with a history: runs of different lengths, one failed,
+	// on the ticks of the last hour.
+	history := []struct {
+		outcome string
+		run     time.Duration
+	}{{"succeeded", 120}, {"succeeded", 180}, {"failed", 60}, {"succeeded", 150}, {"succeeded", 240}, {"succeeded", 90}}
+	firstTick := time.Now().UTC().Truncate(10 * time.Minute).Add(-time.Duration(len(history)) * 10 * time.Minute)
+	for i, h := range history {
+		var l lease
+		closed.must(t, http.MethodPost, "/leases/etl:nightly/acquire", map[string]any{
+			"owner": fmt.Sprintf("worker-%d", 1+i%2), "ttlMs": 600000, "schedule": "*/10 * * * *",
+			"tick": firstTick.Add(time.Duration(i) * 10 * time.Minute).Format(time.RFC3339),
+		}, &l)
+		time.Sleep(h.run * time.Millisecond) // the job's work: a duration to chart
+		closed.release(t, l, h.outcome)
 	}
 	reader := closed.credential(t, "viewer", "read", "*")
 
@@ -428,7 +439,7 @@ func TestConsole(t *testing.T) {
 		want := map[string]string{
 			// etl:nightly is released: 2 released in all, with reports.daily.
 			"held": "2", "released": "3", "expired": "1", "revoked": "1", "paused": "1", "overdue": "0",
-			"runs-succeeded": "3", "runs-failed": "2", "runs-revoked": "1",
+			"runs-succeeded": "6", "runs-failed": "2", "runs-revoked": "1",
 			"runs-expired": fmt.Sprint(stats.Runs24h["expired"]), "runs-missed": fmt.Sprint(stats.Runs24h["missed"]),
 		}
 		for key, w := range want {
@@ -522,20 +533,30 @@ func TestConsole(t *testing.T) {
 		ctx := tab(t, bctx)
 		open(t, ctx, closed, "#/jobs/etl:nightly", closed.admin)
 		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.runs tbody tr`)))
-		outcomes := textOf(t, ctx, `table.runs tbody td:nth-of-type(1)`)
-		if strings.Join(outcomes, " ") != "succeeded failed succeeded" {
-			t.Errorf("run outcomes, newest first: %q", outcomes)
+		// Newest first: the history backwards.
+		var wantOutcomes, wantOwners, wantTokens []string
+		for i := len(history) - 1; i >= 0; i-- {
+			wantOutcomes = append(wantOutcomes, history[i].outcome)
+			wantOwners = append(wantOwners, fmt.Sprintf("worker-%d", 1+i%2))
+			wantTokens = append(wantTokens, fmt.Sprint(i+1))
 		}
-		owners := textOf(t, ctx, `table.runs tbody td.owner`)
-		if strings.Join(owners, " ") != "worker-1 worker-1 worker-1" {
-			t.Errorf("run owners: %q", owners)
+		for _, c := range []struct {
+			what, sel string
+			want      []string
+		}{
+			{"outcomes", `table.runs tbody td:nth-of-type(1)`, wantOutcomes},
+			{"owners", `table.runs tbody td.owner`, wantOwners},
+			{"tokens", `table.runs tbody td:nth-of-type(3)`, wantTokens},
+		} {
+			if got := textOf(t, ctx, c.sel); strings.Join(got, " ") != strings.Join(c.want, " ") {
+				t.Errorf("run %s: %q, want %q", c.what, got, c.want)
+			}
 		}
-		tokens := textOf(t, ctx, `table.runs tbody td:nth-of-type(3)`)
-		if strings.Join(tokens, " ") != "3 2 1" {
-			t.Errorf("run tokens: %q", tokens)
+		if bars := eval[int](t, ctx, `document.querySelectorAll('svg.chart rect.bar').length`); bars != len(history) {
+			t.Errorf("duration chart: %d bars, want %d", bars, len(history))
 		}
-		if bars := eval[int](t, ctx, `document.querySelectorAll('svg.chart rect.bar').length`); bars != 3 {
-			t.Errorf("duration chart: %d bars, want 3", bars)
+		if sched := textOf(t, ctx, `.facts code`); len(sched) != 1 || sched[0] != "*/10 * * * *" {
+			t.Errorf("schedule: %q", sched)
 		}
 		if id := textOf(t, ctx, `#job-id`); len(id) != 1 || id[0] != "etl:nightly" {
 			t.Errorf("job id heading %q", id)

@@ -61,7 +61,7 @@ export function leaseTable(leases, caption) {
   return h('table', { class: 'leases' },
     caption ? h('caption', null, caption) : null,
     h('thead', null, h('tr', null,
-      ['Job', 'State', 'Holder', 'Token', 'Tick', 'Next tick', 'Expires', 'Last outcome'].map((c) => h('th', { scope: 'col' }, c)))),
+      ['Job', 'State', 'Holder', 'Token', 'Tick', 'Next tick', 'Expires', 'Last outcome'].map((c) => h('th', { scope: 'col', class: c === 'Token' ? 'num' : null }, c)))),
     h('tbody', null, rows));
 }
 
@@ -70,7 +70,7 @@ function runsTable(runs, withJob, caption) {
   const cols = [withJob ? 'Job' : null, 'Outcome', 'Owner', 'Token', 'Tick', 'Started', 'Ended', 'Duration'].filter(Boolean);
   return h('table', { class: 'runs' },
     caption ? h('caption', null, caption) : null,
-    h('thead', null, h('tr', null, cols.map((c) => h('th', { scope: 'col' }, c)))),
+    h('thead', null, h('tr', null, cols.map((c) => h('th', { scope: 'col', class: c === 'Token' || c === 'Duration' ? 'num' : null }, c)))),
     h('tbody', null, runs.map((r) => h('tr', { 'data-outcome': r.outcome },
       withJob ? h('th', { scope: 'row' }, h('a', { href: jobHref(r.jobId) }, r.jobId)) : null,
       h('td', null, badge('outcome', r.outcome)),
@@ -122,7 +122,7 @@ export function overview(ctx) {
             statCard('overdue', 'overdue', st.overdue, '#/leases?overdue=true', true))),
         section('Runs finished in the last 24 h',
           h('dl', { class: 'cards' },
-            OUTCOMES.map((k) => statCard(`runs-${k}`, k, st.runs24h[k], null, k !== 'succeeded')))),
+            OUTCOMES.map((k) => statCard(`runs-${k}`, k, st.runs24h[k], null, k !== 'succeeded' && k !== 'revoked')))),
         section('Newest failed, expired and missed runs',
           runs.runs.length ? runsTable(runs.runs, true) : empty('No failed, expired or missed runs are recorded.')),
         section('Leases, first page',
@@ -226,7 +226,7 @@ export function leases(ctx, route) {
 /** durationChart draws the durations of runs (oldest left) as bars, with SVG built through the DOM. */
 function durationChart(runs) {
   const data = runs.slice().reverse();
-  const W = 720, H = 120, pad = 28, top = 8;
+  const W = 720, H = 120, pad = 60, top = 8;
   const max = Math.max(1, ...data.map((r) => r.durationMs ?? 0));
   const bw = (W - pad) / Math.max(data.length, 20);
   const svg = s('svg', {
