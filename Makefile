@@ -31,7 +31,7 @@ run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE
 
 test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool)
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium
 	$(GO) test $(TEST_FLAGS) ./...
 
 test-short: ## run the tests that need no Postgres
@@ -50,7 +50,7 @@ migrate: ## apply the database migrations and exit (same store settings as run)
 
 cover: ## run all tests with coverage into coverage.out and print the total
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium
 	$(GO) test -count=1 -covermode=atomic -coverprofile=coverage.out ./...
 	$(GO) tool cover -func=coverage.out | tail -n 1
 
@@ -68,6 +68,7 @@ generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-cod
 
 bench: ## measure leaseapi against its Postgres floor, ~10-15 min (BENCH_FLAGS=-quick: ~1 min); docs/performance.md
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-packages.sh chromium:chromium
 	$(GO) run ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
 
 .PHONY: chaos chaos-mutants

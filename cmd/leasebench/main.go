@@ -110,7 +110,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.serverEnv = append(o.serverEnv, kv)
 		return nil
 	})
-	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep; latency needs cycle); default all")
+	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep, console; latency needs cycle; console needs chromium); default all")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -212,5 +212,30 @@ func sweepTargets(rows []Row, o options) []Target {
 			"both passes: %d decided (%d ran, %d missed), none due after; database checked (counters, missed runs)",
 			l.Sweep.Decided, l.Sweep.Ran, l.Sweep.Missed)})
 	}
+	// The operations console's budget.
+	name = "console: first load ≤ 150 KB transferred"
+	var console *Row
+	for i := range rows {
+		if rows[i].Console != nil {
+			console = &rows[i]
+		}
+	}
+	if console != nil {
+		ts = append(ts, atMost(name, float64(console.Console.FirstLoadBytes)/1000, 150, "%.1f KB",
+			fmt.Sprintf("%d responses,", console.Console.FirstLoadResponses)))
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+	name = "console: a lease page renders in < 100 ms with 1M leases"
+	if console != nil {
+		t := atMost(name, console.Console.RenderMaxMs, 100, "%.1f ms",
+			fmt.Sprintf("%s leases, %d renders: p50 %.1f ms, max", sizeName(console.Console.Leases), console.Ops, console.Console.RenderP50Ms))
+		if console.Console.Leases < consoleLeases {
+			t.Name = fmt.Sprintf("console: a lease page renders in < 100 ms with %s leases", sizeName(console.Console.Leases))
+		}
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
 	return ts
 }
