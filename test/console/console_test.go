@@ -165,7 +165,8 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 func until(t *testing.T, ctx context.Context, expr string) {
 	t.Helper()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-		t.Fatalf("waiting for %s: %v", expr, err)
+		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + '\n' + document.body.innerText`))
+		t.Fatalf("waiting for %s: %v\nthe page:\n%s", expr, err, text)
 	}
 }
 

@@ -58,6 +58,7 @@ const ctx = {
     const focusKey = document.activeElement?.dataset?.focus;
     replace(main, node);
     main.setAttribute('aria-busy', 'false');
+    main.dataset.shown = state.routeKey; // which route the content is of (tests wait for it)
     state.rendered = true;
     if (first) {
       main.querySelector('h1')?.focus({ preventScroll: true });
@@ -106,7 +107,14 @@ function confirmDialog({ title, text, ok, reason }) {
   input.value = '';
   dlg.returnValue = '';
   return new Promise((resolve) => {
-    dlg.addEventListener('close', () => resolve({ ok: dlg.returnValue === 'ok', reason: input.value.trim() }), { once: true });
+    const onClose = () => {
+      // The close event is queued: one of an earlier showing can arrive
+      // after this one opened. Only a close of this showing answers.
+      if (dlg.open) return;
+      dlg.removeEventListener('close', onClose);
+      resolve({ ok: dlg.returnValue === 'ok', reason: input.value.trim() });
+    };
+    dlg.addEventListener('close', onClose);
     dlg.showModal();
     (reason ? input : document.getElementById('confirm-cancel')).focus();
   });
@@ -164,12 +172,15 @@ function askToken(err) {
   const input = document.getElementById('login-token');
   input.value = '';
   dlg.returnValue = '';
-  dlg.addEventListener('close', async () => {
+  const onClose = async () => {
+    if (dlg.open) return; // a close of an earlier showing, queued
+    dlg.removeEventListener('close', onClose);
     if (dlg.returnValue !== 'ok' || !input.value.trim()) return;
     api.setToken(input.value.trim());
     input.value = '';
     await start();
-  }, { once: true });
+  };
+  dlg.addEventListener('close', onClose);
   dlg.showModal();
   input.focus();
 }
