@@ -39,7 +39,7 @@ run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE
 
 test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, etcd, redis-server)
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus $(PEER_PACKAGES)
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium $(PEER_PACKAGES)
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -C bench/peers $(TEST_FLAGS) ./...
 
@@ -63,7 +63,7 @@ migrate: ## apply the database migrations and exit (same store settings as run)
 
 cover: ## run all tests with coverage into coverage.out and print the total
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium $(PEER_PACKAGES)
 	$(GO) test -count=1 -covermode=atomic -coverprofile=coverage.out ./...
 	$(GO) tool cover -func=coverage.out | tail -n 1
 
@@ -81,7 +81,7 @@ generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-cod
 
 bench: ## measure leaseapi against its Postgres floor and against etcd and Redis, ~15-20 min (BENCH_FLAGS=-quick: ~2 min); docs/performance.md
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-packages.sh $(PEER_PACKAGES)
+	bash scripts/ensure-packages.sh chromium:chromium $(PEER_PACKAGES)
 	$(GO) run ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
 
 .PHONY: chaos chaos-mutants

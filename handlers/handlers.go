@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/ui"
 )
 
 // Defaults for the zero values of Options.
@@ -130,6 +131,12 @@ func (h *handler) routes() http.Handler {
 	r.Get("/readyz", h.readyz)
 	r.Get("/metrics", h.metricsHandler())
 	r.Get("/openapi.yaml", h.openAPI)
+
+	// The operations console: static files, public like the routes above
+	// (the console calls the API below with its user's token).
+	r.Get("/", ui.Redirect)
+	r.Get("/ui", ui.Redirect)
+	r.Get(ui.Prefix+"*", ui.Handler(http.HandlerFunc(h.notFound)).ServeHTTP)
 
 	// Every other route passes through authorize, which checks the
 	// caller's role and scopes against the route's permission.

@@ -1333,6 +1333,11 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ConsoleRedirect Redirect to the operations console at /ui/.
+	//
+	// Corresponds with GET / (the `ConsoleRedirect` operationId).
+	ConsoleRedirect(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListCredentials List the credentials within the caller's scopes, never a secret. Needs role admin.
 	//
 	// Corresponds with GET /credentials (the `ListCredentials` operationId).
@@ -1578,10 +1583,49 @@ type ClientInterface interface {
 	// Corresponds with GET /stats (the `GetStats` operationId).
 	GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ConsoleRedirectSlash Redirect to the operations console at /ui/.
+	//
+	// Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
+	ConsoleRedirectSlash(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Console The operations console (its HTML page).
+	//
+	// The console's files are embedded in the binary and need no credential;
+	// the console reads everything it shows from this API with the token its
+	// user enters. Every answer under /ui/ (and the redirect from /) carries
+	// a Content-Security-Policy without inline script or eval,
+	// `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` and
+	// `X-Content-Type-Options: nosniff`; files are sent with
+	// `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
+	// gzip-compressed when the request accepts it.
+	//
+	// Corresponds with GET /ui/ (the `Console` operationId).
+	Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConsoleAsset A file of the operations console (JavaScript module, stylesheet).
+	//
+	// Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
+	ConsoleAsset(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Whoami The caller's credential (name, role, scopes), or open mode. Needs role read.
 	//
 	// Corresponds with GET /whoami (the `Whoami` operationId).
 	Whoami(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ConsoleRedirect Redirect to the operations console at /ui/.
+//
+// Corresponds with GET / (the `ConsoleRedirect` operationId).
+func (c *Client) ConsoleRedirect(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleRedirectRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListCredentials List the credentials within the caller's scopes, never a secret. Needs role admin.
@@ -2079,6 +2123,60 @@ func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*
 	return c.Client.Do(req)
 }
 
+// ConsoleRedirectSlash Redirect to the operations console at /ui/.
+//
+// Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
+func (c *Client) ConsoleRedirectSlash(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleRedirectSlashRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Console The operations console (its HTML page).
+//
+// The console's files are embedded in the binary and need no credential;
+// the console reads everything it shows from this API with the token its
+// user enters. Every answer under /ui/ (and the redirect from /) carries
+// a Content-Security-Policy without inline script or eval,
+// `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` and
+// `X-Content-Type-Options: nosniff`; files are sent with
+// `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
+// gzip-compressed when the request accepts it.
+//
+// Corresponds with GET /ui/ (the `Console` operationId).
+func (c *Client) Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConsoleAsset A file of the operations console (JavaScript module, stylesheet).
+//
+// Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
+func (c *Client) ConsoleAsset(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleAssetRequest(c.Server, asset)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Whoami The caller's credential (name, role, scopes), or open mode. Needs role read.
 //
 // Corresponds with GET /whoami (the `Whoami` operationId).
@@ -2092,6 +2190,33 @@ func (c *Client) Whoami(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewConsoleRedirectRequest constructs an http.Request for the ConsoleRedirect method
+func NewConsoleRedirectRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListCredentialsRequest constructs an http.Request for the ListCredentials method
@@ -2932,6 +3057,94 @@ func NewGetStatsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewConsoleRedirectSlashRequest constructs an http.Request for the ConsoleRedirectSlash method
+func NewConsoleRedirectSlashRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/ui")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConsoleRequest constructs an http.Request for the Console method
+func NewConsoleRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/ui/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConsoleAssetRequest constructs an http.Request for the ConsoleAsset method
+func NewConsoleAssetRequest(server string, asset string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "asset", asset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/ui/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWhoamiRequest constructs an http.Request for the Whoami method
 func NewWhoamiRequest(server string) (*http.Request, error) {
 	var err error
@@ -3002,6 +3215,13 @@ func WithBaseURL(baseURL string) ClientOption {
 
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
+
+	// ConsoleRedirectWithResponse Redirect to the operations console at /ui/.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET / (the `ConsoleRedirect` operationId).
+	ConsoleRedirectWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectResponse, error)
 
 	// ListCredentialsWithResponse List the credentials within the caller's scopes, never a secret. Needs role admin.
 	//
@@ -3274,12 +3494,84 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /stats (the `GetStats` operationId).
 	GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
 
+	// ConsoleRedirectSlashWithResponse Redirect to the operations console at /ui/.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
+	ConsoleRedirectSlashWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectSlashResponse, error)
+
+	// ConsoleWithResponse The operations console (its HTML page).
+	//
+	// The console's files are embedded in the binary and need no credential;
+	// the console reads everything it shows from this API with the token its
+	// user enters. Every answer under /ui/ (and the redirect from /) carries
+	// a Content-Security-Policy without inline script or eval,
+	// `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` and
+	// `X-Content-Type-Options: nosniff`; files are sent with
+	// `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
+	// gzip-compressed when the request accepts it.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /ui/ (the `Console` operationId).
+	ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error)
+
+	// ConsoleAssetWithResponse A file of the operations console (JavaScript module, stylesheet).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
+	ConsoleAssetWithResponse(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*ConsoleAssetResponse, error)
+
 	// WhoamiWithResponse The caller's credential (name, role, scopes), or open mode. Needs role read.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /whoami (the `Whoami` operationId).
 	WhoamiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoamiResponse, error)
+}
+
+// ConsoleRedirectResponse302Headers the declared response headers of an HTTP 302 response for ConsoleRedirect
+type ConsoleRedirectResponse302Headers struct {
+	ContentSecurityPolicy string
+	Location              string
+}
+
+type ConsoleRedirectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *ConsoleRedirectResponse302Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleRedirectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleRedirectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleRedirectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleRedirectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListCredentialsResponse401Headers the declared response headers of an HTTP 401 response for ListCredentials
@@ -5181,6 +5473,139 @@ func (r GetStatsResponse) ContentType() string {
 	return ""
 }
 
+// ConsoleRedirectSlashResponse302Headers the declared response headers of an HTTP 302 response for ConsoleRedirectSlash
+type ConsoleRedirectSlashResponse302Headers struct {
+	ContentSecurityPolicy string
+	Location              string
+}
+
+type ConsoleRedirectSlashResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *ConsoleRedirectSlashResponse302Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleRedirectSlashResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleRedirectSlashResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleRedirectSlashResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleRedirectSlashResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConsoleResponse200Headers the declared response headers of an HTTP 200 response for Console
+type ConsoleResponse200Headers struct {
+	ContentSecurityPolicy string
+	ETag                  string
+}
+
+type ConsoleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ConsoleResponse200Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConsoleAssetResponse200Headers the declared response headers of an HTTP 200 response for ConsoleAsset
+type ConsoleAssetResponse200Headers struct {
+	ContentSecurityPolicy string
+	ETag                  string
+}
+
+type ConsoleAssetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ConsoleAssetResponse200Headers
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ConsoleAssetResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleAssetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleAssetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleAssetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleAssetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WhoamiResponse401Headers the declared response headers of an HTTP 401 response for Whoami
 type WhoamiResponse401Headers struct {
 	WWWAuthenticate string
@@ -5276,6 +5701,19 @@ func (r WhoamiResponse) ContentType() string {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
 	return ""
+}
+
+// ConsoleRedirectWithResponse Redirect to the operations console at /ui/.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET / (the `ConsoleRedirect` operationId).
+func (c *ClientWithResponses) ConsoleRedirectWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectResponse, error) {
+	rsp, err := c.ConsoleRedirect(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleRedirectResponse(rsp)
 }
 
 // ListCredentialsWithResponse List the credentials within the caller's scopes, never a secret. Needs role admin.
@@ -5699,6 +6137,54 @@ func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, reqEdito
 	return ParseGetStatsResponse(rsp)
 }
 
+// ConsoleRedirectSlashWithResponse Redirect to the operations console at /ui/.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
+func (c *ClientWithResponses) ConsoleRedirectSlashWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectSlashResponse, error) {
+	rsp, err := c.ConsoleRedirectSlash(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleRedirectSlashResponse(rsp)
+}
+
+// ConsoleWithResponse The operations console (its HTML page).
+//
+// The console's files are embedded in the binary and need no credential;
+// the console reads everything it shows from this API with the token its
+// user enters. Every answer under /ui/ (and the redirect from /) carries
+// a Content-Security-Policy without inline script or eval,
+// `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` and
+// `X-Content-Type-Options: nosniff`; files are sent with
+// `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
+// gzip-compressed when the request accepts it.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /ui/ (the `Console` operationId).
+func (c *ClientWithResponses) ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error) {
+	rsp, err := c.Console(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleResponse(rsp)
+}
+
+// ConsoleAssetWithResponse A file of the operations console (JavaScript module, stylesheet).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
+func (c *ClientWithResponses) ConsoleAssetWithResponse(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*ConsoleAssetResponse, error) {
+	rsp, err := c.ConsoleAsset(ctx, asset, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleAssetResponse(rsp)
+}
+
 // WhoamiWithResponse The caller's credential (name, role, scopes), or open mode. Needs role read.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5710,6 +6196,42 @@ func (c *ClientWithResponses) WhoamiWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseWhoamiResponse(rsp)
+}
+
+// ParseConsoleRedirectResponse parses an HTTP response from a ConsoleRedirectWithResponse call
+func ParseConsoleRedirectResponse(rsp *http.Response) (*ConsoleRedirectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleRedirectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		var headers ConsoleRedirectResponse302Headers
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers302 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListCredentialsResponse parses an HTTP response from a ListCredentialsWithResponse call
@@ -7513,6 +8035,127 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConsoleRedirectSlashResponse parses an HTTP response from a ConsoleRedirectSlashWithResponse call
+func ParseConsoleRedirectSlashResponse(rsp *http.Response) (*ConsoleRedirectSlashResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleRedirectSlashResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		var headers ConsoleRedirectSlashResponse302Headers
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers302 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConsoleResponse parses an HTTP response from a ConsoleWithResponse call
+func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ConsoleResponse200Headers
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConsoleAssetResponse parses an HTTP response from a ConsoleAssetWithResponse call
+func ParseConsoleAssetResponse(rsp *http.Response) (*ConsoleAssetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleAssetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ConsoleAssetResponse200Headers
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

@@ -29,7 +29,7 @@ type bench struct {
 }
 
 // phaseNames are the phases of a run, in order.
-var phaseNames = []string{"calibrate", "cycle", "contended", "herd", "latency", "list", "sweep", "lock"}
+var phaseNames = []string{"calibrate", "cycle", "contended", "herd", "latency", "list", "sweep", "lock", "console"}
 
 // postgresMaxOpenConns is the floor's pool: the same as leaseapi's own
 // (cmd/leaseapi), so both sides get the same number of connections.
@@ -91,6 +91,7 @@ func (b *bench) run(ctx context.Context) (_ *Report, err error) {
 		{"list", b.list},
 		{"sweep", b.sweeps},
 		{"lock", b.lock},
+		{"console", b.console},
 	}
 	for _, p := range phases {
 		if len(o.only) > 0 && !slices.Contains(o.only, p.name) {

@@ -116,7 +116,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.serverEnv = append(o.serverEnv, kv)
 		return nil
 	})
-	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep, lock; latency needs cycle); default all")
+	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep, lock, console; latency needs cycle; console needs chromium); default all")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -69,6 +69,8 @@ type Row struct {
 	Note       string `json:"note,omitempty"`
 	// Sweep is the sweep scenario's own measurements.
 	Sweep *SweepDetail `json:"sweep,omitempty"`
+	// Console is the console scenario's own measurements.
+	Console *ConsoleDetail `json:"console,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

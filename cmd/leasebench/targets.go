@@ -154,7 +154,8 @@ func evaluateTargets(rep *Report, o options) []Target {
 		ts = append(ts, notMeasured(name))
 	}
 	ts = append(ts, sweepTargets(rows, o)...)
-	return append(ts, lockTarget(rep))
+	ts = append(ts, lockTarget(rep))
+	return append(ts, consoleTargets(rows)...)
 }
 
 // sweepTargets hold the sweep to the store's contract: a pass costs the
@@ -212,6 +213,38 @@ func sweepTargets(rows []Row, o options) []Target {
 		ts = append(ts, Target{Name: name, Met: boolp(true), Detail: fmt.Sprintf(
 			"both passes: %d decided (%d ran, %d missed), none due after; database checked (counters, missed runs)",
 			l.Sweep.Decided, l.Sweep.Ran, l.Sweep.Missed)})
+	}
+	return ts
+}
+
+// consoleTargets are the budget of the operations console: what its first
+// load transfers, and how long a lease page takes to render.
+func consoleTargets(rows []Row) []Target {
+	// The operations console's budget.
+	name := "console: first load ≤ 150 KB transferred"
+	var ts []Target
+	var console *Row
+	for i := range rows {
+		if rows[i].Console != nil {
+			console = &rows[i]
+		}
+	}
+	if console != nil {
+		ts = append(ts, atMost(name, float64(console.Console.FirstLoadBytes)/1000, 150, "%.1f KB",
+			fmt.Sprintf("%d responses,", console.Console.FirstLoadResponses)))
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+	name = "console: a lease page renders in < 100 ms with 1M leases"
+	if console != nil {
+		t := atMost(name, console.Console.RenderMaxMs, 100, "%.1f ms",
+			fmt.Sprintf("%s leases, %d renders: p50 %.1f ms, max", sizeName(console.Console.Leases), console.Ops, console.Console.RenderP50Ms))
+		if console.Console.Leases < consoleLeases {
+			t.Name = fmt.Sprintf("console: a lease page renders in < 100 ms with %s leases", sizeName(console.Console.Leases))
+		}
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured(name))
 	}
 	return ts
 }

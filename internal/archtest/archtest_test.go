@@ -105,6 +105,23 @@ var rules = []rule{
 		},
 	},
 	{
+		// The console is static files and the handler that serves them:
+		// everything it shows it reads through the public API from the
+		// browser, so it needs no package of this module and nothing outside
+		// the standard library (handlers mounts it).
+		name:    "ui is static files served with the standard library",
+		applies: func(path string) bool { return under(path, local("ui")) },
+		check: func(p pkg) []string {
+			var bad []string
+			for _, dep := range p.Deps {
+				if !isStd(dep) {
+					bad = append(bad, "depends on "+dep)
+				}
+			}
+			return bad
+		},
+	},
+	{
 		name:    "repotest and dockertest never ship",
 		applies: func(path string) bool { return path != local("repo/repotest") },
 		check: func(p pkg) []string {
@@ -188,7 +205,7 @@ func TestImportDirections(t *testing.T) {
 				paths = append(paths, p.ImportPath)
 			}
 			// The rules mean nothing if the packages they name are gone.
-			for _, rel := range []string{"", "api", "handlers", "repo", "repo/repotest", "cmd/leaseapi"} {
+			for _, rel := range []string{"", "api", "handlers", "repo", "repo/repotest", "cmd/leaseapi", "ui"} {
 				path := module
 				if rel != "" {
 					path = local(rel)
@@ -249,6 +266,11 @@ func TestRulesCatchViolations(t *testing.T) {
 			want: "imports github.com/ory/dockertest/v3",
 		},
 		{
+			name: "UIImportsAPI",
+			pkg:  pkg{ImportPath: local("ui"), Deps: []string{local("api")}},
+			want: "depends on " + local("api"),
+		},
+		{
 			name: "JobsImportHandlers",
 			pkg:  pkg{ImportPath: local("jobs"), Deps: []string{local("handlers")}},
 			want: "depends on " + local("handlers"),
@@ -268,7 +290,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		t.Parallel()
 		ok := []pkg{
 			{ImportPath: module, Deps: []string{"context", "errors", "regexp", "time"}},
-			{ImportPath: local("handlers"), Deps: []string{module, local("api"), "github.com/go-chi/chi/v5"},
+			{ImportPath: local("handlers"), Deps: []string{module, local("api"), local("ui"), "github.com/go-chi/chi/v5"},
 				XTestImports: []string{local("repo"), local("repo/repotest")}},
 			{ImportPath: local("repo"), Imports: []string{"database/sql", "github.com/lib/pq"}, Deps: []string{module, local("migrations")}},
 			{ImportPath: local("repo/repotest"), Imports: []string{"github.com/ory/dockertest/v3"}, Deps: []string{"github.com/ory/dockertest/v3"}},

@@ -1,0 +1,736 @@
+// Package console_test drives the operations console in a headless
+// Chromium against a real leaseapi process on a loopback port, each on a
+// fresh Postgres database: what an on-call engineer sees must be what the
+// API says, nothing may act without a confirmation, and data (job ids,
+// owners) must stay text.
+//
+// It needs `chromium` on PATH (scripts/ensure-packages.sh chromium:chromium,
+// which `make test` runs). LEASEAPI_CONSOLE_SCREENSHOTS=DIR keeps the
+// screenshots there (else in the test's temporary directory; their paths
+// are logged).
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	_ "github.com/lib/pq"
+
+	"github.com/leaseapi/leaseapi/repo/repotest"
+)
+
+func TestMain(m *testing.M) { repotest.WrapTestMain(m) }
+
+// chromiumPath finds the browser or fails the test with one line saying
+// how to install it (under -short the caller has skipped already).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("chromium is not on PATH: run `bash scripts/ensure-packages.sh chromium:chromium` (make test does), or use -short")
+	return ""
+}
+
+// browser starts one headless Chromium for the test, with a fresh profile
+// and nothing that would reach the network on its own.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	if err := chromedp.Do(ctx); err != nil {
+		cancel()
+		cancelAlloc()
+		t.Fatalf("start chromium: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// tab opens a new tab (its own sessionStorage) for one subtest, bounded
+// in time, that records every dialog and CSP violation of its pages.
+func tab(t *testing.T, browserCtx context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browserCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancel()
+	})
+	var mu sync.Mutex
+	var dialogs []string
+	opening := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range opening {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			dialogs = append(dialogs, ev.Message)
+			mu.Unlock()
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	}()
+	// Installed before any script of the page runs: records the CSP
+	// violations (an inline style or script of the console's own would
+	// show here).
+	const probe = `window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));`
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: probe}); err != nil {
+		t.Fatalf("install probe: %v", err)
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(dialogs) > 0 {
+			t.Errorf("the page opened dialogs (alert/confirm): %q", dialogs)
+		}
+	})
+	return ctx
+}
+
+// noCSPViolations checks the probe of the current page.
+func noCSPViolations(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if v := eval[[]string](t, ctx, `window.__csp || []`); len(v) > 0 {
+		t.Errorf("Content-Security-Policy violations: %q", v)
+	}
+}
+
+// run runs the actions, each step bounded to 20 s; on a failure it logs
+// what the page shows.
+func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	for _, a := range actions {
+		stepCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := chromedp.Do(stepCtx, a)
+		cancel()
+		if err != nil {
+			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + '\n' + document.body.innerText`))
+			t.Fatalf("browser: %v\nthe page:\n%s", err, text)
+		}
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// until waits, at most 20 s, for a JavaScript expression to be true.
+func until(t *testing.T, ctx context.Context, expr string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + '\n' + document.body.innerText`))
+		t.Fatalf("waiting for %s: %v\nthe page:\n%s", expr, err, text)
+	}
+}
+
+// ---- leaseapi --------------------------------------------------------
+
+var buildOnce = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "leaseapi-console-test-")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "github.com/leaseapi/leaseapi/cmd/leaseapi").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "leaseapi"), nil
+})
+
+// server is one leaseapi process on its own database.
+type server struct {
+	url   string
+	dsn   string
+	admin string // the configured admin token; "" on an open API
+}
+
+func startServer(t *testing.T, closed bool) *server {
+	t.Helper()
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &server{url: "http://" + addr, dsn: repotest.NewPostgresURL(t)}
+	env := []string{"LEASEAPI_ADDR=" + addr, "LEASEAPI_DATABASE_URL=" + s.dsn, "LEASEAPI_LOG_LEVEL=warn", "LEASEAPI_MIN_TTL=1s"}
+	if closed {
+		s.admin = "admin-" + randomHex(16)
+		env = append(env, "LEASEAPI_ADMIN_TOKENS="+s.admin)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("leaseapi output:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("leaseapi exited before it was ready:\n%s", logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leaseapi not ready after 30s:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// call sends one API request with token (none when empty) and decodes a
+// 2xx answer into out; it returns the status.
+func (s *server) call(t *testing.T, token, method, path string, body, out any) int {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.url+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 == 2 && out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (s *server) must(t *testing.T, method, path string, body, out any) {
+	t.Helper()
+	if st := s.call(t, s.admin, method, path, body, out); st/100 != 2 {
+		t.Fatalf("%s %s: status %d", method, path, st)
+	}
+}
+
+type lease struct {
+	JobID  string `json:"jobId"`
+	Owner  string `json:"owner"`
+	Token  int64  `json:"token"`
+	State  string `json:"state"`
+	Paused bool   `json:"paused"`
+}
+
+func (s *server) acquire(t *testing.T, job, owner string, ttlMs int) lease {
+	t.Helper()
+	var l lease
+	s.must(t, http.MethodPost, "/leases/"+job+"/acquire", map[string]any{"owner": owner, "ttlMs": ttlMs}, &l)
+	return l
+}
+
+func (s *server) release(t *testing.T, l lease, outcome string) {
+	t.Helper()
+	s.must(t, http.MethodPost, "/leases/"+l.JobID+"/release", map[string]any{"owner": l.Owner, "token": l.Token, "outcome": outcome}, nil)
+}
+
+func (s *server) get(t *testing.T, job string) lease {
+	t.Helper()
+	var l lease
+	s.must(t, http.MethodGet, "/leases/"+job, nil, &l)
+	return l
+}
+
+// credential creates a credential through the API and returns its token.
+func (s *server) credential(t *testing.T, name, role string, scopes ...string) string {
+	t.Helper()
+	var c struct {
+		Token string `json:"token"`
+	}
+	s.must(t, http.MethodPost, "/credentials", map[string]any{"name": name, "role": role, "scopes": scopes}, &c)
+	return c.Token
+}
+
+// ---- the console -----------------------------------------------------
+
+// open loads the console at hash; with a token, it answers the token
+// prompt first, as a user would.
+func open(t *testing.T, ctx context.Context, s *server, hash, token string) {
+	t.Helper()
+	run(t, ctx, chromedp.Navigate(s.url+"/ui/"+hash))
+	if token == "" {
+		return
+	}
+	run(t, ctx,
+		chromedp.WaitVisible(chromedp.CSS(`#login-token`)),
+		chromedp.SendKeys(chromedp.CSS(`#login-token`), token),
+		chromedp.Click(chromedp.CSS(`#login-ok`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`dialog#login[open]`)),
+	)
+}
+
+// textOf returns the text content of every element matching sel.
+func textOf(t *testing.T, ctx context.Context, sel string) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, fmt.Sprintf(`Array.from(document.querySelectorAll(%q), (e) => e.textContent.trim())`, sel))
+}
+
+// screenshot saves a PNG of the page and logs where.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("LEASEAPI_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", path)
+}
+
+func TestConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Postgres and chromium")
+	}
+	chromiumPath(t)
+	bctx := browser(t)
+	closed := startServer(t, true)
+	openAPI := startServer(t, false)
+
+	// Seeds of the closed server: a mix of every state.
+	held1 := closed.acquire(t, "billing:invoices", "pod-a", 600000)
+	_ = closed.acquire(t, "billing:reminders", "pod-b", 600000)
+	ok := closed.acquire(t, "reports.daily", "pod-c", 600000)
+	closed.release(t, ok, "succeeded")
+	bad := closed.acquire(t, "reports.weekly", "pod-a", 600000)
+	closed.release(t, bad, "failed")
+	rev := closed.acquire(t, "sync:crm", "pod-b", 600000)
+	closed.must(t, http.MethodDelete, "/leases/sync:crm", nil, nil)
+	_ = rev
+	exp := closed.acquire(t, "cleanup.tmp", "pod-c", 1000)
+	closed.must(t, http.MethodPost, "/leases/reports.daily/pause", map[string]any{"reason": "quarter close"}, nil)
+	for deadline := time.Now().Add(20 * time.Second); closed.get(t, exp.JobID).State != "expired"; {
+		if time.Now().After(deadline) {
+			t.Fatal("cleanup.tmp did not expire")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A scheduled job with a history: runs of different lengths, one failed,
+	// on the ticks of the last hour.
+	history := []struct {
+		outcome string
+		run     time.Duration
+	}{{"succeeded", 120}, {"succeeded", 180}, {"failed", 60}, {"succeeded", 150}, {"succeeded", 240}, {"succeeded", 90}}
+	firstTick := time.Now().UTC().Truncate(10 * time.Minute).Add(-time.Duration(len(history)) * 10 * time.Minute)
+	for i, h := range history {
+		var l lease
+		closed.must(t, http.MethodPost, "/leases/etl:nightly/acquire", map[string]any{
+			"owner": fmt.Sprintf("worker-%d", 1+i%2), "ttlMs": 600000, "schedule": "*/10 * * * *",
+			"tick": firstTick.Add(time.Duration(i) * 10 * time.Minute).Format(time.RFC3339),
+		}, &l)
+		time.Sleep(h.run * time.Millisecond) // the job's work: a duration to chart
+		closed.release(t, l, h.outcome)
+	}
+	reader := closed.credential(t, "viewer", "read", "*")
+
+	t.Run("Overview", func(t *testing.T) {
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/", closed.admin)
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`[data-stat="held"]`)))
+		var stats struct {
+			Runs24h map[string]int `json:"runs24h"`
+		}
+		closed.must(t, http.MethodGet, "/stats", nil, &stats)
+		want := map[string]string{
+			// etl:nightly is released: 2 released in all, with reports.daily.
+			"held": "2", "released": "3", "expired": "1", "revoked": "1", "paused": "1", "overdue": "0",
+			"runs-succeeded": "6", "runs-failed": "2", "runs-revoked": "1",
+			"runs-expired": fmt.Sprint(stats.Runs24h["expired"]), "runs-missed": fmt.Sprint(stats.Runs24h["missed"]),
+		}
+		for key, w := range want {
+			got := textOf(t, ctx, fmt.Sprintf(`[data-stat=%q]`, key))
+			if len(got) != 1 || got[0] != w {
+				t.Errorf("overview %s: got %q, want %s", key, got, w)
+			}
+		}
+		// The newest failed runs across jobs, with their job.
+		rows := textOf(t, ctx, `table.runs tbody tr[data-outcome="failed"] th`)
+		if len(rows) != 2 || rows[0] != "etl:nightly" || rows[1] != "reports.weekly" {
+			t.Errorf("failed runs on the overview: %q, want etl:nightly then reports.weekly", rows)
+		}
+		// The first page of the lease table.
+		if jobs := textOf(t, ctx, `table.leases tbody th`); len(jobs) != 7 {
+			t.Errorf("lease table on the overview: %q, want 7 jobs", jobs)
+		}
+		noCSPViolations(t, ctx)
+		screenshot(t, ctx, "console-overview")
+	})
+
+	t.Run("LeaseTable", func(t *testing.T) {
+		for i := range 7 {
+			l := closed.acquire(t, fmt.Sprintf("page:job-%02d", i), "pager", 600000)
+			if i%2 == 0 {
+				closed.release(t, l, "succeeded")
+			}
+		}
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/leases?prefix=page:&limit=3", closed.admin)
+		jobsOn := func() []string {
+			run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.leases tbody tr`)))
+			return textOf(t, ctx, `table.leases tbody th`)
+		}
+		waitHash := func(want string) {
+			t.Helper()
+			until(t, ctx, fmt.Sprintf(`location.hash === %q && document.querySelector('main').getAttribute('aria-busy') === 'false'`, want))
+		}
+		if got := strings.Join(jobsOn(), " "); got != "page:job-00 page:job-01 page:job-02" {
+			t.Fatalf("page 1: %s", got)
+		}
+		run(t, ctx, chromedp.Click(chromedp.CSS(`#next`)))
+		until(t, ctx, `document.querySelector('#page-info')?.textContent.startsWith('page 2')`)
+		if got := strings.Join(jobsOn(), " "); got != "page:job-03 page:job-04 page:job-05" {
+			t.Errorf("page 2: %s", got)
+		}
+		run(t, ctx, chromedp.Click(chromedp.CSS(`#next`)))
+		until(t, ctx, `document.querySelector('#page-info')?.textContent.startsWith('page 3')`)
+		if got := strings.Join(jobsOn(), " "); got != "page:job-06" {
+			t.Errorf("page 3: %s", got)
+		}
+		if !eval[bool](t, ctx, `document.querySelector('#next').disabled`) {
+			t.Error("Next is enabled on the last page")
+		}
+		run(t, ctx, chromedp.Click(chromedp.CSS(`#prev`)))
+		until(t, ctx, `document.querySelector('#page-info')?.textContent.startsWith('page 2')`)
+		if got := strings.Join(jobsOn(), " "); got != "page:job-03 page:job-04 page:job-05" {
+			t.Errorf("back to page 2: %s", got)
+		}
+		// Filters through the form: state held, prefix page: (the odd jobs).
+		run(t, ctx,
+			chromedp.SetValue(chromedp.CSS(`#f-state`), "held"),
+			chromedp.SetValue(chromedp.CSS(`#f-limit`), ""),
+			chromedp.Click(chromedp.CSS(`.filters button[type=submit]`)))
+		waitHash("#/leases?state=held&prefix=page%3A")
+		if got := strings.Join(jobsOn(), " "); got != "page:job-01 page:job-03 page:job-05" {
+			t.Errorf("state=held prefix=page: : %s", got)
+		}
+		for _, st := range textOf(t, ctx, `table.leases tbody td:nth-of-type(1)`) {
+			if st != "held" {
+				t.Errorf("state column %q, want the text held", st)
+			}
+		}
+		// Owner and paused filters, by link.
+		open(t, ctx, closed, "#/leases?owner=pod-a", "")
+		until(t, ctx, `document.querySelectorAll('table.leases tbody tr').length === 2`)
+		if got := strings.Join(textOf(t, ctx, `table.leases tbody th`), " "); got != "billing:invoices reports.weekly" {
+			t.Errorf("owner=pod-a: %s", got)
+		}
+		open(t, ctx, closed, "#/leases?paused=true", "")
+		until(t, ctx, `document.querySelectorAll('table.leases tbody tr').length === 1`)
+		if got := strings.Join(textOf(t, ctx, `table.leases tbody th`), " "); got != "reports.daily" {
+			t.Errorf("paused=true: %s", got)
+		}
+		open(t, ctx, closed, "#/leases?prefix=nothing-here", "")
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`p.empty`)))
+		noCSPViolations(t, ctx)
+	})
+
+	t.Run("JobPage", func(t *testing.T) {
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/jobs/etl:nightly", closed.admin)
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.runs tbody tr`)))
+		// Newest first: the history backwards.
+		var wantOutcomes, wantOwners, wantTokens []string
+		for i := len(history) - 1; i >= 0; i-- {
+			wantOutcomes = append(wantOutcomes, history[i].outcome)
+			wantOwners = append(wantOwners, fmt.Sprintf("worker-%d", 1+i%2))
+			wantTokens = append(wantTokens, fmt.Sprint(i+1))
+		}
+		for _, c := range []struct {
+			what, sel string
+			want      []string
+		}{
+			{"outcomes", `table.runs tbody td:nth-of-type(1)`, wantOutcomes},
+			{"owners", `table.runs tbody td.owner`, wantOwners},
+			{"tokens", `table.runs tbody td:nth-of-type(3)`, wantTokens},
+		} {
+			if got := textOf(t, ctx, c.sel); strings.Join(got, " ") != strings.Join(c.want, " ") {
+				t.Errorf("run %s: %q, want %q", c.what, got, c.want)
+			}
+		}
+		if bars := eval[int](t, ctx, `document.querySelectorAll('svg.chart rect.bar').length`); bars != len(history) {
+			t.Errorf("duration chart: %d bars, want %d", bars, len(history))
+		}
+		if sched := textOf(t, ctx, `.facts code`); len(sched) != 1 || sched[0] != "*/10 * * * *" {
+			t.Errorf("schedule: %q", sched)
+		}
+		if id := textOf(t, ctx, `#job-id`); len(id) != 1 || id[0] != "etl:nightly" {
+			t.Errorf("job id heading %q", id)
+		}
+		noCSPViolations(t, ctx)
+		screenshot(t, ctx, "console-job")
+	})
+
+	t.Run("RevokeAsksFirst", func(t *testing.T) {
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/jobs/billing:invoices", closed.admin)
+		run(t, ctx,
+			chromedp.WaitVisible(chromedp.CSS(`#act-revoke`)),
+			chromedp.Click(chromedp.CSS(`#act-revoke`)),
+			chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open]`)),
+			chromedp.Click(chromedp.CSS(`#confirm-cancel`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`dialog#confirm[open]`)))
+		if l := closed.get(t, "billing:invoices"); l.State != "held" || l.Token != held1.Token {
+			t.Fatalf("after cancel: %+v, want held with token %d", l, held1.Token)
+		}
+		// Escape cancels too.
+		run(t, ctx,
+			chromedp.Click(chromedp.CSS(`#act-revoke`)),
+			chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open]`)),
+			chromedp.KeyEvent(kb.Escape),
+			chromedp.WaitNotPresent(chromedp.CSS(`dialog#confirm[open]`)))
+		if l := closed.get(t, "billing:invoices"); l.State != "held" {
+			t.Fatalf("after Escape: %+v, want held", l)
+		}
+		run(t, ctx,
+			chromedp.Click(chromedp.CSS(`#act-revoke`)),
+			chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open]`)),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		// The page reads the job again: revoked, no revoke button.
+		until(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'revoked'`)
+		if l := closed.get(t, "billing:invoices"); l.State != "revoked" || l.Token != held1.Token+1 {
+			t.Errorf("after confirm: %+v, want revoked with token %d", l, held1.Token+1)
+		}
+		if eval[int](t, ctx, `document.querySelectorAll('#act-revoke').length`) != 0 {
+			t.Error("a revoke button on a revoked lease")
+		}
+		// Pause asks for a reason and records it.
+		run(t, ctx,
+			chromedp.Click(chromedp.CSS(`#act-pause`)),
+			chromedp.WaitVisible(chromedp.CSS(`#confirm-reason`)),
+			chromedp.SendKeys(chromedp.CSS(`#confirm-reason`), "disk full"),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+			chromedp.WaitVisible(chromedp.CSS(`#act-resume`)))
+		var l struct {
+			Paused       bool   `json:"paused"`
+			PausedReason string `json:"pausedReason"`
+		}
+		closed.must(t, http.MethodGet, "/leases/billing:invoices", nil, &l)
+		if !l.Paused || l.PausedReason != "disk full" {
+			t.Errorf("after pause: %+v", l)
+		}
+		noCSPViolations(t, ctx)
+	})
+
+	t.Run("ReadOnlyCredential", func(t *testing.T) {
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/jobs/billing:reminders", reader)
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#admin-note`)))
+		if buttons := eval[int](t, ctx, `document.querySelectorAll('.actions button, #act-revoke, #act-pause').length`); buttons != 0 {
+			t.Errorf("a read credential sees %d admin buttons", buttons)
+		}
+		if who := textOf(t, ctx, `#who span`); len(who) == 0 || !strings.Contains(who[0], "viewer · read") {
+			t.Errorf("who: %q", who)
+		}
+	})
+
+	t.Run("WrongToken", func(t *testing.T) {
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/leases", "lk_000000000000.wrong")
+		// The 401 state, after the token was refused.
+		until(t, ctx, `document.querySelector('#auth-state')?.textContent.includes('refused the token')`)
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`dialog#login[open] #login-error`)))
+		// The token is kept in sessionStorage only, never in a cookie.
+		if cookie := eval[string](t, ctx, `document.cookie`); cookie != "" {
+			t.Errorf("cookies: %q", cookie)
+		}
+		// A good token then works.
+		run(t, ctx,
+			chromedp.SendKeys(chromedp.CSS(`#login-token`), reader),
+			chromedp.Click(chromedp.CSS(`#login-ok`)),
+			chromedp.WaitVisible(chromedp.CSS(`table.leases`)))
+	})
+
+	t.Run("DataIsText", func(t *testing.T) {
+		payloads := []string{`<img/src=x/onerror=window.__xss=1>`, `"><script>window.__xss=2</script>`, `'><svg/onload=window.__xss=3>`}
+		for i, owner := range payloads {
+			openAPI.acquire(t, fmt.Sprintf("xss.%d", i), owner, 600000)
+		}
+		ctx := tab(t, bctx)
+		// A job id from the address: not a valid id, shown as text.
+		hostile := `<img src=x onerror=window.__xss=4>`
+		open(t, ctx, openAPI, "#/jobs/"+hostile, "")
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`.crumbs span`)))
+		if got := textOf(t, ctx, `.crumbs span`); len(got) != 1 || got[0] != hostile {
+			t.Errorf("job id from the hash: %q, want the text %q", got, hostile)
+		}
+		open(t, ctx, openAPI, "#/leases?prefix=xss.", "")
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.leases tbody tr`)))
+		if got := textOf(t, ctx, `table.leases td.owner`); strings.Join(got, "\n") != strings.Join(payloads, "\n") {
+			t.Errorf("owners: %q, want the payloads as text %q", got, payloads)
+		}
+		open(t, ctx, openAPI, "#/jobs/xss.0", "")
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#job-owner`)))
+		if got := textOf(t, ctx, `#job-owner`); got[0] != payloads[0] {
+			t.Errorf("owner on the job page: %q", got)
+		}
+		// Open mode: every admin action is offered.
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#act-revoke`)))
+		injected := eval[struct {
+			XSS      any `json:"xss"`
+			Elements int `json:"elements"`
+		}](t, ctx, `({xss: window.__xss ?? null, elements: document.querySelectorAll('main img, main script, main svg:not(.chart), main [onerror], main [onload]').length})`)
+		if injected.XSS != nil || injected.Elements != 0 {
+			t.Errorf("injected markup: __xss=%v, %d elements", injected.XSS, injected.Elements)
+		}
+		noCSPViolations(t, ctx)
+	})
+
+	t.Run("HundredThousandLeases", func(t *testing.T) {
+		big := startServer(t, false)
+		seedLeases(t, big.dsn, 100000)
+		ctx := tab(t, bctx)
+		open(t, ctx, big, "#/leases", "")
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.leases tbody tr`)))
+		jobs := textOf(t, ctx, `table.leases tbody th`)
+		if len(jobs) != 50 || jobs[0] != "big-0000001" || jobs[49] != "big-0000050" {
+			t.Errorf("first page of 100k: %d rows, %q … ", len(jobs), jobs[:min(len(jobs), 2)])
+		}
+		if info := textOf(t, ctx, `#page-info`); len(info) != 1 || !strings.Contains(info[0], "more after") {
+			t.Errorf("page info %q", info)
+		}
+	})
+}
+
+// seedLeases adds n leases in one statement, a mix of the four states
+// (the run history plays no part in the list, so its trigger is off).
+func seedLeases(t *testing.T, dsn string, n int) {
+	t.Helper()
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{`SET session_replication_role = replica`, seedQuery, `SET session_replication_role = DEFAULT`, `ANALYZE leases`} {
+		args := []any{}
+		if q == seedQuery {
+			args = append(args, n)
+		}
+		if _, err := conn.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("seed: %v", err)
+		}
+	}
+}
+
+const seedQuery = `
+INSERT INTO leases (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+	released_at, revoked_at, last_completed_tick, last_outcome)
+SELECT 'big-' || lpad(i::text, 7, '0'), 'replica-' || (i % 200), 1 + i % 7,
+	date_trunc('minute', now()), 30000, now(), now(),
+	CASE i % 4 WHEN 0 THEN now() + interval '1 hour' ELSE now() - interval '1 minute' END,
+	CASE i % 4 WHEN 1 THEN now() - interval '1 minute' END,
+	CASE i % 4 WHEN 2 THEN now() - interval '1 minute' END,
+	CASE i % 4 WHEN 1 THEN date_trunc('minute', now()) END,
+	CASE i % 4 WHEN 1 THEN 'succeeded' WHEN 2 THEN 'revoked' END
+FROM generate_series(1, $1::bigint) AS i`

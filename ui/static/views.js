@@ -1,0 +1,377 @@
+// views.js renders the three views (overview, lease table, job) from the
+// API's answers. Every view is an object with load() (fetch and render,
+// throws APIError) and tick() (once a second: times to expiry). Data is
+// only ever written as text.
+
+import * as api from './api.js';
+import { h, s, fmtTime, fmtDuration, fmtCount } from './dom.js';
+
+const STATES = ['held', 'released', 'expired', 'revoked'];
+const OUTCOMES = ['succeeded', 'failed', 'expired', 'revoked', 'missed'];
+
+/** jobHref is the console link of a job. */
+export const jobHref = (id) => `#/jobs/${/^[A-Za-z0-9._:-]+$/.test(id) ? id : encodeURIComponent(id)}`;
+
+/** badge shows a state or outcome as text; the colour only repeats it. */
+function badge(kind, text) {
+  return h('span', { class: `badge ${kind}-${text}` }, text);
+}
+
+/** untilText describes an instant relative to the server's clock. */
+function untilText(iso) {
+  if (!iso) return '—';
+  const d = Date.parse(iso) - api.serverNow();
+  return d >= 0 ? `in ${fmtDuration(d)}` : `${fmtDuration(-d)} ago`;
+}
+
+/** expiryCell is the time to expiry of a held lease, kept current by tickExpiries. */
+function expiryCell(lease) {
+  if (lease.state !== 'held') return h('td', { class: 'muted' }, '—');
+  return h('td', { 'data-expires': lease.expiresAt, title: fmtTime(lease.expiresAt) }, expiryText(lease.expiresAt));
+}
+
+function expiryText(iso) {
+  const d = Date.parse(iso) - api.serverNow();
+  return d >= 0 ? `in ${fmtDuration(d)}` : `passed ${fmtDuration(-d)} ago (not yet re-read)`;
+}
+
+/** tickExpiries refreshes every countdown under root. */
+export function tickExpiries(root) {
+  for (const el of root.querySelectorAll('[data-expires]')) el.textContent = expiryText(el.dataset.expires);
+  for (const el of root.querySelectorAll('[data-until]')) el.textContent = untilText(el.dataset.until);
+}
+
+function timeCell(iso) {
+  return h('td', { class: 'time' }, iso ? h('time', { datetime: iso }, fmtTime(iso)) : '—');
+}
+
+/** leaseTable is the table of a page of leases. */
+export function leaseTable(leases, caption) {
+  const rows = leases.map((l) =>
+    h('tr', { 'data-job': l.jobId },
+      h('th', { scope: 'row' }, h('a', { href: jobHref(l.jobId), 'data-focus': `job:${l.jobId}` }, l.jobId)),
+      h('td', null, badge('state', l.state), l.paused ? [' ', badge('flag', 'paused')] : null),
+      h('td', { class: 'owner' }, l.owner),
+      h('td', { class: 'num' }, String(l.token)),
+      timeCell(l.tick),
+      l.nextTick ? h('td', { class: 'time', 'data-until': l.nextTick, title: fmtTime(l.nextTick) }, untilText(l.nextTick)) : h('td', { class: 'muted' }, '—'),
+      expiryCell(l),
+      h('td', null, l.lastOutcome ? badge('outcome', l.lastOutcome) : h('span', { class: 'muted' }, 'none yet')),
+    ));
+  return h('table', { class: 'leases' },
+    caption ? h('caption', null, caption) : null,
+    h('thead', null, h('tr', null,
+      ['Job', 'State', 'Holder', 'Token', 'Tick', 'Next tick', 'Expires', 'Last outcome'].map((c) => h('th', { scope: 'col', class: c === 'Token' ? 'num' : null }, c)))),
+    h('tbody', null, rows));
+}
+
+/** runsTable is the table of runs; withJob adds the job column (runs across jobs). */
+function runsTable(runs, withJob, caption) {
+  const cols = [withJob ? 'Job' : null, 'Outcome', 'Owner', 'Token', 'Tick', 'Started', 'Ended', 'Duration'].filter(Boolean);
+  return h('table', { class: 'runs' },
+    caption ? h('caption', null, caption) : null,
+    h('thead', null, h('tr', null, cols.map((c) => h('th', { scope: 'col', class: c === 'Token' || c === 'Duration' ? 'num' : null }, c)))),
+    h('tbody', null, runs.map((r) => h('tr', { 'data-outcome': r.outcome },
+      withJob ? h('th', { scope: 'row' }, h('a', { href: jobHref(r.jobId) }, r.jobId)) : null,
+      h('td', null, badge('outcome', r.outcome)),
+      h('td', { class: 'owner' }, r.owner ?? '—'),
+      h('td', { class: 'num' }, r.token ?? '—'),
+      timeCell(r.tick),
+      timeCell(r.startedAt),
+      timeCell(r.endedAt),
+      h('td', { class: 'num' }, r.outcome === 'running' ? 'running' : fmtDuration(r.durationMs)),
+    ))));
+}
+
+/** empty is the empty state of a list. */
+function empty(text) {
+  return h('p', { class: 'empty' }, text);
+}
+
+function section(title, ...children) {
+  const id = `sec-${title.toLowerCase().replace(/[^a-z0-9]+/g, '-')}`;
+  return h('section', { 'aria-labelledby': id }, h('h2', { id }, title), children);
+}
+
+/** statCard is one number with its label, linking to the leases it counts. */
+function statCard(key, label, value, href, alarm) {
+  const num = h('span', { class: 'num', 'data-stat': key }, fmtCount(value));
+  return h('div', { class: `card${alarm && value > 0 ? ' alarm' : ''}` },
+    h('dt', null, label),
+    h('dd', null, href ? h('a', { href }, num) : num));
+}
+
+// ---- overview ---------------------------------------------------------
+
+export function overview(ctx) {
+  let root = null;
+  return {
+    title: 'Overview',
+    async load() {
+      const [st, runs, page] = await Promise.all([
+        api.stats(),
+        api.recentRuns({ outcome: 'failed,expired,missed', limit: 10 }),
+        api.listLeases({ limit: 25 }),
+      ]);
+      root = h('div', null,
+        h('h1', { tabindex: '-1' }, 'Overview'),
+        section('Leases',
+          h('dl', { class: 'cards' },
+            STATES.map((k) => statCard(k, k, st.leases[k], `#/leases?state=${k}`, k === 'expired')),
+            statCard('paused', 'paused', st.paused, '#/leases?paused=true'),
+            statCard('overdue', 'overdue', st.overdue, '#/leases?overdue=true', true))),
+        section('Runs finished in the last 24 h',
+          h('dl', { class: 'cards' },
+            OUTCOMES.map((k) => statCard(`runs-${k}`, k, st.runs24h[k], null, k !== 'succeeded' && k !== 'revoked')))),
+        section('Newest failed, expired and missed runs',
+          runs.runs.length ? runsTable(runs.runs, true) : empty('No failed, expired or missed runs are recorded.')),
+        section('Leases, first page',
+          page.leases.length ? leaseTable(page.leases) : empty('No leases yet: a lease appears when a replica first acquires its job.'),
+          h('p', null, h('a', { href: '#/leases' }, page.nextCursor ? 'All leases, with filters and paging →' : 'Lease table with filters →'))),
+      );
+      ctx.render(root);
+    },
+    tick() {
+      if (root) tickExpiries(root);
+    },
+  };
+}
+
+// ---- lease table ------------------------------------------------------
+
+// The cursors of the pages before the current one, for "Previous": the API
+// pages forward only (keyset), so the console remembers how it got here.
+const paging = { key: null, stack: [] };
+
+const FILTERS = ['state', 'owner', 'prefix', 'paused', 'overdue', 'limit'];
+
+export function leases(ctx, route) {
+  const p = route.params;
+  const filters = Object.fromEntries(FILTERS.map((k) => [k, p.get(k) || '']));
+  const cursor = p.get('cursor') || '';
+  const key = JSON.stringify(filters);
+  if (paging.key !== key) {
+    paging.key = key;
+    paging.stack = [];
+  }
+  let root = null;
+
+  function hashFor(c) {
+    const q = new URLSearchParams();
+    for (const k of FILTERS) if (filters[k]) q.set(k, filters[k]);
+    if (c) q.set('cursor', c);
+    const qs = q.toString();
+    return `#/leases${qs ? `?${qs}` : ''}`;
+  }
+
+  function form() {
+    const sel = (name, label, options) => h('label', null, label, ' ',
+      h('select', { name, id: `f-${name}` }, options.map(([v, t]) => h('option', { value: v, selected: filters[name] === v }, t))));
+    const f = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter leases' },
+      sel('state', 'State', [['', 'any'], ...STATES.map((k) => [k, k])]),
+      h('label', null, 'Owner ', h('input', { name: 'owner', id: 'f-owner', value: filters.owner, pattern: '[!-~]{1,128}', size: 14, autocomplete: 'off', spellcheck: 'false' })),
+      h('label', null, 'Job id prefix ', h('input', { name: 'prefix', id: 'f-prefix', value: filters.prefix, pattern: '[A-Za-z0-9._:\\-]{0,128}', size: 14, autocomplete: 'off', spellcheck: 'false' })),
+      sel('paused', 'Paused', [['', 'any'], ['true', 'paused'], ['false', 'not paused']]),
+      h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'overdue', id: 'f-overdue', value: 'true', checked: filters.overdue === 'true' }), ' overdue only'),
+      sel('limit', 'Per page', [['', '50'], ['100', '100'], ['500', '500']]),
+      h('button', { type: 'submit' }, 'Apply'),
+      h('a', { href: '#/leases' }, 'Clear'));
+    f.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const d = new FormData(f);
+      for (const k of FILTERS) filters[k] = (d.get(k) || '').toString().trim();
+      location.hash = hashFor('');
+    });
+    return f;
+  }
+
+  return {
+    title: 'Leases',
+    async load() {
+      const page = await api.listLeases({
+        state: filters.state, owner: filters.owner, prefix: filters.prefix,
+        paused: filters.paused, overdue: filters.overdue, limit: filters.limit || 50, cursor,
+      });
+      const n = paging.stack.length;
+      const prev = h('button', { type: 'button', id: 'prev', disabled: !cursor }, n || !cursor ? '← Previous' : '← First page');
+      prev.addEventListener('click', () => {
+        location.hash = hashFor(paging.stack.length ? paging.stack.pop() : '');
+      });
+      const next = h('button', { type: 'button', id: 'next', disabled: !page.nextCursor }, 'Next →');
+      next.addEventListener('click', () => {
+        paging.stack.push(cursor);
+        location.hash = hashFor(page.nextCursor);
+      });
+      const pageNo = cursor ? (n ? `page ${n + 1}` : 'a later page') : 'page 1';
+      const pager = h('nav', { class: 'pager', 'aria-label': 'Pages' }, prev,
+        h('span', { id: 'page-info' }, `${pageNo} · ${page.leases.length} lease${page.leases.length === 1 ? '' : 's'}${page.nextCursor ? ', more after' : ', last page'}`), next);
+      const active = FILTERS.filter((k) => k !== 'limit' && filters[k]).map((k) => `${k} ${filters[k]}`).join(', ');
+      root = h('div', null,
+        h('h1', { tabindex: '-1' }, 'Leases'),
+        form(),
+        pager,
+        page.leases.length
+          ? leaseTable(page.leases, `Leases sorted by job id${active ? `, ${active}` : ''}`)
+          : empty(active ? 'No leases match these filters.' : 'No leases yet: a lease appears when a replica first acquires its job.'));
+      ctx.render(root);
+    },
+    tick() {
+      if (root) tickExpiries(root);
+    },
+  };
+}
+
+// ---- job --------------------------------------------------------------
+
+/** durationChart draws the durations of runs (oldest left) as bars, with SVG built through the DOM. */
+function durationChart(runs) {
+  const data = runs.slice().reverse();
+  const W = 720, H = 120, pad = 60, top = 8;
+  const max = Math.max(1, ...data.map((r) => r.durationMs ?? 0));
+  const bw = (W - pad) / Math.max(data.length, 20);
+  const svg = s('svg', {
+    viewBox: `0 0 ${W} ${H + 18}`, class: 'chart', role: 'img',
+    'aria-label': `Durations of the last ${data.length} runs, oldest first; longest ${fmtDuration(max)}. The table below lists them.`,
+  });
+  svg.append(
+    s('line', { x1: pad, y1: top, x2: W, y2: top, class: 'grid' }),
+    s('line', { x1: pad, y1: H, x2: W, y2: H, class: 'axis' }),
+    s('text', { x: pad - 4, y: top + 4, class: 'label', 'text-anchor': 'end' }, fmtDuration(max)),
+    s('text', { x: pad - 4, y: H, class: 'label', 'text-anchor': 'end' }, '0'));
+  data.forEach((r, i) => {
+    const x = pad + i * bw + 1;
+    const tip = s('title', null, `${r.outcome}, ${r.outcome === 'missed' ? 'no run' : fmtDuration(r.durationMs)}, tick ${fmtTime(r.tick)}`);
+    if (r.durationMs === null || r.durationMs === undefined) {
+      // A missed or running run has no duration: a marker under the axis.
+      svg.append(s('rect', { x, y: H + 3, width: Math.max(bw - 2, 1), height: 6, class: `bar outcome-${r.outcome}` }, tip));
+      return;
+    }
+    const bh = Math.max(1, ((H - top) * r.durationMs) / max);
+    svg.append(s('rect', { x, y: H - bh, width: Math.max(bw - 2, 1), height: bh, class: `bar outcome-${r.outcome}` }, tip));
+  });
+  return h('figure', { class: 'chart' }, svg,
+    h('figcaption', null, 'Run durations, oldest left. Bars below the axis: runs without a duration (missed or running).'));
+}
+
+function dl(pairs) {
+  return h('dl', { class: 'facts' }, pairs.filter(Boolean).map(([k, v]) => h('div', null, h('dt', null, k), h('dd', null, v))));
+}
+
+function when(iso, countdown) {
+  if (!iso) return h('span', { class: 'muted' }, '—');
+  return [h('time', { datetime: iso }, fmtTime(iso)), countdown ? [' ', h('span', { class: 'rel', 'data-until': iso }, untilText(iso))] : null];
+}
+
+/** canAdmin reports whether the caller may run admin actions on a job. */
+export function canAdmin(who, jobId) {
+  if (!who) return false;
+  if (who.open) return true;
+  return who.role === 'admin' && (who.scopes || []).some((sc) => sc === '*' || jobId.startsWith(sc));
+}
+
+const ACTIONS = {
+  revoke: { label: 'Revoke', title: 'Revoke this lease?', done: 'Revoked', call: (id) => api.revoke(id),
+    text: (id) => `Revoke the lease of ${id}: its holder loses it at once (its heartbeat and release will fail) and the run is recorded as revoked.` },
+  pause: { label: 'Pause', title: 'Pause this job?', done: 'Paused', reason: true, call: (id, reason) => api.pause(id, reason),
+    text: (id) => `Pause ${id}: every acquire is refused until it is resumed; a run in progress is not stopped.` },
+  resume: { label: 'Resume', title: 'Resume this job?', done: 'Resumed', call: (id) => api.resume(id),
+    text: (id) => `Resume ${id}: acquires are granted again from the next tick; ticks that fell while paused are not run.` },
+  forget: { label: 'Forget schedule', title: 'Forget the schedule?', done: 'Forgot the schedule of', call: (id) => api.forgetSchedule(id),
+    text: (id) => `Forget the schedule of ${id}: no more missed-tick accounting until a replica sends a schedule again.` },
+};
+
+export function job(ctx, route) {
+  const id = route.id;
+  let root = null;
+
+  async function act(kind) {
+    const a = ACTIONS[kind];
+    const answer = await ctx.confirm({ title: a.title, text: a.text(id), ok: a.label, reason: !!a.reason });
+    if (!answer.ok) return;
+    try {
+      await a.call(id, answer.reason);
+      ctx.notify(`${a.done} ${id}.`);
+    } catch (e) {
+      ctx.actionFailed(e, `${a.label} ${id}`);
+    }
+    await ctx.reload();
+  }
+
+  function actions(lease) {
+    if (!canAdmin(ctx.who(), id)) {
+      const who = ctx.who();
+      return h('p', { class: 'muted', id: 'admin-note' }, who && !who.open
+        ? `Admin actions (revoke, pause, resume, forget schedule) need a credential of role admin for this job; yours is ${who.role}.`
+        : '');
+    }
+    const btn = (kind, cls) => h('button', { type: 'button', id: `act-${kind}`, class: cls, onclick: () => act(kind) }, ACTIONS[kind].label);
+    return h('div', { class: 'actions', role: 'group', 'aria-label': 'Admin actions' },
+      lease.state === 'held' ? btn('revoke', 'danger') : null,
+      lease.paused ? btn('resume') : btn('pause'),
+      lease.schedule ? btn('forget') : null);
+  }
+
+  return {
+    title: `Job ${id}`,
+    async load() {
+      let lease;
+      try {
+        lease = await api.getLease(id);
+      } catch (e) {
+        if (e.status === 404 || e.status === 400) {
+          ctx.render(h('div', null,
+            h('p', { class: 'crumbs' }, h('a', { href: '#/leases' }, 'Leases'), ' › ', h('span', null, id)),
+            h('h1', { tabindex: '-1' }, 'No such job'),
+            h('p', { class: 'empty' }, e.status === 404
+              ? `There is no lease for job “${id}”, or it lies outside your credential's scopes.`
+              : `“${id}” is not a valid job id: ${e.detail}`)));
+          root = null;
+          return;
+        }
+        throw e;
+      }
+      const runs = (await api.listRuns(id, 100)).runs;
+      root = h('div', null,
+        h('p', { class: 'crumbs' }, h('a', { href: '#/leases' }, 'Leases'), ' › ', h('span', null, id)),
+        h('h1', { tabindex: '-1' }, h('span', { class: 'jobid', id: 'job-id' }, lease.jobId), ' ', badge('state', lease.state),
+          lease.paused ? [' ', badge('flag', 'paused')] : null),
+        actions(lease),
+        h('div', { class: 'columns' },
+          section('Lease', dl([
+            ['State', badge('state', lease.state)],
+            ['Holder', h('span', { class: 'owner', id: 'job-owner' }, lease.owner)],
+            ['Token', String(lease.token)],
+            ['Tick', when(lease.tick)],
+            ['Acquired', when(lease.acquiredAt)],
+            ['Renewed', when(lease.renewedAt)],
+            ['Expires', lease.state === 'held'
+              ? [h('time', { datetime: lease.expiresAt }, fmtTime(lease.expiresAt)), ' ', h('span', { class: 'rel', 'data-expires': lease.expiresAt }, expiryText(lease.expiresAt))]
+              : when(lease.expiresAt)],
+            ['Released', when(lease.releasedAt)],
+            ['TTL', fmtDuration(lease.ttlMs)],
+            ['Last outcome', lease.lastOutcome ? badge('outcome', lease.lastOutcome) : 'none yet'],
+            ['Last completed tick', when(lease.lastCompletedTick)],
+            lease.revokedBy ? ['Revoked by', lease.revokedBy] : null,
+          ])),
+          section('Schedule', dl([
+            ['Schedule', lease.schedule ? h('code', null, lease.schedule) : h('span', { class: 'muted' }, 'none (no missed-tick accounting)')],
+            ['Grace', lease.graceMs === null ? '—' : fmtDuration(lease.graceMs)],
+            ['Next tick', when(lease.nextTick, true)],
+            ['Missed ticks', h('span', { id: 'missed' }, fmtCount(lease.missedTicks))],
+            ['Skipped ticks', h('span', { id: 'skipped' }, fmtCount(lease.skippedTicks))],
+            ['Paused', lease.paused ? 'yes' : 'no'],
+            lease.paused ? ['Paused by', lease.pausedBy ?? '—'] : null,
+            lease.paused ? ['Paused at', when(lease.pausedAt)] : null,
+            lease.paused ? ['Reason', lease.pausedReason || h('span', { class: 'muted' }, 'none given')] : null,
+          ]))),
+        section('Runs',
+          runs.length ? [durationChart(runs), runsTable(runs, false, `The newest ${runs.length} runs, newest first`)]
+            : empty('No runs are recorded for this job (runs are kept for the history retention).')),
+      );
+      ctx.render(root);
+    },
+    tick() {
+      if (root) tickExpiries(root);
+    },
+  };
+}
