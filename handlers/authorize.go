@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 )
@@ -64,7 +62,7 @@ func (h *handler) authorize(next http.Handler) http.Handler {
 			})
 			return
 		}
-		if id := chi.URLParam(r, "jobId"); leaseapi.ValidJobID(id) && !p.inScope(id) {
+		if id := jobIDParam(r); leaseapi.ValidJobID(id) && !p.inScope(id) {
 			writeProblem(w, r, leaseapi.ErrNotFound)
 			return
 		}

@@ -420,3 +420,32 @@ func TestEveryRouteAuthorized(t *testing.T) {
 		t.Errorf("walked %d API routes, the table has %d", seen, len(roles))
 	}
 }
+
+// TestEscapedJobID: a job id whose characters the client escaped in the
+// path ("team-a%3Ajob") is the same job as the plain spelling, for the
+// operations and for the scope check: an escaped id out of scope is 404.
+func TestEscapedJobID(t *testing.T) {
+	t.Parallel()
+	forEachFreshStore(t, func(t *testing.T, store leaseapi.Store, _ func(*testing.T) leaseapi.Store) {
+		_, root := mint(t, store, "root", leaseapi.RoleAdmin, "*")
+		_, teamA := mint(t, store, "a-lease", leaseapi.RoleLease, "team-a:")
+		b := setup(t, store, defaultOptions())
+		// The spec's validator in the harness matches the escaped segment
+		// against the jobId pattern, so the escaped requests go unchecked
+		// (doInvalid); their answers are still checked against the spec.
+		wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-b:job/acquire", body: `{"owner":"root"}`, header: root}))
+
+		l := wantLease(t, b.doInvalid(t, request{method: http.MethodPost, path: "/leases/team-a%3Ajob/acquire", body: `{"owner":"a"}`, header: teamA}))
+		if l.JobID != "team-a:job" {
+			t.Errorf("acquire of team-a%%3Ajob: jobId %q, want team-a:job", l.JobID)
+		}
+		if got := wantLease(t, b.do(t, request{method: http.MethodGet, path: "/leases/team-a:job", header: teamA})); got.Token != l.Token {
+			t.Errorf("the plain spelling reads token %d, want %d (the same lease)", got.Token, l.Token)
+		}
+		for _, path := range []string{"/leases/team-b%3Ajob", "/leases/team-b%3ajob/runs", "/leases/%74eam-b:job"} {
+			wantProblem(t, b.doInvalid(t, request{method: http.MethodGet, path: path, header: teamA}), http.StatusNotFound, api.CodeNotFound)
+		}
+		wantProblem(t, b.doInvalid(t, request{method: http.MethodPost, path: "/leases/team-b%3Ajob/acquire", body: `{"owner":"a"}`, header: teamA}), http.StatusNotFound, api.CodeNotFound)
+		wantProblem(t, b.doInvalid(t, request{method: http.MethodGet, path: "/leases/team-a%25job", header: teamA}), http.StatusBadRequest, api.CodeInvalidRequest)
+	})
+}

@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -14,10 +16,25 @@ import (
 // The validation of every field a request carries, each against its pattern
 // in api/openapi.yaml, with a detail that says what to send instead.
 
-// jobID returns the validated jobId path parameter. chi gives the raw
-// (still escaped) segment, so an escaped slash or NUL stays invalid.
-func jobID(r *http.Request) (string, error) {
+// jobIDParam returns the jobId path segment unescaped: chi gives the raw
+// segment, and a client may escape a valid id's characters (JavaScript's
+// encodeURIComponent sends "etl%3Anightly" for "etl:nightly"). An escaped
+// slash or NUL unescapes to an invalid id, and a malformed escape stays as
+// it came, invalid. authorize checks scopes on the same value the handler
+// uses, so no spelling of an id reaches past the caller's scopes.
+func jobIDParam(r *http.Request) string {
 	id := chi.URLParam(r, "jobId")
+	if strings.Contains(id, "%") {
+		if u, err := url.PathUnescape(id); err == nil {
+			return u
+		}
+	}
+	return id
+}
+
+// jobID returns the validated jobId path parameter.
+func jobID(r *http.Request) (string, error) {
+	id := jobIDParam(r)
 	if !leaseapi.ValidJobID(id) {
 		return "", invalidf("jobId in the path must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 	}
