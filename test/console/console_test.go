@@ -189,6 +189,7 @@ type server struct {
 	url   string
 	dsn   string
 	admin string // the configured admin token; "" on an open API
+	stop  func() // stops the process (also done at cleanup)
 }
 
 func startServer(t *testing.T, closed bool) *server {
@@ -222,7 +223,7 @@ func startServer(t *testing.T, closed bool) *server {
 		_ = cmd.Wait()
 		close(done)
 	}()
-	t.Cleanup(func() {
+	s.stop = sync.OnceFunc(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
@@ -230,6 +231,9 @@ func startServer(t *testing.T, closed bool) *server {
 			_ = cmd.Process.Kill()
 			<-done
 		}
+	})
+	t.Cleanup(func() {
+		s.stop()
 		if t.Failed() {
 			t.Logf("leaseapi output:\n%s", logs.String())
 		}
@@ -679,6 +683,23 @@ func TestConsole(t *testing.T) {
 			t.Errorf("injected markup: __xss=%v, %d elements", injected.XSS, injected.Elements)
 		}
 		noCSPViolations(t, ctx)
+	})
+
+	t.Run("StaleWhenServerStops", func(t *testing.T) {
+		gone := startServer(t, false)
+		gone.acquire(t, "stale:job", "pod-a", 600000)
+		ctx := tab(t, bctx)
+		open(t, ctx, gone, "#/", "")
+		until(t, ctx, `document.body.dataset.status === 'live'`)
+		gone.stop()
+		// The next refresh fails: the page says so and keeps what it showed.
+		until(t, ctx, `document.body.dataset.status === 'stale'`)
+		if status := textOf(t, ctx, `#status`); len(status) != 1 || !strings.HasPrefix(status[0], "Stale: the last refresh failed") {
+			t.Errorf("status line %q, want it to say the refresh failed", status)
+		}
+		if held := textOf(t, ctx, `[data-stat="held"]`); len(held) != 1 || held[0] != "1" {
+			t.Errorf("held count after the server stopped: %q, want the last known 1", held)
+		}
 	})
 
 	t.Run("HundredThousandLeases", func(t *testing.T) {
