@@ -381,7 +381,8 @@ func releaseKey(r *releaseCall) string { return r.jobID }
 // batchReleaseQuery is releaseQuery for many jobs. An UPDATE takes its row
 // locks in the order its join yields the rows, which the planner chooses,
 // so the rows are locked first, in job id order, by the locked CTE; the
-// UPDATE then changes only rows it already holds.
+// UPDATE then changes only rows it already holds. The runs of the batch
+// are closed by one statement, as in releaseQuery.
 const batchReleaseQuery = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS i(in_job_id, in_owner, in_token, in_outcome)
@@ -389,7 +390,7 @@ WITH input AS (
 	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
 	ORDER BY l.job_id
 	FOR NO KEY UPDATE OF l
-)
+), released AS (
 UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
 	SELECT c.now, c.now, i.in_outcome,
 		CASE WHEN i.in_outcome = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
@@ -398,7 +399,8 @@ UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_ti
 FROM input AS i
 WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked)
 	AND l.owner = i.in_owner AND l.token = i.in_token AND l.released_at IS NULL AND l.revoked_at IS NULL
-RETURNING ` + leaseColumns
+RETURNING ` + leaseColumns + `
+)` + releasedRun + `SELECT * FROM released`
 
 // releaseBatch makes the releases of calls in one statement.
 func (p *Postgres) releaseBatch(ctx context.Context, calls []*releaseCall) ([]leaseRow, []error, error) {

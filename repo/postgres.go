@@ -21,8 +21,10 @@ import (
 // Postgres is the lease store on PostgreSQL. Every lease operation is one
 // statement, decided under the lease row's lock with clock_timestamp() read
 // after the lock was taken; the database clock is the only clock. Run
-// history is written by a trigger in the same statement
-// (migrations/postgres/0001_leases.sql). Concurrent acquires of different
+// history is written in the same statement: a grant's run and a release's
+// by the statement itself (grantedRun, releasedRun), the close of a run by a
+// takeover or a revocation by the trigger of migrations/postgres (0005),
+// which reads the run after the row lock. Concurrent acquires of different
 // jobs, and concurrent releases, share one statement and one commit
 // (pgbatch.go).
 type Postgres struct {
@@ -371,9 +373,25 @@ WHERE NOT COALESCE(EXCLUDED.tick <= l.last_completed_tick, false)
 			AND l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
 RETURNING ` + leaseColumns
 
+// grantedRun inserts the run of a grant that the upsert CTE returned, in the
+// same statement, so that all run rows of a batch are written by one
+// executor rather than by a trigger call per row. A grant sets acquired_at
+// and renewed_at to one instant; a renewal keeps acquired_at and returns
+// the grant's run, which exists already: ON CONFLICT skips it should the
+// two instants ever be equal. A takeover of an expired grant also closes
+// that grant's run; the trigger of migrations/postgres/0005 does that,
+// since it must read the run with a snapshot taken after the row lock.
+const grantedRun = `, run AS (
+	INSERT INTO runs (job_id, token, owner, tick, started_at)
+	SELECT job_id, token, owner, tick, acquired_at FROM upsert WHERE acquired_at = renewed_at
+	ON CONFLICT (job_id, token) DO NOTHING
+)
+`
+
 // naiveAcquireQuery is the upsert alone: every contender takes the row lock
 // and commits, winner or not. Kept for the benchmark's comparison.
-const naiveAcquireQuery = upsertInsert + upsertConflict + `, false AS refused`
+const naiveAcquireQuery = `WITH upsert AS (` + upsertInsert + upsertConflict + `
+)` + grantedRun + `SELECT *, false AS refused FROM upsert`
 
 // acquireQuery answers most losers from the statement's snapshot, without
 // the row lock and without a transaction id (so without a WAL flush): when
@@ -397,8 +415,7 @@ WITH snapshot AS (
 	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 	WHERE l.job_id = $1::text
 ), upsert AS (` + upsertInsert + `WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)` + upsertConflict + `
-)
-SELECT *, false AS refused FROM upsert
+)` + grantedRun + `SELECT *, false AS refused FROM upsert
 UNION ALL
 SELECT * FROM snapshot WHERE refused`
 
@@ -547,16 +564,35 @@ func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (
 }
 
 // releaseQuery ends the grant whose owner and token match, held or expired
-// but neither released nor revoked. On success with a tick, the tick becomes
-// the last completed one unless a newer one already is.
+// but neither released nor revoked, and closes its run (releasedRun). On
+// success with a tick, the tick becomes the last completed one unless a
+// newer one already is.
 const releaseQuery = `
+WITH released AS (
 UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
 	SELECT c.now, c.now, $4::text,
 		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
 	FROM (SELECT clock_timestamp() AS now) AS c
 )
 WHERE job_id = $1 AND owner = $2 AND token = $3 AND released_at IS NULL AND revoked_at IS NULL
-RETURNING ` + leaseColumns
+RETURNING ` + leaseColumns + `
+)` + releasedRun + `SELECT * FROM released`
+
+// releasedRun closes the run of a release in the release statement. It
+// reads the run with the statement's snapshot, and that snapshot always
+// holds it: an UPDATE changes only a row version its snapshot sees (or, if
+// that version changed while it waited for the lock, the newer one, which
+// must still pass the WHERE), so the grant of the token it releases, and
+// the run that grant inserted in the same transaction, committed before
+// the snapshot. (An acquire's ON CONFLICT is different: it acts on the
+// newest version whether its snapshot sees it or not, which is why closing
+// the previous run on a takeover stays with the trigger.)
+const releasedRun = `, run AS (
+	UPDATE runs AS r SET (outcome, ended_at) = (x.last_outcome, x.released_at)
+	FROM released AS x
+	WHERE r.job_id = x.job_id AND r.token = x.token AND r.outcome = 'running'
+)
+`
 
 // Release ends the holder's grant. See leaseapi.Store.
 func (p *Postgres) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
