@@ -6,7 +6,9 @@
 //   - postgres.go: the Postgres store (Postgres, OpenPostgres). One statement
 //     per lease operation, decided under the row lock with clock_timestamp()
 //     read after the lock; prepared once per pooled connection. The run
-//     history is written by the trigger in migrations/postgres.
+//     history is written in the same statement: a grant's run and a
+//     release's by the statement itself, the close of a run by a takeover
+//     or a revocation by the trigger in migrations/postgres (0005).
 //   - pgconn.go (pgconn_linux.go, pgconn_other.go): the dialer and DSN
 //     defaults that bound every wait on the database (connect timeout, TCP
 //     keepalives and user timeout, per-read and per-write deadlines,
