@@ -59,3 +59,26 @@ func (p *Postgres) ReleaseBatch(ctx context.Context, rs []*leaseapi.ReleaseParam
 	}
 	return out, nil
 }
+
+// HeartbeatBatch sends heartbeats as one batch statement; a heartbeat the
+// statement refused gets a nil lease.
+func (p *Postgres) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatParams) ([]*leaseapi.Lease, error) {
+	calls := make([]*heartbeatCall, len(hs))
+	for i, h := range hs {
+		calls[i] = &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
+			ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
+	}
+	rows, errs, err := p.heartbeatBatch(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*leaseapi.Lease, len(hs))
+	for i := range rows {
+		if errs[i] != nil {
+			continue
+		}
+		l := rows[i].toLease()
+		out[i] = &l
+	}
+	return out, nil
+}

@@ -446,3 +446,88 @@ func (p *Postgres) releaseBatch(ctx context.Context, calls []*releaseCall) ([]le
 	}
 	return out, errs, nil
 }
+
+// heartbeatCall is a heartbeat as the statements take it.
+type heartbeatCall struct {
+	jobID, owner string
+	token        int64
+	ttlMs        sql.NullInt64 // NULL: keep the grant's
+}
+
+func (h *heartbeatCall) args() []any { return []any{h.jobID, h.owner, h.token, h.ttlMs} }
+
+func heartbeatKey(h *heartbeatCall) string { return h.jobID }
+
+// batchHeartbeatQuery derives the batched heartbeat from the single one,
+// the statement the store chose when it opened (so that a mutant of the
+// chaos suite breaks both), as batchReleaseQuery is written: the rows are
+// locked first, in job id order, by the locked CTE, and the UPDATE joins
+// each row to its own input, whose columns replace the parameters. The
+// WHERE keeps every test of the single statement (owner, token, held at
+// the clock read under the lock). It panics when the single statement no
+// longer has the shape it rewrites.
+func batchHeartbeatQuery(single string) string {
+	if strings.Count(single, "\nWHERE ") != 1 || !strings.HasPrefix(strings.TrimSpace(single), "UPDATE leases AS l SET") {
+		panic("batched heartbeat: the heartbeat statement no longer has the shape it rewrites")
+	}
+	q := strings.Replace(single, "\nWHERE ", "\nFROM input AS i\nWHERE l.job_id IN (SELECT job_id FROM locked) AND ", 1)
+	q = strings.NewReplacer(
+		"$1", "i.in_job_id", "$2", "i.in_owner", "$3", "i.in_token", "$4::bigint", "i.in_ttl_ms",
+	).Replace(q)
+	if strings.Contains(q, "$") {
+		panic("batched heartbeat: a parameter of the heartbeat statement is not rewritten")
+	}
+	return `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS i(in_job_id, in_owner, in_token, in_ttl_ms)
+), locked AS (
+	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
+	ORDER BY l.job_id
+	FOR NO KEY UPDATE OF l
+)` + q
+}
+
+// heartbeatBatch makes the heartbeats of calls in one statement.
+func (p *Postgres) heartbeatBatch(ctx context.Context, calls []*heartbeatCall) ([]leaseRow, []error, error) {
+	var jobs, owners, tokens, ttls pgArray
+	for _, i := range sortedByKey(calls, heartbeatKey) {
+		h := calls[i]
+		jobs.add(h.jobID, true)
+		owners.add(h.owner, true)
+		tokens.addInt(h.token, true)
+		ttls.addInt(h.ttlMs.Int64, h.ttlMs.Valid)
+	}
+	stmt, err := p.prepared(ctx, p.q.batchHeartbeat)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, jobs.String(), owners.String(), tokens.String(), ttls.String())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	byJob := make(map[string]int, len(calls))
+	for i, h := range calls {
+		byJob[h.jobID] = i
+	}
+	out := make([]leaseRow, len(calls))
+	errs := make([]error, len(calls))
+	for i := range errs {
+		errs[i] = sql.ErrNoRows
+	}
+	for rows.Next() {
+		var r leaseRow
+		if err := rows.Scan(r.fields()...); err != nil {
+			return nil, nil, err
+		}
+		i, ok := byJob[r.JobID]
+		if !ok || errs[i] == nil {
+			return nil, nil, fmt.Errorf("batched heartbeat: unexpected row for job %q", r.JobID)
+		}
+		out[i], errs[i] = r, nil
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return out, errs, nil
+}

@@ -40,8 +40,9 @@ type Postgres struct {
 
 	// acquires and releases group concurrent calls of different jobs into
 	// one statement (pgbatch.go); nil when batching is off.
-	acquires *batcher[acquireCall, acquireRow]
-	releases *batcher[releaseCall, leaseRow]
+	acquires   *batcher[acquireCall, acquireRow]
+	releases   *batcher[releaseCall, leaseRow]
+	heartbeats *batcher[heartbeatCall, leaseRow]
 }
 
 var _ leaseapi.Store = (*Postgres)(nil)
@@ -58,7 +59,7 @@ type PostgresConfig struct {
 	// NaiveAcquire makes every acquire take the row lock and commit, even
 	// a losing one. Only the benchmark sets it, to measure the fast path.
 	NaiveAcquire bool
-	// Unbatched makes every acquire and release a statement of its own,
+	// Unbatched makes every acquire, heartbeat and release a statement of its own,
 	// never grouped with concurrent ones (pgbatch.go), to measure what
 	// batching buys against the same build; NaiveAcquire implies it.
 	Unbatched bool
@@ -125,6 +126,13 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 			single: func(ctx context.Context, r *releaseCall) (leaseRow, error) {
 				var row leaseRow
 				err := p.scanPrepared(ctx, releaseQuery, []any{r.jobID, r.owner, r.token, r.outcome}, row.fields()...)
+				return row, err
+			}}
+		p.q.batchHeartbeat = batchHeartbeatQuery(q.heartbeat)
+		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch,
+			single: func(ctx context.Context, h *heartbeatCall) (leaseRow, error) {
+				var row leaseRow
+				err := p.scanPrepared(ctx, p.q.heartbeat, h.args(), row.fields()...)
 				return row, err
 			}}
 	}
@@ -546,9 +554,17 @@ func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (
 		return leaseapi.Lease{}, err
 	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
-		ttl := sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}
+		call := &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
+			ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
 		var row leaseRow
-		err := p.scanPrepared(ctx, p.q.heartbeat, []any{h.JobID, h.Owner, h.Token, ttl}, row.fields()...)
+		var err error
+		if p.heartbeats != nil {
+			row, err = p.heartbeats.do(ctx, call)
+		}
+		if p.heartbeats == nil || errors.Is(err, errBatchFailed) {
+			row = leaseRow{}
+			err = p.scanPrepared(ctx, p.q.heartbeat, call.args(), row.fields()...)
+		}
 		if err == nil {
 			return row.toLease(), nil
 		}
