@@ -23,9 +23,9 @@
 //     overdue filters (one definition of overdue, shared with Stats) and
 //     RecentRuns, the newest runs of every job, a page per outcome read in
 //     index order (migrations 0004).
-//   - pgbatch.go: group commit: concurrent acquires of different jobs, and
-//     concurrent releases, go to the database as one statement and one
-//     commit, each keeping its own answer and guarantees.
+//   - pgbatch.go: group commit: concurrent acquires, heartbeats and
+//     releases of different jobs go to the database as one statement and
+//     one commit per kind, each keeping its own answer and guarantees.
 //   - coalesce.go: CoalesceAcquires, which decides concurrent acquires of
 //     one job in this process with one store call.
 //   - limit.go: LimitCalls, load shedding: a call beyond the limit is refused

@@ -19,8 +19,8 @@ import (
 // constraints and index predicates set up again), a round trip and the
 // wake-ups around it; the row work itself is a small part of it
 // (docs/performance.md, The lock cycle). So concurrent acquires of
-// different jobs, and concurrent releases, go to the database as one
-// statement: while a batch is at the database, further calls queue; when it
+// different jobs, concurrent heartbeats and concurrent releases, go to the
+// database as one statement of their kind: while a batch is at the database, further calls queue; when it
 // returns, the queued ones go as the next batch. There is no timer: under
 // light load every call goes alone, at once, with the single statement.
 //
