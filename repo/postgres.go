@@ -24,9 +24,9 @@ import (
 // history is written in the same statement: a grant's run and a release's
 // by the statement itself (grantedRun, releasedRun), the close of a run by a
 // takeover or a revocation by the trigger of migrations/postgres (0005),
-// which reads the run after the row lock. Concurrent acquires of different
-// jobs, and concurrent releases, share one statement and one commit
-// (pgbatch.go).
+// which reads the run after the row lock. Concurrent acquires, heartbeats
+// and releases of different jobs share one statement and one commit per
+// kind (pgbatch.go).
 type Postgres struct {
 	db         *sqlx.DB
 	migrations *goose.Provider
@@ -38,8 +38,9 @@ type Postgres struct {
 	stmtsMu sync.Mutex
 	stmts   map[string]*sqlx.Stmt // the hot statements by text; see prepared
 
-	// acquires and releases group concurrent calls of different jobs into
-	// one statement (pgbatch.go); nil when batching is off.
+	// acquires, releases and heartbeats group concurrent calls of
+	// different jobs into one statement (pgbatch.go); nil when batching is
+	// off.
 	acquires   *batcher[acquireCall, acquireRow]
 	releases   *batcher[releaseCall, leaseRow]
 	heartbeats *batcher[heartbeatCall, leaseRow]
@@ -59,9 +60,9 @@ type PostgresConfig struct {
 	// NaiveAcquire makes every acquire take the row lock and commit, even
 	// a losing one. Only the benchmark sets it, to measure the fast path.
 	NaiveAcquire bool
-	// Unbatched makes every acquire, heartbeat and release a statement of its own,
-	// never grouped with concurrent ones (pgbatch.go), to measure what
-	// batching buys against the same build; NaiveAcquire implies it.
+	// Unbatched makes every acquire, heartbeat and release a statement of
+	// its own, never grouped with concurrent ones (pgbatch.go), to measure
+	// what batching buys against the same build; NaiveAcquire implies it.
 	Unbatched bool
 	// Observer is told of the events the metrics count; nil tells nobody.
 	Observer leaseapi.Observer
