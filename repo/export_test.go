@@ -82,3 +82,10 @@ func (p *Postgres) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatP
 	}
 	return out, nil
 }
+
+// Setting reads a setting of one of the store's sessions.
+func (p *Postgres) Setting(ctx context.Context, name string) (string, error) {
+	var v sql.NullString
+	err := p.db.QueryRowContext(ctx, `SELECT current_setting($1, true)`, name).Scan(&v)
+	return v.String, err
+}

@@ -389,7 +389,9 @@ RETURNING ` + leaseColumns
 // the grant's run, which exists already: ON CONFLICT skips it should the
 // two instants ever be equal. A takeover of an expired grant also closes
 // that grant's run; the trigger of migrations/postgres/0005 does that,
-// since it must read the run with a snapshot taken after the row lock.
+// since it must read the run with a snapshot taken after the row lock. The
+// trigger leaves the rest to these statements because the store's sessions
+// say they write the run rows (leaseapi.run_rows, pgconn.go).
 const grantedRun = `, run AS (
 	INSERT INTO runs (job_id, token, owner, tick, started_at)
 	SELECT job_id, token, owner, tick, acquired_at FROM upsert WHERE acquired_at = renewed_at

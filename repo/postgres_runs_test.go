@@ -160,6 +160,16 @@ func TestPostgresRunRows(t *testing.T) {
 	base := time.Now().UTC().Truncate(time.Minute)
 	tick1, tick2 := base, base.Add(time.Minute)
 
+	// The store's sessions tell the trigger that their statements write
+	// the run rows; without it the trigger would write them again (and
+	// skip them), costing what the statements save.
+	t.Run("SessionSetting", func(t *testing.T) {
+		t.Parallel()
+		if v, err := b.batched.Setting(t.Context(), "leaseapi.run_rows"); err != nil || v != "statement" {
+			t.Fatalf("leaseapi.run_rows of a store session: %q, %v; want statement", v, err)
+		}
+	})
+
 	t.Run("Single", func(t *testing.T) {
 		t.Parallel()
 		job := b.prefix + "single"
@@ -342,6 +352,57 @@ func TestPostgresRunRows(t *testing.T) {
 			t.Fatalf("missed runs: %d for %d ticks, want at least 2, one per tick", missed, ticks)
 		}
 		b.checkRuns(t, job, ran(g, &r, leaseapi.OutcomeSucceeded))
+	})
+
+	// A session that does not say its statements write the run rows (an
+	// instance of an older version, during a rolling upgrade) gets them
+	// written by the trigger; mixed with the store's statements, every
+	// grant still has one run.
+	t.Run("OlderVersionSession", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		job := b.prefix + "older"
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := b.db.ExecContext(ctx, q, args...); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		exec(`INSERT INTO leases (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at)
+VALUES ($1, 'old', 1, $2, 60000, clock_timestamp(), clock_timestamp(), clock_timestamp() + interval '1 minute')`, job, tick1)
+		exec(`UPDATE leases SET (released_at, expires_at, last_outcome) = (clock_timestamp(), clock_timestamp(), 'succeeded') WHERE job_id = $1`, job)
+		exec(`UPDATE leases SET (token, owner, tick, acquired_at, renewed_at, expires_at, released_at) =
+	(token + 1, 'old', $2, clock_timestamp(), clock_timestamp(), clock_timestamp() + interval '1 minute', NULL) WHERE job_id = $1`, job, tick2)
+		old := make([]leaseapi.Lease, 2)
+		rows, err := b.db.QueryContext(ctx, `SELECT token, tick, started_at, ended_at FROM runs WHERE job_id = $1 ORDER BY token`, job)
+		if err != nil {
+			t.Fatalf("read runs: %v", err)
+		}
+		for i := 0; rows.Next(); i++ {
+			if i == len(old) {
+				t.Fatal("more than two runs for two grants")
+			}
+			var ended sql.NullTime
+			var tick time.Time
+			if err := rows.Scan(&old[i].Token, &tick, &old[i].AcquiredAt, &ended); err != nil {
+				t.Fatalf("scan: %v", err)
+			}
+			old[i].JobID, old[i].Owner, old[i].Tick, old[i].ReleasedAt = job, "old", &tick, nil
+			if ended.Valid {
+				old[i].ReleasedAt = &ended.Time
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("read runs: %v", err)
+		}
+		_ = rows.Close()
+		if old[0].ReleasedAt == nil || old[1].Token != 2 || old[1].ReleasedAt != nil {
+			t.Fatalf("runs written by the trigger: %+v", old)
+		}
+		r2 := release(t, b.batched, old[1], leaseapi.OutcomeFailed)
+		g3 := acquire(t, b.batched, job, "new", time.Minute, nil)
+		b.checkRuns(t, job, ran(old[0], &old[0], leaseapi.OutcomeSucceeded), ran(old[1], &r2, leaseapi.OutcomeFailed),
+			ran(g3, nil, leaseapi.OutcomeRunning))
 	})
 
 	// A release that waits for the lease row's lock (a heartbeat holds it,
