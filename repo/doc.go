@@ -6,7 +6,9 @@
 //   - postgres.go: the Postgres store (Postgres, OpenPostgres). One statement
 //     per lease operation, decided under the row lock with clock_timestamp()
 //     read after the lock; prepared once per pooled connection. The run
-//     history is written by the trigger in migrations/postgres.
+//     history is written in the same statement: a grant's run and a
+//     release's by the statement itself, the close of a run by a takeover
+//     or a revocation by the trigger in migrations/postgres (0005).
 //   - pgconn.go (pgconn_linux.go, pgconn_other.go): the dialer and DSN
 //     defaults that bound every wait on the database (connect timeout, TCP
 //     keepalives and user timeout, per-read and per-write deadlines,
@@ -21,9 +23,9 @@
 //     overdue filters (one definition of overdue, shared with Stats) and
 //     RecentRuns, the newest runs of every job, a page per outcome read in
 //     index order (migrations 0004).
-//   - pgbatch.go: group commit: concurrent acquires of different jobs, and
-//     concurrent releases, go to the database as one statement and one
-//     commit, each keeping its own answer and guarantees.
+//   - pgbatch.go: group commit: concurrent acquires, heartbeats and
+//     releases of different jobs go to the database as one statement and
+//     one commit per kind, each keeping its own answer and guarantees.
 //   - coalesce.go: CoalesceAcquires, which decides concurrent acquires of
 //     one job in this process with one store call.
 //   - limit.go: LimitCalls, load shedding: a call beyond the limit is refused

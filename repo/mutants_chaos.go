@@ -10,8 +10,8 @@ package repo
 //
 // A mutant is a set of statements the store chooses once, when it opens
 // (statements); the constants of postgres.go stay as they are. The batched
-// acquire (pgbatch.go) is derived from the chosen acquire after this, so a
-// mutant of the acquire breaks the batched one too. Each broken
+// acquire and heartbeat (pgbatch.go) are derived from the chosen acquire and
+// heartbeat after this, so a mutant of either breaks the batched one too. Each broken
 // statement is the correct one with one clause replaced, and the
 // replacement panics when the clause is no longer there: a query changed by
 // its owner must not silently turn a mutant into a no-op. (Writing each

@@ -19,6 +19,10 @@ func TestMutantStatements(t *testing.T) {
 				batchAcquireQuery(q.acquire) == batchAcquireQuery(postgresStatements.acquire) {
 				t.Errorf("mutant %s: the batched acquire is the correct one", name)
 			}
+			if q.heartbeat != postgresStatements.heartbeat &&
+				batchHeartbeatQuery(q.heartbeat) == batchHeartbeatQuery(postgresStatements.heartbeat) {
+				t.Errorf("mutant %s: the batched heartbeat is the correct one", name)
+			}
 		})
 	}
 }

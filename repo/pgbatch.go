@@ -19,8 +19,8 @@ import (
 // constraints and index predicates set up again), a round trip and the
 // wake-ups around it; the row work itself is a small part of it
 // (docs/performance.md, The lock cycle). So concurrent acquires of
-// different jobs, and concurrent releases, go to the database as one
-// statement: while a batch is at the database, further calls queue; when it
+// different jobs, concurrent heartbeats and concurrent releases, go to the
+// database as one statement of their kind: while a batch is at the database, further calls queue; when it
 // returns, the queued ones go as the next batch. There is no timer: under
 // light load every call goes alone, at once, with the single statement.
 //
@@ -381,7 +381,8 @@ func releaseKey(r *releaseCall) string { return r.jobID }
 // batchReleaseQuery is releaseQuery for many jobs. An UPDATE takes its row
 // locks in the order its join yields the rows, which the planner chooses,
 // so the rows are locked first, in job id order, by the locked CTE; the
-// UPDATE then changes only rows it already holds.
+// UPDATE then changes only rows it already holds. The runs of the batch
+// are closed by one statement, as in releaseQuery.
 const batchReleaseQuery = `
 WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS i(in_job_id, in_owner, in_token, in_outcome)
@@ -389,7 +390,7 @@ WITH input AS (
 	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
 	ORDER BY l.job_id
 	FOR NO KEY UPDATE OF l
-)
+), released AS (
 UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
 	SELECT c.now, c.now, i.in_outcome,
 		CASE WHEN i.in_outcome = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
@@ -398,7 +399,8 @@ UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_ti
 FROM input AS i
 WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked)
 	AND l.owner = i.in_owner AND l.token = i.in_token AND l.released_at IS NULL AND l.revoked_at IS NULL
-RETURNING ` + leaseColumns
+RETURNING ` + leaseColumns + `
+)` + releasedRun + `SELECT * FROM released`
 
 // releaseBatch makes the releases of calls in one statement.
 func (p *Postgres) releaseBatch(ctx context.Context, calls []*releaseCall) ([]leaseRow, []error, error) {
@@ -436,6 +438,91 @@ func (p *Postgres) releaseBatch(ctx context.Context, calls []*releaseCall) ([]le
 		i, ok := byJob[r.JobID]
 		if !ok || errs[i] == nil {
 			return nil, nil, fmt.Errorf("batched release: unexpected row for job %q", r.JobID)
+		}
+		out[i], errs[i] = r, nil
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return out, errs, nil
+}
+
+// heartbeatCall is a heartbeat as the statements take it.
+type heartbeatCall struct {
+	jobID, owner string
+	token        int64
+	ttlMs        sql.NullInt64 // NULL: keep the grant's
+}
+
+func (h *heartbeatCall) args() []any { return []any{h.jobID, h.owner, h.token, h.ttlMs} }
+
+func heartbeatKey(h *heartbeatCall) string { return h.jobID }
+
+// batchHeartbeatQuery derives the batched heartbeat from the single one,
+// the statement the store chose when it opened (so that a mutant of the
+// chaos suite breaks both), as batchReleaseQuery is written: the rows are
+// locked first, in job id order, by the locked CTE, and the UPDATE joins
+// each row to its own input, whose columns replace the parameters. The
+// WHERE keeps every test of the single statement (owner, token, held at
+// the clock read under the lock). It panics when the single statement no
+// longer has the shape it rewrites.
+func batchHeartbeatQuery(single string) string {
+	if strings.Count(single, "\nWHERE ") != 1 || !strings.HasPrefix(strings.TrimSpace(single), "UPDATE leases AS l SET") {
+		panic("batched heartbeat: the heartbeat statement no longer has the shape it rewrites")
+	}
+	q := strings.Replace(single, "\nWHERE ", "\nFROM input AS i\nWHERE l.job_id IN (SELECT job_id FROM locked) AND ", 1)
+	q = strings.NewReplacer(
+		"$1", "i.in_job_id", "$2", "i.in_owner", "$3", "i.in_token", "$4::bigint", "i.in_ttl_ms",
+	).Replace(q)
+	if strings.Contains(q, "$") {
+		panic("batched heartbeat: a parameter of the heartbeat statement is not rewritten")
+	}
+	return `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS i(in_job_id, in_owner, in_token, in_ttl_ms)
+), locked AS (
+	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
+	ORDER BY l.job_id
+	FOR NO KEY UPDATE OF l
+)` + q
+}
+
+// heartbeatBatch makes the heartbeats of calls in one statement.
+func (p *Postgres) heartbeatBatch(ctx context.Context, calls []*heartbeatCall) ([]leaseRow, []error, error) {
+	var jobs, owners, tokens, ttls pgArray
+	for _, i := range sortedByKey(calls, heartbeatKey) {
+		h := calls[i]
+		jobs.add(h.jobID, true)
+		owners.add(h.owner, true)
+		tokens.addInt(h.token, true)
+		ttls.addInt(h.ttlMs.Int64, h.ttlMs.Valid)
+	}
+	stmt, err := p.prepared(ctx, p.q.batchHeartbeat)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, jobs.String(), owners.String(), tokens.String(), ttls.String())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	byJob := make(map[string]int, len(calls))
+	for i, h := range calls {
+		byJob[h.jobID] = i
+	}
+	out := make([]leaseRow, len(calls))
+	errs := make([]error, len(calls))
+	for i := range errs {
+		errs[i] = sql.ErrNoRows
+	}
+	for rows.Next() {
+		var r leaseRow
+		if err := rows.Scan(r.fields()...); err != nil {
+			return nil, nil, err
+		}
+		i, ok := byJob[r.JobID]
+		if !ok || errs[i] == nil {
+			return nil, nil, fmt.Errorf("batched heartbeat: unexpected row for job %q", r.JobID)
 		}
 		out[i], errs[i] = r, nil
 	}

@@ -1,6 +1,7 @@
 package repo_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -82,4 +83,109 @@ func TestPostgresBatchedCycles(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPostgresBatchedHeartbeats: a batch of heartbeats answers each call
+// with its own row, renewing only the grants whose owner and token match
+// and that are still held; and heartbeats of many callers at once, which
+// meet in batches, each get their own answer.
+func TestPostgresBatchedHeartbeats(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store, err := repo.OpenPostgres(ctx, repo.PostgresConfig{DSN: repotest.PostgresURL(t), MaxOpenConns: 4})
+	if err != nil {
+		t.Fatalf("OpenPostgres: %v", err)
+	}
+	defer store.Close()
+	prefix := fmt.Sprintf("batched-hb-%d", time.Now().UnixNano())
+
+	t.Run("OneBatch", func(t *testing.T) {
+		grants := make([]leaseapi.Lease, 5)
+		for i := range grants {
+			ttl := time.Minute
+			if i == 4 {
+				ttl = 20 * time.Millisecond
+			}
+			l, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: fmt.Sprintf("%s-one-%d", prefix, 5-i), Owner: "o", TTL: ttl})
+			if err != nil {
+				t.Fatalf("acquire: %v", err)
+			}
+			grants[i] = l
+		}
+		for range 500 { // bounded: until the database clock passes the short grant's expiry
+			if l, err := store.Get(ctx, grants[4].JobID); err != nil || l.State == leaseapi.StateExpired {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		hs := []*leaseapi.HeartbeatParams{
+			{JobID: grants[0].JobID, Owner: "o", Token: grants[0].Token},                       // renewed, keeps its TTL
+			{JobID: grants[1].JobID, Owner: "o", Token: grants[1].Token, TTL: 2 * time.Minute}, // renewed with a new TTL
+			{JobID: grants[2].JobID, Owner: "o", Token: grants[2].Token + 1},                   // wrong token
+			{JobID: grants[3].JobID, Owner: "p", Token: grants[3].Token},                       // wrong owner
+			{JobID: grants[4].JobID, Owner: "o", Token: grants[4].Token},                       // expired
+			{JobID: prefix + "-one-unknown", Owner: "o", Token: 1},                             // no such job
+		}
+		got, err := store.HeartbeatBatch(ctx, hs)
+		if err != nil {
+			t.Fatalf("HeartbeatBatch: %v", err)
+		}
+		for i, wantTTL := range []time.Duration{time.Minute, 2 * time.Minute} {
+			l := got[i]
+			if l == nil {
+				t.Fatalf("heartbeat %d: refused", i)
+			}
+			if l.JobID != grants[i].JobID || l.Token != grants[i].Token || l.TTL != wantTTL || !l.RenewedAt.After(grants[i].RenewedAt) ||
+				!l.ExpiresAt.Equal(l.RenewedAt.Add(wantTTL)) || l.State != leaseapi.StateHeld {
+				t.Errorf("heartbeat %d: got job %s token %d ttl %v renewed %v expires %v state %s", i, l.JobID, l.Token, l.TTL, l.RenewedAt, l.ExpiresAt, l.State)
+			}
+		}
+		for i := 2; i < len(hs); i++ {
+			if got[i] != nil {
+				t.Errorf("heartbeat %d (%s token %d by %s): renewed, want refused", i, hs[i].JobID, hs[i].Token, hs[i].Owner)
+			}
+		}
+		for i := 2; i < 5; i++ {
+			cur, err := store.Get(ctx, grants[i].JobID)
+			if err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			if !cur.RenewedAt.Equal(grants[i].RenewedAt) || !cur.ExpiresAt.Equal(grants[i].ExpiresAt) {
+				t.Errorf("refused heartbeat changed %s: renewed %v expires %v, was %v %v", cur.JobID, cur.RenewedAt, cur.ExpiresAt, grants[i].RenewedAt, grants[i].ExpiresAt)
+			}
+		}
+	})
+
+	t.Run("Concurrent", func(t *testing.T) {
+		const workers, beats = 16, 10
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				job, owner := fmt.Sprintf("%s-c-%02d", prefix, w), fmt.Sprintf("owner-%d", w)
+				l, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: time.Minute})
+				if err != nil {
+					t.Errorf("%s: acquire: %v", job, err)
+					return
+				}
+				last := l.RenewedAt
+				for i := range beats {
+					h, err := store.Heartbeat(ctx, &leaseapi.HeartbeatParams{JobID: job, Owner: owner, Token: l.Token})
+					if err != nil {
+						t.Errorf("%s beat %d: %v", job, i, err)
+						return
+					}
+					if h.JobID != job || h.Token != l.Token || h.Owner != owner || !h.RenewedAt.After(last) {
+						t.Errorf("%s beat %d: got job %s token %d owner %s renewed %v after %v", job, i, h.JobID, h.Token, h.Owner, h.RenewedAt, last)
+						return
+					}
+					last = h.RenewedAt
+					if _, err := store.Heartbeat(ctx, &leaseapi.HeartbeatParams{JobID: job, Owner: owner, Token: l.Token + 1}); !errors.Is(err, leaseapi.ErrLeaseLost) {
+						t.Errorf("%s beat %d with a wrong token: %v, want lease_lost", job, i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
 }

@@ -7,9 +7,10 @@ package repo
 // a deliberately broken set instead (repo/mutants_chaos.go).
 type pgStatements struct {
 	acquire, naiveAcquire, heartbeat string
-	// batchAcquire is derived from acquire when the store opens
-	// (batchAcquireQuery), so that it is broken wherever acquire is.
-	batchAcquire string
+	// batchAcquire and batchHeartbeat are derived from acquire and
+	// heartbeat when the store opens (batchAcquireQuery,
+	// batchHeartbeatQuery), so that they are broken wherever those are.
+	batchAcquire, batchHeartbeat string
 }
 
 // postgresStatements are the statements of every ordinary build.

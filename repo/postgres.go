@@ -21,10 +21,12 @@ import (
 // Postgres is the lease store on PostgreSQL. Every lease operation is one
 // statement, decided under the lease row's lock with clock_timestamp() read
 // after the lock was taken; the database clock is the only clock. Run
-// history is written by a trigger in the same statement
-// (migrations/postgres/0001_leases.sql). Concurrent acquires of different
-// jobs, and concurrent releases, share one statement and one commit
-// (pgbatch.go).
+// history is written in the same statement: a grant's run and a release's
+// by the statement itself (grantedRun, releasedRun), the close of a run by a
+// takeover or a revocation by the trigger of migrations/postgres (0005),
+// which reads the run after the row lock. Concurrent acquires, heartbeats
+// and releases of different jobs share one statement and one commit per
+// kind (pgbatch.go).
 type Postgres struct {
 	db         *sqlx.DB
 	migrations *goose.Provider
@@ -36,10 +38,12 @@ type Postgres struct {
 	stmtsMu sync.Mutex
 	stmts   map[string]*sqlx.Stmt // the hot statements by text; see prepared
 
-	// acquires and releases group concurrent calls of different jobs into
-	// one statement (pgbatch.go); nil when batching is off.
-	acquires *batcher[acquireCall, acquireRow]
-	releases *batcher[releaseCall, leaseRow]
+	// acquires, releases and heartbeats group concurrent calls of
+	// different jobs into one statement (pgbatch.go); nil when batching is
+	// off.
+	acquires   *batcher[acquireCall, acquireRow]
+	releases   *batcher[releaseCall, leaseRow]
+	heartbeats *batcher[heartbeatCall, leaseRow]
 }
 
 var _ leaseapi.Store = (*Postgres)(nil)
@@ -56,9 +60,9 @@ type PostgresConfig struct {
 	// NaiveAcquire makes every acquire take the row lock and commit, even
 	// a losing one. Only the benchmark sets it, to measure the fast path.
 	NaiveAcquire bool
-	// Unbatched makes every acquire and release a statement of its own,
-	// never grouped with concurrent ones (pgbatch.go), to measure what
-	// batching buys against the same build; NaiveAcquire implies it.
+	// Unbatched makes every acquire, heartbeat and release a statement of
+	// its own, never grouped with concurrent ones (pgbatch.go), to measure
+	// what batching buys against the same build; NaiveAcquire implies it.
 	Unbatched bool
 	// Observer is told of the events the metrics count; nil tells nobody.
 	Observer leaseapi.Observer
@@ -123,6 +127,13 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 			single: func(ctx context.Context, r *releaseCall) (leaseRow, error) {
 				var row leaseRow
 				err := p.scanPrepared(ctx, releaseQuery, []any{r.jobID, r.owner, r.token, r.outcome}, row.fields()...)
+				return row, err
+			}}
+		p.q.batchHeartbeat = batchHeartbeatQuery(q.heartbeat)
+		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch,
+			single: func(ctx context.Context, h *heartbeatCall) (leaseRow, error) {
+				var row leaseRow
+				err := p.scanPrepared(ctx, p.q.heartbeat, h.args(), row.fields()...)
 				return row, err
 			}}
 	}
@@ -371,9 +382,27 @@ WHERE NOT COALESCE(EXCLUDED.tick <= l.last_completed_tick, false)
 			AND l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
 RETURNING ` + leaseColumns
 
+// grantedRun inserts the run of a grant that the upsert CTE returned, in the
+// same statement, so that all run rows of a batch are written by one
+// executor rather than by a trigger call per row. A grant sets acquired_at
+// and renewed_at to one instant; a renewal keeps acquired_at and returns
+// the grant's run, which exists already: ON CONFLICT skips it should the
+// two instants ever be equal. A takeover of an expired grant also closes
+// that grant's run; the trigger of migrations/postgres/0005 does that,
+// since it must read the run with a snapshot taken after the row lock. The
+// trigger leaves the rest to these statements because the store's sessions
+// say they write the run rows (leaseapi.run_rows, pgconn.go).
+const grantedRun = `, run AS (
+	INSERT INTO runs (job_id, token, owner, tick, started_at)
+	SELECT job_id, token, owner, tick, acquired_at FROM upsert WHERE acquired_at = renewed_at
+	ON CONFLICT (job_id, token) DO NOTHING
+)
+`
+
 // naiveAcquireQuery is the upsert alone: every contender takes the row lock
 // and commits, winner or not. Kept for the benchmark's comparison.
-const naiveAcquireQuery = upsertInsert + upsertConflict + `, false AS refused`
+const naiveAcquireQuery = `WITH upsert AS (` + upsertInsert + upsertConflict + `
+)` + grantedRun + `SELECT *, false AS refused FROM upsert`
 
 // acquireQuery answers most losers from the statement's snapshot, without
 // the row lock and without a transaction id (so without a WAL flush): when
@@ -397,8 +426,7 @@ WITH snapshot AS (
 	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 	WHERE l.job_id = $1::text
 ), upsert AS (` + upsertInsert + `WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)` + upsertConflict + `
-)
-SELECT *, false AS refused FROM upsert
+)` + grantedRun + `SELECT *, false AS refused FROM upsert
 UNION ALL
 SELECT * FROM snapshot WHERE refused`
 
@@ -529,9 +557,17 @@ func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (
 		return leaseapi.Lease{}, err
 	}
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
-		ttl := sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}
+		call := &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
+			ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
 		var row leaseRow
-		err := p.scanPrepared(ctx, p.q.heartbeat, []any{h.JobID, h.Owner, h.Token, ttl}, row.fields()...)
+		var err error
+		if p.heartbeats != nil {
+			row, err = p.heartbeats.do(ctx, call)
+		}
+		if p.heartbeats == nil || errors.Is(err, errBatchFailed) {
+			row = leaseRow{}
+			err = p.scanPrepared(ctx, p.q.heartbeat, call.args(), row.fields()...)
+		}
 		if err == nil {
 			return row.toLease(), nil
 		}
@@ -547,16 +583,42 @@ func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (
 }
 
 // releaseQuery ends the grant whose owner and token match, held or expired
-// but neither released nor revoked. On success with a tick, the tick becomes
-// the last completed one unless a newer one already is.
+// but neither released nor revoked, and closes its run (releasedRun). On
+// success with a tick, the tick becomes the last completed one unless a
+// newer one already is.
 const releaseQuery = `
+WITH released AS (
 UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
 	SELECT c.now, c.now, $4::text,
 		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
 	FROM (SELECT clock_timestamp() AS now) AS c
 )
 WHERE job_id = $1 AND owner = $2 AND token = $3 AND released_at IS NULL AND revoked_at IS NULL
-RETURNING ` + leaseColumns
+RETURNING ` + leaseColumns + `
+)` + releasedRun + `SELECT * FROM released`
+
+// releasedRun closes the run of a release in the release statement. It
+// reads the run with the statement's snapshot, and that snapshot always
+// holds it: an UPDATE changes only a row version its snapshot sees (or, if
+// that version changed while it waited for the lock, the newer one, which
+// must still pass the WHERE), so the grant of the token it releases, and
+// the run that grant inserted in the same transaction, committed before
+// the snapshot. (An acquire's ON CONFLICT is different: it acts on the
+// newest version whether its snapshot sees it or not, which is why closing
+// the previous run on a takeover stays with the trigger.) The run is found
+// by its unique key, and tested for ended_at IS NULL, which holds exactly
+// for a running run, rather than for outcome = 'running': the statement is
+// prepared once per connection and keeps its generic plan, and one made
+// while runs has no statistics yet (a fresh database) chose to scan
+// runs_outcome_at_idx for every running run, a cost that grew with the
+// history: the first round of a lock benchmark on a fresh database spent
+// five times the Postgres CPU per cycle of the rounds after it.
+const releasedRun = `, run AS (
+	UPDATE runs AS r SET (outcome, ended_at) = (x.last_outcome, x.released_at)
+	FROM released AS x
+	WHERE r.job_id = x.job_id AND r.token = x.token AND r.ended_at IS NULL
+)
+`
 
 // Release ends the holder's grant. See leaseapi.Store.
 func (p *Postgres) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseapi.Lease, error) {

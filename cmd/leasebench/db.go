@@ -127,7 +127,7 @@ func (b *benchDB) seedLeases(ctx context.Context, from, to int) error {
 
 // herdCheckQuery summarizes the leases of one herd's jobs: how many rows,
 // how many grants (the highest token per job sums the grants, since every
-// grant increments it), and how many runs the trigger recorded.
+// grant increments it), and how many runs the grants recorded.
 const herdCheckQuery = `
 SELECT count(*), COALESCE(sum(l.token), 0),
 	(SELECT count(*) FROM runs WHERE job_id >= $1 AND job_id < $1 || '~')
