@@ -62,7 +62,7 @@ func (b *bench) run(ctx context.Context) (_ *Report, err error) {
 	if b.bin, err = buildLeaseapi(ctx, b.tmp); err != nil {
 		return nil, err
 	}
-	b.db, err = createDatabase(ctx, o.dsn)
+	b.db, err = createDatabase(ctx, o.dsn, "")
 	if err != nil {
 		return nil, err
 	}

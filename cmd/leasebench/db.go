@@ -19,13 +19,14 @@ type benchDB struct {
 	dsn   string
 }
 
-// createDatabase creates leaseapi_bench_<pid> on the server of adminDSN.
-func createDatabase(ctx context.Context, adminDSN string) (*benchDB, error) {
+// createDatabase creates leaseapi_bench_<pid><suffix> on the server of
+// adminDSN.
+func createDatabase(ctx context.Context, adminDSN, suffix string) (*benchDB, error) {
 	admin, err := sql.Open("postgres", adminDSN)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", redact(adminDSN), err)
 	}
-	name := fmt.Sprintf("leaseapi_bench_%d", os.Getpid())
+	name := fmt.Sprintf("leaseapi_bench_%d%s", os.Getpid(), suffix)
 	// A database left by a killed run with the same pid goes first.
 	if _, err := admin.ExecContext(ctx, dropDatabase(name)); err != nil {
 		admin.Close()
@@ -152,6 +153,15 @@ func (b *benchDB) checkHerd(ctx context.Context, prefix string) (herdCheck, erro
 func (b *benchDB) vacuum(ctx context.Context) error {
 	if _, err := b.db.ExecContext(ctx, `VACUUM (ANALYZE) leases, runs`); err != nil {
 		return fmt.Errorf("vacuum: %w", err)
+	}
+	return nil
+}
+
+// checkpoint writes every dirty buffer of the cluster now, so that a
+// measured row does not pay for what an earlier one left to write.
+func (b *benchDB) checkpoint(ctx context.Context) error {
+	if _, err := b.admin.ExecContext(ctx, `CHECKPOINT`); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }

@@ -99,10 +99,6 @@ func (b *bench) lock(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pg, err := newPostgresCPU(ctx, b.db)
-	if err != nil {
-		b.logf("lock: Postgres CPU not measured: %v", err)
-	}
 	rep := &LockReport{
 		Clients:         o.concurrency,
 		DurationSeconds: o.lockDuration.Seconds(),
@@ -114,9 +110,14 @@ func (b *bench) lock(ctx context.Context) error {
 	for round := 1; round <= o.lockRounds; round++ {
 		for _, system := range lockSystems {
 			b.logf("lock: round %d/%d, %s, %d clients, %s", round, o.lockRounds, system, o.concurrency, o.lockDuration)
+			// Every row starts from the same state of the shared Postgres:
+			// nothing an earlier phase or row left to write.
+			if err := b.db.checkpoint(ctx); err != nil {
+				return err
+			}
 			var row LockRow
 			if system == "leaseapi" {
-				row, err = b.lockLeaseapi(ctx, round, pg)
+				row, err = b.lockLeaseapi(ctx, round)
 			} else {
 				row, err = b.lockPeer(ctx, peers, system, rep)
 			}
@@ -198,15 +199,30 @@ type cpuSample struct {
 	err                       error
 }
 
-// lockLeaseapi measures one row of leaseapi: a fresh process, C clients
-// each on a job of its own: acquire with a new tick, then release with
-// outcome succeeded.
-func (b *bench) lockLeaseapi(ctx context.Context, round int, pg *postgresCPU) (LockRow, error) {
+// lockLeaseapi measures one row of leaseapi: a fresh process on a fresh
+// database (as etcd and Redis get a fresh data directory), C clients each
+// on a job of its own: acquire with a new tick, then release with outcome
+// succeeded.
+func (b *bench) lockLeaseapi(ctx context.Context, round int) (row LockRow, err error) {
 	o := b.opts
 	b.seq++
+	db, err := createDatabase(ctx, o.dsn, fmt.Sprintf("_lock%d", round))
+	if err != nil {
+		return LockRow{}, err
+	}
+	defer func() {
+		if derr := db.drop(); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
+	pg, err := newPostgresCPU(ctx, db)
+	if err != nil {
+		b.logf("lock: Postgres CPU not measured: %v", err)
+		pg = nil
+	}
 	srv, err := startServer(ctx, serverConfig{
 		bin:         b.bin,
-		dsn:         b.db.dsn,
+		dsn:         db.dsn,
 		acquireMode: "fast",
 		logLevel:    o.logLevel,
 		logDir:      b.tmp,
@@ -259,7 +275,7 @@ func (b *bench) lockLeaseapi(ctx context.Context, round int, pg *postgresCPU) (L
 	if err := errors.Join(before.err, after.err, srv.stop()); err != nil {
 		return LockRow{}, err
 	}
-	row := LockRow{
+	row = LockRow{
 		System:           "leaseapi",
 		Cycles:           r.ops,
 		Seconds:          r.elapsed.Seconds(),
