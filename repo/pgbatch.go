@@ -342,31 +342,7 @@ func (p *Postgres) acquireBatch(ctx context.Context, calls []*acquireCall) ([]ac
 	if err != nil {
 		return nil, nil, err
 	}
-	defer rows.Close()
-	byJob := make(map[string]int, len(calls))
-	for i, a := range calls {
-		byJob[a.jobID] = i
-	}
-	out := make([]acquireRow, len(calls))
-	errs := make([]error, len(calls))
-	for i := range errs {
-		errs[i] = sql.ErrNoRows
-	}
-	for rows.Next() {
-		var r acquireRow
-		if err := rows.Scan(r.fields()...); err != nil {
-			return nil, nil, err
-		}
-		i, ok := byJob[r.JobID]
-		if !ok || errs[i] == nil {
-			return nil, nil, fmt.Errorf("batched acquire: unexpected row for job %q", r.JobID)
-		}
-		out[i], errs[i] = r, nil
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	return out, errs, nil
+	return batchAnswers[acquireRow](rows, calls, acquireKey, "acquire")
 }
 
 // releaseCall is a release as the statements take it.
@@ -420,31 +396,7 @@ func (p *Postgres) releaseBatch(ctx context.Context, calls []*releaseCall) ([]le
 	if err != nil {
 		return nil, nil, err
 	}
-	defer rows.Close()
-	byJob := make(map[string]int, len(calls))
-	for i, r := range calls {
-		byJob[r.jobID] = i
-	}
-	out := make([]leaseRow, len(calls))
-	errs := make([]error, len(calls))
-	for i := range errs {
-		errs[i] = sql.ErrNoRows
-	}
-	for rows.Next() {
-		var r leaseRow
-		if err := rows.Scan(r.fields()...); err != nil {
-			return nil, nil, err
-		}
-		i, ok := byJob[r.JobID]
-		if !ok || errs[i] == nil {
-			return nil, nil, fmt.Errorf("batched release: unexpected row for job %q", r.JobID)
-		}
-		out[i], errs[i] = r, nil
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	return out, errs, nil
+	return batchAnswers[leaseRow](rows, calls, releaseKey, "release")
 }
 
 // heartbeatCall is a heartbeat as the statements take it.
@@ -505,24 +457,37 @@ func (p *Postgres) heartbeatBatch(ctx context.Context, calls []*heartbeatCall) (
 	if err != nil {
 		return nil, nil, err
 	}
+	return batchAnswers[leaseRow](rows, calls, heartbeatKey, "heartbeat")
+}
+
+// batchAnswers reads the rows of a batched statement into one answer per
+// call, matched by job id (a batch holds at most one call per job); a call
+// without a row gets sql.ErrNoRows, as its single statement would. It
+// closes rows.
+func batchAnswers[R any, PR interface {
+	*R
+	fields() []any
+	jobID() string
+}, C any](rows *sql.Rows, calls []C, key func(C) string, what string) ([]R, []error, error) {
 	defer rows.Close()
 	byJob := make(map[string]int, len(calls))
-	for i, h := range calls {
-		byJob[h.jobID] = i
+	for i, c := range calls {
+		byJob[key(c)] = i
 	}
-	out := make([]leaseRow, len(calls))
+	out := make([]R, len(calls))
 	errs := make([]error, len(calls))
 	for i := range errs {
 		errs[i] = sql.ErrNoRows
 	}
 	for rows.Next() {
-		var r leaseRow
-		if err := rows.Scan(r.fields()...); err != nil {
+		var r R
+		if err := rows.Scan(PR(&r).fields()...); err != nil {
 			return nil, nil, err
 		}
-		i, ok := byJob[r.JobID]
+		job := PR(&r).jobID()
+		i, ok := byJob[job]
 		if !ok || errs[i] == nil {
-			return nil, nil, fmt.Errorf("batched heartbeat: unexpected row for job %q", r.JobID)
+			return nil, nil, fmt.Errorf("batched %s: unexpected row for job %q", what, job)
 		}
 		out[i], errs[i] = r, nil
 	}

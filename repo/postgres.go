@@ -270,6 +270,8 @@ const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_a
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, clock_timestamp() AS db_now`
 
 // fields are the scan targets of leaseColumns, in their order.
+func (r *leaseRow) jobID() string { return r.JobID }
+
 func (r *leaseRow) fields() []any {
 	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
