@@ -501,12 +501,12 @@ func TestConsole(t *testing.T) {
 		if got := strings.Join(jobsOn(), " "); got != "page:job-00 page:job-01 page:job-02" {
 			t.Fatalf("page 1: %s", got)
 		}
-		run(t, ctx, chromedp.Click(chromedp.CSS(`#next`)))
+		press(t, ctx, `#next`)
 		until(t, ctx, `document.querySelector('#page-info')?.textContent.startsWith('page 2')`)
 		if got := strings.Join(jobsOn(), " "); got != "page:job-03 page:job-04 page:job-05" {
 			t.Errorf("page 2: %s", got)
 		}
-		run(t, ctx, chromedp.Click(chromedp.CSS(`#next`)))
+		press(t, ctx, `#next`)
 		until(t, ctx, `document.querySelector('#page-info')?.textContent.startsWith('page 3')`)
 		if got := strings.Join(jobsOn(), " "); got != "page:job-06" {
 			t.Errorf("page 3: %s", got)
@@ -514,7 +514,7 @@ func TestConsole(t *testing.T) {
 		if !eval[bool](t, ctx, `document.querySelector('#next').disabled`) {
 			t.Error("Next is enabled on the last page")
 		}
-		run(t, ctx, chromedp.Click(chromedp.CSS(`#prev`)))
+		press(t, ctx, `#prev`)
 		until(t, ctx, `document.querySelector('#page-info')?.textContent.startsWith('page 2')`)
 		if got := strings.Join(jobsOn(), " "); got != "page:job-03 page:job-04 page:job-05" {
 			t.Errorf("back to page 2: %s", got)
@@ -532,6 +532,13 @@ func TestConsole(t *testing.T) {
 			if st != "held" {
 				t.Errorf("state column %q, want the text held", st)
 			}
+		}
+		// A filter being typed survives the 5 s refresh, and so does the focus.
+		run(t, ctx, chromedp.Focus(chromedp.CSS(`#f-owner`)), chromedp.SendKeys(chromedp.CSS(`#f-owner`), "pod-"))
+		before := textOf(t, ctx, `#status`)[0]
+		until(t, ctx, fmt.Sprintf(`document.querySelector('#status').textContent !== %q`, before))
+		if v := eval[string](t, ctx, `document.querySelector('#f-owner').value + '|' + document.activeElement.id`); v != "pod-|f-owner" {
+			t.Errorf("after a refresh the owner filter and focus are %q, want the typed pod- and the focus still in it", v)
 		}
 		// Owner and paused filters, by link.
 		open(t, ctx, closed, "#/leases?owner=pod-a", "")

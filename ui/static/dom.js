@@ -45,6 +45,10 @@ function append(el, children) {
 
 /** replace empties el and appends children. */
 export function replace(el, ...children) {
+  // A refresh that keeps a view's frame (its form, say) passes the node el
+  // already shows: leave it in place, so that what is typed and the focus
+  // in it stay.
+  if (children.length === 1 && el.childNodes.length === 1 && el.firstChild === children[0]) return el;
   el.replaceChildren();
   append(el, children);
   return el;

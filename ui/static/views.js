@@ -4,7 +4,7 @@
 // only ever written as text.
 
 import * as api from './api.js';
-import { h, s, fmtTime, fmtDuration, fmtCount } from './dom.js';
+import { h, s, replace, fmtTime, fmtDuration, fmtCount } from './dom.js';
 
 const STATES = ['held', 'released', 'expired', 'revoked'];
 const OUTCOMES = ['succeeded', 'failed', 'expired', 'revoked', 'missed'];
@@ -155,6 +155,7 @@ export function leases(ctx, route) {
     paging.stack = [];
   }
   let root = null;
+  const results = h('div', { class: 'results' });
 
   function hashFor(c) {
     const q = new URLSearchParams();
@@ -206,10 +207,10 @@ export function leases(ctx, route) {
       const pager = h('nav', { class: 'pager', 'aria-label': 'Pages' }, prev,
         h('span', { id: 'page-info' }, `${pageNo} · ${page.leases.length} lease${page.leases.length === 1 ? '' : 's'}${page.nextCursor ? ', more after' : ', last page'}`), next);
       const active = FILTERS.filter((k) => k !== 'limit' && filters[k]).map((k) => `${k} ${filters[k]}`).join(', ');
-      root = h('div', null,
-        h('h1', { tabindex: '-1' }, 'Leases'),
-        form(),
-        pager,
+      // The heading and the filter form are built once per view: a refresh
+      // replaces the pages and rows only, so a filter being typed survives it.
+      if (!root) root = h('div', null, h('h1', { tabindex: '-1' }, 'Leases'), form(), results);
+      replace(results, pager,
         page.leases.length
           ? leaseTable(page.leases, `Leases sorted by job id${active ? `, ${active}` : ''}`)
           : empty(active ? 'No leases match these filters.' : 'No leases yet: a lease appears when a replica first acquires its job.'));
