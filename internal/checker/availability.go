@@ -95,6 +95,15 @@ func excluded(h *History, o *Op) bool {
 	return false
 }
 
+// clientGaveUp reports whether o's client stopped waiting at its own
+// deadline without an answer. A client's deadline is at most Max503 but
+// may start before the call is recorded (a runner's budget for a tick), so
+// such a call can end a little short of Max503 and still be one that got
+// no answer in time.
+func clientGaveUp(o *Op) bool {
+	return strings.Contains(o.Err, "context deadline exceeded") || strings.Contains(o.Err, "Client.Timeout exceeded")
+}
+
 // checkAvailability is I9: no 500s, no service process that died or
 // panicked on its own; the 503s of database faults (sent between the start
 // of one and Recovery after its end) come within the deadline (p99 and max)
@@ -132,7 +141,7 @@ func checkAvailability(h *History, r *Report, opts Options) {
 			} else {
 				r.Stats.Other503++
 			}
-		case o.Result == ResultUnknown && opts.Max503 > 0 && o.Latency() >= opts.Max503:
+		case o.Result == ResultUnknown && opts.Max503 > 0 && (o.Latency() >= opts.Max503 || clientGaveUp(o)):
 			timeouts = append(timeouts, fmt.Sprintf("%s %s by %s to instance %d at %s", o.Kind, o.Job, o.Client, o.Instance, fmtTime(o.Call)))
 		}
 	}

@@ -604,3 +604,28 @@ func TestRetriedAcquireThatBumpsTheTokenIsCaught(t *testing.T) {
 		}
 	}
 }
+
+// TestClientDeadlineIsNoAnswer: a call whose client stopped waiting at its
+// own deadline got no answer in time (I9) even when the deadline, started
+// before the call was recorded, ends it a little short of Max503; a call
+// that failed otherwise in the same time is not such a wait.
+func TestClientDeadlineIsNoAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  string
+		want bool
+	}{
+		{`Post "http://127.0.0.1:1/leases/j/heartbeat": context deadline exceeded`, true},
+		{`Post "http://127.0.0.1:1/leases/j/heartbeat": net/http: request canceled (Client.Timeout exceeded while awaiting headers)`, true},
+		{`Post "http://127.0.0.1:1/leases/j/heartbeat": dial tcp 127.0.0.1:1: connect: connection refused`, false},
+	} {
+		h := legal()
+		o := heartbeatOp("z", 9, 3000, 4990, ResultUnknown, nil) // 1.99 s, short of Max503
+		o.Err = tt.err
+		h.Ops = append(h.Ops, o)
+		r := check(t, h)
+		if got := r.Caught("I9"); got != tt.want {
+			t.Errorf("%s: I9 caught %v, want %v; violations %v", tt.err, got, tt.want, r.Violations)
+		}
+	}
+}
