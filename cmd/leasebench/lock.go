@@ -234,6 +234,8 @@ func (b *bench) lockLeaseapi(ctx context.Context, round int) (row LockRow, err e
 	}
 	c := newHTTPClient(srv.url, o.concurrency+16)
 	warm(ctx, c)
+	stopPerf := b.startPerf(srv)
+	defer stopPerf()
 	sample := func() cpuSample {
 		var s cpuSample
 		st, err := srv.stats()
