@@ -54,57 +54,72 @@ type batcher[P, R any] struct {
 
 	mu      sync.Mutex
 	queue   []*batchCall[P, R]
-	running bool // a batch is at the database; its leader starts the next
+	running bool // drain is sending the queued calls
 }
 
 type batchCall[P, R any] struct {
 	ctx    context.Context
 	params *P
-	out    chan batchOutcome[P, R] // buffered: senders never block
+	out    chan batchOutcome[R] // buffered: the sender never blocks
 }
 
-// batchOutcome is a call's result, or the order to lead the next batch.
-type batchOutcome[P, R any] struct {
-	row   R
-	err   error
-	batch []*batchCall[P, R] // to lead; nil for a result
+// batchOutcome is a call's result.
+type batchOutcome[R any] struct {
+	row R
+	err error
 }
 
-// do makes the call p in the next batch and returns its row. It runs on the
-// goroutine of a bounded call, which returns at the deadline even if do
-// does not: do may still lead a batch for others after its own call ended.
+// do makes the call p in the next batch and returns its row. It returns by
+// the end of ctx whatever the database does: a call still queued then is
+// withdrawn and never sent; one whose batch is at the database returns
+// ErrUnavailable, its outcome unknown, and the batch goes on for the
+// others. So a store call through a batcher needs no goroutine of its own
+// to keep its deadline (bounded); the batches run on one goroutine per
+// batcher while there are calls to send.
 func (b *batcher[P, R]) do(ctx context.Context, p *P) (R, error) {
-	c := &batchCall[P, R]{ctx: ctx, params: p, out: make(chan batchOutcome[P, R], 1)}
+	c := &batchCall[P, R]{ctx: ctx, params: p, out: make(chan batchOutcome[R], 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	if !b.running {
 		b.running = true
-		batch := b.take()
-		b.mu.Unlock()
-		return b.lead(c, batch)
+		go b.drain()
 	}
 	b.mu.Unlock()
 	select {
 	case o := <-c.out:
-		if o.batch != nil {
-			return b.lead(c, o.batch)
-		}
 		return o.row, o.err
 	case <-ctx.Done():
 		b.mu.Lock()
 		withdrawn := b.remove(c)
 		b.mu.Unlock()
+		var zero R
 		if withdrawn {
-			var zero R
 			return zero, fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, ctx.Err())
 		}
-		// Taken into a batch: its result, or the order to lead, is on its
-		// way, and a batch must be led even when its leader's call ended.
-		o := <-c.out
-		if o.batch != nil {
-			return b.lead(c, o.batch)
+		select {
+		case o := <-c.out: // answered meanwhile
+			return o.row, o.err
+		default:
+			return zero, fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, ctx.Err())
 		}
-		return o.row, o.err
+	}
+}
+
+// drain sends the queued calls, batch after batch, until none is left.
+func (b *batcher[P, R]) drain() {
+	for {
+		b.mu.Lock()
+		batch := b.take()
+		if len(batch) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		rows, errs := b.exec(batch)
+		for i, c := range batch {
+			c.out <- batchOutcome[R]{row: rows[i], err: errs[i]}
+		}
 	}
 }
 
@@ -118,7 +133,7 @@ func (b *batcher[P, R]) take() []*batchCall[P, R] {
 	for _, c := range b.queue {
 		if err := c.ctx.Err(); err != nil {
 			var zero R
-			c.out <- batchOutcome[P, R]{row: zero, err: fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, err)}
+			c.out <- batchOutcome[R]{row: zero, err: fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, err)}
 			continue
 		}
 		k := b.key(c.params)
@@ -147,40 +162,10 @@ func (b *batcher[P, R]) remove(c *batchCall[P, R]) bool {
 	return false
 }
 
-// lead runs batch (which holds self unless self's context ended before it
-// was sent), answers its calls, hands the next batch to its first call, and
-// returns self's result.
-func (b *batcher[P, R]) lead(self *batchCall[P, R], batch []*batchCall[P, R]) (R, error) {
-	var mine batchOutcome[P, R]
-	mine.err = fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, self.ctx.Err())
-	if len(batch) > 0 {
-		rows, errs := b.exec(batch)
-		for i, c := range batch {
-			if c == self {
-				mine = batchOutcome[P, R]{row: rows[i], err: errs[i]}
-			} else {
-				c.out <- batchOutcome[P, R]{row: rows[i], err: errs[i]}
-			}
-		}
-	}
-	// Every call queued meanwhile that is still wanted goes in the next
-	// batch (take leaves only calls of a key it already took).
-	b.mu.Lock()
-	next := b.take()
-	if len(next) == 0 {
-		b.running = false
-	}
-	b.mu.Unlock()
-	if len(next) > 0 {
-		next[0].out <- batchOutcome[P, R]{batch: next}
-	}
-	return mine.row, mine.err
-}
-
 // exec makes the database call of batch under a context that ends with the
 // last deadline among its calls: the batch is not cut short for the calls
 // that wait longest. A call whose deadline passes while the batch runs has
-// already returned (bounded).
+// already returned (do).
 func (b *batcher[P, R]) exec(batch []*batchCall[P, R]) ([]R, []error) {
 	ctx := context.Background()
 	var last time.Time

@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,5 +176,46 @@ func TestBatcherFailedStatementSendsEveryCallAlone(t *testing.T) {
 		if !errors.Is(errs[p], errBatchFailed) {
 			t.Errorf("%s: got %v, want errBatchFailed", p, errs[p])
 		}
+	}
+}
+
+// A call returns when its context ends even while its batch is at the
+// database (which is why a batched store call needs no goroutine of its
+// own to keep its deadline); the batch goes on, and the batcher serves the
+// calls after it.
+func TestBatcherCallReturnsAtItsEndWhileItsBatchRuns(t *testing.T) {
+	tb := newTestBatcher()
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		p := "a0"
+		_, err := tb.b.do(ctx, &p)
+		errc <- err
+	}()
+	<-tb.started // a0's batch is at the database, and stays there
+	cancel()
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(time.Minute): // a liveness bound, not a timing assertion
+		close(tb.release)
+		t.Fatal("the cancelled call did not return while its batch was at the database")
+	}
+	if !errors.Is(err, leaseapi.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("call cancelled at the database: got %v, want ErrUnavailable and context.Canceled", err)
+	}
+	if strings.Contains(err.Error(), "not sent") {
+		t.Errorf("call cancelled at the database: %v says it was not sent", err)
+	}
+	close(tb.release)
+	p := "b1"
+	got, err := tb.b.do(t.Context(), &p)
+	if err != nil || got != "one b1" {
+		t.Fatalf("call after: got %q, %v; want \"one b1\"", got, err)
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if len(tb.batches) != 2 || tb.batches[0][0] != "a0" || tb.batches[1][0] != "b1" {
+		t.Errorf("batches: got %v, want [[a0] [b1]]", tb.batches)
 	}
 }

@@ -117,25 +117,10 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		stmts: make(map[string]*sqlx.Stmt)}
 	if !cfg.NaiveAcquire && !cfg.Unbatched {
 		p.q.batchAcquire = batchAcquireQuery(q.acquire)
-		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch,
-			single: func(ctx context.Context, a *acquireCall) (acquireRow, error) {
-				var row acquireRow
-				err := p.scanPrepared(ctx, p.q.acquire, a.args(), row.fields()...)
-				return row, err
-			}}
-		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch,
-			single: func(ctx context.Context, r *releaseCall) (leaseRow, error) {
-				var row leaseRow
-				err := p.scanPrepared(ctx, releaseQuery, []any{r.jobID, r.owner, r.token, r.outcome}, row.fields()...)
-				return row, err
-			}}
+		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch, single: p.acquireOne}
+		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch, single: p.releaseOne}
 		p.q.batchHeartbeat = batchHeartbeatQuery(q.heartbeat)
-		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch,
-			single: func(ctx context.Context, h *heartbeatCall) (leaseRow, error) {
-				var row leaseRow
-				err := p.scanPrepared(ctx, p.q.heartbeat, h.args(), row.fields()...)
-				return row, err
-			}}
+		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch, single: p.heartbeatOne}
 	}
 	return p, nil
 }
@@ -459,45 +444,64 @@ func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leas
 		grace = sql.NullInt64{Int64: a.Grace.Milliseconds(), Valid: true}
 	}
 	call := &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds(), spec: spec, grace: grace}
-	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
-		for attempt := 1; ; attempt++ {
-			var row acquireRow
-			var err error
-			if attempt == 1 && p.acquires != nil {
-				row, err = p.acquires.do(ctx, call)
-			}
-			if attempt > 1 || p.acquires == nil || errors.Is(err, errBatchFailed) {
-				row = acquireRow{}
-				err = p.scanPrepared(ctx, p.q.acquire, call.args(), row.fields()...)
-			}
-			if err == nil && !row.Refused {
-				l := row.toLease()
-				if l.AcquiredAt.Equal(l.RenewedAt) && l.LastOutcome == leaseapi.OutcomeExpired && l.Token > 1 {
-					// This grant took over a grant that had expired, and
-					// the trigger closed that run as expired.
-					p.observeTakeover(ctx, l)
-				}
-				return l, nil
-			}
-			if err == nil { // refused from the snapshot
-				return leaseapi.Lease{}, refusal(a, row.toLease())
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
-			}
-			// Refused under the lock. The decision was atomic; read the row
-			// it was made on (or a newer one) for the conflict body.
-			cur, err := p.get(ctx, a.JobID)
-			if err != nil {
-				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
-			}
-			if conflict := refusal(a, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
-				errors.Is(conflict, leaseapi.ErrJobPaused) ||
-				cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
-				return leaseapi.Lease{}, conflict
-			}
+	for attempt := 1; ; attempt++ {
+		var row acquireRow
+		var err error
+		if attempt == 1 {
+			row, err = send(ctx, p.acquires, p.acquireOne, call)
+		} else {
+			row, err = bounded(ctx, func(ctx context.Context) (acquireRow, error) { return p.acquireOne(ctx, call) })
 		}
-	})
+		if err == nil && !row.Refused {
+			l := row.toLease()
+			if l.AcquiredAt.Equal(l.RenewedAt) && l.LastOutcome == leaseapi.OutcomeExpired && l.Token > 1 {
+				// This grant took over a grant that had expired, and
+				// the trigger closed that run as expired.
+				_, _ = bounded(ctx, func(ctx context.Context) (struct{}, error) {
+					p.observeTakeover(ctx, l)
+					return struct{}{}, nil
+				})
+			}
+			return l, nil
+		}
+		if err == nil { // refused from the snapshot
+			return leaseapi.Lease{}, refusal(a, row.toLease())
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
+		}
+		// Refused under the lock. The decision was atomic; read the row
+		// it was made on (or a newer one) for the conflict body.
+		cur, err := p.boundedGet(ctx, a.JobID)
+		if err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
+		}
+		if conflict := refusal(a, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
+			errors.Is(conflict, leaseapi.ErrJobPaused) ||
+			cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
+			return leaseapi.Lease{}, conflict
+		}
+	}
+}
+
+// acquireOne makes one acquire with the single statement.
+func (p *Postgres) acquireOne(ctx context.Context, a *acquireCall) (acquireRow, error) {
+	var row acquireRow
+	err := p.scanPrepared(ctx, p.q.acquire, a.args(), row.fields()...)
+	return row, err
+}
+
+// send makes call c through batcher b when the store batches (b keeps c's
+// deadline by itself), else, or when c's batch statement failed, alone
+// with one under bounded.
+func send[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Context, *P) (R, error), c *P) (R, error) {
+	if b != nil {
+		r, err := b.do(ctx, c)
+		if !errors.Is(err, errBatchFailed) {
+			return r, err
+		}
+	}
+	return bounded(ctx, func(ctx context.Context) (R, error) { return one(ctx, c) })
 }
 
 // closeExpiredRunQuery counts, once, the expiry of the run that a takeover
@@ -558,30 +562,27 @@ func (p *Postgres) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (
 	if err := h.Validate(); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
-		call := &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
-			ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
-		var row leaseRow
-		var err error
-		if p.heartbeats != nil {
-			row, err = p.heartbeats.do(ctx, call)
-		}
-		if p.heartbeats == nil || errors.Is(err, errBatchFailed) {
-			row = leaseRow{}
-			err = p.scanPrepared(ctx, p.q.heartbeat, call.args(), row.fields()...)
-		}
-		if err == nil {
-			return row.toLease(), nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return leaseapi.Lease{}, interpretError(fmt.Sprintf("heartbeat %q", h.JobID), err)
-		}
-		cur, err := p.get(ctx, h.JobID)
-		if err != nil {
-			return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", h.JobID, err)
-		}
-		return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
-	})
+	call := &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
+		ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
+	row, err := send(ctx, p.heartbeats, p.heartbeatOne, call)
+	if err == nil {
+		return row.toLease(), nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return leaseapi.Lease{}, interpretError(fmt.Sprintf("heartbeat %q", h.JobID), err)
+	}
+	cur, err := p.boundedGet(ctx, h.JobID)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", h.JobID, err)
+	}
+	return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+}
+
+// heartbeatOne makes one heartbeat with the single statement.
+func (p *Postgres) heartbeatOne(ctx context.Context, h *heartbeatCall) (leaseRow, error) {
+	var row leaseRow
+	err := p.scanPrepared(ctx, p.q.heartbeat, h.args(), row.fields()...)
+	return row, err
 }
 
 // releaseQuery ends the grant whose owner and token match, held or expired
@@ -627,34 +628,31 @@ func (p *Postgres) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leas
 	if err := r.Validate(); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
-		call := &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)}
-		var row leaseRow
-		var err error
-		if p.releases != nil {
-			row, err = p.releases.do(ctx, call)
-		}
-		if p.releases == nil || errors.Is(err, errBatchFailed) {
-			row = leaseRow{}
-			err = p.scanPrepared(ctx, releaseQuery, []any{call.jobID, call.owner, call.token, call.outcome}, row.fields()...)
-		}
-		if err == nil {
-			l := row.toLease()
-			p.observer.RunFinished(r.Outcome, l.ReleasedAt.Sub(l.AcquiredAt))
-			return l, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return leaseapi.Lease{}, interpretError(fmt.Sprintf("release %q", r.JobID), err)
-		}
-		cur, err := p.get(ctx, r.JobID)
-		if err != nil {
-			return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
-		}
-		if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token {
-			return cur, nil // a retried release: nothing changes
-		}
-		return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
-	})
+	call := &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)}
+	row, err := send(ctx, p.releases, p.releaseOne, call)
+	if err == nil {
+		l := row.toLease()
+		p.observer.RunFinished(r.Outcome, l.ReleasedAt.Sub(l.AcquiredAt))
+		return l, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return leaseapi.Lease{}, interpretError(fmt.Sprintf("release %q", r.JobID), err)
+	}
+	cur, err := p.boundedGet(ctx, r.JobID)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
+	}
+	if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token {
+		return cur, nil // a retried release: nothing changes
+	}
+	return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+}
+
+// releaseOne makes one release with the single statement.
+func (p *Postgres) releaseOne(ctx context.Context, r *releaseCall) (leaseRow, error) {
+	var row leaseRow
+	err := p.scanPrepared(ctx, releaseQuery, []any{r.jobID, r.owner, r.token, r.outcome}, row.fields()...)
+	return row, err
 }
 
 // revokeQuery force-releases a held lease and bumps its token, so that the
@@ -705,6 +703,11 @@ func (p *Postgres) Get(ctx context.Context, jobID string) (leaseapi.Lease, error
 		}
 		return l, nil
 	})
+}
+
+// boundedGet reads one lease within ctx's deadline (bounded).
+func (p *Postgres) boundedGet(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) { return p.get(ctx, jobID) })
 }
 
 func (p *Postgres) get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
