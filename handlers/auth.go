@@ -200,13 +200,10 @@ func (a *authenticator) named(s *credentialSnapshot, token string) *principal {
 	return nil
 }
 
-// principalKey is the context key of the request's *principal.
-type principalKey struct{}
-
 // principalFrom returns the caller of an authorized request.
 func principalFrom(ctx context.Context) *principal {
-	if p, ok := ctx.Value(principalKey{}).(*principal); ok {
-		return p
+	if s := stateFrom(ctx); s != nil {
+		return s.principal
 	}
 	return nil
 }

@@ -24,34 +24,45 @@ import (
 type ctxKey int
 
 const (
-	loggerKey ctxKey = iota
+	stateKey ctxKey = iota
 )
 
 // discardLogger is used when a context carries no logger (only in tests that
 // call writeProblem directly).
 var discardLogger = slog.New(slog.DiscardHandler)
 
-// requestLogger is the logger of one request: the handler's logger with
-// request_id, made on first use, since most requests log nothing.
-type requestLogger struct {
+// requestState is what the middleware learns about one request and the
+// handlers read back: its id, its logger, and its caller. requestID puts
+// it into the context once; authorize fills in the caller instead of
+// deriving a context of its own (every r.WithContext copies the whole
+// request).
+type requestState struct {
 	base *slog.Logger
 	id   string
 	once sync.Once
-	l    *slog.Logger
-	// credential is the name of the request's credential, once
-	// authorize has authenticated it; the access log line carries it.
-	credential string
+	l    *slog.Logger // the logger with request_id, made on first use
+	// principal is the caller, once authorize has authenticated it (and
+	// not limited it); the access log line names its credential.
+	principal *principal
 }
 
-func (rl *requestLogger) logger() *slog.Logger {
-	rl.once.Do(func() { rl.l = rl.base.With("request_id", rl.id) })
-	return rl.l
+// logger returns the handler's logger with request_id, made on first use,
+// since most requests log nothing.
+func (s *requestState) logger() *slog.Logger {
+	s.once.Do(func() { s.l = s.base.With("request_id", s.id) })
+	return s.l
+}
+
+// stateFrom returns the request's state, or nil outside the middleware.
+func stateFrom(ctx context.Context) *requestState {
+	s, _ := ctx.Value(stateKey).(*requestState)
+	return s
 }
 
 // loggerFrom returns the request's logger, which carries request_id.
 func loggerFrom(ctx context.Context) *slog.Logger {
-	if rl, ok := ctx.Value(loggerKey).(*requestLogger); ok {
-		return rl.logger()
+	if s := stateFrom(ctx); s != nil {
+		return s.logger()
 	}
 	return discardLogger
 }
@@ -61,7 +72,7 @@ const requestIDHeader = "X-Request-Id"
 
 // requestID takes the client's X-Request-Id when it is safe to log (1–128
 // characters of the job id alphabet), else generates one, echoes it, and
-// puts a logger with request_id into the context.
+// puts the request's state (with its logger) into the context.
 func (h *handler) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(requestIDHeader)
@@ -69,7 +80,7 @@ func (h *handler) requestID(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(requestIDHeader, id)
-		ctx := context.WithValue(r.Context(), loggerKey, &requestLogger{base: h.logger, id: id})
+		ctx := context.WithValue(r.Context(), stateKey, &requestState{base: h.logger, id: id})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -116,8 +127,8 @@ func (h *handler) instrument(next http.Handler) http.Handler {
 			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 			slog.Int("bytes", ww.BytesWritten()),
 		}
-		if rl, ok := r.Context().Value(loggerKey).(*requestLogger); ok && rl.credential != "" {
-			attrs = append(attrs, slog.String("credential", rl.credential)) // its name, never its token
+		if s := stateFrom(r.Context()); s != nil && s.principal != nil && s.principal.name != "" {
+			attrs = append(attrs, slog.String("credential", s.principal.name)) // its name, never its token
 		}
 		loggerFrom(r.Context()).LogAttrs(r.Context(), level, "request", attrs...)
 	})
