@@ -37,10 +37,11 @@ var discardLogger = slog.New(slog.DiscardHandler)
 // deriving a context of its own (every r.WithContext copies the whole
 // request).
 type requestState struct {
-	base *slog.Logger
-	id   string
-	once sync.Once
-	l    *slog.Logger // the logger with request_id, made on first use
+	base     *slog.Logger
+	id       string
+	idHeader [1]string // the X-Request-Id header's values
+	once     sync.Once
+	l        *slog.Logger // the logger with request_id, made on first use
 	// principal is the caller, once authorize has authenticated it (and
 	// not limited it); the access log line names its credential.
 	principal *principal
@@ -79,8 +80,10 @@ func (h *handler) requestID(next http.Handler) http.Handler {
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		w.Header().Set(requestIDHeader, id)
-		ctx := context.WithValue(r.Context(), stateKey, &requestState{base: h.logger, id: id})
+		st := &requestState{base: h.logger, id: id}
+		st.idHeader[0] = id
+		w.Header()[requestIDHeader] = st.idHeader[:] // as Header.Set, without allocating
+		ctx := context.WithValue(r.Context(), stateKey, st)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
