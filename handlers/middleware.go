@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
@@ -45,6 +45,8 @@ type requestState struct {
 	// principal is the caller, once authorize has authenticated it (and
 	// not limited it); the access log line names its credential.
 	principal *principal
+	// writer is instrument's response writer.
+	writer statusWriter
 }
 
 // logger returns the handler's logger with request_id, made on first use,
@@ -107,7 +109,13 @@ func newRequestID() string {
 func (h *handler) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		var ww *statusWriter
+		if st := stateFrom(r.Context()); st != nil {
+			ww = &st.writer // no allocation of its own
+		} else {
+			ww = new(statusWriter)
+		}
+		ww.ResponseWriter = w
 		next.ServeHTTP(ww, r)
 		elapsed := time.Since(start)
 		status := ww.Status()
@@ -151,9 +159,9 @@ func routePattern(r *http.Request) string {
 // request never takes the process down.
 func (h *handler) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ww, ok := w.(middleware.WrapResponseWriter) // instrument's, in the server's chain
+		ww, ok := w.(*statusWriter) // instrument's, in the server's chain
 		if !ok {
-			ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			ww = &statusWriter{ResponseWriter: w}
 		}
 		defer func() {
 			p := recover()
@@ -171,6 +179,73 @@ func (h *handler) recoverer(next http.Handler) http.Handler {
 		next.ServeHTTP(ww, r)
 	})
 }
+
+// statusWriter records the status and the size of an answer, for the
+// access log, the metrics and recoverer. Like chi's WrapResponseWriter,
+// which it replaces, it drops a second WriteHeader (other than an
+// informational 1xx), writes 200 on a Write without one, passes ReadFrom
+// (sendfile) and Flush through, and reaches the rest of the server's
+// writer (Hijack, deadlines) through Unwrap, for http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	bytes       int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	var n int64
+	var err error
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
+	}
+	w.bytes += int(n)
+	return n, err
+}
+
+// FlushError is Flush for http.ResponseController, with the server
+// writer's error (http.ErrNotSupported when it cannot flush).
+func (w *statusWriter) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Status is the status written, or 0 when nothing was.
+func (w *statusWriter) Status() int { return w.status }
+
+// BytesWritten is the size of the body written.
+func (w *statusWriter) BytesWritten() int { return w.bytes }
 
 // timeout bounds the request by RequestTimeout; store calls return by then.
 func (h *handler) timeout(next http.Handler) http.Handler {
