@@ -254,9 +254,11 @@ func FromLease(l leaseapi.Lease) Lease {
 // stringPtr is nil for "", else a pointer to a copy of s.
 func stringPtr(s string) *string {
 	if s == "" {
-		return nil
+		return nil // without allocating: &s would move s to the heap on every call
 	}
-	return &s
+	p := new(string)
+	*p = s
+	return p
 }
 
 // FromLeases converts a page of domain leases; the result is never nil, so

@@ -75,6 +75,9 @@ type envToken struct {
 	p   *principal
 }
 
+// noCredentials is the snapshot of an authenticator without a store.
+var noCredentials = &credentialSnapshot{}
+
 // credentialSnapshot is the credentials of the database as last read.
 type credentialSnapshot struct {
 	byID   map[string]credentialEntry
@@ -115,7 +118,7 @@ func newAuthenticator(apiTokens, adminTokens []string, store leaseapi.Credential
 // an old set could let a revoked credential in.
 func (a *authenticator) snapshot(ctx context.Context) (*credentialSnapshot, error) {
 	if a.store == nil {
-		return &credentialSnapshot{}, nil
+		return noCredentials, nil
 	}
 	s := a.snap.Load()
 	if s != nil && time.Since(s.loaded) < a.refresh {
@@ -200,13 +203,10 @@ func (a *authenticator) named(s *credentialSnapshot, token string) *principal {
 	return nil
 }
 
-// principalKey is the context key of the request's *principal.
-type principalKey struct{}
-
 // principalFrom returns the caller of an authorized request.
 func principalFrom(ctx context.Context) *principal {
-	if p, ok := ctx.Value(principalKey{}).(*principal); ok {
-		return p
+	if s := stateFrom(ctx); s != nil {
+		return s.principal
 	}
 	return nil
 }

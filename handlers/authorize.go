@@ -32,8 +32,8 @@ type apiRoute struct {
 // route's permission (a route without one is refused: deny by default),
 // authenticates the caller, refuses a role too weak for the route (403),
 // answers 404 for a job outside the caller's scopes exactly as for a job
-// that does not exist, and puts the caller into the context, where the
-// lists and counts read its scopes.
+// that does not exist, and puts the caller into the request's state, where
+// the lists and counts read its scopes.
 func (h *handler) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		perm, ok := h.perms[r.Method+" "+routePattern(r)]
@@ -52,9 +52,12 @@ func (h *handler) authorize(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if rl, ok := r.Context().Value(loggerKey).(*requestLogger); ok {
-			rl.credential = p.name
+		st := stateFrom(r.Context())
+		if st == nil {
+			writeProblem(w, r, fmt.Errorf("route %s %s is not behind requestID", r.Method, routePattern(r)))
+			return
 		}
+		st.principal = p
 		if !p.open && !p.role.Allows(perm.role) {
 			writeProblem(w, r, &requestError{
 				status: http.StatusForbidden, code: api.CodeForbidden,
@@ -66,7 +69,7 @@ func (h *handler) authorize(next http.Handler) http.Handler {
 			writeProblem(w, r, leaseapi.ErrNotFound)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -51,3 +51,39 @@ func FuzzValidMembers(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSetPlain holds setPlain, the shortcut of decodeJSON for plain values,
+// to json.Unmarshal: whenever it sets a field of a request type, the field
+// gets the value json.Unmarshal gives it, and it leaves every value that
+// json.Unmarshal refuses to json.Unmarshal.
+func FuzzSetPlain(f *testing.F) {
+	for _, value := range []string{
+		`"a"`, `"replica-17"`, `""`, `"a\"b"`, `"\u00e9"`, `"é"`, `"\xff"`, `"a b~"`,
+		`0`, `-0`, `7`, `-12`, `9223372036854775807`, `9223372036854775808`, `-9223372036854775808`,
+		`-9223372036854775809`, `1.5`, `1e3`, `-`, `true`, `null`, `{}`, `[1]`, `"5"`,
+	} {
+		f.Add(value)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		if !json.Valid([]byte(value)) {
+			return // setPlain sees valid JSON values only
+		}
+		for _, dst := range []any{&api.AcquireRequest{}, &api.HeartbeatRequest{}, &api.ReleaseRequest{}} {
+			v := reflect.ValueOf(dst).Elem()
+			info := structInfoOf(v.Type())
+			for i := range v.NumField() {
+				got := reflect.New(v.Type()).Elem()
+				if !setPlain(got.Field(i), info.kinds[i], []byte(value)) {
+					continue
+				}
+				want := reflect.New(v.Type()).Elem()
+				if err := json.Unmarshal([]byte(value), want.Field(i).Addr().Interface()); err != nil {
+					t.Fatalf("%s set %s.%s, which json.Unmarshal refuses: %v", value, v.Type(), v.Type().Field(i).Name, err)
+				}
+				if !reflect.DeepEqual(got.Interface(), want.Interface()) {
+					t.Fatalf("%s into %s.%s: got %#v, json.Unmarshal %#v", value, v.Type(), v.Type().Field(i).Name, got.Interface(), want.Interface())
+				}
+			}
+		}
+	})
+}

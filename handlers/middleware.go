@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
@@ -24,34 +24,48 @@ import (
 type ctxKey int
 
 const (
-	loggerKey ctxKey = iota
+	stateKey ctxKey = iota
 )
 
 // discardLogger is used when a context carries no logger (only in tests that
 // call writeProblem directly).
 var discardLogger = slog.New(slog.DiscardHandler)
 
-// requestLogger is the logger of one request: the handler's logger with
-// request_id, made on first use, since most requests log nothing.
-type requestLogger struct {
-	base *slog.Logger
-	id   string
-	once sync.Once
-	l    *slog.Logger
-	// credential is the name of the request's credential, once
-	// authorize has authenticated it; the access log line carries it.
-	credential string
+// requestState is what the middleware learns about one request and the
+// handlers read back: its id, its logger, and its caller. requestID puts
+// it into the context once; authorize fills in the caller instead of
+// deriving a context of its own (every r.WithContext copies the whole
+// request).
+type requestState struct {
+	base     *slog.Logger
+	id       string
+	idHeader [1]string // the X-Request-Id header's values
+	once     sync.Once
+	l        *slog.Logger // the logger with request_id, made on first use
+	// principal is the caller, once authorize has authenticated it (and
+	// not limited it); the access log line names its credential.
+	principal *principal
+	// writer is instrument's response writer.
+	writer statusWriter
 }
 
-func (rl *requestLogger) logger() *slog.Logger {
-	rl.once.Do(func() { rl.l = rl.base.With("request_id", rl.id) })
-	return rl.l
+// logger returns the handler's logger with request_id, made on first use,
+// since most requests log nothing.
+func (s *requestState) logger() *slog.Logger {
+	s.once.Do(func() { s.l = s.base.With("request_id", s.id) })
+	return s.l
+}
+
+// stateFrom returns the request's state, or nil outside the middleware.
+func stateFrom(ctx context.Context) *requestState {
+	s, _ := ctx.Value(stateKey).(*requestState)
+	return s
 }
 
 // loggerFrom returns the request's logger, which carries request_id.
 func loggerFrom(ctx context.Context) *slog.Logger {
-	if rl, ok := ctx.Value(loggerKey).(*requestLogger); ok {
-		return rl.logger()
+	if s := stateFrom(ctx); s != nil {
+		return s.logger()
 	}
 	return discardLogger
 }
@@ -61,15 +75,17 @@ const requestIDHeader = "X-Request-Id"
 
 // requestID takes the client's X-Request-Id when it is safe to log (1–128
 // characters of the job id alphabet), else generates one, echoes it, and
-// puts a logger with request_id into the context.
+// puts the request's state (with its logger) into the context.
 func (h *handler) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(requestIDHeader)
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		w.Header().Set(requestIDHeader, id)
-		ctx := context.WithValue(r.Context(), loggerKey, &requestLogger{base: h.logger, id: id})
+		st := &requestState{base: h.logger, id: id}
+		st.idHeader[0] = id
+		w.Header()[requestIDHeader] = st.idHeader[:] // as Header.Set, without allocating
+		ctx := context.WithValue(r.Context(), stateKey, st)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -93,7 +109,13 @@ func newRequestID() string {
 func (h *handler) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		var ww *statusWriter
+		if st := stateFrom(r.Context()); st != nil {
+			ww = &st.writer // no allocation of its own
+		} else {
+			ww = new(statusWriter)
+		}
+		ww.ResponseWriter = w
 		next.ServeHTTP(ww, r)
 		elapsed := time.Since(start)
 		status := ww.Status()
@@ -116,8 +138,8 @@ func (h *handler) instrument(next http.Handler) http.Handler {
 			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 			slog.Int("bytes", ww.BytesWritten()),
 		}
-		if rl, ok := r.Context().Value(loggerKey).(*requestLogger); ok && rl.credential != "" {
-			attrs = append(attrs, slog.String("credential", rl.credential)) // its name, never its token
+		if s := stateFrom(r.Context()); s != nil && s.principal != nil && s.principal.name != "" {
+			attrs = append(attrs, slog.String("credential", s.principal.name)) // its name, never its token
 		}
 		loggerFrom(r.Context()).LogAttrs(r.Context(), level, "request", attrs...)
 	})
@@ -137,9 +159,9 @@ func routePattern(r *http.Request) string {
 // request never takes the process down.
 func (h *handler) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ww, ok := w.(middleware.WrapResponseWriter) // instrument's, in the server's chain
+		ww, ok := w.(*statusWriter) // instrument's, in the server's chain
 		if !ok {
-			ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			ww = &statusWriter{ResponseWriter: w}
 		}
 		defer func() {
 			p := recover()
@@ -157,6 +179,73 @@ func (h *handler) recoverer(next http.Handler) http.Handler {
 		next.ServeHTTP(ww, r)
 	})
 }
+
+// statusWriter records the status and the size of an answer, for the
+// access log, the metrics and recoverer. Like chi's WrapResponseWriter,
+// which it replaces, it drops a second WriteHeader (other than an
+// informational 1xx), writes 200 on a Write without one, passes ReadFrom
+// (sendfile) and Flush through, and reaches the rest of the server's
+// writer (Hijack, deadlines) through Unwrap, for http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	bytes       int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	var n int64
+	var err error
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
+	}
+	w.bytes += int(n)
+	return n, err
+}
+
+// FlushError is Flush for http.ResponseController, with the server
+// writer's error (http.ErrNotSupported when it cannot flush).
+func (w *statusWriter) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Status is the status written, or 0 when nothing was.
+func (w *statusWriter) Status() int { return w.status }
+
+// BytesWritten is the size of the body written.
+func (w *statusWriter) BytesWritten() int { return w.bytes }
 
 // timeout bounds the request by RequestTimeout; store calls return by then.
 func (h *handler) timeout(next http.Handler) http.Handler {

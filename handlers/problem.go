@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
@@ -66,12 +67,11 @@ var titles = map[string]string{
 // with errors.Is and errors.As only, so wrapped errors map like their cause.
 func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := api.Problem{}
-	var (
-		reqErr   *requestError
-		conflict *leaseapi.ConflictError
-	)
+	reqErr, isReqErr := errors.AsType[*requestError](err)
+	conflict, isConflict := errors.AsType[*leaseapi.ConflictError](err)
+	var retry string // Retry-After
 	switch {
-	case errors.As(err, &reqErr):
+	case isReqErr:
 		p.Status, p.Code, p.Detail = reqErr.status, reqErr.code, reqErr.detail
 		for k, vs := range reqErr.header {
 			w.Header()[k] = vs
@@ -93,19 +93,19 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, leaseapi.ErrNotFound):
 		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
 		p.Detail = "no lease exists for this job id; acquire it first"
-	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrLeaseHeld):
+	case isConflict && errors.Is(err, leaseapi.ErrLeaseHeld):
 		p.Status, p.Code = http.StatusConflict, api.CodeLeaseHeld
 		// The owner is clipped: the full one is in lease.owner, and a problem
 		// stays within 1 KiB even for the longest job id and owner.
 		p.Detail = "the lease is held by " + clip(conflict.Lease.Owner) + " for another run; retry after Retry-After seconds"
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(conflict.Lease, time.Now())))
-	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrTickDone):
+		retry = strconv.Itoa(retryAfter(conflict.Lease, time.Now()))
+	case isConflict && errors.Is(err, leaseapi.ErrTickDone):
 		p.Status, p.Code = http.StatusConflict, api.CodeTickDone
 		p.Detail = "this tick is at or before lastCompletedTick and already ran; skip it"
-	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrJobPaused):
+	case isConflict && errors.Is(err, leaseapi.ErrJobPaused):
 		p.Status, p.Code = http.StatusConflict, api.CodeJobPaused
 		p.Detail = "the job is paused; skip this tick"
-	case errors.As(err, &conflict) && errors.Is(err, leaseapi.ErrLeaseLost):
+	case isConflict && errors.Is(err, leaseapi.ErrLeaseLost):
 		p.Status, p.Code = http.StatusConflict, api.CodeLeaseLost
 		p.Detail = "owner and token do not match a live grant (another owner, an older token, expired, released or revoked); stop the run and acquire again"
 	case errors.Is(err, leaseapi.ErrOverloaded):
@@ -113,31 +113,69 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		// (the access log and leaseapi_http_requests_total show it).
 		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeOverloaded
 		p.Detail = "this instance has too many requests in flight and did nothing; retry after Retry-After seconds"
-		w.Header().Set("Retry-After", "1")
+		retry = "1"
 	case errors.Is(err, leaseapi.ErrUnavailable),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):
 		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeUnavailable
 		p.Detail = "the store did not answer in time; the outcome of a write is unknown, retrying it is safe"
-		w.Header().Set("Retry-After", "1")
+		retry = "1"
 		loggerFrom(r.Context()).Warn("store unavailable", "error", err)
 	default:
 		p.Status, p.Code = http.StatusInternalServerError, api.CodeInternal
 		p.Detail = "internal server error; the request id identifies it in the server log"
 		loggerFrom(r.Context()).Error("internal error", "error", err)
 	}
-	if conflict != nil && p.Status == http.StatusConflict {
+	if isConflict && p.Status == http.StatusConflict {
 		l := api.FromLease(conflict.Lease)
 		p.Lease = &l
 	}
-	p.Type = api.ProblemTypePrefix + p.Code
+	p.Type = problemTypes[p.Code]
+	if p.Type == "" {
+		p.Type = api.ProblemTypePrefix + p.Code
+	}
 	p.Title = titles[p.Code]
-	body := p.AppendJSON(make([]byte, 0, 1024))
-	w.Header().Set("Content-Type", api.ProblemContentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	buf := responseBuffers.Get().(*[]byte)
+	defer responseBuffers.Put(buf)
+	body := p.AppendJSON((*buf)[:0])
+	*buf = body
+	fields := []string{
+		"Content-Type", api.ProblemContentType,
+		"Content-Length", strconv.Itoa(len(body)),
+		"X-Content-Type-Options", "nosniff",
+		"Retry-After", retry,
+	}
+	if retry == "" {
+		fields = fields[:6]
+	}
+	setHeader(w.Header(), fields...)
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+}
+
+// problemTypes are the type URIs of the problem codes.
+var problemTypes = func() map[string]string {
+	m := make(map[string]string, len(titles))
+	for code := range titles {
+		m[code] = api.ProblemTypePrefix + code
+	}
+	return m
+}()
+
+// responseBuffers hold the bodies of the lease calls' answers and problems
+// while they are written (a ResponseWriter keeps nothing of what it is
+// given to write).
+var responseBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// setHeader sets the header fields of pairs (a canonical name, then its
+// value) as Header.Set would, with one allocation for all their values
+// instead of one each.
+func setHeader(h http.Header, pairs ...string) {
+	values := make([]string, len(pairs)/2)
+	for i := range values {
+		values[i] = pairs[2*i+1]
+		h[pairs[2*i]] = values[i : i+1 : i+1]
+	}
 }
 
 // retryAfter is the whole seconds until l expires as seen from now (at
@@ -164,7 +202,10 @@ type jsonAppender interface {
 // writeJSON writes v as a 200 application/json response.
 func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 	if a, ok := v.(jsonAppender); ok {
-		writeBody(w, a.AppendJSON(make([]byte, 0, 512)))
+		buf := responseBuffers.Get().(*[]byte)
+		defer responseBuffers.Put(buf)
+		*buf = a.AppendJSON((*buf)[:0])
+		writeBody(w, *buf)
 		return
 	}
 	writeJSONStatus(w, r, http.StatusOK, v)
@@ -184,8 +225,7 @@ func writeJSONStatus(w http.ResponseWriter, r *http.Request, status int, v any) 
 func writeBody(w http.ResponseWriter, body []byte) { writeBodyStatus(w, http.StatusOK, body) }
 
 func writeBodyStatus(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	setHeader(w.Header(), "Content-Type", "application/json", "Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

@@ -14,6 +14,9 @@ import (
 // query returns r's query parameters after checking that each is one of
 // allowed and given at most once.
 func query(r *http.Request, allowed ...string) (url.Values, error) {
+	if r.URL.RawQuery == "" {
+		return nil, nil // no parameters (the lease calls): nothing to parse
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, invalidf("the query string is malformed; escape it as application/x-www-form-urlencoded")
