@@ -696,13 +696,11 @@ func (p *Postgres) Get(ctx context.Context, jobID string) (leaseapi.Lease, error
 	if err := leaseapi.ValidateJobID(jobID); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
-		l, err := p.get(ctx, jobID)
-		if err != nil {
-			return leaseapi.Lease{}, fmt.Errorf("get %q: %w", jobID, err)
-		}
-		return l, nil
-	})
+	l, err := p.boundedGet(ctx, jobID)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("get %q: %w", jobID, err)
+	}
+	return l, nil
 }
 
 // boundedGet reads one lease within ctx's deadline (bounded).
