@@ -298,6 +298,7 @@ func defaultServerLimits() serverLimits {
 // the store.
 func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	setMemoryLimit(logger, memlimit.FromCgroup)
+	defer keepHeapFloor(logger, heapFloor)()
 	return serveWith(ctx, cfg, logger, defaultServerLimits())
 }
 
