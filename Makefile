@@ -79,7 +79,7 @@ docker: ## build the container image leaseapi:dev (needs a Docker engine)
 generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-codegen pinned in go.mod)
 	$(GO) generate ./api/client
 
-bench: ## measure leaseapi against its Postgres floor and against etcd and Redis, ~15-20 min (BENCH_FLAGS=-quick: ~2 min); docs/performance.md
+bench: ## measure leaseapi against its Postgres floor and against etcd and Redis, ~7-20 min (BENCH_FLAGS=-quick: ~2 min); docs/performance.md
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-packages.sh chromium:chromium $(PEER_PACKAGES)
 	$(GO) run ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
