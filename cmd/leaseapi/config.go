@@ -37,7 +37,7 @@ type Config struct {
 	HistoryRetention time.Duration `envconfig:"HISTORY_RETENTION" default:"168h" desc:"how long finished runs are kept"`
 	PruneInterval    time.Duration `envconfig:"PRUNE_INTERVAL" default:"1m" desc:"how often finished runs older than the retention are deleted"`
 	APITokens        []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens required on /leases; with no API or admin tokens the API is open"`
-	AdminTokens      []string      `envconfig:"ADMIN_TOKENS" desc:"comma-separated bearer tokens that may also revoke leases (DELETE /leases/{jobId})"`
+	AdminTokens      []string      `envconfig:"ADMIN_TOKENS" desc:"comma-separated bearer tokens of unscoped admin credentials: everything an API token may do, plus revoke, pause, resume, forget schedules and manage credentials"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error; info logs an access line for the unexpected answers (4xx other than 409, 5xx), debug one for every request"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
