@@ -269,7 +269,7 @@ func TestAdaptersTakeTicksFromSchedule(t *testing.T) {
 	b := setup(t)
 	const spec = "CRON_TZ=Europe/Berlin 30 2 * * *"
 	cest := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC) // 02:30 CEST
-	cet := cest.Add(time.Hour)                              // 02:30 CET
+	cet := cest.Add(time.Hour)                             // 02:30 CET
 	clock := clockwork.NewFakeClockAt(cest.Add(200 * time.Millisecond))
 	r := b.runner(t, "replica-a", clock, nil)
 
