@@ -82,11 +82,11 @@ func ParseIn(spec string, loc *time.Location) (*Schedule, error) {
 		if err != nil {
 			return nil, err
 		}
-		spec, ok := c.(*cron.SpecSchedule)
+		fields, ok := c.(*cron.SpecSchedule)
 		if !ok {
 			return nil, fmt.Errorf("unexpected schedule type %T", c)
 		}
-		s.cron = newCronTicks(spec, loc, anchored(s.spec))
+		s.cron = newCronTicks(fields, loc, anchored(spec))
 	}
 	if s.Next(reference).IsZero() {
 		return nil, errors.New("the schedule never fires")
@@ -150,8 +150,8 @@ const latestHorizon = 5 * 366 * 24 * time.Hour
 // every leaseapi computes alike; a spec's finest field repeats within that
 // span, and one second, the smallest gap a cron spec can have, ends the
 // search early. Daylight-saving changes in those years count: a daily
-// CRON_TZ=Europe/Berlin 0 2 * * * has a gap of 23 h (from 02:00 CET to
-// 03:00 CEST, the end of the skipped hour, to 02:00 CEST).
+// CRON_TZ=Europe/Berlin 0 2 * * * has a gap of 23 h (from 03:00 CEST on
+// the day 02:00 is skipped to 02:00 CEST the next day).
 func (s *Schedule) MinGap() time.Duration { return s.gap() }
 
 // reference is the fixed instant MinGap and the never-fires check start from.
