@@ -3,11 +3,17 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/go-co-op/gocron/v2"
 	"github.com/google/uuid"
 	"github.com/robfig/cron/v3"
+
+	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/schedule"
 )
 
 // Adapters for the schedulers Go programs already use. Neither gocron nor
@@ -19,6 +25,14 @@ import (
 // replica's start time (gocron's DurationJob, robfig's @every) get
 // different ticks on every replica, and may then run once per replica and
 // interval. jobs.Runner's own schedule has neither limit.
+//
+// Given the job's spec (the Schedule option of CronJobWrapper or
+// Locker.Job), an adapter sends it with its acquires and takes the tick
+// from package schedule, as the runner does: the schedule's tick within
+// half the precision of the firing. A firing with no tick there does not
+// run (ErrNotATick): gocron and robfig/cron fire a daily 02:30 twice on the
+// day the clock goes back, where the schedule has one tick, the first.
+// They also skip a time the clock jumps over; that tick is recorded missed.
 
 // Locker is a gocron v2 Locker backed by leaseapi leases:
 //
@@ -35,6 +49,8 @@ type Locker struct {
 	r *Runner
 
 	mu sync.Mutex
+	// jobs holds the options of the keys set with Job.
+	jobs map[string]adapterJob
 	// failed holds the error a held lock's job reported through JobFailed.
 	failed map[string]error
 	// held is the set of keys this locker holds.
@@ -44,15 +60,40 @@ type Locker struct {
 // Locker returns a gocron Locker that uses this runner's client, owner, TTL
 // and heartbeats.
 func (r *Runner) Locker() *Locker {
-	return &Locker{r: r, failed: make(map[string]error), held: make(map[string]bool)}
+	return &Locker{r: r, jobs: make(map[string]adapterJob), failed: make(map[string]error), held: make(map[string]bool)}
+}
+
+// Job sets the options of the gocron job named key: with Schedule(spec),
+// the spec of its gocron.CronJob as leaseapi reads it (name the zone of
+// gocron.WithLocation with CRON_TZ=), Lock sends spec and takes the tick
+// from it; MaxRunTime and ProgressWindow are not available to a lock.
+func (l *Locker) Job(key string, opts ...JobOption) error {
+	j, err := l.r.adapterJob(opts)
+	if err != nil {
+		return fmt.Errorf("locker job %q: %w", key, err)
+	}
+	if j.cfg.maxRunTime != 0 || j.cfg.progressWindow != 0 {
+		return fmt.Errorf("locker job %q: MaxRunTime and ProgressWindow need a job function the runner calls: use CronJobWrapper or Runner.Add", key)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.jobs[key] = j
+	return nil
 }
 
 // Lock acquires the lease of key for the current tick. It returns an error
 // wrapping leaseapi.ErrLeaseHeld or leaseapi.ErrTickDone when another
-// replica has the tick, which makes gocron skip the run.
+// replica has the tick, or ErrNotATick when gocron fired at a time that is
+// not a tick of key's schedule (Job), which makes gocron skip the run.
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	r := l.r
-	tick := r.clock.Now().Round(r.tickPrecision)
+	l.mu.Lock()
+	j := l.jobs[key]
+	l.mu.Unlock()
+	tick, err := j.tick(r.clock.Now(), r.tickPrecision)
+	if err != nil {
+		return nil, fmt.Errorf("lock %q: %w", key, err)
+	}
 	lk := &lock{
 		locker:   l,
 		key:      key,
@@ -75,7 +116,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 					// Lost: nothing to release; Unlock reports it.
 					return context.Cause(jobCtx)
 				}
-			}, jobConfig{})
+			}, j.cfg)
 		l.setHeld(key, false)
 	}()
 	select {
@@ -146,14 +187,21 @@ func (lk *lock) Unlock(context.Context) error {
 }
 
 // CronJobWrapper returns a robfig/cron JobWrapper that runs the wrapped job
-// under the lease of jobID:
+// under the lease of jobID, with opts as for Runner.Add:
 //
-//	c.AddJob("0 * * * *", cron.NewChain(runner.CronJobWrapper("hourly-report")).Then(job))
+//	c.AddJob("0 * * * *", cron.NewChain(runner.CronJobWrapper("hourly-report", jobs.Schedule("0 * * * *"))).Then(job))
 //
-// A job that implements ContextJob gets the run's context (cancelled when
-// the lease is lost; LeaseFromContext has the token), and its error releases
-// the lease failed; for a plain cron.Job a panic does.
-func (r *Runner) CronJobWrapper(jobID string) cron.JobWrapper {
+// With Schedule(spec), the entry's spec as leaseapi reads it (name the zone
+// of cron.WithLocation with CRON_TZ=), the acquires send spec and take the
+// tick from it. A job that implements ContextJob gets the run's context
+// (cancelled when the lease is lost; LeaseFromContext has the token), and
+// its error releases the lease failed; for a plain cron.Job a panic does.
+// An invalid option panics, as cron.NewChain has no error to return.
+func (r *Runner) CronJobWrapper(jobID string, opts ...JobOption) cron.JobWrapper {
+	aj, err := r.adapterJob(opts)
+	if err != nil {
+		panic(fmt.Sprintf("jobs: CronJobWrapper(%q): %v", jobID, err))
+	}
 	return func(j cron.Job) cron.Job {
 		fn := func(context.Context) error {
 			j.Run()
@@ -163,8 +211,14 @@ func (r *Runner) CronJobWrapper(jobID string) cron.JobWrapper {
 			fn = cj.RunContext
 		}
 		return cron.FuncJob(func() {
-			tick := r.clock.Now().Round(r.tickPrecision)
-			rep, err := r.run(context.Background(), jobID, tick, tick.Add(r.tickPrecision/2), fn, jobConfig{})
+			now := r.clock.Now()
+			tick, err := aj.tick(now, r.tickPrecision)
+			if err != nil {
+				r.logger.Debug("tick not run", slog.String("job_id", jobID), slog.String("owner", r.owner),
+					slog.String("fired", api.FormatTime(now)), slog.Any("error", err))
+				return
+			}
+			rep, err := r.run(context.Background(), jobID, tick, tick.Add(r.tickPrecision/2), fn, aj.cfg)
 			r.logNotRun(jobID, tick, rep, err)
 		})
 	}
@@ -175,4 +229,41 @@ func (r *Runner) CronJobWrapper(jobID string) cron.JobWrapper {
 type ContextJob interface {
 	cron.Job
 	RunContext(ctx context.Context) error
+}
+
+// adapterJob is what an adapter knows of a job: its options and, with a
+// Schedule option, the parsed schedule.
+type adapterJob struct {
+	cfg      jobConfig
+	schedule *schedule.Schedule // nil without a Schedule option
+}
+
+func (r *Runner) adapterJob(opts []JobOption) (adapterJob, error) {
+	cfg, err := newJobConfig(opts)
+	if err != nil {
+		return adapterJob{}, err
+	}
+	j := adapterJob{cfg: cfg}
+	if cfg.schedule != "" {
+		if j.schedule, err = schedule.Parse(cfg.schedule); err != nil {
+			return adapterJob{}, err
+		}
+	}
+	return j, nil
+}
+
+// tick is the tick a scheduler's firing at now is for: with a schedule, its
+// newest tick at or before now + precision/2, which must not be more than
+// precision/2 before now (ErrNotATick); without one, now rounded to
+// precision.
+func (j adapterJob) tick(now time.Time, precision time.Duration) (time.Time, error) {
+	if j.schedule == nil {
+		return now.Round(precision), nil
+	}
+	tick := j.schedule.Latest(now.Add(precision / 2))
+	if tick.IsZero() || now.Sub(tick) > precision/2 {
+		return time.Time{}, fmt.Errorf("fired at %s, %w %q (its newest tick was %s)",
+			api.FormatTime(now), ErrNotATick, j.schedule, api.FormatTime(tick))
+	}
+	return tick, nil
 }

@@ -258,3 +258,78 @@ func TestCronJobWrapper(t *testing.T) {
 	}
 	checkFailedRuns(t, b, "robfig-panics")
 }
+
+// TestAdaptersTakeTicksFromSchedule: given the job's spec, the adapters take
+// their ticks from package schedule. Berlin's clock goes back on 2026-10-25,
+// and gocron and robfig/cron fire a daily 02:30 at 02:30 CEST and again at
+// 02:30 CET; only the first is a tick of the schedule, so only it runs, and
+// the spec goes with the acquire.
+func TestAdaptersTakeTicksFromSchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const spec = "CRON_TZ=Europe/Berlin 30 2 * * *"
+	cest := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC) // 02:30 CEST
+	cet := cest.Add(time.Hour)                             // 02:30 CET
+	clock := clockwork.NewFakeClockAt(cest.Add(200 * time.Millisecond))
+	r := b.runner(t, "replica-a", clock, nil)
+
+	ran := make(chan jobs.Report, 2)
+	job := cron.NewChain(r.CronJobWrapper("dst-robfig", jobs.Schedule(spec))).Then(leaseJob{runs: ran})
+	locker := r.Locker()
+	if err := locker.Job("dst-gocron", jobs.Schedule(spec)); err != nil {
+		t.Fatalf("Locker.Job: %v", err)
+	}
+	lockAt := func() error {
+		lk, err := locker.Lock(context.Background(), "dst-gocron")
+		if err != nil {
+			return err
+		}
+		return lk.Unlock(context.Background())
+	}
+
+	job.Run()
+	if rep := receive(t, ran, "the run of 02:30 CEST"); !rep.Tick.Equal(cest) {
+		t.Fatalf("robfig/cron at 02:30 CEST: ran tick %s, want %s", rep.Tick, cest)
+	}
+	if err := lockAt(); err != nil {
+		t.Fatalf("gocron at 02:30 CEST: %v", err)
+	}
+
+	clock.Advance(time.Hour) // 02:30 CET
+	job.Run()
+	if err := lockAt(); !errors.Is(err, jobs.ErrNotATick) || !jobs.Skipped(err) {
+		t.Fatalf("gocron at 02:30 CET: got %v, want ErrNotATick", err)
+	}
+	for _, id := range []string{"dst-robfig", "dst-gocron"} {
+		runs := checkRuns(t, b, id)
+		if len(runs) != 1 || !runs[0].Tick.Equal(cest) {
+			t.Fatalf("%s: got runs %+v, want one, of %s and not of %s", id, runs, cest, cet)
+		}
+		if l := b.lease(t, id); l.Schedule == nil || *l.Schedule != spec {
+			t.Errorf("%s: schedule %v, want %q sent with the acquire", id, l.Schedule, spec)
+		}
+	}
+	select {
+	case rep := <-ran:
+		t.Fatalf("robfig/cron at 02:30 CET ran tick %s", rep.Tick)
+	default:
+	}
+}
+
+func TestAdapterOptionsValidate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.runner(t, "replica-a", clockwork.NewFakeClockAt(epoch), nil)
+	if err := r.Locker().Job("report", jobs.MaxRunTime(time.Minute)); err == nil {
+		t.Error("Locker.Job with MaxRunTime: got no error")
+	}
+	if err := r.Locker().Job("report", jobs.Schedule("not a spec")); err == nil {
+		t.Error("Locker.Job with an invalid schedule: got no error")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("CronJobWrapper with an invalid schedule: did not panic")
+		}
+	}()
+	r.CronJobWrapper("report", jobs.Schedule("not a spec"))
+}

@@ -6,7 +6,8 @@
 //
 // Every replica registers the same jobs with the same cron specs (robfig/cron
 // syntax, seconds optional, evaluated in Config.Location, UTC by default). A
-// tick is a fire time computed from the spec alone, never from when a replica
+// tick is a fire time computed from the spec alone (package schedule, with
+// cron(8)'s rule for daylight-saving changes), never from when a replica
 // started; `@every D` ticks at the multiples of D since the Unix epoch. So
 // every replica asks leaseapi for the same (job, tick), whatever its start
 // time or clock offset, and leaseapi grants it to one of them. The others get

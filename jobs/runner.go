@@ -38,6 +38,10 @@ var (
 	// ErrAbandoned: the job did not return after its context was cancelled,
 	// and the runner gave the lease up without it.
 	ErrAbandoned = errors.New("job did not return after cancellation")
+	// ErrNotATick: gocron or robfig/cron fired a job at a time that is not
+	// a tick of the schedule the adapter was given (a local time the clock
+	// repeated); the firing does not run.
+	ErrNotATick = errors.New("not a tick of the schedule")
 )
 
 // Func is a job. It must stop when ctx is cancelled: the runner cancels it
@@ -254,7 +258,8 @@ type jobConfig struct {
 // Schedule sends spec, the job's schedule as leaseapi reads it (package
 // schedule; fields in UTC unless it names a zone with CRON_TZ=), with every
 // acquire of the job, so that leaseapi records the ticks that no replica
-// started as missed. Runner.Add sends its job's spec by itself.
+// started as missed. Runner.Add sends its job's spec by itself; the
+// adapters (CronJobWrapper, Locker.Job) also take their ticks from it.
 func Schedule(spec string) JobOption {
 	return func(c *jobConfig) error {
 		if _, err := schedule.Parse(spec); err != nil {

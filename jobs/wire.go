@@ -61,10 +61,11 @@ func retryable(err error) bool {
 
 // Skipped reports whether an acquire refused with err means "not this
 // replica, not this tick": another replica holds or held it (lease_held,
-// tick_done), or the job is paused (job_paused). It is no failure.
+// tick_done), the job is paused (job_paused), or an adapter's scheduler
+// fired at a time that is not a tick (ErrNotATick). It is no failure.
 func Skipped(err error) bool {
 	return errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) ||
-		errors.Is(err, leaseapi.ErrJobPaused)
+		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, ErrNotATick)
 }
 
 // leaseClient is the part of the generated client the runner uses.

@@ -9,6 +9,18 @@
 // (ParseIn). @every D ticks at the multiples of D since the Unix epoch, not
 // at multiples of D since some process started, so that every replica and
 // the server agree on its ticks; D must be a whole number of milliseconds.
+//
+// Daylight-saving changes follow the rule of cron(8) (Vixie cron, cronie).
+// A spec whose minute and hour fields both begin with neither * nor ? (30 2,
+// 0 1-3, 15 8-18/2, @daily) is anchored to the wall clock: a time that a
+// forward change skips ticks once, at the first instant after the gap, and a
+// time that a backward change repeats ticks once, at its first occurrence.
+// This holds for changes of less than three hours; larger ones are taken as
+// they come. Any other spec (*/5 *, 0 *, 0 */2, @hourly) ticks at every
+// instant whose local time matches: twice in a repeated hour, never in a
+// skipped one. Instants that coincide are one tick. A seconds field does
+// not make a spec anchored or not; @every D and UTC have no changes. Next is
+// the one definition of the ticks: Latest and MinGap are derived from it.
 package schedule
 
 import (
@@ -33,8 +45,7 @@ var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron
 type Schedule struct {
 	spec  string
 	every time.Duration // @every D; zero for a cron spec
-	cron  cron.Schedule
-	loc   *time.Location
+	cron  *cronTicks    // a cron spec; nil for @every D
 	gap   func() time.Duration
 }
 
@@ -56,7 +67,7 @@ func ParseIn(spec string, loc *time.Location) (*Schedule, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, errors.New("the schedule is empty")
 	}
-	s := &Schedule{spec: spec, loc: loc}
+	s := &Schedule{spec: spec}
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
 		if err != nil {
@@ -71,7 +82,11 @@ func ParseIn(spec string, loc *time.Location) (*Schedule, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.cron = c
+		fields, ok := c.(*cron.SpecSchedule)
+		if !ok {
+			return nil, fmt.Errorf("unexpected schedule type %T", c)
+		}
+		s.cron = newCronTicks(fields, loc, anchored(spec))
 	}
 	if s.Next(reference).IsZero() {
 		return nil, errors.New("the schedule never fires")
@@ -85,6 +100,8 @@ func (s *Schedule) String() string { return s.spec }
 
 // Next returns the first tick strictly after t, or the zero time when the
 // schedule does not fire again within five years (robfig/cron's horizon).
+// Across daylight-saving changes it follows cron(8)'s rule (see the package
+// documentation). Every tick leaseapi computes is a tick of Next.
 func (s *Schedule) Next(t time.Time) time.Time {
 	if s.every > 0 {
 		n, d := t.UnixNano(), int64(s.every)
@@ -94,7 +111,7 @@ func (s *Schedule) Next(t time.Time) time.Time {
 		}
 		return time.Unix(0, next).In(t.Location())
 	}
-	return s.cron.Next(t.In(s.loc)).In(t.Location())
+	return s.cron.next(t)
 }
 
 // Latest returns the newest tick at or before t, or the zero time when
@@ -132,7 +149,9 @@ const latestHorizon = 5 * 366 * 24 * time.Hour
 // of the four years after 2000-01-01 UTC (at most gapTicks of them), which
 // every leaseapi computes alike; a spec's finest field repeats within that
 // span, and one second, the smallest gap a cron spec can have, ends the
-// search early.
+// search early. Daylight-saving changes in those years count: a daily
+// CRON_TZ=Europe/Berlin 0 2 * * * has a gap of 23 h (from 03:00 CEST on
+// the day 02:00 is skipped to 02:00 CEST the next day).
 func (s *Schedule) MinGap() time.Duration { return s.gap() }
 
 // reference is the fixed instant MinGap and the never-fires check start from.

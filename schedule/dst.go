@@ -1,0 +1,118 @@
+package schedule
+
+import (
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// maxDSTChange bounds the changes of a zone's offset that the daylight-saving
+// rule applies to, as in cron(8): larger jumps are taken as they come.
+const maxDSTChange = 3 * time.Hour
+
+// searchHorizon is how far past its start Next looks for a tick, as far as
+// robfig/cron looks.
+const searchHorizon = 5 * 366 * 24 * time.Hour
+
+// cronTicks computes the ticks of a cron spec in its zone.
+//
+// It walks the zone's periods of constant offset (time.Time.ZoneBounds).
+// Within a period local time is the instant plus the offset, so the ticks
+// there are the instants whose local time matches the fields: robfig/cron
+// finds the matching local times with the fields read in UTC, which has no
+// changes (wall). At the start of a period that follows a change of less
+// than maxDSTChange, an anchored spec gets cron(8)'s rule: after a forward
+// change, a matching local time in the gap ticks once at the period's first
+// instant; after a backward change, the local times the previous period
+// already had are not ticked again.
+type cronTicks struct {
+	wall     cron.SpecSchedule // the spec's fields with Location UTC
+	loc      *time.Location    // the zone the fields are read in
+	anchored bool
+}
+
+// newCronTicks returns the ticks of spec, whose fields are read in the zone
+// it names, else in loc.
+func newCronTicks(spec *cron.SpecSchedule, loc *time.Location, anchored bool) *cronTicks {
+	c := &cronTicks{wall: *spec, loc: spec.Location, anchored: anchored}
+	if c.loc == time.Local {
+		// robfig/cron's mark for a spec without CRON_TZ= or TZ=.
+		c.loc = loc
+	}
+	c.wall.Location = time.UTC
+	return c
+}
+
+// wallAtOrAfter returns the first matching local time at or after w, both
+// written as UTC times, or the zero time within robfig/cron's horizon.
+func (c *cronTicks) wallAtOrAfter(w time.Time) time.Time {
+	return c.wall.Next(w.Add(-time.Nanosecond))
+}
+
+// next returns the first tick strictly after t, in t's location.
+func (c *cronTicks) next(t time.Time) time.Time {
+	x := t.In(c.loc) // the period searched is the one that holds x
+	first := true    // x is t; else x is the start of a later period
+	for !x.After(t.Add(searchHorizon)) {
+		_, secs := x.Zone()
+		off := time.Duration(secs) * time.Second
+		start, end := x.ZoneBounds()
+		// from is the first local time this period may tick at.
+		var from time.Time
+		if first {
+			from = c.wall.Next(x.UTC().Add(off)) // strictly after t
+		} else {
+			from = c.wallAtOrAfter(x.UTC().Add(off))
+		}
+		if c.anchored && !start.IsZero() {
+			_, prevSecs := start.Add(-time.Nanosecond).Zone()
+			prev := time.Duration(prevSecs) * time.Second
+			switch change := off - prev; {
+			case change > 0 && change < maxDSTChange && !first:
+				// Forward: the local times [start+prev, start+off) do not
+				// exist; one of them that matches ticks at start.
+				if w := c.wallAtOrAfter(start.UTC().Add(prev)); !w.IsZero() && w.Before(start.UTC().Add(off)) {
+					return start.In(t.Location())
+				}
+			case change < 0 && change > -maxDSTChange:
+				// Backward: the local times before start+prev were the
+				// previous period's, their first occurrence.
+				if repeatEnd := start.UTC().Add(prev); !from.IsZero() && from.Before(repeatEnd) {
+					from = c.wallAtOrAfter(repeatEnd)
+				}
+			}
+		}
+		if from.IsZero() {
+			return time.Time{}
+		}
+		if tick := from.Add(-off); end.IsZero() || tick.Before(end) {
+			return tick.In(t.Location())
+		}
+		x, first = end.In(c.loc), false
+	}
+	return time.Time{}
+}
+
+// anchored reports whether spec is anchored to the wall clock in cron(8)'s
+// sense: its minute and hour fields both begin with neither * nor ? (which
+// robfig/cron reads as *). A seconds field does not count. Of the
+// descriptors only @hourly is not anchored. spec was parsed without error.
+func anchored(spec string) bool {
+	fields := strings.Fields(spec)
+	if len(fields) > 0 && (strings.HasPrefix(fields[0], "CRON_TZ=") || strings.HasPrefix(fields[0], "TZ=")) {
+		fields = fields[1:]
+	}
+	switch len(fields) {
+	case 1:
+		return fields[0] != "@hourly"
+	case 5:
+		// minute hour dom month dow
+	case 6:
+		fields = fields[1:] // seconds first
+	default:
+		return false
+	}
+	wild := func(f string) bool { return strings.HasPrefix(f, "*") || strings.HasPrefix(f, "?") }
+	return !wild(fields[0]) && !wild(fields[1])
+}
