@@ -12,6 +12,6 @@ import (
 // panics is a bug like a handler that panics: recoverer answers both.
 func call[T any](ctx context.Context, m *metrics, op string, fn func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
-	defer func() { m.storeDuration.get(op).Observe(time.Since(start).Seconds()) }()
+	defer func() { m.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds()) }()
 	return fn(ctx)
 }

@@ -75,9 +75,6 @@ func checkContentType(h http.Header) error {
 
 // isJSON reports whether the media type of contentType is application/json.
 func isJSON(contentType string) bool {
-	if contentType == "application/json" {
-		return true // the usual one, without parsing
-	}
 	mediaType, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mediaType == "application/json"
 }

@@ -39,7 +39,7 @@ func leaseBody(_ *http.Request, l leaseapi.Lease) any { return api.FromLease(l) 
 func (h *handler) acquire(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "acquire", h.acquireParams, func(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
 		l, err := h.store.Acquire(ctx, p)
-		h.metrics.acquires.get(acquireResult(l, err)).Inc()
+		h.metrics.acquires.WithLabelValues(acquireResult(l, err)).Inc()
 		if err == nil {
 			h.observeTickStart(l)
 		}
@@ -110,7 +110,7 @@ func (h *handler) observeTickStart(l leaseapi.Lease) {
 func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "heartbeat", h.heartbeatParams, func(ctx context.Context, p *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
 		l, err := h.store.Heartbeat(ctx, p)
-		h.metrics.heartbeats.get(holderResult(err)).Inc()
+		h.metrics.heartbeats.WithLabelValues(holderResult(err)).Inc()
 		return l, err
 	}, leaseBody)
 }
@@ -140,7 +140,7 @@ func (h *handler) heartbeatParams(w http.ResponseWriter, r *http.Request) (*leas
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "release", h.releaseParams, func(ctx context.Context, p *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
 		l, err := h.store.Release(ctx, p)
-		h.metrics.releases.get(holderResult(err)).Inc()
+		h.metrics.releases.WithLabelValues(holderResult(err)).Inc()
 		return l, err
 	}, leaseBody)
 }

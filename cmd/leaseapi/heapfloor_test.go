@@ -82,7 +82,7 @@ func TestKeepHeapFloor(t *testing.T) {
 	}
 }
 
-func gogc(t *testing.T) int {
+func gogc(t testing.TB) int {
 	t.Helper()
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)

@@ -99,7 +99,7 @@ type server struct {
 
 // startServer runs start (run or serve) until the test stops it, and waits
 // for its "listening" log line.
-func startServer(t *testing.T, start func(ctx context.Context, stderr io.Writer) error) *server {
+func startServer(t testing.TB, start func(ctx context.Context, stderr io.Writer) error) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := newLogWatcher()
@@ -134,7 +134,7 @@ func startServer(t *testing.T, start func(ctx context.Context, stderr io.Writer)
 
 // serveConfig is a configuration for tests: an ephemeral port on the
 // loopback address and the embedded store in the test's directory.
-func serveConfig(t *testing.T) Config {
+func serveConfig(t testing.TB) Config {
 	cfg := validConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.SQLitePath = filepath.Join(t.TempDir(), "leaseapi.db")
@@ -146,7 +146,7 @@ func serveConfig(t *testing.T) Config {
 }
 
 // startServe runs serve with cfg.
-func startServe(t *testing.T, cfg Config) *server {
+func startServe(t testing.TB, cfg Config) *server {
 	t.Helper()
 	return startServer(t, func(ctx context.Context, stderr io.Writer) error {
 		logger, err := newLogger(cfg, stderr)
