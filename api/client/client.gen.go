@@ -795,17 +795,19 @@ type Lease struct {
 	JobId   JobID  `json:"jobId"`
 
 	// LastCompletedTick Newest tick released with outcome succeeded, else null.
-	LastCompletedTick *Time `json:"lastCompletedTick"`
+	LastCompletedTick *time.Time `json:"lastCompletedTick"`
 
 	// LastOutcome Outcome of the last finished run that had a holder; null while the
-	// first run is going on. Missed runs do not change it.
+	// first run is going on. Missed runs do not change it. (The enum
+	// lists null because in OpenAPI 3.0 `nullable` does not extend an
+	// `enum`.)
 	LastOutcome *LeaseLastOutcome `json:"lastOutcome"`
 
 	// MissedTicks Ticks no replica started within the grace, since the schedule was first registered.
 	MissedTicks int64 `json:"missedTicks"`
 
 	// NextTick The first tick of the schedule after `serverTime` (or after now); null without a schedule.
-	NextTick *Time `json:"nextTick"`
+	NextTick *time.Time `json:"nextTick"`
 
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 	Owner Owner `json:"owner"`
@@ -814,7 +816,7 @@ type Lease struct {
 	Paused bool `json:"paused"`
 
 	// PausedAt When the job was paused; null while it is not.
-	PausedAt *Time `json:"pausedAt"`
+	PausedAt *time.Time `json:"pausedAt"`
 
 	// PausedBy Who paused it, when the service knows; null otherwise.
 	PausedBy *string `json:"pausedBy"`
@@ -823,7 +825,7 @@ type Lease struct {
 	PausedReason *string `json:"pausedReason"`
 
 	// ReleasedAt When the holder released it, else null.
-	ReleasedAt *Time `json:"releasedAt"`
+	ReleasedAt *time.Time `json:"releasedAt"`
 
 	// RenewedAt Example: 2026-11-30T07:00:00.000Z
 	RenewedAt Time `json:"renewedAt"`
@@ -839,7 +841,7 @@ type Lease struct {
 	State        State `json:"state"`
 
 	// Tick The tick the current or last grant was for, else null.
-	Tick *Time `json:"tick"`
+	Tick *time.Time `json:"tick"`
 
 	// Token Fencing token; strictly increasing per job, never reused.
 	Token Token `json:"token"`
@@ -849,7 +851,9 @@ type Lease struct {
 }
 
 // LeaseLastOutcome Outcome of the last finished run that had a holder; null while the
-// first run is going on. Missed runs do not change it.
+// first run is going on. Missed runs do not change it. (The enum
+// lists null because in OpenAPI 3.0 `nullable` does not extend an
+// `enum`.)
 type LeaseLastOutcome string
 
 // LeaseList defines model for LeaseList.
@@ -857,7 +861,7 @@ type LeaseList struct {
 	Leases []Lease `json:"leases"`
 
 	// NextCursor Pass as `cursor` for the next page; null on the last page.
-	NextCursor *Cursor `json:"nextCursor"`
+	NextCursor *string `json:"nextCursor"`
 
 	// ServerTime Example: 2026-11-30T07:00:00.000Z
 	ServerTime Time `json:"serverTime"`
@@ -984,7 +988,7 @@ type RateLimitedProblemStatus int
 // RecentRunList defines model for RecentRunList.
 type RecentRunList struct {
 	// NextCursor Pass as `cursor` for the next page; null on the last page.
-	NextCursor *Cursor `json:"nextCursor"`
+	NextCursor *string `json:"nextCursor"`
 	Runs       []Run   `json:"runs"`
 
 	// ServerTime Example: 2026-11-30T07:00:00.000Z
@@ -1019,22 +1023,22 @@ type Run struct {
 	DurationMs *int64 `json:"durationMs"`
 
 	// EndedAt Null while the run is going on.
-	EndedAt *Time      `json:"endedAt"`
+	EndedAt *time.Time `json:"endedAt"`
 	JobId   JobID      `json:"jobId"`
 	Outcome RunOutcome `json:"outcome"`
 
 	// Owner The grant's holder; null for a missed run.
-	Owner *Owner `json:"owner"`
+	Owner *string `json:"owner"`
 
 	// RevokedBy The name of the credential that revoked the run; null otherwise.
 	RevokedBy *string `json:"revokedBy"`
 
 	// StartedAt When the grant was made; null for a missed run.
-	StartedAt *Time `json:"startedAt"`
-	Tick      *Time `json:"tick"`
+	StartedAt *time.Time `json:"startedAt"`
+	Tick      *time.Time `json:"tick"`
 
 	// Token The grant's fencing token; null for a missed run.
-	Token *Token `json:"token"`
+	Token *int64 `json:"token"`
 }
 
 // RunOutcome defines model for Run.Outcome.
