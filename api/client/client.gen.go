@@ -1592,8 +1592,10 @@ type ClientInterface interface {
 	// Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
 	ConsoleRedirectSlash(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Console The operations console (its HTML page).
+	// ConsoleAsset A file of the operations console (its HTML page, JavaScript modules, stylesheet).
 	//
+	// The console's page is `/ui/`, the same file as `/ui/index.html` (this
+	// document names it so because an API path does not end in a slash).
 	// The console's files are embedded in the binary and need no credential;
 	// the console reads everything it shows from this API with the token its
 	// user enters. Every answer under /ui/ (and the redirect from /) carries
@@ -1602,11 +1604,6 @@ type ClientInterface interface {
 	// `X-Content-Type-Options: nosniff`; files are sent with
 	// `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
 	// gzip-compressed when the request accepts it.
-	//
-	// Corresponds with GET /ui/ (the `Console` operationId).
-	Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// ConsoleAsset A file of the operations console (JavaScript module, stylesheet).
 	//
 	// Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
 	ConsoleAsset(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2142,8 +2139,10 @@ func (c *Client) ConsoleRedirectSlash(ctx context.Context, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
-// Console The operations console (its HTML page).
+// ConsoleAsset A file of the operations console (its HTML page, JavaScript modules, stylesheet).
 //
+// The console's page is `/ui/`, the same file as `/ui/index.html` (this
+// document names it so because an API path does not end in a slash).
 // The console's files are embedded in the binary and need no credential;
 // the console reads everything it shows from this API with the token its
 // user enters. Every answer under /ui/ (and the redirect from /) carries
@@ -2152,21 +2151,6 @@ func (c *Client) ConsoleRedirectSlash(ctx context.Context, reqEditors ...Request
 // `X-Content-Type-Options: nosniff`; files are sent with
 // `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
 // gzip-compressed when the request accepts it.
-//
-// Corresponds with GET /ui/ (the `Console` operationId).
-func (c *Client) Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewConsoleRequest(c.Server)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// ConsoleAsset A file of the operations console (JavaScript module, stylesheet).
 //
 // Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
 func (c *Client) ConsoleAsset(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3088,33 +3072,6 @@ func NewConsoleRedirectSlashRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
-// NewConsoleRequest constructs an http.Request for the Console method
-func NewConsoleRequest(server string) (*http.Request, error) {
-	var err error
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/ui/")
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-
-	return req, nil
-}
-
 // NewConsoleAssetRequest constructs an http.Request for the ConsoleAsset method
 func NewConsoleAssetRequest(server string, asset string) (*http.Request, error) {
 	var err error
@@ -3505,8 +3462,10 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
 	ConsoleRedirectSlashWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectSlashResponse, error)
 
-	// ConsoleWithResponse The operations console (its HTML page).
+	// ConsoleAssetWithResponse A file of the operations console (its HTML page, JavaScript modules, stylesheet).
 	//
+	// The console's page is `/ui/`, the same file as `/ui/index.html` (this
+	// document names it so because an API path does not end in a slash).
 	// The console's files are embedded in the binary and need no credential;
 	// the console reads everything it shows from this API with the token its
 	// user enters. Every answer under /ui/ (and the redirect from /) carries
@@ -3515,13 +3474,6 @@ type ClientWithResponsesInterface interface {
 	// `X-Content-Type-Options: nosniff`; files are sent with
 	// `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
 	// gzip-compressed when the request accepts it.
-	//
-	// Returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with GET /ui/ (the `Console` operationId).
-	ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error)
-
-	// ConsoleAssetWithResponse A file of the operations console (JavaScript module, stylesheet).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5519,48 +5471,6 @@ func (r ConsoleRedirectSlashResponse) ContentType() string {
 	return ""
 }
 
-// ConsoleResponse200Headers the declared response headers of an HTTP 200 response for Console
-type ConsoleResponse200Headers struct {
-	ContentSecurityPolicy string
-	ETag                  string
-}
-
-type ConsoleResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ConsoleResponse200Headers
-}
-
-// GetBody returns the raw response body bytes
-func (r ConsoleResponse) GetBody() []byte {
-	return r.Body
-}
-
-// Status returns HTTPResponse.Status
-func (r ConsoleResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r ConsoleResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r ConsoleResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
 // ConsoleAssetResponse200Headers the declared response headers of an HTTP 200 response for ConsoleAsset
 type ConsoleAssetResponse200Headers struct {
 	ContentSecurityPolicy string
@@ -6154,8 +6064,10 @@ func (c *ClientWithResponses) ConsoleRedirectSlashWithResponse(ctx context.Conte
 	return ParseConsoleRedirectSlashResponse(rsp)
 }
 
-// ConsoleWithResponse The operations console (its HTML page).
+// ConsoleAssetWithResponse A file of the operations console (its HTML page, JavaScript modules, stylesheet).
 //
+// The console's page is `/ui/`, the same file as `/ui/index.html` (this
+// document names it so because an API path does not end in a slash).
 // The console's files are embedded in the binary and need no credential;
 // the console reads everything it shows from this API with the token its
 // user enters. Every answer under /ui/ (and the redirect from /) carries
@@ -6164,19 +6076,6 @@ func (c *ClientWithResponses) ConsoleRedirectSlashWithResponse(ctx context.Conte
 // `X-Content-Type-Options: nosniff`; files are sent with
 // `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
 // gzip-compressed when the request accepts it.
-//
-// Returns a wrapper object for the known response body format(s).
-//
-// Corresponds with GET /ui/ (the `Console` operationId).
-func (c *ClientWithResponses) ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error) {
-	rsp, err := c.Console(ctx, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseConsoleResponse(rsp)
-}
-
-// ConsoleAssetWithResponse A file of the operations console (JavaScript module, stylesheet).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8075,42 +7974,6 @@ func ParseConsoleRedirectSlashResponse(rsp *http.Response) (*ConsoleRedirectSlas
 			headers.Location = value
 		}
 		response.Headers302 = &headers
-	}
-
-	return response, nil
-}
-
-// ParseConsoleResponse parses an HTTP response from a ConsoleWithResponse call
-func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &ConsoleResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ConsoleResponse200Headers
-		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.ContentSecurityPolicy = value
-		}
-		if values := rsp.Header.Values("ETag"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.ETag = value
-		}
-		response.Headers200 = &headers
 	}
 
 	return response, nil
