@@ -113,9 +113,6 @@ func (c *Contract) ResponseSchemaPointer(pathTemplate, method string, status int
 	}
 	if ref, isRef := resp["$ref"].(string); isRef {
 		ptr = strings.TrimPrefix(ref, "#")
-		if resp, ok = c.at(ptr).(map[string]any); !ok {
-			return "", false
-		}
 	}
 	ptr += "/content/" + escape(mediaType) + "/schema"
 	if _, ok := c.at(ptr).(map[string]any); !ok {
