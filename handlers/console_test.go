@@ -45,7 +45,9 @@ func consoleJobs(t *testing.T, b *testBundle, root http.Header) map[string]int {
 			runs[job]++
 		}
 	}
-	wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-a:held/acquire", body: `{"owner":"o"}`, header: root}))
+	// Held for the longest TTL, so that it is still held however long the
+	// test takes on a loaded machine.
+	wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-a:held/acquire", body: `{"owner":"o","ttlMs":3600000}`, header: root}))
 	runs["team-a:held"]++
 	return runs
 }

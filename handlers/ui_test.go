@@ -27,12 +27,13 @@ func init() {
 
 // consoleAssets are the console's files and their content types.
 var consoleAssets = map[string]string{
-	"/ui/":          "text/html; charset=utf-8",
-	"/ui/app.js":    "text/javascript; charset=utf-8",
-	"/ui/api.js":    "text/javascript; charset=utf-8",
-	"/ui/views.js":  "text/javascript; charset=utf-8",
-	"/ui/dom.js":    "text/javascript; charset=utf-8",
-	"/ui/style.css": "text/css; charset=utf-8",
+	"/ui/":           "text/html; charset=utf-8",
+	"/ui/index.html": "text/html; charset=utf-8",
+	"/ui/app.js":     "text/javascript; charset=utf-8",
+	"/ui/api.js":     "text/javascript; charset=utf-8",
+	"/ui/views.js":   "text/javascript; charset=utf-8",
+	"/ui/dom.js":     "text/javascript; charset=utf-8",
+	"/ui/style.css":  "text/css; charset=utf-8",
 }
 
 func wantSecurityHeaders(t *testing.T, path string, resp response) {

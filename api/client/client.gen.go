@@ -795,17 +795,19 @@ type Lease struct {
 	JobId   JobID  `json:"jobId"`
 
 	// LastCompletedTick Newest tick released with outcome succeeded, else null.
-	LastCompletedTick *Time `json:"lastCompletedTick"`
+	LastCompletedTick *time.Time `json:"lastCompletedTick"`
 
 	// LastOutcome Outcome of the last finished run that had a holder; null while the
-	// first run is going on. Missed runs do not change it.
+	// first run is going on. Missed runs do not change it. (The enum
+	// lists null because in OpenAPI 3.0 `nullable` does not extend an
+	// `enum`.)
 	LastOutcome *LeaseLastOutcome `json:"lastOutcome"`
 
 	// MissedTicks Ticks no replica started within the grace, since the schedule was first registered.
 	MissedTicks int64 `json:"missedTicks"`
 
 	// NextTick The first tick of the schedule after `serverTime` (or after now); null without a schedule.
-	NextTick *Time `json:"nextTick"`
+	NextTick *time.Time `json:"nextTick"`
 
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 	Owner Owner `json:"owner"`
@@ -814,7 +816,7 @@ type Lease struct {
 	Paused bool `json:"paused"`
 
 	// PausedAt When the job was paused; null while it is not.
-	PausedAt *Time `json:"pausedAt"`
+	PausedAt *time.Time `json:"pausedAt"`
 
 	// PausedBy Who paused it, when the service knows; null otherwise.
 	PausedBy *string `json:"pausedBy"`
@@ -823,7 +825,7 @@ type Lease struct {
 	PausedReason *string `json:"pausedReason"`
 
 	// ReleasedAt When the holder released it, else null.
-	ReleasedAt *Time `json:"releasedAt"`
+	ReleasedAt *time.Time `json:"releasedAt"`
 
 	// RenewedAt Example: 2026-11-30T07:00:00.000Z
 	RenewedAt Time `json:"renewedAt"`
@@ -839,7 +841,7 @@ type Lease struct {
 	State        State `json:"state"`
 
 	// Tick The tick the current or last grant was for, else null.
-	Tick *Time `json:"tick"`
+	Tick *time.Time `json:"tick"`
 
 	// Token Fencing token; strictly increasing per job, never reused.
 	Token Token `json:"token"`
@@ -849,7 +851,9 @@ type Lease struct {
 }
 
 // LeaseLastOutcome Outcome of the last finished run that had a holder; null while the
-// first run is going on. Missed runs do not change it.
+// first run is going on. Missed runs do not change it. (The enum
+// lists null because in OpenAPI 3.0 `nullable` does not extend an
+// `enum`.)
 type LeaseLastOutcome string
 
 // LeaseList defines model for LeaseList.
@@ -857,7 +861,7 @@ type LeaseList struct {
 	Leases []Lease `json:"leases"`
 
 	// NextCursor Pass as `cursor` for the next page; null on the last page.
-	NextCursor *Cursor `json:"nextCursor"`
+	NextCursor *string `json:"nextCursor"`
 
 	// ServerTime Example: 2026-11-30T07:00:00.000Z
 	ServerTime Time `json:"serverTime"`
@@ -984,7 +988,7 @@ type RateLimitedProblemStatus int
 // RecentRunList defines model for RecentRunList.
 type RecentRunList struct {
 	// NextCursor Pass as `cursor` for the next page; null on the last page.
-	NextCursor *Cursor `json:"nextCursor"`
+	NextCursor *string `json:"nextCursor"`
 	Runs       []Run   `json:"runs"`
 
 	// ServerTime Example: 2026-11-30T07:00:00.000Z
@@ -1019,22 +1023,22 @@ type Run struct {
 	DurationMs *int64 `json:"durationMs"`
 
 	// EndedAt Null while the run is going on.
-	EndedAt *Time      `json:"endedAt"`
+	EndedAt *time.Time `json:"endedAt"`
 	JobId   JobID      `json:"jobId"`
 	Outcome RunOutcome `json:"outcome"`
 
 	// Owner The grant's holder; null for a missed run.
-	Owner *Owner `json:"owner"`
+	Owner *string `json:"owner"`
 
 	// RevokedBy The name of the credential that revoked the run; null otherwise.
 	RevokedBy *string `json:"revokedBy"`
 
 	// StartedAt When the grant was made; null for a missed run.
-	StartedAt *Time `json:"startedAt"`
-	Tick      *Time `json:"tick"`
+	StartedAt *time.Time `json:"startedAt"`
+	Tick      *time.Time `json:"tick"`
 
 	// Token The grant's fencing token; null for a missed run.
-	Token *Token `json:"token"`
+	Token *int64 `json:"token"`
 }
 
 // RunOutcome defines model for Run.Outcome.
@@ -1588,8 +1592,10 @@ type ClientInterface interface {
 	// Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
 	ConsoleRedirectSlash(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Console The operations console (its HTML page).
+	// ConsoleAsset A file of the operations console (its HTML page, JavaScript modules, stylesheet).
 	//
+	// The console's page is `/ui/`, the same file as `/ui/index.html` (this
+	// document names it so because an API path does not end in a slash).
 	// The console's files are embedded in the binary and need no credential;
 	// the console reads everything it shows from this API with the token its
 	// user enters. Every answer under /ui/ (and the redirect from /) carries
@@ -1598,11 +1604,6 @@ type ClientInterface interface {
 	// `X-Content-Type-Options: nosniff`; files are sent with
 	// `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
 	// gzip-compressed when the request accepts it.
-	//
-	// Corresponds with GET /ui/ (the `Console` operationId).
-	Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// ConsoleAsset A file of the operations console (JavaScript module, stylesheet).
 	//
 	// Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
 	ConsoleAsset(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2138,8 +2139,10 @@ func (c *Client) ConsoleRedirectSlash(ctx context.Context, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
-// Console The operations console (its HTML page).
+// ConsoleAsset A file of the operations console (its HTML page, JavaScript modules, stylesheet).
 //
+// The console's page is `/ui/`, the same file as `/ui/index.html` (this
+// document names it so because an API path does not end in a slash).
 // The console's files are embedded in the binary and need no credential;
 // the console reads everything it shows from this API with the token its
 // user enters. Every answer under /ui/ (and the redirect from /) carries
@@ -2148,21 +2151,6 @@ func (c *Client) ConsoleRedirectSlash(ctx context.Context, reqEditors ...Request
 // `X-Content-Type-Options: nosniff`; files are sent with
 // `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
 // gzip-compressed when the request accepts it.
-//
-// Corresponds with GET /ui/ (the `Console` operationId).
-func (c *Client) Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewConsoleRequest(c.Server)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// ConsoleAsset A file of the operations console (JavaScript module, stylesheet).
 //
 // Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
 func (c *Client) ConsoleAsset(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3084,33 +3072,6 @@ func NewConsoleRedirectSlashRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
-// NewConsoleRequest constructs an http.Request for the Console method
-func NewConsoleRequest(server string) (*http.Request, error) {
-	var err error
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/ui/")
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-
-	return req, nil
-}
-
 // NewConsoleAssetRequest constructs an http.Request for the ConsoleAsset method
 func NewConsoleAssetRequest(server string, asset string) (*http.Request, error) {
 	var err error
@@ -3501,8 +3462,10 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /ui (the `ConsoleRedirectSlash` operationId).
 	ConsoleRedirectSlashWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectSlashResponse, error)
 
-	// ConsoleWithResponse The operations console (its HTML page).
+	// ConsoleAssetWithResponse A file of the operations console (its HTML page, JavaScript modules, stylesheet).
 	//
+	// The console's page is `/ui/`, the same file as `/ui/index.html` (this
+	// document names it so because an API path does not end in a slash).
 	// The console's files are embedded in the binary and need no credential;
 	// the console reads everything it shows from this API with the token its
 	// user enters. Every answer under /ui/ (and the redirect from /) carries
@@ -3511,13 +3474,6 @@ type ClientWithResponsesInterface interface {
 	// `X-Content-Type-Options: nosniff`; files are sent with
 	// `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
 	// gzip-compressed when the request accepts it.
-	//
-	// Returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with GET /ui/ (the `Console` operationId).
-	ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error)
-
-	// ConsoleAssetWithResponse A file of the operations console (JavaScript module, stylesheet).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5515,48 +5471,6 @@ func (r ConsoleRedirectSlashResponse) ContentType() string {
 	return ""
 }
 
-// ConsoleResponse200Headers the declared response headers of an HTTP 200 response for Console
-type ConsoleResponse200Headers struct {
-	ContentSecurityPolicy string
-	ETag                  string
-}
-
-type ConsoleResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *ConsoleResponse200Headers
-}
-
-// GetBody returns the raw response body bytes
-func (r ConsoleResponse) GetBody() []byte {
-	return r.Body
-}
-
-// Status returns HTTPResponse.Status
-func (r ConsoleResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r ConsoleResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r ConsoleResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
 // ConsoleAssetResponse200Headers the declared response headers of an HTTP 200 response for ConsoleAsset
 type ConsoleAssetResponse200Headers struct {
 	ContentSecurityPolicy string
@@ -6150,8 +6064,10 @@ func (c *ClientWithResponses) ConsoleRedirectSlashWithResponse(ctx context.Conte
 	return ParseConsoleRedirectSlashResponse(rsp)
 }
 
-// ConsoleWithResponse The operations console (its HTML page).
+// ConsoleAssetWithResponse A file of the operations console (its HTML page, JavaScript modules, stylesheet).
 //
+// The console's page is `/ui/`, the same file as `/ui/index.html` (this
+// document names it so because an API path does not end in a slash).
 // The console's files are embedded in the binary and need no credential;
 // the console reads everything it shows from this API with the token its
 // user enters. Every answer under /ui/ (and the redirect from /) carries
@@ -6160,19 +6076,6 @@ func (c *ClientWithResponses) ConsoleRedirectSlashWithResponse(ctx context.Conte
 // `X-Content-Type-Options: nosniff`; files are sent with
 // `Cache-Control: no-cache` and a strong ETag (304 on `If-None-Match`),
 // gzip-compressed when the request accepts it.
-//
-// Returns a wrapper object for the known response body format(s).
-//
-// Corresponds with GET /ui/ (the `Console` operationId).
-func (c *ClientWithResponses) ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error) {
-	rsp, err := c.Console(ctx, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseConsoleResponse(rsp)
-}
-
-// ConsoleAssetWithResponse A file of the operations console (JavaScript module, stylesheet).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8071,42 +7974,6 @@ func ParseConsoleRedirectSlashResponse(rsp *http.Response) (*ConsoleRedirectSlas
 			headers.Location = value
 		}
 		response.Headers302 = &headers
-	}
-
-	return response, nil
-}
-
-// ParseConsoleResponse parses an HTTP response from a ConsoleWithResponse call
-func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &ConsoleResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
-	}
-
-	switch {
-	case rsp.StatusCode == 200:
-		var headers ConsoleResponse200Headers
-		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.ContentSecurityPolicy = value
-		}
-		if values := rsp.Header.Values("ETag"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.ETag = value
-		}
-		response.Headers200 = &headers
 	}
 
 	return response, nil

@@ -129,6 +129,14 @@ var rules = []rule{
 		},
 	},
 	{
+		// The strict spec validator of the tests, and its JSON Schema library.
+		name:    "apitest never ships",
+		applies: func(path string) bool { return path != local("api/apitest") },
+		check: func(p pkg) []string {
+			return forbid("depends on", p.Deps, local("api/apitest"), "github.com/santhosh-tekuri/jsonschema")
+		},
+	},
+	{
 		name:    "only repotest imports dockertest, even in tests",
 		applies: func(path string) bool { return path != local("repo/repotest") },
 		check: func(p pkg) []string {
@@ -259,6 +267,11 @@ func TestRulesCatchViolations(t *testing.T) {
 			name: "CmdShipsRepotest",
 			pkg:  pkg{ImportPath: local("cmd/leaseapi"), Deps: []string{local("repo/repotest")}},
 			want: "depends on " + local("repo/repotest"),
+		},
+		{
+			name: "CmdShipsAPITest",
+			pkg:  pkg{ImportPath: local("cmd/leaseapi"), Deps: []string{local("api/apitest")}},
+			want: "depends on " + local("api/apitest"),
 		},
 		{
 			name: "HandlerTestImportsDockertest",
