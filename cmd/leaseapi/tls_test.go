@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -44,12 +44,8 @@ func (b *tlsBundle) rotate(t *testing.T, commonName string) {
 // its own connections.
 func (b *tlsBundle) client(t *testing.T) *http.Client {
 	t.Helper()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b.ca.PEM) {
-		t.Fatal("CA PEM did not parse")
-	}
 	transport := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: pool},
+		TLSClientConfig:   &tls.Config{RootCAs: b.ca.Pool()},
 		ForceAttemptHTTP2: true,
 	}
 	t.Cleanup(transport.CloseIdleConnections)
@@ -110,8 +106,8 @@ func get(t *testing.T, c *http.Client, url string) served {
 
 // TestTLSServesHTTP2AndReloadsTheCertificate: the server speaks HTTP/2 over
 // TLS; after the files are replaced a new connection gets the new
-// certificate, and a connection opened before keeps working, without a
-// restart.
+// certificate, a connection opened before keeps working, and no request
+// fails meanwhile, without a restart.
 func TestTLSServesHTTP2AndReloadsTheCertificate(t *testing.T) {
 	t.Parallel()
 	b := newTLSBundle(t, "leaseapi-1")
@@ -123,6 +119,28 @@ func TestTLSServesHTTP2AndReloadsTheCertificate(t *testing.T) {
 		t.Fatalf("first GET over %s with certificate %q, want HTTP/2.0 with leaseapi-1", got.proto, got.commonName)
 	}
 
+	// Requests on new connections all through the rotation: none fails
+	// (a handshake between the two file writes gets the old pair).
+	stop, loopDone := make(chan struct{}), make(chan error, 1)
+	fresh := b.client(t)
+	fresh.Transport.(*http.Transport).DisableKeepAlives = true
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				loopDone <- nil
+				return
+			default:
+			}
+			resp, err := fresh.Get(base + "/healthz")
+			if err != nil {
+				loopDone <- fmt.Errorf("request %d during the rotation: %w", n, err)
+				return
+			}
+			resp.Body.Close()
+		}
+	}()
+
 	b.rotate(t, "leaseapi-2")
 
 	if got := get(t, b.client(t), base+"/readyz"); got.commonName != "leaseapi-2" {
@@ -131,6 +149,10 @@ func TestTLSServesHTTP2AndReloadsTheCertificate(t *testing.T) {
 	got = get(t, old, base+"/readyz")
 	if !got.reused || got.commonName != "leaseapi-1" {
 		t.Errorf("the connection opened before the rotation: reused %v, certificate %q; want it reused with leaseapi-1", got.reused, got.commonName)
+	}
+	close(stop)
+	if err := <-loopDone; err != nil {
+		t.Error(err)
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -22,10 +21,8 @@ func TestCustomCA(t *testing.T) {
 	ca := testca.New(t, "leasectl test CA")
 	certPEM, keyPEM := ca.Issue(t, "leaseapi")
 	caFile := testca.WriteFile(t, dir, "ca.crt", ca.PEM)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.PEM)
 	tlsClient := &http.Client{
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}},
 		Timeout:   5 * time.Second,
 	}
 	api, url, err := startLeaseapi(dir, tlsClient,

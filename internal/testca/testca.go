@@ -50,6 +50,13 @@ func New(t testing.TB, name string) *CA {
 	return &CA{cert: cert, key: key, PEM: encode("CERTIFICATE", der)}
 }
 
+// Pool returns a pool that holds only the CA's certificate.
+func (ca *CA) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return pool
+}
+
 // Issue returns a server certificate for 127.0.0.1, ::1 and localhost,
 // named commonName and signed by the CA, and its private key, both PEM.
 func (ca *CA) Issue(t testing.TB, commonName string) (certPEM, keyPEM []byte) {
