@@ -21,11 +21,24 @@ SPECLINT := $(GO) run -C api/lint . lint.yaml ../openapi.yaml
 # of etcd and Redis (bench/peers, run by cmd/leasebench). `go ... ./...` in
 # the root does not enter them; lint and test name them. (`go mod tidy -diff`
 # skips api/lint: a test-only dependency of its linter is not on the proxy.)
-NESTED_MODULES := api/lint bench/peers
+# deploy/helm/test pins Helm (go tool helm) and the Kubernetes and Prometheus
+# Operator API types its test decodes the chart's objects into.
+NESTED_MODULES := api/lint bench/peers deploy/helm/test
+# The chart, Helm pinned in deploy/helm/test/go.mod (no download but the
+# module proxy's), and the value files make lint renders it with: the
+# defaults plus the three required values, and one file per toggle.
+# (HELM runs in deploy/helm/test, hence the absolute paths.)
+CHART := $(CURDIR)/deploy/helm/leaseapi
+HELM := $(GO) tool -C deploy/helm/test helm
+CHART_VALUES := $(wildcard $(CHART)/ci/*-values.yaml)
+# The chart's test only renders and decodes, with no concurrency of its own;
+# without -race it reuses the packages go tool helm built, instead of a race
+# build of Helm and Kubernetes (minutes more on a cold cache).
+CHART_TEST_FLAGS := -count=1 -shuffle=on
 # The programs the lock scenario's peers and bench/peers' tests run.
 PEER_PACKAGES := etcd:etcd-server redis-server:redis-server
 
-.PHONY: help build run test test-short lint migrate cover db-up db-down docker generate bench
+.PHONY: help build run test test-short lint migrate cover db-up db-down docker generate bench manifests
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -42,12 +55,14 @@ test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a 
 	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium $(PEER_PACKAGES)
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -C bench/peers $(TEST_FLAGS) ./...
+	$(GO) test -C deploy/helm/test $(CHART_TEST_FLAGS) ./...
 
 test-short: ## run the tests that need no Postgres (nor etcd, redis-server)
 	$(GO) test -short $(TEST_FLAGS) ./...
 	$(GO) test -C bench/peers -short $(TEST_FLAGS) ./...
+	$(GO) test -C deploy/helm/test -short $(CHART_TEST_FLAGS) ./...
 
-lint: ## no tracked file over 1 MB but images, gofmt, go vet, staticcheck (pinned), go mod tidy, in the root and the nested modules; OpenAPI lint (pinned), import directions, shell syntax
+lint: ## no tracked file over 1 MB but images, gofmt, go vet, staticcheck (pinned), go mod tidy, in the root and the nested modules; OpenAPI lint (pinned), helm lint and template (pinned), import directions, shell syntax
 	@unformatted=$$(gofmt -l .); if [[ -n $$unformatted ]]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 && $$2 !~ /\.(png|jpe?g|gif|svg|webp)$$/ { print "  " $$2 }'); \
 	if [[ -n $$big ]]; then echo "tracked files over 1 MB that are not images (a build output committed by mistake?):"; echo "$$big"; exit 1; fi
@@ -56,9 +71,18 @@ lint: ## no tracked file over 1 MB but images, gofmt, go vet, staticcheck (pinne
 	for m in $(NESTED_MODULES); do $(GO) vet -C "$$m" ./...; (cd "$$m" && $(STATICCHECK) ./...); done
 	$(GO) mod tidy -diff
 	$(GO) mod tidy -C bench/peers -diff
+	$(GO) mod tidy -C deploy/helm/test -diff
 	$(SPECLINT)
+	for f in $(CHART_VALUES); do $(HELM) lint --strict $(CHART) -f "$$f" && $(HELM) template leaseapi $(CHART) --kube-version 1.30.0 -f "$$f" >/dev/null; done
 	$(GO) test -count=1 ./internal/archtest
 	for f in scripts/*.sh .ci/run; do bash -n "$$f"; done
+
+manifests: ## copy deploy/monitoring's rules into the chart and render deploy/kubernetes/leaseapi.yaml from it (tests fail when either is stale)
+	cp deploy/monitoring/leaseapi-rules.yaml deploy/helm/leaseapi/files/leaseapi-rules.yaml
+	{ echo "# Rendered from the chart deploy/helm/leaseapi with deploy/helm/kubernetes-values.yaml"; \
+	  echo "# by make manifests: edit those, not this file."; \
+	  $(HELM) template leaseapi $(CHART) --kube-version 1.30.0 -f $(CURDIR)/deploy/helm/kubernetes-values.yaml; } > deploy/kubernetes/leaseapi.yaml.tmp
+	mv deploy/kubernetes/leaseapi.yaml.tmp deploy/kubernetes/leaseapi.yaml
 
 migrate: ## apply the database migrations and exit (same store settings as run)
 	$(GO) run ./cmd/leaseapi migrate

@@ -1,6 +1,8 @@
-// Package deploy holds the deployment files (docker compose additions,
-// Kubernetes manifests, the cron replica's Dockerfile). Its test keeps them
-// consistent with the code: probe paths the API serves, selectors that match,
+// Package deploy holds the deployment files (docker compose additions, the
+// Helm chart, Kubernetes manifests, the cron replica's Dockerfile).
+// kubernetes/leaseapi.yaml is rendered from the chart (make manifests;
+// deploy/helm/test fails when it is stale). Its test keeps them consistent
+// with the code: probe paths the API serves, selectors that match,
 // an autoscaler that targets the cron Deployment, and cron specs and job ids
 // the runner accepts. No cluster or Docker engine is needed.
 package deploy
@@ -312,5 +314,23 @@ func TestDockerfileShipsLeasectl(t *testing.T) {
 		if !copied["/usr/local/bin/"+bin] {
 			t.Errorf("Dockerfile: want %s built into /out/ and copied to /usr/local/bin/%s", bin, bin)
 		}
+	}
+}
+
+// TestChartRulesAreDeployMonitoring: the chart's PrometheusRule is made from
+// its copy of monitoring/leaseapi-rules.yaml, since Helm reads no file
+// outside the chart. make manifests copies it; the two must not differ.
+func TestChartRulesAreDeployMonitoring(t *testing.T) {
+	t.Parallel()
+	want, err := os.ReadFile("monitoring/leaseapi-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("helm/leaseapi/files/leaseapi-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("deploy/helm/leaseapi/files/leaseapi-rules.yaml differs from deploy/monitoring/leaseapi-rules.yaml; run make manifests")
 	}
 }

@@ -99,7 +99,8 @@ type Config struct {
 	// Client is the leaseapi client, e.g.
 	// client.NewClientWithResponses(url, client.WithBearerToken(token)).
 	// Its HTTP client should set sensible transport timeouts; every request
-	// also carries RequestTimeout.
+	// also carries RequestTimeout. For an https leaseapi with a certificate
+	// of a private CA, add client.WithCAFile(caFile) to the options.
 	Client client.ClientWithResponsesInterface
 	// Owner identifies this replica, e.g. its pod name: 1–128 printable
 	// ASCII characters without spaces. Two replicas must never share one.

@@ -23,8 +23,9 @@ const envPrefix = "leaseapi"
 // else reads the environment.
 //
 // Every field has a desc tag for `leaseapi -h` and a default tag, except the
-// three whose default is empty on purpose (DATABASE_URL: the embedded store;
-// API_TOKENS and ADMIN_TOKENS: an open API). README.md's configuration table
+// ones whose default is empty on purpose (DATABASE_URL: the embedded store;
+// API_TOKENS and ADMIN_TOKENS: an open API; TLS_CERT_FILE and TLS_KEY_FILE:
+// plain HTTP). README.md's configuration table
 // is checked against these tags by TestREADMEConfigTable.
 type Config struct {
 	Addr             string        `envconfig:"ADDR" default:":8080" desc:"TCP address to listen on"`
@@ -45,6 +46,8 @@ type Config struct {
 	MissedGrace      time.Duration `envconfig:"MISSED_GRACE" default:"60s" desc:"grace of a schedule whose acquires send no graceMs: how long after a tick a replica may still start it before it counts as missed (capped at the schedule's shortest gap)"`
 	MissedSweep      time.Duration `envconfig:"MISSED_SWEEP" default:"10s" desc:"how often the fate of due ticks is decided (missed, skipped) and grants past their expiry are counted"`
 	RateLimit        float64       `envconfig:"RATE_LIMIT" default:"0" desc:"calls per second per instance of a credential without a ratePerSecond of its own (heartbeats and releases are never limited); 0 = no limit"`
+	TLSCertFile      string        `envconfig:"TLS_CERT_FILE" desc:"PEM file of the certificate (and chain) to serve HTTPS with, TLS 1.2 or later and HTTP/2; read again when it changes (a cert-manager renewal), without a restart; empty = plain HTTP"`
+	TLSKeyFile       string        `envconfig:"TLS_KEY_FILE" desc:"PEM file of the private key of LEASEAPI_TLS_CERT_FILE; set both or neither"`
 }
 
 // loadConfig reads the configuration from the environment and validates it.
@@ -140,6 +143,13 @@ func (c *Config) Validate() error {
 	}
 	if c.MissedGrace > 0 && (c.MissedGrace%time.Millisecond != 0 || c.MissedGrace > leaseapi.MaxGrace) {
 		add("%s (%s) must be a whole number of milliseconds up to 24h", key("MISSED_GRACE"), c.MissedGrace)
+	}
+	// The files themselves are read when the server starts (newTLSConfig).
+	switch {
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		add("%s must be set when %s is set", key("TLS_KEY_FILE"), key("TLS_CERT_FILE"))
+	case c.TLSCertFile == "" && c.TLSKeyFile != "":
+		add("%s must be set when %s is set", key("TLS_CERT_FILE"), key("TLS_KEY_FILE"))
 	}
 	// Token values are secrets: a problem names the position, never the token.
 	for _, list := range []struct {

@@ -117,6 +117,17 @@ func TestValidate(t *testing.T) {
 			modify: func(c *Config) { c.SQLitePath = "" },
 			want:   []string{"LEASEAPI_SQLITE_PATH must not be empty when LEASEAPI_DATABASE_URL is empty"},
 		},
+		{name: "TLS", modify: func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "tls.crt", "tls.key" }},
+		{
+			name:   "TLSCertWithoutKey",
+			modify: func(c *Config) { c.TLSCertFile = "tls.crt" },
+			want:   []string{"LEASEAPI_TLS_KEY_FILE must be set when LEASEAPI_TLS_CERT_FILE is set"},
+		},
+		{
+			name:   "TLSKeyWithoutCert",
+			modify: func(c *Config) { c.TLSKeyFile = "tls.key" },
+			want:   []string{"LEASEAPI_TLS_CERT_FILE must be set when LEASEAPI_TLS_KEY_FILE is set"},
+		},
 		{
 			name: "EveryProblemInOneLine",
 			modify: func(c *Config) {
@@ -225,6 +236,8 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_MISSED_GRACE":      "90s",
 		"LEASEAPI_MISSED_SWEEP":      "5s",
 		"LEASEAPI_RATE_LIMIT":        "2.5",
+		"LEASEAPI_TLS_CERT_FILE":     "/etc/leaseapi/tls/tls.crt",
+		"LEASEAPI_TLS_KEY_FILE":      "/etc/leaseapi/tls/tls.key",
 	}
 	keys := settingKeys(t)
 	for k, v := range env {
@@ -259,6 +272,8 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		MissedGrace:      90 * time.Second,
 		MissedSweep:      5 * time.Second,
 		RateLimit:        2.5,
+		TLSCertFile:      "/etc/leaseapi/tls/tls.crt",
+		TLSKeyFile:       "/etc/leaseapi/tls/tls.key",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loadConfig() = %+v, want %+v", got, want)
@@ -323,7 +338,7 @@ func TestLoadConfigErrors(t *testing.T) {
 // and has a default, except those whose empty default has a meaning.
 func TestConfigTags(t *testing.T) {
 	t.Parallel()
-	emptyDefault := []string{"DATABASE_URL", "API_TOKENS", "ADMIN_TOKENS"}
+	emptyDefault := []string{"DATABASE_URL", "API_TOKENS", "ADMIN_TOKENS", "TLS_CERT_FILE", "TLS_KEY_FILE"}
 	typ := reflect.TypeFor[Config]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)

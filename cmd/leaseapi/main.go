@@ -278,6 +278,8 @@ func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 type serverLimits struct {
 	readHeaderTimeout, readTimeout, writeSlack, idleTimeout time.Duration
 	maxHeaderBytes                                          int
+	// certCheckInterval: see the constant.
+	certCheckInterval time.Duration
 }
 
 // defaultServerLimits are the limits of every real server. Only tests pass
@@ -290,6 +292,7 @@ func defaultServerLimits() serverLimits {
 		writeSlack:        writeSlack,
 		idleTimeout:       idleTimeout,
 		maxHeaderBytes:    maxHeaderBytes,
+		certCheckInterval: certCheckInterval,
 	}
 }
 
@@ -304,6 +307,10 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 // serveWith is serve with the given server limits.
 func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serverLimits) (err error) {
+	tlsConfig, err := newTLSConfig(cfg, logger, limits.certCheckInterval)
+	if err != nil {
+		return err
+	}
 	// /metrics serves the handlers' collectors, the lease metrics the store
 	// tells, and the Go runtime and process.
 	registry := prometheus.NewRegistry()
@@ -355,6 +362,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		IdleTimeout:       limits.idleTimeout,
 		MaxHeaderBytes:    limits.maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		TLSConfig:         tlsConfig,
 	}
 
 	var lc net.ListenConfig
@@ -372,9 +380,10 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	}
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- serveOn(srv, ln) }()
 	logger.Info("listening",
 		slog.String("addr", ln.Addr().String()),
+		slog.Bool("tls", tlsConfig != nil),
 		slog.String("default_ttl", cfg.DefaultTTL.String()),
 		slog.String("min_ttl", cfg.MinTTL.String()),
 		slog.String("max_ttl", cfg.MaxTTL.String()),

@@ -13,9 +13,10 @@ import (
 )
 
 // newClient returns the generated client for apiURL, sending token as the
-// bearer token. The URL is checked here, so that a typo is exit 64 and not
+// bearer token and trusting the CA certificates in caFile (if not empty).
+// The URL and the file are checked here, so that a typo is exit 64 and not
 // --wait worth of retries.
-func newClient(apiURL, token string) (*client.ClientWithResponses, error) {
+func newClient(apiURL, caFile, token string) (*client.ClientWithResponses, error) {
 	u, err := url.Parse(apiURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usagef("--api %q: want an http or https URL such as %s", apiURL, defaultAPI)
@@ -24,9 +25,10 @@ func newClient(apiURL, token string) (*client.ClientWithResponses, error) {
 		// Credentials go in LEASEAPI_TOKEN; a URL is printed in errors.
 		return nil, usagef("--api: want no user information in the URL; set LEASEAPI_TOKEN instead")
 	}
-	c, err := client.NewClientWithResponses(apiURL, client.WithBearerToken(token))
+	c, err := client.NewClientWithResponses(apiURL, client.WithBearerToken(token), client.WithCAFile(caFile))
 	if err != nil {
-		return nil, usagef("--api %q: %w", apiURL, err)
+		// Only WithCAFile can fail.
+		return nil, usagef("--cacert: %w", err)
 	}
 	return c, nil
 }

@@ -20,6 +20,7 @@ const defaultAPI = "http://localhost:8080"
 // runConfig is a validated `leasectl run` command line.
 type runConfig struct {
 	apiURL string
+	caFile string // empty: the system's roots only
 	job    string
 	// schedule is the parsed --schedule, nil without one; spec is its text
 	// and sent the spec as the acquire sends it, with the host's zone named
@@ -56,13 +57,16 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// apiFlag adds --api, whose default is LEASEAPI_URL or http://localhost:8080.
-func apiFlag(fs *flag.FlagSet, env environment) *string {
+// apiFlags adds --api, whose default is LEASEAPI_URL or
+// http://localhost:8080, and --cacert, whose default is LEASEAPI_CA_FILE.
+func apiFlags(fs *flag.FlagSet, env environment) (apiURL, caFile *string) {
 	def := env.apiURL
 	if def == "" {
 		def = defaultAPI
 	}
-	return fs.String("api", def, "base URL of leaseapi (default $LEASEAPI_URL or "+defaultAPI+")")
+	apiURL = fs.String("api", def, "base URL of leaseapi (default $LEASEAPI_URL or "+defaultAPI+")")
+	caFile = fs.String("cacert", env.caFile, "PEM file of CA certificates to trust for an https --api, besides the system's (default $LEASEAPI_CA_FILE)")
+	return apiURL, caFile
 }
 
 // parseRun parses the arguments of `leasectl run`. A usageError is exit 64;
@@ -84,7 +88,7 @@ Flags:
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), "\n"+exitTable)
 	}
-	apiURL := apiFlag(fs, env)
+	apiURL, caFile := apiFlags(fs, env)
 	spec := fs.String("schedule", "", "cron spec: acquire its newest tick at or before now (host's zone unless the spec names one with CRON_TZ=)")
 	tick := fs.String("tick", "", "acquire this tick (RFC 3339); without --schedule and --tick the lease is a plain mutex")
 	grace := fs.Duration("grace", 0, "with --schedule: how long after a tick a host may still start it (default the server's)")
@@ -101,7 +105,7 @@ Flags:
 		return runConfig{}, usageError{err}
 	}
 	c := runConfig{
-		apiURL: *apiURL, spec: *spec, grace: *grace, ttl: *ttl, owner: *owner,
+		apiURL: *apiURL, caFile: *caFile, spec: *spec, grace: *grace, ttl: *ttl, owner: *owner,
 		maxRunTime: *maxRunTime, killGrace: *killGrace, wait: *wait, skipped: *skippedCode,
 	}
 	rest := fs.Args()

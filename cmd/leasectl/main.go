@@ -33,6 +33,7 @@ func main() {
 	env := environment{
 		apiURL: os.Getenv("LEASEAPI_URL"),
 		token:  os.Getenv("LEASEAPI_TOKEN"),
+		caFile: os.Getenv("LEASEAPI_CA_FILE"),
 		stdout: os.Stdout,
 		stderr: os.Stderr,
 	}
@@ -43,6 +44,7 @@ func main() {
 // environment and where output goes.
 type environment struct {
 	apiURL, token  string
+	caFile         string
 	stdout, stderr io.Writer
 }
 
@@ -58,7 +60,8 @@ Usage:
   leasectl resume [flags] JOB                   resume a paused JOB (admin)
 
 Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
-Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token.
+Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token;
+--cacert or LEASEAPI_CA_FILE, CA certificates (PEM) to trust for an https URL.
 `
 
 // dispatch runs the subcommand named by args[0] and returns the exit status.

@@ -52,7 +52,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
 		return 1
 	}
-	api, url, err := startLeaseapi(dir)
+	api, url, err := startLeaseapi(dir, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -65,9 +65,11 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// startLeaseapi starts leaseapi on the embedded store in dir and waits
-// until it is ready (bounded).
-func startLeaseapi(dir string) (*exec.Cmd, string, error) {
+// startLeaseapi starts leaseapi on the embedded store in dir, with env
+// added to its environment, and waits until it is ready (bounded). With a
+// tlsClient, leaseapi serves https (env has its certificate) and the client
+// trusts it.
+func startLeaseapi(dir string, tlsClient *http.Client, env ...string) (*exec.Cmd, string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
@@ -89,13 +91,17 @@ func startLeaseapi(dir string) (*exec.Cmd, string, error) {
 		"LEASEAPI_ADMIN_TOKENS="+adminToken,
 		"LEASEAPI_REQUEST_TIMEOUT=3s",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}
-	url := "http://" + addr
+	url, get := "http://"+addr, http.DefaultClient
+	if tlsClient != nil {
+		url, get = "https://"+addr, tlsClient
+	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		resp, err := http.Get(url + "/readyz")
+		resp, err := get.Get(url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -131,9 +137,16 @@ type proc struct {
 // if it is still running.
 func start(t *testing.T, token string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, []string{"LEASEAPI_URL=" + baseURL, "LEASEAPI_TOKEN=" + token}, args...)
+}
+
+// startEnv starts leasectl with args and env added to the test's
+// environment.
+func startEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(binDir, "leasectl"), args...)
-	p.cmd.Env = append(os.Environ(), "LEASEAPI_URL="+baseURL, "LEASEAPI_TOKEN="+token)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -350,7 +363,7 @@ func TestKillGraceKillsCommandIgnoringSIGTERM(t *testing.T) {
 func TestStoppedLeaseapi(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	api, url, err := startLeaseapi(dir)
+	api, url, err := startLeaseapi(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

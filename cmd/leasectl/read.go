@@ -38,7 +38,7 @@ func readCommand(ctx context.Context, name string, args []string, env environmen
 
 func read(ctx context.Context, name string, args []string, env environment) error {
 	fs := newFlagSet(name, env.stderr)
-	apiURL := apiFlag(fs, env)
+	apiURL, caFile := apiFlags(fs, env)
 	output := fs.String("o", "", "output format: json prints the API's JSON (default a table)")
 	var params client.ListLeasesParams
 	var state, owner, prefix, reason string
@@ -86,7 +86,7 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 			return usagef("invalid JOB %q: want ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", job)
 		}
 	}
-	c, err := newClient(*apiURL, env.token)
+	c, err := newClient(*apiURL, *caFile, env.token)
 	if err != nil {
 		return err
 	}

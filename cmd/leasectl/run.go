@@ -48,7 +48,7 @@ func runCommand(args []string, env environment) int {
 // runner's shutdown stop heartbeating at once, which suits a Go function
 // that returns when cancelled, not a process that has --kill-grace to exit.)
 func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
-	c, err := newClient(cfg.apiURL, env.token)
+	c, err := newClient(cfg.apiURL, cfg.caFile, env.token)
 	if err != nil {
 		fmt.Fprintln(env.stderr, "leasectl run:", err)
 		return exitUsage

@@ -122,10 +122,10 @@ var rules = []rule{
 		},
 	},
 	{
-		name:    "repotest and dockertest never ship",
-		applies: func(path string) bool { return path != local("repo/repotest") },
+		name:    "repotest, testca and dockertest never ship",
+		applies: func(path string) bool { return path != local("repo/repotest") && path != local("internal/testca") },
 		check: func(p pkg) []string {
-			return forbid("depends on", p.Deps, local("repo/repotest"), "github.com/ory/dockertest")
+			return forbid("depends on", p.Deps, local("repo/repotest"), local("internal/testca"), "github.com/ory/dockertest")
 		},
 	},
 	{
@@ -213,7 +213,7 @@ func TestImportDirections(t *testing.T) {
 				paths = append(paths, p.ImportPath)
 			}
 			// The rules mean nothing if the packages they name are gone.
-			for _, rel := range []string{"", "api", "handlers", "repo", "repo/repotest", "cmd/leaseapi", "ui"} {
+			for _, rel := range []string{"", "api", "handlers", "repo", "repo/repotest", "internal/testca", "cmd/leaseapi", "ui"} {
 				path := module
 				if rel != "" {
 					path = local(rel)
