@@ -194,11 +194,10 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, observer le
 	)
 	if cfg.DatabaseURL != "" {
 		logger.Info("using the Postgres store", slog.String("database", describeDSN(cfg.DatabaseURL)))
-		pg, err = postgres.Open(ctx, postgres.Config{
+		pg, err = openPostgres(ctx, postgres.Config{
 			DSN:          cfg.DatabaseURL,
 			Logger:       logger,
 			MaxOpenConns: postgresMaxOpenConns,
-			NaiveAcquire: naiveAcquire(),
 			Observer:     observer,
 		})
 		s = pg

@@ -129,11 +129,7 @@ func (b *bench) migrate(ctx context.Context) error {
 // floor runs fn on a store opened for it (the fast acquire statement unless
 // naive), with leaseapi's pool size.
 func (b *bench) floor(ctx context.Context, naive bool, fn func(c client) (measurement, error)) (measurement, error) {
-	store, err := postgres.Open(ctx, postgres.Config{
-		DSN:          b.db.dsn,
-		MaxOpenConns: postgresMaxOpenConns,
-		NaiveAcquire: naive,
-	})
+	store, err := openFloor(ctx, postgres.Config{DSN: b.db.dsn, MaxOpenConns: postgresMaxOpenConns}, naive)
 	if err != nil {
 		return measurement{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
 // Group commit. Each lease statement is a transaction of its own, and with
@@ -273,40 +274,6 @@ func (a *acquireCall) args() []any {
 
 func acquireKey(a *acquireCall) string { return a.jobID }
 
-// batchAcquireQuery derives the batched acquire from the single one, the
-// statement the store chose when it opened (so that a mutant of the chaos
-// suite breaks both): the parameters become the columns of one input row
-// per job, the snapshot reads every input job's row, and the upsert
-// inserts the input rows in job id order, which is the order in which ON
-// CONFLICT takes their locks. It panics when the single statement no
-// longer has the shape it rewrites.
-func batchAcquireQuery(single string) string {
-	q := single
-	for _, r := range [][2]string{
-		{"FROM (SELECT clock_timestamp() AS now) AS c, leases AS l\n\tWHERE l.job_id = $1::text",
-			"FROM (SELECT clock_timestamp() AS now) AS c, input AS i JOIN leases AS l ON l.job_id = i.job_id"},
-		{"AS c\nWHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)",
-			"AS c, input AS i\nWHERE NOT EXISTS (SELECT 1 FROM snapshot AS r WHERE r.refused AND r.job_id = i.job_id)\nORDER BY i.job_id\n"},
-		{"WITH snapshot AS (", "WITH snapshot AS ("},
-	} {
-		if strings.Count(q, r[0]) != 1 {
-			panic(fmt.Sprintf("batched acquire: the acquire statement no longer contains %q once", r[0]))
-		}
-		q = strings.Replace(q, r[0], r[1], 1)
-	}
-	q = strings.NewReplacer(
-		"$1::text", "i.job_id", "$2::text", "i.owner", "$3::timestamptz", "i.tick",
-		"$4::bigint", "i.ttl_ms", "$5::text", "i.schedule", "$6::bigint", "i.grace_ms",
-	).Replace(q)
-	if strings.Contains(q, "$") {
-		panic("batched acquire: a parameter of the acquire statement is not rewritten")
-	}
-	return strings.Replace(q, "WITH snapshot AS (", `WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::text[], $6::bigint[])
-		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms)
-), snapshot AS (`, 1)
-}
-
 // acquireBatch makes the acquires of calls in one statement.
 func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acquireRow, []error, error) {
 	var jobs, owners, ticks, ttls, specs, graces arrayLiteral
@@ -359,7 +326,7 @@ UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_ti
 )
 FROM input AS i
 WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked)
-	AND l.owner = i.in_owner AND l.token = i.in_token AND l.released_at IS NULL AND l.revoked_at IS NULL
+	AND l.owner = i.in_owner AND l.token = i.in_token AND ` + stores.GrantOpen + `
 RETURNING ` + leaseColumns + `
 )` + releasedRun + `SELECT * FROM released`
 
@@ -394,35 +361,6 @@ type heartbeatCall struct {
 func (h *heartbeatCall) args() []any { return []any{h.jobID, h.owner, h.token, h.ttlMs} }
 
 func heartbeatKey(h *heartbeatCall) string { return h.jobID }
-
-// batchHeartbeatQuery derives the batched heartbeat from the single one,
-// the statement the store chose when it opened (so that a mutant of the
-// chaos suite breaks both), as batchReleaseQuery is written: the rows are
-// locked first, in job id order, by the locked CTE, and the UPDATE joins
-// each row to its own input, whose columns replace the parameters. The
-// WHERE keeps every test of the single statement (owner, token, held at
-// the clock read under the lock). It panics when the single statement no
-// longer has the shape it rewrites.
-func batchHeartbeatQuery(single string) string {
-	if strings.Count(single, "\nWHERE ") != 1 || !strings.HasPrefix(strings.TrimSpace(single), "UPDATE leases AS l SET") {
-		panic("batched heartbeat: the heartbeat statement no longer has the shape it rewrites")
-	}
-	q := strings.Replace(single, "\nWHERE ", "\nFROM input AS i\nWHERE l.job_id IN (SELECT job_id FROM locked) AND ", 1)
-	q = strings.NewReplacer(
-		"$1", "i.in_job_id", "$2", "i.in_owner", "$3", "i.in_token", "$4::bigint", "i.in_ttl_ms",
-	).Replace(q)
-	if strings.Contains(q, "$") {
-		panic("batched heartbeat: a parameter of the heartbeat statement is not rewritten")
-	}
-	return `
-WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS i(in_job_id, in_owner, in_token, in_ttl_ms)
-), locked AS (
-	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
-	ORDER BY l.job_id
-	FOR NO KEY UPDATE OF l
-)` + q
-}
 
 // heartbeatBatch makes the heartbeats of calls in one statement.
 func (p *Store) heartbeatBatch(ctx context.Context, calls []*heartbeatCall) ([]leaseRow, []error, error) {

@@ -25,7 +25,7 @@ import (
 // the lease is joined to running runs only: joined to every run, the
 // planner would rather sort a scope's whole history than read the index
 // in order.
-const recentRunsQuery = `
+var recentRunsQuery = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now)
 SELECT r.id, r.job_id, r.token, r.owner, r.tick, r.started_at, r.ended_at, r.outcome, r.revoked_by, r.at, c.now AS db_now
 FROM c, (
@@ -47,8 +47,7 @@ FROM c, (
 		r.revoked_by, COALESCE(r.started_at, r.tick)
 	FROM c, runs AS r
 		LEFT JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
-		CROSS JOIN LATERAL (SELECT COALESCE(l.released_at IS NULL AND l.revoked_at IS NULL
-			AND l.expires_at <= c.now, false) AS expired) AS s
+		CROSS JOIN LATERAL (SELECT COALESCE(` + stores.ExpiredAt(`c.now`) + `, false) AS expired) AS s
 	WHERE $7::boolean AND r.outcome = 'running'
 		AND (COALESCE(r.started_at, r.tick), r.id) < ($2::timestamptz, $3::bigint)
 		AND r.job_id >= $4::text AND r.job_id < $4::text || '~'

@@ -10,7 +10,14 @@ import (
 
 // AcquireQuery is the single acquire statement, for a test that runs it in
 // a transaction of its own.
-const AcquireQuery = acquireQuery
+var AcquireQuery = productionStatements.acquire
+
+// OpenVariant opens a store that differs from the served one as a test's
+// control: naive, every acquire takes the row lock and commits (and nothing
+// is batched); unbatched, every call is a statement of its own.
+func OpenVariant(ctx context.Context, cfg Config, naive, unbatched bool) (*Store, error) {
+	return open(ctx, cfg, variant{naive: naive, unbatched: unbatched})
+}
 
 // AcquireBatch sends acquires as one batch statement, as group commit does
 // when they meet, so that a test knows they went as a batch. A call the
@@ -20,7 +27,7 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 	for i, a := range as {
 		calls[i] = &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds()}
 	}
-	if p.q.batchAcquire == "" {
+	if p.acquires == nil {
 		return nil, errors.New("AcquireBatch: batching is off")
 	}
 	rows, errs, err := p.acquireBatch(ctx, calls)

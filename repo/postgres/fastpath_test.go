@@ -48,7 +48,7 @@ func TestPostgresLosingAcquireTakesNoLock(t *testing.T) {
 		{"NaivePath", true, true}, // the control: proves the probe can see a lock
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, err := postgres.Open(ctx, postgres.Config{DSN: dsn, NaiveAcquire: tc.naive})
+			store, err := postgres.OpenVariant(ctx, postgres.Config{DSN: dsn}, tc.naive, false)
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}

@@ -4,24 +4,33 @@ package postgres
 
 import "testing"
 
-// TestMutantStatements builds every mutant's statements (a clause that is
-// no longer there panics) and checks that each one changes something.
+// TestMutantStatements checks that each mutant's statements differ from the
+// production ones exactly where the mutant breaks them: the acquire
+// mutants in every acquire statement (single, batched, naive), the
+// heartbeat mutant in both heartbeat statements, and M4 nowhere.
 func TestMutantStatements(t *testing.T) {
-	for name, set := range mutantStatements {
+	prod := productionStatements
+	for name, parts := range mutantParts {
 		t.Run(name, func(t *testing.T) {
-			q := set()
-			if q == productionStatements && name != "M4" {
-				t.Errorf("mutant %s: the statements are the correct ones", name)
+			p := parts()
+			if p == nil {
+				if name != "M4" {
+					t.Errorf("mutant %s: no parts, so the production statements", name)
+				}
+				return
 			}
-			// The batched acquire is derived from the acquire when the
-			// store opens: a broken acquire must stay broken in it.
-			if q.acquire != productionStatements.acquire &&
-				batchAcquireQuery(q.acquire) == batchAcquireQuery(productionStatements.acquire) {
-				t.Errorf("mutant %s: the batched acquire is the correct one", name)
-			}
-			if q.heartbeat != productionStatements.heartbeat &&
-				batchHeartbeatQuery(q.heartbeat) == batchHeartbeatQuery(productionStatements.heartbeat) {
-				t.Errorf("mutant %s: the batched heartbeat is the correct one", name)
+			q := p.build()
+			acquires := q.acquire != prod.acquire && q.batchAcquire != prod.batchAcquire && q.naiveAcquire != prod.naiveAcquire
+			heartbeats := q.heartbeat != prod.heartbeat && q.batchHeartbeat != prod.batchHeartbeat
+			switch name {
+			case "M2":
+				if !heartbeats || q.acquire != prod.acquire || q.batchAcquire != prod.batchAcquire {
+					t.Errorf("mutant %s: want both heartbeats broken and the acquires as they are", name)
+				}
+			default:
+				if !acquires || q.heartbeat != prod.heartbeat || q.batchHeartbeat != prod.batchHeartbeat {
+					t.Errorf("mutant %s: want every acquire statement broken and the heartbeats as they are", name)
+				}
 			}
 		})
 	}

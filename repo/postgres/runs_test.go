@@ -41,7 +41,7 @@ func setupRuns(t *testing.T) *runsBundle {
 		dst       **postgres.Store
 		unbatched bool
 	}{{&b.batched, false}, {&b.single, true}} {
-		store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, Unbatched: s.unbatched})
+		store, err := postgres.OpenVariant(t.Context(), postgres.Config{DSN: dsn}, false, s.unbatched)
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}

@@ -209,18 +209,18 @@ WITH decided AS (
 	FROM decided AS d, unnest($11::timestamptz[]) AS t
 )
 SELECT count(*) FROM decided`
+)
 
-	// countExpiriesQuery marks, once, the open runs whose grant passed its
-	// expiresAt unreleased (runs_running_idx).
-	countExpiriesQuery = `
+// countExpiriesQuery marks, once, the open runs whose grant passed its
+// expiresAt unreleased (runs_running_idx).
+var countExpiriesQuery = `
 UPDATE runs SET expiry_counted = true WHERE id IN (
 	SELECT r.id FROM runs AS r JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
 	WHERE r.outcome = 'running' AND NOT r.expiry_counted
-		AND l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at <= clock_timestamp()
+		AND ` + stores.ExpiredAt(`clock_timestamp()`) + `
 	LIMIT $1
 	FOR UPDATE OF r SKIP LOCKED
 )`
-)
 
 type grantRow struct {
 	Token     int64        `db:"token"`
@@ -326,19 +326,19 @@ func decideJob(ctx context.Context, q sqlx.ExtContext, j *dueJob, now time.Time,
 // has taken over yet still has its run marked running: it is counted as
 // an expired run from the lease, ending at its expiresAt, as the run
 // history shows it.
-const statsQuery = `
+var statsQuery = `
 WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now),
 counted_leases AS (
 	SELECT
-		count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at > c.now) AS held,
+		count(*) FILTER (WHERE ` + stores.HeldAt(`c.now`) + `) AS held,
 		count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NOT NULL) AS released,
-		count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at <= c.now) AS expired,
+		count(*) FILTER (WHERE ` + stores.ExpiredAt(`c.now`) + `) AS expired,
 		count(*) FILTER (WHERE revoked_at IS NOT NULL) AS revoked,
 		count(*) FILTER (WHERE paused_at IS NOT NULL) AS paused,
 		count(*) FILTER (WHERE ` + stores.OverdueCondition + `) AS overdue,
-		count(*) FILTER (WHERE revoked_at IS NULL AND released_at IS NULL AND expires_at <= c.now
+		count(*) FILTER (WHERE ` + stores.ExpiredAt(`c.now`) + `
 			AND expires_at > c.now - interval '24 hours') AS open_expired
-	FROM c LEFT JOIN leases ON job_id >= $1::text AND job_id < $1::text || '~'
+	FROM c LEFT JOIN leases AS l ON job_id >= $1::text AND job_id < $1::text || '~'
 ), counted_runs AS (
 	SELECT
 		count(*) FILTER (WHERE outcome = 'succeeded') AS runs_succeeded,

@@ -59,13 +59,6 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxOpenConns bounds the pool; 0 means 20.
 	MaxOpenConns int
-	// NaiveAcquire makes every acquire take the row lock and commit, even
-	// a losing one. Only the benchmark sets it, to measure the fast path.
-	NaiveAcquire bool
-	// Unbatched makes every acquire, heartbeat and release a statement of
-	// its own, never grouped with concurrent ones (batch.go), to measure
-	// what batching buys against the same build; NaiveAcquire implies it.
-	Unbatched bool
 	// Observer is told of the events the metrics count; nil tells nobody.
 	Observer leaseapi.Observer
 }
@@ -73,9 +66,27 @@ type Config struct {
 // migrationsTable is goose's version table.
 const migrationsTable = "leaseapi_migrations"
 
-// Open opens a connection pool. It neither connects nor migrates:
-// call Migrate, and Ready to check the database.
+// Open opens a connection pool. It neither connects nor migrates: call
+// Migrate, and Ready to check the database.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	return open(ctx, cfg, variant{})
+}
+
+// variant is how a store for a benchmark's baseline or a test's control
+// differs from the served one; the zero variant is the served store. Only
+// a -tags leasebench build (bench_leasebench.go) and the tests
+// (export_test.go) open another.
+type variant struct {
+	// naive makes every acquire take the row lock and commit, even a
+	// losing one (naiveAcquire), to measure the fast path; it implies
+	// unbatched.
+	naive bool
+	// unbatched makes every acquire, heartbeat and release a statement of
+	// its own, never grouped with concurrent ones (batch.go).
+	unbatched bool
+}
+
+func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 	if cfg.DSN == "" {
 		return nil, errors.New("open postgres: empty DSN")
 	}
@@ -112,16 +123,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: migrations: %w", err)
 	}
 	q := statements()
-	if cfg.NaiveAcquire {
+	if v.naive {
 		q.acquire = q.naiveAcquire
 	}
 	p := &Store{db: db, migrations: provider, logger: logger, q: q, observer: stores.OrNoObserver(cfg.Observer),
 		stmts: make(map[string]*sqlx.Stmt)}
-	if !cfg.NaiveAcquire && !cfg.Unbatched {
-		p.q.batchAcquire = batchAcquireQuery(q.acquire)
+	if !v.naive && !v.unbatched {
 		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch, single: p.acquireOne}
 		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch, single: p.releaseOne}
-		p.q.batchHeartbeat = batchHeartbeatQuery(q.heartbeat)
 		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch, single: p.heartbeatOne}
 	}
 	return p, nil
@@ -309,116 +318,6 @@ func nullableTime(t *time.Time) sql.NullTime {
 	return sql.NullTime{Time: *t, Valid: true}
 }
 
-// upsertLease grants or renews under the row lock, or does nothing. The row
-// lock is taken by ON CONFLICT; the WHERE and the SET read clock_timestamp()
-// after it. The SET reads the clock once (the sub-select) so that
-// acquired_at, renewed_at and expires_at of a grant share one instant, and
-// it decides renew-or-grant again with that instant: a lease that expired
-// between the WHERE and the SET is granted anew (a new token) rather than
-// renewed. A fresh job is inserted with token 1; its VALUES clock needs no
-// lock. The fast path adds its guard between upsertInsert and upsertConflict.
-//
-// A grant or renewal with a schedule ($5, its grace $6) registers it: a new
-// spec (or the first) is due at once, and the sweep then computes its first
-// tick after schedule_since; the same spec with another grace keeps its
-// undecided tick and moves when it is due. While the job is paused only the
-// holder's renewal passes the WHERE.
-const upsertInsert = `
-INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
-	schedule, grace_ms, schedule_since, decide_at)
-SELECT $1::text, $2::text, 1, $3::timestamptz, $4::bigint, c.now, c.now, c.now + $4::bigint * interval '1 millisecond',
-	$5::text, $6::bigint, CASE WHEN $5::text IS NULL THEN NULL ELSE c.now END, CASE WHEN $5::text IS NULL THEN NULL ELSE c.now END
-FROM (SELECT clock_timestamp() AS now) AS c
-`
-
-const upsertConflict = `
-ON CONFLICT (job_id) DO UPDATE SET
-	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome,
-		schedule, grace_ms, schedule_since, next_tick, decide_at) = (
-		SELECT
-			EXCLUDED.owner,
-			CASE WHEN s.renew THEN l.token ELSE l.token + 1 END,
-			CASE WHEN s.renew THEN l.tick ELSE EXCLUDED.tick END,
-			EXCLUDED.ttl_ms,
-			CASE WHEN s.renew THEN l.acquired_at ELSE s.now END,
-			s.now,
-			s.now + EXCLUDED.ttl_ms * interval '1 millisecond',
-			NULL::timestamptz,
-			NULL::timestamptz,
-			CASE WHEN NOT s.renew AND l.released_at IS NULL AND l.revoked_at IS NULL
-				THEN 'expired' ELSE l.last_outcome END,
-			COALESCE(EXCLUDED.schedule, l.schedule),
-			CASE WHEN EXCLUDED.schedule IS NULL THEN l.grace_ms ELSE EXCLUDED.grace_ms END,
-			CASE WHEN EXCLUDED.schedule IS NULL OR EXCLUDED.schedule = l.schedule THEN l.schedule_since ELSE s.now END,
-			CASE WHEN EXCLUDED.schedule IS NULL OR EXCLUDED.schedule = l.schedule THEN l.next_tick END,
-			CASE WHEN EXCLUDED.schedule IS NULL THEN l.decide_at
-				WHEN EXCLUDED.schedule = l.schedule
-				THEN COALESCE(l.next_tick + EXCLUDED.grace_ms * interval '1 millisecond', l.decide_at)
-				ELSE s.now END
-		FROM (
-			SELECT c.now,
-				l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
-				AND l.owner = EXCLUDED.owner
-				AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick) AS renew
-			FROM (SELECT clock_timestamp() AS now) AS c
-		) AS s
-	)
-WHERE NOT COALESCE(EXCLUDED.tick <= l.last_completed_tick, false)
-	AND (NOT (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > clock_timestamp())
-		OR (l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
-	AND (l.paused_at IS NULL
-		OR (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > clock_timestamp()
-			AND l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
-RETURNING ` + leaseColumns
-
-// grantedRun inserts the run of a grant that the upsert CTE returned, in the
-// same statement, so that all run rows of a batch are written by one
-// executor rather than by a trigger call per row. A grant sets acquired_at
-// and renewed_at to one instant; a renewal keeps acquired_at and returns
-// the grant's run, which exists already: ON CONFLICT skips it should the
-// two instants ever be equal. A takeover of an expired grant also closes
-// that grant's run; the trigger of migrations/postgres/0005 does that,
-// since it must read the run with a snapshot taken after the row lock. The
-// trigger leaves the rest to these statements because the store's sessions
-// say they write the run rows (leaseapi.run_rows, conn.go).
-const grantedRun = `, run AS (
-	INSERT INTO runs (job_id, token, owner, tick, started_at)
-	SELECT job_id, token, owner, tick, acquired_at FROM upsert WHERE acquired_at = renewed_at
-	ON CONFLICT (job_id, token) DO NOTHING
-)
-`
-
-// naiveAcquireQuery is the upsert alone: every contender takes the row lock
-// and commits, winner or not. Kept for the benchmark's comparison.
-const naiveAcquireQuery = `WITH upsert AS (` + upsertInsert + upsertConflict + `
-)` + grantedRun + `SELECT *, false AS refused FROM upsert`
-
-// acquireQuery answers most losers from the statement's snapshot, without
-// the row lock and without a transaction id (so without a WAL flush): when
-// the snapshot shows the lease held by someone else at the clock read
-// after the snapshot, or the tick done, the refusal is valid at the moment
-// of the snapshot, since a lease held until expires_at > now was held at
-// every earlier instant of the same grant, and completed ticks only grow.
-// Otherwise the upsert decides under the lock as in the naive path.
-const acquireQuery = `
-WITH snapshot AS (
-	SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
-		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
-		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, c.now AS db_now,
-		(COALESCE($3::timestamptz <= l.last_completed_tick, false)
-			OR (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
-				AND NOT (l.owner = $2::text AND ($3::timestamptz IS NULL OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
-			OR (l.paused_at IS NOT NULL
-				AND NOT (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
-					AND l.owner = $2::text AND ($3::timestamptz IS NULL OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
-		) AS refused
-	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
-	WHERE l.job_id = $1::text
-), upsert AS (` + upsertInsert + `WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)` + upsertConflict + `
-)` + grantedRun + `SELECT *, false AS refused FROM upsert
-UNION ALL
-SELECT * FROM snapshot WHERE refused`
-
 // acquireAttempts bounds retries when a refusal's lease, read after the
 // decision, turns out to be grantable (its holder let go in between): each
 // retry is a fresh decision, so a refusal names a lease that was held when
@@ -533,18 +432,6 @@ func (p *Store) observeTakeover(ctx context.Context, l leaseapi.Lease) {
 	}
 }
 
-// heartbeatQuery extends a held grant whose owner and token match. A NULL
-// ttl keeps the grant's. The clock in the WHERE is re-read if the row was
-// changed while this statement waited for its lock.
-const heartbeatQuery = `
-UPDATE leases AS l SET (renewed_at, expires_at, ttl_ms) = (
-	SELECT c.now, c.now + t.ms * interval '1 millisecond', t.ms
-	FROM (SELECT clock_timestamp() AS now) AS c, (SELECT COALESCE($4::bigint, l.ttl_ms) AS ms) AS t
-)
-WHERE job_id = $1 AND owner = $2 AND token = $3
-	AND released_at IS NULL AND revoked_at IS NULL AND expires_at > clock_timestamp()
-RETURNING ` + leaseColumns
-
 // Heartbeat extends a held lease. See leaseapi.Store.
 func (p *Store) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
 	if err := h.Validate(); err != nil {
@@ -584,7 +471,7 @@ UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_ti
 		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
 	FROM (SELECT clock_timestamp() AS now) AS c
 )
-WHERE job_id = $1 AND owner = $2 AND token = $3 AND released_at IS NULL AND revoked_at IS NULL
+WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
 RETURNING ` + leaseColumns + `
 )` + releasedRun + `SELECT * FROM released`
 
@@ -645,11 +532,11 @@ func (p *Store) releaseOne(ctx context.Context, r *releaseCall) (leaseRow, error
 
 // revokeQuery force-releases a held lease and bumps its token, so that the
 // old holder's token is stale.
-const revokeQuery = `
+var revokeQuery = `
 UPDATE leases AS l SET (token, revoked_at, expires_at, last_outcome, revoked_by) = (
 	SELECT l.token + 1, c.now, c.now, 'revoked', $2::text FROM (SELECT clock_timestamp() AS now) AS c
 )
-WHERE job_id = $1 AND released_at IS NULL AND revoked_at IS NULL AND expires_at > clock_timestamp()
+WHERE job_id = $1 AND ` + stores.HeldAt(`clock_timestamp()`) + `
 RETURNING ` + leaseColumns
 
 // Revoke force-releases a held lease. See leaseapi.Store.
@@ -770,13 +657,12 @@ func (p *Store) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.Lea
 // runsQuery reads a job's history newest first. A run still marked running
 // whose grant has expired is shown as expired, ending at its expiry: the
 // row itself is closed when a grant takes over.
-const runsQuery = `
+var runsQuery = `
 SELECT r.token, r.owner, r.tick, r.started_at, r.revoked_by,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
 FROM leases AS l
-	CROSS JOIN LATERAL (SELECT l.released_at IS NULL AND l.revoked_at IS NULL
-		AND l.expires_at <= clock_timestamp() AS expired) AS s
+	CROSS JOIN LATERAL (SELECT ` + stores.ExpiredAt(`clock_timestamp()`) + ` AS expired) AS s
 	JOIN runs AS r ON r.job_id = l.job_id
 WHERE l.job_id = $1
 ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC

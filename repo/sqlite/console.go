@@ -28,14 +28,14 @@ const recentRunsBranch = `SELECT * FROM (
 
 // runExpired: the grant of a run still marked running (l) is
 // neither released nor revoked and has expired at $5.
-const runExpired = `(l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at <= $5)`
+var runExpired = stores.ExpiredAt(`$5`)
 
 // recentRunningBranch reads, when $9, at most a page of the runs
 // still marked running, as the other branches do. One whose grant has
 // expired is shown as expired, ending at the grant's expiry, as Runs
 // shows it; only those whose outcome, so computed, is one of $8 (a JSON
 // array) are kept.
-const recentRunningBranch = `SELECT * FROM (
+var recentRunningBranch = `SELECT * FROM (
 	SELECT r.id, r.job_id, r.token, r.owner, r.tick, r.started_at,
 		CASE WHEN ` + runExpired + ` THEN l.expires_at ELSE r.ended_at END AS ended_at,
 		CASE WHEN ` + runExpired + ` THEN 'expired' ELSE r.outcome END AS outcome,

@@ -153,17 +153,17 @@ UPDATE leases SET next_tick = $2, decide_at = $3,
 	missed_ticks = missed_ticks + $4, skipped_ticks = skipped_ticks + $5,
 	missed_at = CASE WHEN $7 THEN $6 ELSE missed_at END
 WHERE job_id = $1`
+)
 
-	// countExpiriesQuery marks, once, the open runs whose grant
-	// passed its expiresAt unreleased (runs_running_idx).
-	countExpiriesQuery = `
+// countExpiriesQuery marks, once, the open runs whose grant passed its
+// expiresAt unreleased (runs_running_idx).
+var countExpiriesQuery = `
 UPDATE runs SET expiry_counted = 1 WHERE id IN (
 	SELECT r.id FROM runs AS r JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
 	WHERE r.outcome = 'running' AND r.expiry_counted = 0
-		AND l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at <= $1
+		AND ` + stores.ExpiredAt(`$1`) + `
 	LIMIT $2
 )`
-)
 
 type grantRow struct {
 	Token     int64         `db:"token"`
@@ -257,20 +257,20 @@ func decideJob(ctx context.Context, tx *sqlx.Tx, j *dueJob, now int64, ev *store
 // that has expired but that no grant has taken over yet still has its run
 // marked running: it is counted as an expired run from the lease, ending
 // at its expiresAt, as the run history shows it.
-const statsQuery = `
+var statsQuery = `
 SELECT l.held, l.released, l.expired, l.revoked, l.paused, l.overdue,
 	r.runs_succeeded, r.runs_failed, r.runs_expired + l.open_expired AS runs_expired, r.runs_revoked, r.runs_missed
 FROM (
 	SELECT
-		COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at > $1), 0) AS held,
+		COALESCE(SUM(` + stores.HeldAt(`$1`) + `), 0) AS held,
 		COALESCE(SUM(revoked_at IS NULL AND released_at IS NOT NULL), 0) AS released,
-		COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at <= $1), 0) AS expired,
+		COALESCE(SUM(` + stores.ExpiredAt(`$1`) + `), 0) AS expired,
 		COALESCE(SUM(revoked_at IS NOT NULL), 0) AS revoked,
 		COALESCE(SUM(paused_at IS NOT NULL), 0) AS paused,
 		COALESCE(SUM(` + stores.OverdueCondition + `), 0) AS overdue,
-		COALESCE(SUM(revoked_at IS NULL AND released_at IS NULL AND expires_at <= $1
+		COALESCE(SUM(` + stores.ExpiredAt(`$1`) + `
 			AND expires_at > $1 - 86400000), 0) AS open_expired
-	FROM leases
+	FROM leases AS l
 	WHERE job_id >= $2 AND ($3 = '' OR job_id < $3)
 ) AS l, (
 	SELECT

@@ -23,6 +23,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/migrations"
+	"github.com/leaseapi/leaseapi/repo/decide"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
@@ -633,18 +634,17 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 	if err != nil {
 		return cur, err
 	}
-	renew := cur.held(now) && cur.Owner == p.Owner &&
-		(!tick.Valid || (cur.Tick.Valid && cur.Tick.Int64 == tick.Int64))
-	switch {
-	case cur.PausedAt.Valid && !renew:
-		return cur, &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: cur.lease(now)}
-	case tick.Valid && cur.LastCompletedTick.Valid && tick.Int64 <= cur.LastCompletedTick.Int64:
-		return cur, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur.lease(now)}
-	case renew:
+	// Decided on the row at now, with the tick as it is stored (to the
+	// millisecond), by the rules both stores share.
+	at := *p
+	at.Tick = fromNullMs(tick)
+	renew, refused := decide.Acquire(&at, cur.lease(now))
+	if refused != nil {
+		return cur, refused
+	}
+	if renew {
 		// A retry by the holder: same token, same tick, new expiry.
 		return writeLease(ctx, tx, extendQuery, p.JobID, p.Owner, cur.Token, ttl, now, now+ttl)
-	case cur.held(now):
-		return cur, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur.lease(now)}
 	}
 	lastOutcome := cur.LastOutcome
 	if !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid {
@@ -728,8 +728,8 @@ func (s *Store) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (lea
 
 // releaseQuery ends the grant: releasedAt = expiresAt = now.
 const releaseQuery = `
-UPDATE leases SET released_at = $4, expires_at = $4, last_outcome = $5, last_completed_tick = $6
-WHERE job_id = $1 AND owner = $2 AND token = $3 AND released_at IS NULL AND revoked_at IS NULL
+UPDATE leases AS l SET released_at = $4, expires_at = $4, last_outcome = $5, last_completed_tick = $6
+WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
 RETURNING ` + leaseColumns
 
 // Release ends the holder's grant. See leaseapi.Store.
@@ -773,8 +773,8 @@ func (s *Store) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leaseap
 // revokeQuery force-releases a held grant and bumps the token, so the
 // old holder's token is stale.
 const revokeQuery = `
-UPDATE leases SET token = token + 1, revoked_at = $3, expires_at = $3, last_outcome = 'revoked', revoked_by = $4
-WHERE job_id = $1 AND token = $2 AND released_at IS NULL AND revoked_at IS NULL
+UPDATE leases AS l SET token = token + 1, revoked_at = $3, expires_at = $3, last_outcome = 'revoked', revoked_by = $4
+WHERE job_id = $1 AND token = $2 AND ` + stores.GrantOpen + `
 RETURNING ` + leaseColumns
 
 // revokeRunQuery closes the run of a revoked grant and records who
