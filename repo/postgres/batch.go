@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
@@ -222,41 +222,13 @@ func sortedByKey[P any](params []*P, key func(*P) string) []int {
 	return idx
 }
 
-// arrayLiteral builds the text of a Postgres array literal, element by element;
-// a NULL element is written as NULL, every other one quoted.
-type arrayLiteral struct{ b strings.Builder }
+// The batch statements take each field of their calls as one array
+// parameter (pq.Array), in the order the rows are locked (sortedByKey).
+// Ticks are sent as RFC 3339 text, which the statements cast to
+// timestamptz[]: an exact instant, whatever the server's DateStyle.
 
-func (a *arrayLiteral) add(s string, valid bool) {
-	if a.b.Len() == 0 {
-		a.b.WriteByte('{')
-	} else {
-		a.b.WriteByte(',')
-	}
-	if !valid {
-		a.b.WriteString("NULL")
-		return
-	}
-	a.b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			a.b.WriteByte('\\')
-		}
-		a.b.WriteByte(s[i])
-	}
-	a.b.WriteByte('"')
-}
-
-func (a *arrayLiteral) addInt(n int64, valid bool) { a.add(strconv.FormatInt(n, 10), valid) }
-
-func (a *arrayLiteral) addTime(t sql.NullTime) {
-	a.add(t.Time.UTC().Format("2006-01-02T15:04:05.999999999Z07:00"), t.Valid)
-}
-
-func (a *arrayLiteral) String() string {
-	if a.b.Len() == 0 {
-		return "{}"
-	}
-	return a.b.String() + "}"
+func tickText(t sql.NullTime) sql.NullString {
+	return sql.NullString{String: t.Time.UTC().Format(time.RFC3339Nano), Valid: t.Valid}
 }
 
 // acquireCall is an acquire as the statements take it.
@@ -276,21 +248,19 @@ func acquireKey(a *acquireCall) string { return a.jobID }
 
 // acquireBatch makes the acquires of calls in one statement.
 func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acquireRow, []error, error) {
-	var jobs, owners, ticks, ttls, specs, graces arrayLiteral
+	n := len(calls)
+	jobs, owners, ticks, ttls := make([]string, 0, n), make([]string, 0, n), make([]sql.NullString, 0, n), make([]int64, 0, n)
+	specs, graces := make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
 	for _, i := range sortedByKey(calls, acquireKey) {
 		a := calls[i]
-		jobs.add(a.jobID, true)
-		owners.add(a.owner, true)
-		ticks.addTime(a.tick)
-		ttls.addInt(a.ttlMs, true)
-		specs.add(a.spec.String, a.spec.Valid)
-		graces.addInt(a.grace.Int64, a.grace.Valid)
+		jobs, owners, ticks = append(jobs, a.jobID), append(owners, a.owner), append(ticks, tickText(a.tick))
+		ttls, specs, graces = append(ttls, a.ttlMs), append(specs, a.spec), append(graces, a.grace)
 	}
 	stmt, err := p.prepared(ctx, p.q.batchAcquire)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, jobs.String(), owners.String(), ticks.String(), ttls.String(), specs.String(), graces.String())
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(ticks), pq.Array(ttls), pq.Array(specs), pq.Array(graces))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -332,19 +302,17 @@ RETURNING ` + leaseColumns + `
 
 // releaseBatch makes the releases of calls in one statement.
 func (p *Store) releaseBatch(ctx context.Context, calls []*releaseCall) ([]leaseRow, []error, error) {
-	var jobs, owners, tokens, outcomes arrayLiteral
+	n := len(calls)
+	jobs, owners, tokens, outcomes := make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n)
 	for _, i := range sortedByKey(calls, releaseKey) {
 		r := calls[i]
-		jobs.add(r.jobID, true)
-		owners.add(r.owner, true)
-		tokens.addInt(r.token, true)
-		outcomes.add(r.outcome, true)
+		jobs, owners, tokens, outcomes = append(jobs, r.jobID), append(owners, r.owner), append(tokens, r.token), append(outcomes, r.outcome)
 	}
 	stmt, err := p.prepared(ctx, batchReleaseQuery)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, jobs.String(), owners.String(), tokens.String(), outcomes.String())
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(tokens), pq.Array(outcomes))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -364,19 +332,17 @@ func heartbeatKey(h *heartbeatCall) string { return h.jobID }
 
 // heartbeatBatch makes the heartbeats of calls in one statement.
 func (p *Store) heartbeatBatch(ctx context.Context, calls []*heartbeatCall) ([]leaseRow, []error, error) {
-	var jobs, owners, tokens, ttls arrayLiteral
+	n := len(calls)
+	jobs, owners, tokens, ttls := make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n), make([]sql.NullInt64, 0, n)
 	for _, i := range sortedByKey(calls, heartbeatKey) {
 		h := calls[i]
-		jobs.add(h.jobID, true)
-		owners.add(h.owner, true)
-		tokens.addInt(h.token, true)
-		ttls.addInt(h.ttlMs.Int64, h.ttlMs.Valid)
+		jobs, owners, tokens, ttls = append(jobs, h.jobID), append(owners, h.owner), append(tokens, h.token), append(ttls, h.ttlMs)
 	}
 	stmt, err := p.prepared(ctx, p.q.batchHeartbeat)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, jobs.String(), owners.String(), tokens.String(), ttls.String())
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(tokens), pq.Array(ttls))
 	if err != nil {
 		return nil, nil, err
 	}
