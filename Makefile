@@ -108,7 +108,7 @@ generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-cod
 bench: ## measure leaseapi against its Postgres floor and against etcd and Redis, ~7-20 min (BENCH_FLAGS=-quick: ~2 min); docs/performance.md
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-packages.sh chromium:chromium $(PEER_PACKAGES)
-	$(GO) run ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
+	$(GO) run -tags leasebench ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
 
 .PHONY: chaos chaos-mutants
 

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Store keeps leases and their run history. The Postgres store (repo.Postgres)
-// and the embedded store (repo.SQLite) implement it, and one conformance suite
+// Store keeps leases and their run history. The Postgres store (postgres.Store)
+// and the embedded store (sqlite.Store) implement it, and one conformance suite
 // (repo/repotest) holds both to the same behaviour.
 //
 // Every implementation guarantees, with its clock as the only clock:

@@ -40,7 +40,7 @@ import (
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 // Jobs of the fuzz store: fuzzHeld is held by owner "a" with token 1 (for an
@@ -202,7 +202,7 @@ func fuzzOptions() handlers.Options {
 func newFuzzBundle(f *testing.F, opts handlers.Options) *fuzzBundle {
 	f.Helper()
 	ctx := context.Background()
-	s, err := repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: filepath.Join(f.TempDir(), "fuzz.db")})
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(f.TempDir(), "fuzz.db")})
 	if err != nil {
 		f.Fatalf("open sqlite: %v", err)
 	}

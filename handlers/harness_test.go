@@ -29,8 +29,9 @@ import (
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/api/apitest"
 	"github.com/leaseapi/leaseapi/handlers"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 	"github.com/leaseapi/leaseapi/repo/repotest"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 func TestMain(m *testing.M) { repotest.WrapTestMain(m) }
@@ -41,7 +42,7 @@ type openStore func(t *testing.T) leaseapi.Store
 func openSQLite(t *testing.T) leaseapi.Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: filepath.Join(t.TempDir(), "leases.db")})
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "leases.db")})
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
@@ -58,7 +59,7 @@ func openSQLite(t *testing.T) leaseapi.Store {
 
 func openPostgres(t *testing.T) leaseapi.Store {
 	t.Helper()
-	p, err := repo.OpenPostgres(context.Background(), repo.PostgresConfig{DSN: repotest.PostgresURL(t), MaxOpenConns: 4})
+	p, err := postgres.Open(context.Background(), postgres.Config{DSN: repotest.PostgresURL(t), MaxOpenConns: 4})
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}

@@ -21,7 +21,8 @@ import (
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 func TestOperations(t *testing.T) {
@@ -186,7 +187,7 @@ func TestUnavailable(t *testing.T) {
 	t.Run("PostgresNotAnswering", func(t *testing.T) {
 		t.Parallel()
 		addr := blackHole(t)
-		store, err := repo.OpenPostgres(context.Background(), repo.PostgresConfig{
+		store, err := postgres.Open(context.Background(), postgres.Config{
 			DSN: "postgres://postgres@" + addr + "/leaseapi?sslmode=disable",
 		})
 		if err != nil {
@@ -223,7 +224,7 @@ func TestUnavailable(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		path := filepath.Join(t.TempDir(), "leases.db")
-		store, err := repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: path})
+		store, err := sqlite.Open(ctx, sqlite.Config{Path: path})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 	"github.com/leaseapi/leaseapi/repo/repotest"
 )
 
@@ -32,7 +32,7 @@ func forEachFreshStore(t *testing.T, fn func(t *testing.T, store leaseapi.Store,
 		t.Parallel()
 		dsn := repotest.NewPostgresURL(t)
 		open := func(t *testing.T) leaseapi.Store {
-			p, err := repo.OpenPostgres(t.Context(), repo.PostgresConfig{DSN: dsn, MaxOpenConns: 4})
+			p, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, MaxOpenConns: 4})
 			if err != nil {
 				t.Fatalf("open postgres: %v", err)
 			}

@@ -19,7 +19,7 @@ import (
 	"github.com/leaseapi/leaseapi/api/client"
 	"github.com/leaseapi/leaseapi/handlers"
 	"github.com/leaseapi/leaseapi/jobs"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 // The runner tests run against the real service: handlers.New over the
@@ -51,7 +51,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	ctx := context.Background()
-	store, err := repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: filepath.Join(t.TempDir(), "leases.db")})
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "leases.db")})
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}

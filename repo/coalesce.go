@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 )
 
 // CoalesceAcquires returns store with concurrent acquires of one job, in this
@@ -22,6 +22,11 @@ import (
 //
 // This turns the tick herd (every replica acquiring every job at the same
 // second) into about one database call per job per batch.
+//
+// Like every wrapper of a store, it does not validate: params are
+// validated where they are built (the handlers call Validate) and by the
+// store at its entry. A follower is answered from the leader's result by
+// the rules of decide.Acquire, which assume valid params.
 func CoalesceAcquires(store leaseapi.Store) leaseapi.Store {
 	return &coalescer{Store: store, queues: make(map[string]*acquireQueue)}
 }
@@ -51,11 +56,6 @@ type acquireOutcome struct {
 }
 
 func (c *coalescer) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
-	// Invalid input is refused here, never queued behind a valid leader
-	// whose decision would answer it.
-	if err := p.Validate(); err != nil {
-		return leaseapi.Lease{}, err
-	}
 	c.mu.Lock()
 	q, busy := c.queues[p.JobID]
 	if !busy {
@@ -137,33 +137,23 @@ func (q *acquireQueue) remove(w *acquireWaiter) bool {
 }
 
 // decideFollower answers follower f from the leader's result, or returns
-// false when only f's own call can decide.
+// false when only f's own call can decide: the lease the leader's call
+// left (granted to the leader, or the one it was refused by) decides f as
+// it would decide f's own call at that instant (decide.Acquire), unless f
+// would renew or be granted, which takes a call of its own.
 func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) (acquireOutcome, bool) {
 	var conflict *leaseapi.ConflictError
 	switch {
 	case err == nil:
-		// The leader holds the lease now. Its holder renewing for the same
-		// tick needs a call of its own; everyone else is refused by it.
-		if lease.Owner == f.Owner && (f.Tick == nil || sameTick(f.Tick, lease.Tick)) {
-			return acquireOutcome{}, false
-		}
 	case errors.As(err, &conflict):
 		lease = conflict.Lease
-		if !tickDone(f, lease) && (lease.State != leaseapi.StateHeld || lease.Owner == f.Owner) {
-			return acquireOutcome{}, false
-		}
 	default:
 		// The call failed (unreachable database, deadline): nothing was
 		// decided for the followers, and nothing was attempted for them.
 		return acquireOutcome{err: fmt.Errorf("acquire %q: %w: %w", f.JobID, leaseapi.ErrUnavailable, err)}, true
 	}
-	return acquireOutcome{err: refusal(f, lease)}, true
-}
-
-func tickDone(p *leaseapi.AcquireParams, l leaseapi.Lease) bool {
-	return p.Tick != nil && l.LastCompletedTick != nil && !p.Tick.After(*l.LastCompletedTick)
-}
-
-func sameTick(a, b *time.Time) bool {
-	return b != nil && a.Equal(*b)
+	if _, refused := decide.Acquire(f, lease); refused != nil {
+		return acquireOutcome{err: refused}, true
+	}
+	return acquireOutcome{}, false
 }

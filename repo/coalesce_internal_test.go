@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 // gatedStore holds every Acquire until the test lets it through, so that
@@ -32,9 +33,9 @@ type coalesceBundle struct {
 func setupCoalescer(t *testing.T) *coalesceBundle {
 	t.Helper()
 	ctx := context.Background()
-	sqlite, err := OpenSQLite(ctx, SQLiteConfig{Path: filepath.Join(t.TempDir(), "leases.db")})
+	sqlite, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "leases.db")})
 	if err != nil {
-		t.Fatalf("OpenSQLite: %v", err)
+		t.Fatalf("sqlite.Open: %v", err)
 	}
 	if err := sqlite.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate: %v", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 	"github.com/leaseapi/leaseapi/repo/repotest"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestCoalescedPostgresStore(t *testing.T) {
 	dsn := repotest.PostgresURL(t)
 	repotest.RunStoreSuite(t, func(t *testing.T) leaseapi.Store {
-		store, err := repo.OpenPostgres(t.Context(), repo.PostgresConfig{DSN: dsn})
+		store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
 		if err != nil {
 			t.Fatalf("OpenPostgres: %v", err)
 		}
@@ -32,7 +33,7 @@ func TestCoalescedPostgresStore(t *testing.T) {
 func TestCoalescedHerd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pg, err := repo.OpenPostgres(ctx, repo.PostgresConfig{DSN: repotest.PostgresURL(t)})
+	pg, err := postgres.Open(ctx, postgres.Config{DSN: repotest.PostgresURL(t)})
 	if err != nil {
 		t.Fatalf("OpenPostgres: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 	"github.com/leaseapi/leaseapi/repo/repotest"
 )
 
@@ -91,7 +91,7 @@ func TestNoSecretStored(t *testing.T) {
 	t.Run("SQLite", func(t *testing.T) {
 		t.Parallel()
 		path := filepath.Join(t.TempDir(), "leases.db")
-		s := openSQLite(t, path)
+		s := repotest.OpenSQLite(t, path)
 		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func TestNoSecretStored(t *testing.T) {
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
 		dsn := repotest.PostgresURL(t)
-		s, err := repo.OpenPostgres(t.Context(), repo.PostgresConfig{DSN: dsn})
+		s, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 	"github.com/leaseapi/leaseapi/repo/repotest"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 	"github.com/leaseapi/leaseapi/schedule"
 )
 
@@ -20,9 +21,9 @@ import (
 func TestPostgresSweepTwoInstances(t *testing.T) {
 	t.Parallel()
 	dsn := repotest.PostgresURL(t)
-	stores := make([]*repo.Postgres, 2)
+	stores := make([]*postgres.Store, 2)
 	for i := range stores {
-		s, err := repo.OpenPostgres(t.Context(), repo.PostgresConfig{DSN: dsn})
+		s, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
 		if err != nil {
 			t.Fatalf("OpenPostgres: %v", err)
 		}
@@ -136,7 +137,7 @@ func (o *recordingObserver) counts() (map[leaseapi.Outcome]int, int64) {
 func TestObserverCountsOnce(t *testing.T) {
 	t.Parallel()
 	obs := &recordingObserver{finished: make(map[leaseapi.Outcome]int)}
-	s, err := repo.OpenSQLite(t.Context(), repo.SQLiteConfig{Path: filepath.Join(t.TempDir(), "leaseapi.db"), Observer: obs})
+	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "leaseapi.db"), Observer: obs})
 	if err != nil {
 		t.Fatalf("OpenSQLite: %v", err)
 	}

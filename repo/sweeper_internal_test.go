@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 // TestTickSweeperPass: one pass decides every due tick, however many
@@ -14,9 +15,9 @@ import (
 func TestTickSweeperPass(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := OpenSQLite(ctx, SQLiteConfig{Path: filepath.Join(t.TempDir(), "leaseapi.db")})
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "leaseapi.db")})
 	if err != nil {
-		t.Fatalf("OpenSQLite: %v", err)
+		t.Fatalf("sqlite.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	if err := s.Migrate(ctx); err != nil {

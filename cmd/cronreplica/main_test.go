@@ -17,7 +17,7 @@ import (
 
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 func TestRunRejectsBadFlags(t *testing.T) {
@@ -70,7 +70,7 @@ func TestRunRecordsRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	store, err := repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: filepath.Join(dir, "leases.db")})
+	store, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, "leases.db")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,12 @@
 
 package main
 
-import "os"
+import (
+	"context"
+	"os"
+
+	"github.com/leaseapi/leaseapi/repo/postgres"
+)
 
 // naiveAcquireEnv selects, in a benchmark build, the baseline that
 // cmd/leasebench compares the served acquire with.
@@ -17,3 +22,13 @@ const naiveAcquireEnv = "LEASEAPI_BENCH_ACQUIRE"
 // must not exist in any other build, so it is no setting of Config, not in
 // `leaseapi -h` and not in the README's table.
 func naiveAcquire() bool { return os.Getenv(naiveAcquireEnv) == "naive" }
+
+// openPostgres opens the Postgres store the service serves, or the
+// benchmark's baseline when naiveAcquire asks for it (postgres.OpenNaive,
+// which exists only in a -tags leasebench build).
+func openPostgres(ctx context.Context, cfg postgres.Config) (*postgres.Store, error) {
+	if naiveAcquire() {
+		return postgres.OpenNaive(ctx, cfg)
+	}
+	return postgres.Open(ctx, cfg)
+}

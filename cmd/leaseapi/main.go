@@ -37,6 +37,8 @@ import (
 	"github.com/leaseapi/leaseapi/handlers"
 	"github.com/leaseapi/leaseapi/internal/metrics"
 	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 func main() {
@@ -187,16 +189,15 @@ type store interface {
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger, observer leaseapi.Observer) (store, error) {
 	var (
 		s   store
-		pg  *repo.Postgres
+		pg  *postgres.Store
 		err error
 	)
 	if cfg.DatabaseURL != "" {
 		logger.Info("using the Postgres store", slog.String("database", describeDSN(cfg.DatabaseURL)))
-		pg, err = repo.OpenPostgres(ctx, repo.PostgresConfig{
+		pg, err = openPostgres(ctx, postgres.Config{
 			DSN:          cfg.DatabaseURL,
 			Logger:       logger,
 			MaxOpenConns: postgresMaxOpenConns,
-			NaiveAcquire: naiveAcquire(),
 			Observer:     observer,
 		})
 		s = pg
@@ -204,7 +205,7 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, observer le
 		logger.Info("using the embedded SQLite store",
 			slog.String("path", cfg.SQLitePath),
 			slog.String("note", "the embedded store serves a single leaseapi instance; use Postgres ("+key("DATABASE_URL")+") for several"))
-		s, err = repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: cfg.SQLitePath, Logger: logger, Observer: observer})
+		s, err = sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLitePath, Logger: logger, Observer: observer})
 	}
 	if err != nil {
 		return nil, err
@@ -226,7 +227,7 @@ const synchronousCommitTimeout = 5 * time.Second
 // checkSynchronousCommit warns when the database may lose acknowledged
 // commits: a Postgres crash with synchronous_commit off lost acknowledged
 // token increments. It warns and serves (it may be a test database).
-func checkSynchronousCommit(ctx context.Context, pg *repo.Postgres, logger *slog.Logger) {
+func checkSynchronousCommit(ctx context.Context, pg *postgres.Store, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, synchronousCommitTimeout)
 	defer cancel()
 	switch sc, err := pg.SynchronousCommit(ctx); {

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 )
 
 // bench is one benchmark run.
@@ -118,7 +118,7 @@ func (b *bench) finish() *Report {
 }
 
 func (b *bench) migrate(ctx context.Context) error {
-	store, err := repo.OpenPostgres(ctx, repo.PostgresConfig{DSN: b.db.dsn})
+	store, err := postgres.Open(ctx, postgres.Config{DSN: b.db.dsn})
 	if err != nil {
 		return err
 	}
@@ -129,11 +129,7 @@ func (b *bench) migrate(ctx context.Context) error {
 // floor runs fn on a store opened for it (the fast acquire statement unless
 // naive), with leaseapi's pool size.
 func (b *bench) floor(ctx context.Context, naive bool, fn func(c client) (measurement, error)) (measurement, error) {
-	store, err := repo.OpenPostgres(ctx, repo.PostgresConfig{
-		DSN:          b.db.dsn,
-		MaxOpenConns: postgresMaxOpenConns,
-		NaiveAcquire: naive,
-	})
+	store, err := openFloor(ctx, postgres.Config{DSN: b.db.dsn, MaxOpenConns: postgresMaxOpenConns}, naive)
 	if err != nil {
 		return measurement{}, err
 	}

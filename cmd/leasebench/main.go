@@ -1,5 +1,7 @@
 // Command leasebench measures leaseapi against its database floor, in one
-// run, on the local Postgres (`make bench`).
+// run, on the local Postgres (`make bench`, which runs
+// `go run -tags leasebench ./cmd/leasebench`: the build with the naive
+// baseline the herd phase compares with).
 //
 // It creates a fresh database, builds cmd/leaseapi, and for each scenario
 // measures the store's own operations called directly (the floor, no HTTP)
@@ -182,7 +184,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.quick {
 		o.doc = ""
 	}
-	o.command = "go run ./cmd/leasebench " + strings.Join(args, " ")
+	o.command = "go run -tags leasebench ./cmd/leasebench " + strings.Join(args, " ")
 	return o, nil
 }
 
@@ -193,6 +195,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !baselineBuild && (len(o.only) == 0 || slices.Contains(o.only, "herd")) {
+		return errors.New("the herd phase measures the naive baseline, which only a -tags leasebench build has: " +
+			"go run -tags leasebench ./cmd/leasebench (as make bench does), or leave out the herd phase with -only")
 	}
 	b := &bench{opts: o, log: stderr}
 	report, err := b.run(ctx)

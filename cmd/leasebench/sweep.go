@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 )
 
 // The sweep scenario: the cost of one pass of the tick sweep with many
@@ -209,7 +209,7 @@ func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 	var lat []time.Duration
 	var res leaseapi.SweepResult
 	var elapsed time.Duration
-	pass, before, err := b.measureSweep(ctx, func(ctx context.Context, store *repo.Postgres) error {
+	pass, before, err := b.measureSweep(ctx, func(ctx context.Context, store *postgres.Store) error {
 		start := time.Now()
 		for {
 			t := time.Now()
@@ -243,7 +243,7 @@ func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 	}
 
 	// The idle pass: nothing is due any more.
-	d.Idle, _, err = b.measureSweep(ctx, func(ctx context.Context, store *repo.Postgres) error {
+	d.Idle, _, err = b.measureSweep(ctx, func(ctx context.Context, store *postgres.Store) error {
 		t := time.Now()
 		r, err := store.SweepTicks(ctx, sweepBatch)
 		d.IdleSeconds = time.Since(t).Seconds()
@@ -285,7 +285,7 @@ func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 
 // measureSweep runs fn on a store of its own and returns what the table
 // counters grew by meanwhile, and the database counters from before it.
-func (b *bench) measureSweep(ctx context.Context, fn func(ctx context.Context, store *repo.Postgres) error) (SweepCounters, dbCounters, error) {
+func (b *bench) measureSweep(ctx context.Context, fn func(ctx context.Context, store *postgres.Store) error) (SweepCounters, dbCounters, error) {
 	// Earlier sessions (seeding, EXPLAIN) must have ended and reported
 	// their counters.
 	before, err := b.db.counters(ctx, true)
@@ -296,7 +296,7 @@ func (b *bench) measureSweep(ctx context.Context, fn func(ctx context.Context, s
 	if err != nil {
 		return SweepCounters{}, dbCounters{}, err
 	}
-	store, err := repo.OpenPostgres(ctx, repo.PostgresConfig{DSN: b.db.dsn, MaxOpenConns: postgresMaxOpenConns})
+	store, err := postgres.Open(ctx, postgres.Config{DSN: b.db.dsn, MaxOpenConns: postgresMaxOpenConns})
 	if err != nil {
 		return SweepCounters{}, dbCounters{}, err
 	}

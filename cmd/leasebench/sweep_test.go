@@ -13,7 +13,7 @@ import (
 // due-jobs read equal to repo's dueJobsQuery, which is unexported.
 func TestExplainDueJobsQueryIsRepos(t *testing.T) {
 	t.Parallel()
-	f, err := parser.ParseFile(token.NewFileSet(), "../../repo/postgres_schedule.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../../repo/postgres/schedule.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

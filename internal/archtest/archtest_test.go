@@ -91,6 +91,68 @@ var rules = []rule{
 		},
 	},
 	{
+		// The wrappers and loops use only the leaseapi.Store interface: a
+		// store is handed to them, never built or reached around.
+		name:    "repo wraps a Store and speaks no SQL",
+		applies: func(path string) bool { return path == local("repo") },
+		check: func(p pkg) []string {
+			bad := forbid("imports", p.Imports, "database/sql")
+			return append(bad, forbid("depends on", p.Deps, local("repo/postgres"), local("repo/sqlite"),
+				local("repo/internal"), local("migrations"), "database/sql", "github.com/jmoiron/sqlx",
+				"github.com/lib/pq", "modernc.org/sqlite", "github.com/pressly/goose")...)
+		},
+	},
+	{
+		name:    "a store never imports the other store or the wrappers",
+		applies: func(path string) bool { return under(path, local("repo/postgres")) },
+		check: func(p pkg) []string {
+			return forbid("depends on", p.Deps, local("repo/sqlite"), "modernc.org/sqlite")
+		},
+	},
+	{
+		name:    "a store never imports the other store or the wrappers",
+		applies: func(path string) bool { return under(path, local("repo/sqlite")) },
+		check: func(p pkg) []string {
+			return forbid("depends on", p.Deps, local("repo/postgres"), "github.com/lib/pq")
+		},
+	},
+	{
+		name: "a store never imports the other store or the wrappers",
+		applies: func(path string) bool {
+			return under(path, local("repo/postgres")) || under(path, local("repo/sqlite"))
+		},
+		check: func(p pkg) []string {
+			var bad []string
+			for _, dep := range p.Deps {
+				if dep == local("repo") {
+					bad = append(bad, "depends on "+dep)
+				}
+			}
+			return bad
+		},
+	},
+	{
+		// The decisions are pure functions of what a store read: no rows,
+		// no driver, no store.
+		name:    "repo/decide is pure",
+		applies: func(path string) bool { return under(path, local("repo/decide")) },
+		check: func(p pkg) []string {
+			return forbid("depends on", p.Deps, "database/sql", "github.com/jmoiron/sqlx", "github.com/lib/pq",
+				"modernc.org/sqlite", local("migrations"), local("repo/postgres"), local("repo/sqlite"), local("repo/internal"))
+		},
+	},
+	{
+		// Only a store applies the schema (cmd/leaseapi migrates through
+		// one).
+		name: "only the stores import migrations",
+		applies: func(path string) bool {
+			return !under(path, local("repo/postgres")) && !under(path, local("repo/sqlite"))
+		},
+		check: func(p pkg) []string {
+			return forbid("imports", p.Imports, local("migrations"))
+		},
+	},
+	{
 		name:    "api is the wire contract, not an implementation",
 		applies: func(path string) bool { return under(path, local("api")) },
 		check: func(p pkg) []string {
@@ -213,7 +275,8 @@ func TestImportDirections(t *testing.T) {
 				paths = append(paths, p.ImportPath)
 			}
 			// The rules mean nothing if the packages they name are gone.
-			for _, rel := range []string{"", "api", "handlers", "repo", "repo/repotest", "internal/testca", "cmd/leaseapi", "ui"} {
+			for _, rel := range []string{"", "api", "handlers", "repo", "repo/postgres", "repo/sqlite", "repo/decide",
+				"repo/internal/stores", "repo/repotest", "internal/testca", "cmd/leaseapi", "ui"} {
 				path := module
 				if rel != "" {
 					path = local(rel)
@@ -264,6 +327,41 @@ func TestRulesCatchViolations(t *testing.T) {
 			want: "depends on " + local("api"),
 		},
 		{
+			name: "WrappersReachPostgres",
+			pkg:  pkg{ImportPath: local("repo"), Deps: []string{module, local("repo/postgres")}},
+			want: "depends on " + local("repo/postgres"),
+		},
+		{
+			name: "WrappersSpeakSQL",
+			pkg:  pkg{ImportPath: local("repo"), Imports: []string{"context"}, Deps: []string{"github.com/jmoiron/sqlx"}},
+			want: "depends on github.com/jmoiron/sqlx",
+		},
+		{
+			name: "PostgresImportsSQLite",
+			pkg:  pkg{ImportPath: local("repo/postgres"), Deps: []string{local("repo/sqlite")}},
+			want: "depends on " + local("repo/sqlite"),
+		},
+		{
+			name: "SQLiteImportsPq",
+			pkg:  pkg{ImportPath: local("repo/sqlite"), Deps: []string{"github.com/lib/pq"}},
+			want: "depends on github.com/lib/pq",
+		},
+		{
+			name: "StoreImportsWrappers",
+			pkg:  pkg{ImportPath: local("repo/sqlite"), Deps: []string{local("repo")}},
+			want: "depends on " + local("repo"),
+		},
+		{
+			name: "DecideReadsRows",
+			pkg:  pkg{ImportPath: local("repo/decide"), Deps: []string{module, "github.com/jmoiron/sqlx"}},
+			want: "depends on github.com/jmoiron/sqlx",
+		},
+		{
+			name: "CmdImportsMigrations",
+			pkg:  pkg{ImportPath: local("cmd/leaseapi"), Imports: []string{local("migrations")}},
+			want: "imports " + local("migrations"),
+		},
+		{
 			name: "CmdShipsRepotest",
 			pkg:  pkg{ImportPath: local("cmd/leaseapi"), Deps: []string{local("repo/repotest")}},
 			want: "depends on " + local("repo/repotest"),
@@ -305,9 +403,13 @@ func TestRulesCatchViolations(t *testing.T) {
 			{ImportPath: module, Deps: []string{"context", "errors", "regexp", "time"}},
 			{ImportPath: local("handlers"), Deps: []string{module, local("api"), local("ui"), "github.com/go-chi/chi/v5"},
 				XTestImports: []string{local("repo"), local("repo/repotest")}},
-			{ImportPath: local("repo"), Imports: []string{"database/sql", "github.com/lib/pq"}, Deps: []string{module, local("migrations")}},
+			{ImportPath: local("repo"), Deps: []string{module, local("repo/decide"), local("schedule")}},
+			{ImportPath: local("repo/postgres"), Imports: []string{"database/sql", "github.com/lib/pq", local("migrations")},
+				Deps: []string{module, local("migrations"), local("repo/decide"), local("repo/internal/stores")}},
+			{ImportPath: local("repo/decide"), Deps: []string{module, local("schedule"), "time"}},
 			{ImportPath: local("repo/repotest"), Imports: []string{"github.com/ory/dockertest/v3"}, Deps: []string{"github.com/ory/dockertest/v3"}},
-			{ImportPath: local("cmd/leaseapi"), Deps: []string{local("handlers"), local("repo")}, TestImports: []string{local("repo/repotest")}},
+			{ImportPath: local("cmd/leaseapi"), Deps: []string{local("handlers"), local("repo"), local("repo/postgres"), local("migrations")},
+				TestImports: []string{local("repo/repotest")}},
 		}
 		if got := violations(ok); len(got) != 0 {
 			t.Errorf("violations() = %q, want none", got)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/internal/metrics"
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 // TestEveryLabelFromTheStart: before anything happened every series exists
@@ -59,7 +59,7 @@ func TestCountsWhatTheStoreDecides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := repo.OpenSQLite(ctx, repo.SQLiteConfig{Path: filepath.Join(t.TempDir(), "leaseapi.db"), Observer: m})
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "leaseapi.db"), Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	"github.com/ory/dockertest/v3/docker"
 
-	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 )
 
 const (
@@ -286,7 +286,7 @@ func createDatabase(server, name string) (string, error) {
 // migrate applies the migrations through the store itself, so the tests run
 // on exactly the schema the service creates.
 func migrate(ctx context.Context, dsn string) error {
-	store, err := repo.OpenPostgres(ctx, repo.PostgresConfig{
+	store, err := postgres.Open(ctx, postgres.Config{
 		DSN:    dsn,
 		Logger: slog.New(slog.DiscardHandler),
 	})

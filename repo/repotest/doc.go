@@ -35,7 +35,7 @@
 // On the server it creates one fresh database per test package, named after
 // the test binary and the process id (leaseapi_test_repo_12345), so packages
 // and parallel runs never share one. It applies the Postgres migrations
-// through repo.Postgres.Migrate, exactly as the service does, runs the tests
+// through postgres.Store.Migrate, exactly as the service does, runs the tests
 // and drops the database WITH (FORCE). Tests in one package share the
 // database and isolate themselves by unique job ids, not by rolled-back
 // transactions: expiry needs the clock to advance and contention needs

@@ -1,0 +1,48 @@
+package decide
+
+import "github.com/leaseapi/leaseapi"
+
+// Renews reports whether an acquire p is its holder's renewal of cur: cur
+// is held, by p's owner, and p names no tick or cur's tick.
+func Renews(p *leaseapi.AcquireParams, cur leaseapi.Lease) bool {
+	return cur.State == leaseapi.StateHeld && cur.Owner == p.Owner &&
+		(p.Tick == nil || (cur.Tick != nil && p.Tick.Equal(*cur.Tick)))
+}
+
+// TickDone reports whether p's tick is at or before cur's last completed
+// tick: it ran already, and is never granted again.
+func TickDone(p *leaseapi.AcquireParams, cur leaseapi.Lease) bool {
+	return p.Tick != nil && cur.LastCompletedTick != nil && !p.Tick.After(*cur.LastCompletedTick)
+}
+
+// Acquire decides an acquire p against the lease cur as it is at the
+// instant of the decision. The rules, in order: a paused job refuses
+// everyone but the holder's renewal (job_paused); a done tick is refused
+// (tick_done); the holder's renewal renews (renew true); a held lease
+// refuses everyone else (lease_held); anything else is granted (a new
+// token; renew false). A refusal is a *leaseapi.ConflictError holding cur.
+func Acquire(p *leaseapi.AcquireParams, cur leaseapi.Lease) (renew bool, refused error) {
+	renew = Renews(p, cur)
+	switch {
+	case cur.Paused() && !renew:
+		return false, &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: cur}
+	case TickDone(p, cur):
+		return false, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur}
+	case renew:
+		return true, nil
+	case cur.State == leaseapi.StateHeld:
+		return false, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}
+	}
+	return false, nil
+}
+
+// Refusal is the conflict an acquire p that was refused gets from cur, the
+// lease read after the refusal: Acquire's refusal, or lease_held when cur
+// no longer refuses p (its holder let go, or p is its renewal, since the
+// refusal was decided).
+func Refusal(p *leaseapi.AcquireParams, cur leaseapi.Lease) error {
+	if _, refused := Acquire(p, cur); refused != nil {
+		return refused
+	}
+	return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}
+}

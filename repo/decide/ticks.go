@@ -1,0 +1,140 @@
+package decide
+
+import (
+	"sort"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/schedule"
+)
+
+// How the sweep decides the fate of a scheduled job's ticks. Both stores
+// read the same facts under the job's row lock (Job, the grants around the
+// ticks) and apply the same decision (Ticks); only their SQL differs.
+
+// MaxTicksPerPass bounds the ticks one sweep pass decides for one job, so
+// that a per-second job whose replicas were gone for a week is worked off
+// over several passes instead of holding its row lock for one long one.
+const MaxTicksPerPass = 10_000
+
+// TickSkew is how long before its tick a grant for it may start and still
+// be found: a replica whose clock runs ahead asks for a tick early.
+const TickSkew = time.Minute
+
+// Job is a due job as the sweep reads it.
+type Job struct {
+	JobID    string
+	Schedule string
+	Grace    time.Duration
+	// Since is when the spec was registered; NextTick the oldest undecided
+	// tick, or nil for the first tick after Since.
+	Since    time.Time
+	NextTick *time.Time
+	PausedAt *time.Time
+	// The current grant, which holds its running run until ExpiresAt.
+	Token     int64
+	ExpiresAt time.Time
+}
+
+// Grant is a run that had a holder, as the sweep reads it.
+type Grant struct {
+	Token     int64
+	Tick      *time.Time
+	StartedAt time.Time
+	EndedAt   *time.Time // nil while running
+}
+
+// Plan is the ticks of a job that are due at now, oldest first, and the
+// oldest tick left undecided after them (zero when the schedule does not
+// fire again).
+type Plan struct {
+	Due  []time.Time
+	Next time.Time
+}
+
+// PlanTicks lists the ticks of j whose grace has ended by now.
+func PlanTicks(j *Job, s *schedule.Schedule, now time.Time) Plan {
+	var t time.Time
+	if j.NextTick != nil {
+		t = *j.NextTick
+	} else {
+		t = s.Next(j.Since)
+	}
+	var p Plan
+	for !t.IsZero() && !t.Add(j.Grace).After(now) && len(p.Due) < MaxTicksPerPass {
+		p.Due = append(p.Due, t)
+		t = s.Next(t)
+	}
+	p.Next = t
+	return p
+}
+
+// Decision is what the sweep decided for one job in one pass.
+type Decision struct {
+	Ran, Paused, Skipped, Missed int64
+	// MissedTicks are the missed ticks to record as runs: the newest
+	// leaseapi.MaxMissedRunsPerSweep of them.
+	MissedTicks []time.Time
+	// LastMissedAt is the end of the grace of the newest decided tick when
+	// it was missed, nil when it was not.
+	LastMissedAt *time.Time
+}
+
+// Result is d as one job's part of a sweep's result.
+func (d Decision) Result() leaseapi.SweepResult {
+	return leaseapi.SweepResult{Jobs: 1, Ran: d.Ran, Paused: d.Paused, Skipped: d.Skipped, Missed: d.Missed}
+}
+
+// Ticks decides each due tick of j, oldest first: ran when a grant
+// was made for it; else paused when the job was paused by the end of its
+// grace; else skipped when an earlier grant was held at the tick; else
+// missed. runs are j's grants that started in the plan's window and the
+// newest one that started before it.
+func Ticks(j *Job, due []time.Time, runs []Grant) Decision {
+	granted := make(map[int64]bool)
+	for _, r := range runs {
+		if r.Tick != nil {
+			granted[r.Tick.UnixMilli()] = true
+		}
+	}
+	// Grants never overlap (mutual exclusion), so sorted by start the grant
+	// held at t, if any, is the last one that started at or before t.
+	sort.Slice(runs, func(a, b int) bool { return runs[a].StartedAt.Before(runs[b].StartedAt) })
+	heldAt := func(t time.Time) bool {
+		i := sort.Search(len(runs), func(i int) bool { return runs[i].StartedAt.After(t) }) - 1
+		if i < 0 {
+			return false
+		}
+		r := runs[i]
+		if r.EndedAt != nil {
+			return r.EndedAt.After(t)
+		}
+		return r.Token == j.Token && j.ExpiresAt.After(t)
+	}
+	var d Decision
+	for _, t := range due {
+		end := t.Add(j.Grace)
+		missed := false
+		switch {
+		case granted[t.UnixMilli()]:
+			d.Ran++
+		case j.PausedAt != nil && !j.PausedAt.After(end):
+			d.Paused++
+		case heldAt(t):
+			d.Skipped++
+		default:
+			d.Missed++
+			missed = true
+			d.MissedTicks = append(d.MissedTicks, t)
+		}
+		if missed {
+			d.LastMissedAt = &end
+		} else {
+			d.LastMissedAt = nil
+		}
+	}
+	if n := len(d.MissedTicks); n > leaseapi.MaxMissedRunsPerSweep {
+		d.MissedTicks = d.MissedTicks[n-leaseapi.MaxMissedRunsPerSweep:]
+	}
+	return d
+}

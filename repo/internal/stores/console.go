@@ -1,0 +1,67 @@
+package stores
+
+import (
+	"slices"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// What both stores share of the reads across jobs: the lease list's
+// filters, the recent runs and the counts of Stats.
+
+// OverdueCondition is the one definition of an overdue job, in the SQL of
+// both stores: scheduled, not paused, its newest decided tick was missed
+// (missed_at, that tick plus its grace) and no grant started since. Stats
+// counts it and the lease list filters by it.
+const OverdueCondition = `(schedule IS NOT NULL AND paused_at IS NULL AND missed_at IS NOT NULL AND acquired_at < missed_at)`
+
+// ListFilters are the conditions of the lease list's paused and overdue
+// filters, appended to its WHERE; a store's query refers to the leases
+// row without a qualifier. They are spelled out rather than bound as
+// parameters so that the planner can read the page through the partial
+// indexes on paused_at and missed_at (migrations 0004), whose predicates a
+// parameter could not imply.
+func ListFilters(p *leaseapi.ListParams) string {
+	var s string
+	if p.Paused != nil {
+		if *p.Paused {
+			s += "\n\tAND paused_at IS NOT NULL"
+		} else {
+			s += "\n\tAND paused_at IS NULL"
+		}
+	}
+	if p.Overdue != nil {
+		if *p.Overdue {
+			s += "\n\tAND missed_at IS NOT NULL AND " + OverdueCondition
+		} else {
+			s += "\n\tAND NOT " + OverdueCondition
+		}
+	}
+	return s
+}
+
+// RunOutcomes are the outcomes of a run.
+var RunOutcomes = []leaseapi.Outcome{
+	leaseapi.OutcomeRunning, leaseapi.OutcomeSucceeded, leaseapi.OutcomeFailed,
+	leaseapi.OutcomeExpired, leaseapi.OutcomeRevoked, leaseapi.OutcomeMissed,
+}
+
+// RecentRunOutcomes returns the outcomes a run must have to be listed
+// (every outcome when p names none), those of them that are finished
+// outcomes, stored as they are listed, and whether the runs still marked
+// running must be read: they are listed as running, or as expired once
+// their grant has expired.
+func RecentRunOutcomes(p *leaseapi.RecentRunsParams) (want, finished []string, running bool) {
+	outcomes := p.Outcomes
+	if len(outcomes) == 0 {
+		outcomes = RunOutcomes
+	}
+	for _, o := range outcomes {
+		want = append(want, string(o))
+		if o != leaseapi.OutcomeRunning {
+			finished = append(finished, string(o))
+		}
+	}
+	running = slices.Contains(outcomes, leaseapi.OutcomeRunning) || slices.Contains(outcomes, leaseapi.OutcomeExpired)
+	return want, finished, running
+}

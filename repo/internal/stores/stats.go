@@ -1,0 +1,40 @@
+package stores
+
+import (
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// StatsRow is the row of either store's Stats query.
+type StatsRow struct {
+	Held     int64 `db:"held"`
+	Released int64 `db:"released"`
+	Expired  int64 `db:"expired"`
+	Revoked  int64 `db:"revoked"`
+	Paused   int64 `db:"paused"`
+	Overdue  int64 `db:"overdue"`
+
+	RunsSucceeded int64 `db:"runs_succeeded"`
+	RunsFailed    int64 `db:"runs_failed"`
+	RunsExpired   int64 `db:"runs_expired"`
+	RunsRevoked   int64 `db:"runs_revoked"`
+	RunsMissed    int64 `db:"runs_missed"`
+}
+
+// Stats is the row as leaseapi.Stats at now.
+func (r StatsRow) Stats(now time.Time) leaseapi.Stats {
+	return leaseapi.Stats{
+		Leases: map[leaseapi.State]int64{
+			leaseapi.StateHeld: r.Held, leaseapi.StateReleased: r.Released,
+			leaseapi.StateExpired: r.Expired, leaseapi.StateRevoked: r.Revoked,
+		},
+		Paused: r.Paused, Overdue: r.Overdue,
+		Runs24h: map[leaseapi.Outcome]int64{
+			leaseapi.OutcomeSucceeded: r.RunsSucceeded, leaseapi.OutcomeFailed: r.RunsFailed,
+			leaseapi.OutcomeExpired: r.RunsExpired, leaseapi.OutcomeRevoked: r.RunsRevoked,
+			leaseapi.OutcomeMissed: r.RunsMissed,
+		},
+		Now: now,
+	}
+}

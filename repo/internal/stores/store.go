@@ -1,0 +1,132 @@
+package stores
+
+import (
+	"sync"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
+	"github.com/leaseapi/leaseapi/schedule"
+)
+
+// parsedSchedules caches parsed specs: the stores parse a spec on every
+// acquire that sends one and on every read of a scheduled lease (its next
+// tick), and replicas send the same few specs over and over.
+var parsedSchedules = struct {
+	sync.Mutex
+	m map[string]*schedule.Schedule
+}{m: make(map[string]*schedule.Schedule)}
+
+// maxParsedSchedules bounds the cache; past it the cache starts over.
+const maxParsedSchedules = 4096
+
+// ParseSchedule returns the parsed spec, or an *leaseapi.InvalidError with
+// the parser's reason.
+func ParseSchedule(spec string) (*schedule.Schedule, error) {
+	parsedSchedules.Lock()
+	s, ok := parsedSchedules.m[spec]
+	parsedSchedules.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := schedule.Parse(spec)
+	if err != nil {
+		return nil, leaseapi.InvalidSchedule(err)
+	}
+	parsedSchedules.Lock()
+	if len(parsedSchedules.m) >= maxParsedSchedules {
+		clear(parsedSchedules.m)
+	}
+	parsedSchedules.m[spec] = s
+	parsedSchedules.Unlock()
+	return s, nil
+}
+
+// SetNextTick sets l.NextTick from its schedule at the store's now. A spec
+// the store holds was valid when it was stored.
+func SetNextTick(l *leaseapi.Lease, now time.Time) {
+	if l.Schedule == "" {
+		return
+	}
+	s, err := ParseSchedule(l.Schedule)
+	if err != nil {
+		return
+	}
+	if next := s.Next(now); !next.IsZero() {
+		next = next.UTC()
+		l.NextTick = &next
+	}
+}
+
+// Events are what one store call did that the metrics count, told to the
+// store's Observer once the call's transaction has committed.
+type Events struct {
+	finished []finishedRun
+	skipped  int64
+	// Expired counts the grants found past their expiresAt unreleased.
+	Expired int64
+}
+
+type finishedRun struct {
+	outcome leaseapi.Outcome
+	d       time.Duration
+}
+
+// RunFinished records a run that ended with outcome after d.
+func (e *Events) RunFinished(outcome leaseapi.Outcome, d time.Duration) {
+	e.finished = append(e.finished, finishedRun{outcome, d})
+}
+
+// Decided records what the sweep decided for one job: each missed tick is
+// a finished run, the skipped ones are counted.
+func (e *Events) Decided(d decide.Decision) {
+	for range d.Missed {
+		e.RunFinished(leaseapi.OutcomeMissed, 0)
+	}
+	e.skipped += d.Skipped
+}
+
+// Emit tells o and forgets what it told.
+func (e *Events) Emit(o leaseapi.Observer) {
+	if e == nil {
+		return
+	}
+	for _, f := range e.finished {
+		o.RunFinished(f.outcome, f.d)
+	}
+	if e.skipped > 0 {
+		o.TicksSkipped(e.skipped)
+	}
+	if e.Expired > 0 {
+		o.LeasesExpired(e.Expired)
+	}
+	*e = Events{}
+}
+
+// noObserver is the Observer of a store that was given none.
+type noObserver struct{}
+
+func (noObserver) RunFinished(leaseapi.Outcome, time.Duration) {}
+func (noObserver) TicksSkipped(int64)                          {}
+func (noObserver) LeasesExpired(int64)                         {}
+
+// OrNoObserver is o, or an Observer that tells nobody when o is nil.
+func OrNoObserver(o leaseapi.Observer) leaseapi.Observer {
+	if o == nil {
+		return noObserver{}
+	}
+	return o
+}
+
+// ValidateAcquire is p.Validate and, with a schedule, the schedule's parse.
+func ValidateAcquire(p *leaseapi.AcquireParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if p.Schedule != "" {
+		if _, err := ParseSchedule(p.Schedule); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,387 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
+)
+
+// Group commit. Each lease statement is a transaction of its own, and with
+// synchronous_commit on each one costs a commit, a parse-free but not
+// free executor start (locks on the table and its indexes, the CHECK
+// constraints and index predicates set up again), a round trip and the
+// wake-ups around it; the row work itself is a small part of it
+// (docs/performance.md, The lock cycle). So concurrent acquires of
+// different jobs, concurrent heartbeats and concurrent releases, go to the
+// database as one statement of their kind: while a batch is at the database, further calls queue; when it
+// returns, the queued ones go as the next batch. There is no timer: under
+// light load every call goes alone, at once, with the single statement.
+//
+// Each operation keeps its own answer (a result row per job), its grant and
+// run row in the same transaction, and its guarantees: the rows of a batch
+// are locked in job id order, so two batches (of this instance or another)
+// cannot deadlock; a call whose context ends while it queues is not sent;
+// one whose context ends while its batch is at the database returns
+// ErrUnavailable (the outcome is unknown, as for a single statement); and
+// when a batch statement fails, each of its calls is made again alone, so a
+// batch fails no call that would not have failed by itself.
+
+// maxBatch caps the calls of one batch statement.
+const maxBatch = 64
+
+// errBatchFailed tells a call that its batch's statement failed and that it
+// must be made alone.
+var errBatchFailed = errors.New("batch statement failed")
+
+// batcher groups concurrent calls of one kind into batches. P are a call's
+// parameters, R its result row. key names the row a call writes: a batch
+// holds at most one call per key (the statements write each row once), the
+// others wait for a later batch. run makes the database call of a batch of
+// two or more; single that of a batch of one. Both return a result for
+// every call: a row, or sql.ErrNoRows when the statement returned none for
+// it.
+type batcher[P, R any] struct {
+	key    func(*P) string
+	single func(context.Context, *P) (R, error)
+	run    func(context.Context, []*P) ([]R, []error, error)
+
+	mu      sync.Mutex
+	queue   []*batchCall[P, R]
+	running bool // drain is sending the queued calls
+}
+
+type batchCall[P, R any] struct {
+	ctx    context.Context
+	params *P
+	out    chan batchOutcome[R] // buffered: the sender never blocks
+}
+
+// batchOutcome is a call's result.
+type batchOutcome[R any] struct {
+	row R
+	err error
+}
+
+// do makes the call p in the next batch and returns its row. It returns by
+// the end of ctx whatever the database does: a call still queued then is
+// withdrawn and never sent; one whose batch is at the database returns
+// ErrUnavailable, its outcome unknown, and the batch goes on for the
+// others. So a store call through a batcher needs no goroutine of its own
+// to keep its deadline (bounded); the batches run on one goroutine per
+// batcher while there are calls to send.
+func (b *batcher[P, R]) do(ctx context.Context, p *P) (R, error) {
+	c := &batchCall[P, R]{ctx: ctx, params: p, out: make(chan batchOutcome[R], 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	if !b.running {
+		b.running = true
+		go b.drain()
+	}
+	b.mu.Unlock()
+	select {
+	case o := <-c.out:
+		return o.row, o.err
+	case <-ctx.Done():
+		b.mu.Lock()
+		withdrawn := b.remove(c)
+		b.mu.Unlock()
+		var zero R
+		if withdrawn {
+			return zero, fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, ctx.Err())
+		}
+		select {
+		case o := <-c.out: // answered meanwhile
+			return o.row, o.err
+		default:
+			return zero, fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, ctx.Err())
+		}
+	}
+}
+
+// drain sends the queued calls, batch after batch, until none is left.
+func (b *batcher[P, R]) drain() {
+	for {
+		b.mu.Lock()
+		batch := b.take()
+		if len(batch) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		rows, errs := b.exec(batch)
+		for i, c := range batch {
+			c.out <- batchOutcome[R]{row: rows[i], err: errs[i]}
+		}
+	}
+}
+
+// take removes the next batch from the queue: the calls whose context has
+// not ended, one per key, at most maxBatch. A call whose context ended is
+// answered at once and never sent. Called with mu held.
+func (b *batcher[P, R]) take() []*batchCall[P, R] {
+	var batch []*batchCall[P, R]
+	var keys map[string]bool
+	rest := b.queue[:0]
+	for _, c := range b.queue {
+		if err := c.ctx.Err(); err != nil {
+			var zero R
+			c.out <- batchOutcome[R]{row: zero, err: fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, err)}
+			continue
+		}
+		k := b.key(c.params)
+		if len(batch) == maxBatch || keys[k] {
+			rest = append(rest, c)
+			continue
+		}
+		if keys == nil {
+			keys = make(map[string]bool)
+		}
+		keys[k] = true
+		batch = append(batch, c)
+	}
+	clear(b.queue[len(rest):])
+	b.queue = rest
+	return batch
+}
+
+func (b *batcher[P, R]) remove(c *batchCall[P, R]) bool {
+	for i, x := range b.queue {
+		if x == c {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// exec makes the database call of batch under a context that ends with the
+// last deadline among its calls: the batch is not cut short for the calls
+// that wait longest. A call whose deadline passes while the batch runs has
+// already returned (do).
+func (b *batcher[P, R]) exec(batch []*batchCall[P, R]) ([]R, []error) {
+	ctx := context.Background()
+	var last time.Time
+	bounded := true
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			bounded = false
+			break
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, last)
+		defer cancel()
+	}
+	rows := make([]R, len(batch))
+	errs := make([]error, len(batch))
+	if len(batch) == 1 {
+		rows[0], errs[0] = b.single(ctx, batch[0].params)
+		return rows, errs
+	}
+	params := make([]*P, len(batch))
+	for i, c := range batch {
+		params[i] = c.params
+	}
+	got, gotErrs, err := b.run(ctx, params)
+	if err != nil {
+		for i := range errs {
+			errs[i] = errBatchFailed
+		}
+		return rows, errs
+	}
+	return got, gotErrs
+}
+
+// sortedByKey orders the indexes of params by key, bytewise as job_id
+// sorts (COLLATE "C"): the order in which a batch locks its rows.
+func sortedByKey[P any](params []*P, key func(*P) string) []int {
+	idx := make([]int, len(params))
+	for i := range idx {
+		idx[i] = i
+	}
+	// Batches are small; insertion sort keeps this allocation-free.
+	for i := 1; i < len(idx); i++ {
+		for j := i; j > 0 && key(params[idx[j]]) < key(params[idx[j-1]]); j-- {
+			idx[j], idx[j-1] = idx[j-1], idx[j]
+		}
+	}
+	return idx
+}
+
+// The batch statements take each field of their calls as one array
+// parameter (pq.Array), in the order the rows are locked (sortedByKey).
+// Ticks are sent as RFC 3339 text, which the statements cast to
+// timestamptz[]: an exact instant, whatever the server's DateStyle.
+
+func tickText(t sql.NullTime) sql.NullString {
+	return sql.NullString{String: t.Time.UTC().Format(time.RFC3339Nano), Valid: t.Valid}
+}
+
+// acquireCall is an acquire as the statements take it.
+type acquireCall struct {
+	jobID, owner string
+	tick         sql.NullTime
+	ttlMs        int64
+	spec         sql.NullString
+	grace        sql.NullInt64
+}
+
+func (a *acquireCall) args() []any {
+	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace}
+}
+
+func acquireKey(a *acquireCall) string { return a.jobID }
+
+// acquireBatch makes the acquires of calls in one statement.
+func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acquireRow, []error, error) {
+	n := len(calls)
+	jobs, owners, ticks, ttls := make([]string, 0, n), make([]string, 0, n), make([]sql.NullString, 0, n), make([]int64, 0, n)
+	specs, graces := make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
+	for _, i := range sortedByKey(calls, acquireKey) {
+		a := calls[i]
+		jobs, owners, ticks = append(jobs, a.jobID), append(owners, a.owner), append(ticks, tickText(a.tick))
+		ttls, specs, graces = append(ttls, a.ttlMs), append(specs, a.spec), append(graces, a.grace)
+	}
+	stmt, err := p.prepared(ctx, p.q.batchAcquire)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(ticks), pq.Array(ttls), pq.Array(specs), pq.Array(graces))
+	if err != nil {
+		return nil, nil, err
+	}
+	return batchAnswers[acquireRow](rows, calls, acquireKey, "acquire")
+}
+
+// releaseCall is a release as the statements take it.
+type releaseCall struct {
+	jobID, owner string
+	token        int64
+	outcome      string
+}
+
+func releaseKey(r *releaseCall) string { return r.jobID }
+
+// batchReleaseQuery is releaseQuery for many jobs. An UPDATE takes its row
+// locks in the order its join yields the rows, which the planner chooses,
+// so the rows are locked first, in job id order, by the locked CTE; the
+// UPDATE then changes only rows it already holds. The runs of the batch
+// are closed by one statement, as in releaseQuery.
+const batchReleaseQuery = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS i(in_job_id, in_owner, in_token, in_outcome)
+), locked AS (
+	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
+	ORDER BY l.job_id
+	FOR NO KEY UPDATE OF l
+), released AS (
+UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
+	SELECT c.now, c.now, i.in_outcome,
+		CASE WHEN i.in_outcome = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
+	FROM (SELECT clock_timestamp() AS now) AS c
+)
+FROM input AS i
+WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked)
+	AND l.owner = i.in_owner AND l.token = i.in_token AND ` + stores.GrantOpen + `
+RETURNING ` + leaseColumns + `
+)` + releasedRun + `SELECT * FROM released`
+
+// releaseBatch makes the releases of calls in one statement.
+func (p *Store) releaseBatch(ctx context.Context, calls []*releaseCall) ([]leaseRow, []error, error) {
+	n := len(calls)
+	jobs, owners, tokens, outcomes := make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n)
+	for _, i := range sortedByKey(calls, releaseKey) {
+		r := calls[i]
+		jobs, owners, tokens, outcomes = append(jobs, r.jobID), append(owners, r.owner), append(tokens, r.token), append(outcomes, r.outcome)
+	}
+	stmt, err := p.prepared(ctx, batchReleaseQuery)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(tokens), pq.Array(outcomes))
+	if err != nil {
+		return nil, nil, err
+	}
+	return batchAnswers[leaseRow](rows, calls, releaseKey, "release")
+}
+
+// heartbeatCall is a heartbeat as the statements take it.
+type heartbeatCall struct {
+	jobID, owner string
+	token        int64
+	ttlMs        sql.NullInt64 // NULL: keep the grant's
+}
+
+func (h *heartbeatCall) args() []any { return []any{h.jobID, h.owner, h.token, h.ttlMs} }
+
+func heartbeatKey(h *heartbeatCall) string { return h.jobID }
+
+// heartbeatBatch makes the heartbeats of calls in one statement.
+func (p *Store) heartbeatBatch(ctx context.Context, calls []*heartbeatCall) ([]leaseRow, []error, error) {
+	n := len(calls)
+	jobs, owners, tokens, ttls := make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n), make([]sql.NullInt64, 0, n)
+	for _, i := range sortedByKey(calls, heartbeatKey) {
+		h := calls[i]
+		jobs, owners, tokens, ttls = append(jobs, h.jobID), append(owners, h.owner), append(tokens, h.token), append(ttls, h.ttlMs)
+	}
+	stmt, err := p.prepared(ctx, p.q.batchHeartbeat)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(tokens), pq.Array(ttls))
+	if err != nil {
+		return nil, nil, err
+	}
+	return batchAnswers[leaseRow](rows, calls, heartbeatKey, "heartbeat")
+}
+
+// batchAnswers reads the rows of a batched statement into one answer per
+// call, matched by job id (a batch holds at most one call per job); a call
+// without a row gets sql.ErrNoRows, as its single statement would. It
+// closes rows.
+func batchAnswers[R any, PR interface {
+	*R
+	fields() []any
+	jobID() string
+}, C any](rows *sql.Rows, calls []C, key func(C) string, what string) ([]R, []error, error) {
+	defer rows.Close()
+	byJob := make(map[string]int, len(calls))
+	for i, c := range calls {
+		byJob[key(c)] = i
+	}
+	out := make([]R, len(calls))
+	errs := make([]error, len(calls))
+	for i := range errs {
+		errs[i] = sql.ErrNoRows
+	}
+	for rows.Next() {
+		var r R
+		if err := rows.Scan(PR(&r).fields()...); err != nil {
+			return nil, nil, err
+		}
+		job := PR(&r).jobID()
+		i, ok := byJob[job]
+		if !ok || errs[i] == nil {
+			return nil, nil, fmt.Errorf("batched %s: unexpected row for job %q", what, job)
+		}
+		out[i], errs[i] = r, nil
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return out, errs, nil
+}

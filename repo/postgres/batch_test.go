@@ -1,0 +1,191 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/postgres"
+	"github.com/leaseapi/leaseapi/repo/repotest"
+)
+
+// TestPostgresBatchedCycles has many callers acquire and release jobs of
+// their own at once, so that their calls meet in batches, and checks every
+// answer and every job's run history: each grant its own token, each
+// release its own run, none lost or merged.
+func TestPostgresBatchedCycles(t *testing.T) {
+	t.Parallel()
+	store, err := postgres.Open(t.Context(), postgres.Config{DSN: repotest.PostgresURL(t), MaxOpenConns: 4})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer store.Close()
+	const workers, cycles = 24, 15
+	prefix := fmt.Sprintf("batched-%d", time.Now().UnixNano())
+	base := time.Now().UTC().Truncate(time.Minute)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			job, owner := fmt.Sprintf("%s-%02d", prefix, w), fmt.Sprintf("owner-%d", w)
+			for i := range cycles {
+				tick := base.Add(time.Duration(i) * time.Second)
+				l, err := store.Acquire(t.Context(), &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: time.Minute, Tick: &tick})
+				if err != nil {
+					t.Errorf("%s cycle %d: acquire: %v", job, i, err)
+					return
+				}
+				if l.Token != int64(i+1) || l.Owner != owner || !l.Tick.Equal(tick) || l.State != leaseapi.StateHeld {
+					t.Errorf("%s cycle %d: acquire gave token %d owner %q tick %v state %s", job, i, l.Token, l.Owner, l.Tick, l.State)
+					return
+				}
+				outcome := leaseapi.OutcomeSucceeded
+				if i%3 == 0 {
+					outcome = leaseapi.OutcomeFailed
+				}
+				r, err := store.Release(t.Context(), &leaseapi.ReleaseParams{JobID: job, Owner: owner, Token: l.Token, Outcome: outcome})
+				if err != nil {
+					t.Errorf("%s cycle %d: release: %v", job, i, err)
+					return
+				}
+				if r.State != leaseapi.StateReleased || r.Token != l.Token || r.LastOutcome != outcome {
+					t.Errorf("%s cycle %d: release gave state %s token %d outcome %s", job, i, r.State, r.Token, r.LastOutcome)
+					return
+				}
+				// A stale release of the same grant is answered alone, as before.
+				if _, err := store.Release(t.Context(), &leaseapi.ReleaseParams{JobID: job, Owner: owner, Token: l.Token, Outcome: outcome}); err != nil {
+					t.Errorf("%s cycle %d: retried release: %v", job, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for w := range workers {
+		job := fmt.Sprintf("%s-%02d", prefix, w)
+		runs, err := store.Runs(t.Context(), job, 100)
+		if err != nil {
+			t.Fatalf("runs of %s: %v", job, err)
+		}
+		if len(runs) != cycles {
+			t.Fatalf("runs of %s: got %d, want %d", job, len(runs), cycles)
+		}
+		for _, r := range runs { // newest first
+			i := int(r.Token) - 1
+			want := leaseapi.OutcomeSucceeded
+			if i%3 == 0 {
+				want = leaseapi.OutcomeFailed
+			}
+			if r.Outcome != want || r.EndedAt == nil {
+				t.Errorf("%s run of token %d: outcome %s, ended %v; want %s, ended", job, r.Token, r.Outcome, r.EndedAt, want)
+			}
+		}
+	}
+}
+
+// TestPostgresBatchedHeartbeats: a batch of heartbeats answers each call
+// with its own row, renewing only the grants whose owner and token match
+// and that are still held; and heartbeats of many callers at once, which
+// meet in batches, each get their own answer.
+func TestPostgresBatchedHeartbeats(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store, err := postgres.Open(ctx, postgres.Config{DSN: repotest.PostgresURL(t), MaxOpenConns: 4})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer store.Close()
+	prefix := fmt.Sprintf("batched-hb-%d", time.Now().UnixNano())
+
+	t.Run("OneBatch", func(t *testing.T) {
+		grants := make([]leaseapi.Lease, 5)
+		for i := range grants {
+			ttl := time.Minute
+			if i == 4 {
+				ttl = 20 * time.Millisecond
+			}
+			l, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: fmt.Sprintf("%s-one-%d", prefix, 5-i), Owner: "o", TTL: ttl})
+			if err != nil {
+				t.Fatalf("acquire: %v", err)
+			}
+			grants[i] = l
+		}
+		for range 500 { // bounded: until the database clock passes the short grant's expiry
+			if l, err := store.Get(ctx, grants[4].JobID); err != nil || l.State == leaseapi.StateExpired {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		hs := []*leaseapi.HeartbeatParams{
+			{JobID: grants[0].JobID, Owner: "o", Token: grants[0].Token},                       // renewed, keeps its TTL
+			{JobID: grants[1].JobID, Owner: "o", Token: grants[1].Token, TTL: 2 * time.Minute}, // renewed with a new TTL
+			{JobID: grants[2].JobID, Owner: "o", Token: grants[2].Token + 1},                   // wrong token
+			{JobID: grants[3].JobID, Owner: "p", Token: grants[3].Token},                       // wrong owner
+			{JobID: grants[4].JobID, Owner: "o", Token: grants[4].Token},                       // expired
+			{JobID: prefix + "-one-unknown", Owner: "o", Token: 1},                             // no such job
+		}
+		got, err := store.HeartbeatBatch(ctx, hs)
+		if err != nil {
+			t.Fatalf("HeartbeatBatch: %v", err)
+		}
+		for i, wantTTL := range []time.Duration{time.Minute, 2 * time.Minute} {
+			l := got[i]
+			if l == nil {
+				t.Fatalf("heartbeat %d: refused", i)
+			}
+			if l.JobID != grants[i].JobID || l.Token != grants[i].Token || l.TTL != wantTTL || !l.RenewedAt.After(grants[i].RenewedAt) ||
+				!l.ExpiresAt.Equal(l.RenewedAt.Add(wantTTL)) || l.State != leaseapi.StateHeld {
+				t.Errorf("heartbeat %d: got job %s token %d ttl %v renewed %v expires %v state %s", i, l.JobID, l.Token, l.TTL, l.RenewedAt, l.ExpiresAt, l.State)
+			}
+		}
+		for i := 2; i < len(hs); i++ {
+			if got[i] != nil {
+				t.Errorf("heartbeat %d (%s token %d by %s): renewed, want refused", i, hs[i].JobID, hs[i].Token, hs[i].Owner)
+			}
+		}
+		for i := 2; i < 5; i++ {
+			cur, err := store.Get(ctx, grants[i].JobID)
+			if err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			if !cur.RenewedAt.Equal(grants[i].RenewedAt) || !cur.ExpiresAt.Equal(grants[i].ExpiresAt) {
+				t.Errorf("refused heartbeat changed %s: renewed %v expires %v, was %v %v", cur.JobID, cur.RenewedAt, cur.ExpiresAt, grants[i].RenewedAt, grants[i].ExpiresAt)
+			}
+		}
+	})
+
+	t.Run("Concurrent", func(t *testing.T) {
+		const workers, beats = 16, 10
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				job, owner := fmt.Sprintf("%s-c-%02d", prefix, w), fmt.Sprintf("owner-%d", w)
+				l, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: time.Minute})
+				if err != nil {
+					t.Errorf("%s: acquire: %v", job, err)
+					return
+				}
+				last := l.RenewedAt
+				for i := range beats {
+					h, err := store.Heartbeat(ctx, &leaseapi.HeartbeatParams{JobID: job, Owner: owner, Token: l.Token})
+					if err != nil {
+						t.Errorf("%s beat %d: %v", job, i, err)
+						return
+					}
+					if h.JobID != job || h.Token != l.Token || h.Owner != owner || !h.RenewedAt.After(last) {
+						t.Errorf("%s beat %d: got job %s token %d owner %s renewed %v after %v", job, i, h.JobID, h.Token, h.Owner, h.RenewedAt, last)
+						return
+					}
+					last = h.RenewedAt
+					if _, err := store.Heartbeat(ctx, &leaseapi.HeartbeatParams{JobID: job, Owner: owner, Token: l.Token + 1}); !errors.Is(err, leaseapi.ErrLeaseLost) {
+						t.Errorf("%s beat %d with a wrong token: %v, want lease_lost", job, i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+}

@@ -1,0 +1,98 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// AcquireQuery is the single acquire statement, for a test that runs it in
+// a transaction of its own.
+var AcquireQuery = productionStatements.acquire
+
+// OpenVariant opens a store that differs from the served one as a test's
+// control: naive, every acquire takes the row lock and commits (and nothing
+// is batched); unbatched, every call is a statement of its own.
+func OpenVariant(ctx context.Context, cfg Config, naive, unbatched bool) (*Store, error) {
+	return open(ctx, cfg, variant{naive: naive, unbatched: unbatched})
+}
+
+// AcquireBatch sends acquires as one batch statement, as group commit does
+// when they meet, so that a test knows they went as a batch. A call the
+// statement returned no row for gets a nil lease.
+func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) ([]*leaseapi.Lease, error) {
+	calls := make([]*acquireCall, len(as))
+	for i, a := range as {
+		calls[i] = &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds()}
+	}
+	if p.acquires == nil {
+		return nil, errors.New("AcquireBatch: batching is off")
+	}
+	rows, errs, err := p.acquireBatch(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*leaseapi.Lease, len(as))
+	for i := range rows {
+		if errors.Is(errs[i], sql.ErrNoRows) || rows[i].Refused {
+			continue
+		}
+		l := rows[i].toLease()
+		out[i] = &l
+	}
+	return out, nil
+}
+
+// ReleaseBatch sends releases as one batch statement; a release the
+// statement refused gets a nil lease.
+func (p *Store) ReleaseBatch(ctx context.Context, rs []*leaseapi.ReleaseParams) ([]*leaseapi.Lease, error) {
+	calls := make([]*releaseCall, len(rs))
+	for i, r := range rs {
+		calls[i] = &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)}
+	}
+	rows, errs, err := p.releaseBatch(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*leaseapi.Lease, len(rs))
+	for i := range rows {
+		if errs[i] != nil {
+			continue
+		}
+		l := rows[i].toLease()
+		out[i] = &l
+	}
+	return out, nil
+}
+
+// HeartbeatBatch sends heartbeats as one batch statement; a heartbeat the
+// statement refused gets a nil lease.
+func (p *Store) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatParams) ([]*leaseapi.Lease, error) {
+	calls := make([]*heartbeatCall, len(hs))
+	for i, h := range hs {
+		calls[i] = &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
+			ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
+	}
+	rows, errs, err := p.heartbeatBatch(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*leaseapi.Lease, len(hs))
+	for i := range rows {
+		if errs[i] != nil {
+			continue
+		}
+		l := rows[i].toLease()
+		out[i] = &l
+	}
+	return out, nil
+}
+
+// Setting reads a setting of one of the store's sessions.
+func (p *Store) Setting(ctx context.Context, name string) (string, error) {
+	var v sql.NullString
+	err := p.db.QueryRowContext(ctx, `SELECT current_setting($1, true)`, name).Scan(&v)
+	return v.String, err
+}

@@ -1,0 +1,257 @@
+package postgres
+
+import "github.com/leaseapi/leaseapi/repo/internal/stores"
+
+// The hot statements of the store, built once, at package init, from named
+// parts. Each condition of the lease rules is written once, below, as a
+// function of its operands: the single statements read an acquire's owner
+// and tick from parameters ($2, $3), the batched ones from their input rows
+// (i.owner, i.tick); the fast path reads the clock of its snapshot (c.now),
+// the upsert the clock read after the row lock (clock_timestamp()). The
+// statements refer to the leases row as l. The conditions both stores
+// write the same (stores.GrantOpen, stores.HeldAt, stores.ExpiredAt) are in
+// repo/internal/stores.
+
+// holderOf: owner is l's holder for tick, or for any tick when tick is
+// NULL (decide.Renews).
+func holderOf(owner, tick string) string {
+	return `(l.owner = ` + owner + ` AND (` + tick + ` IS NULL OR l.tick IS NOT DISTINCT FROM ` + tick + `))`
+}
+
+// renewsAt: an acquire by owner for tick at now is the holder's renewal.
+func renewsAt(now, owner, tick string) string {
+	return `(` + stores.HeldAt(now) + ` AND ` + holderOf(owner, tick) + `)`
+}
+
+// tickDone: tick ran already (decide.TickDone).
+func tickDone(tick string) string {
+	return `COALESCE(` + tick + ` <= l.last_completed_tick, false)`
+}
+
+// statementParts are the parts of the acquire and heartbeat statements that
+// a chaos mutant replaces (mutants_chaos.go); every ordinary build uses
+// productionParts. A mutant is thus a whole statement set built by the same
+// functions from other parts, chosen when the store opens: no statement
+// text is edited.
+type statementParts struct {
+	// heldAgainst is the acquire's test of "held by someone" in its two
+	// guards: the fast path's refusal and the upsert's WHERE.
+	heldAgainst func(now string) string
+	// nextToken is the token of the row the upsert writes: the same on a
+	// renewal (s.renew), the next one on a new grant.
+	nextToken string
+	// fence is the heartbeat's test that the caller holds the grant.
+	fence func(owner, token string) string
+}
+
+var productionParts = statementParts{
+	heldAgainst: stores.HeldAt,
+	nextToken:   `CASE WHEN s.renew THEN l.token ELSE l.token + 1 END`,
+	fence:       func(owner, token string) string { return `l.owner = ` + owner + ` AND l.token = ` + token },
+}
+
+// refused is the acquire's refusal in SQL, the rules of decide.Acquire: the
+// tick ran already, or the grant is held by someone else, or the job is
+// paused and this is not the holder's renewal.
+func (p statementParts) refused(now, owner, tick string) string {
+	return `(` + tickDone(tick) + `
+			OR (` + p.heldAgainst(now) + ` AND NOT ` + holderOf(owner, tick) + `)
+			OR (l.paused_at IS NOT NULL AND NOT ` + renewsAt(now, owner, tick) + `))`
+}
+
+// acquireInput is where an acquire statement reads its calls from: the
+// parameters of one call, or the input rows of a batch (i).
+type acquireInput struct {
+	with                                     string // the input CTE, ending in ", " (empty for parameters)
+	jobID, owner, tick, ttlMs, spec, graceMs string
+	// snapshotFrom joins the input to its leases rows for the fast path.
+	snapshotFrom string
+	// upsertFrom are the rows the upsert inserts, each unless the fast path
+	// refused it, in job id order (the order ON CONFLICT locks them in).
+	upsertFrom string
+}
+
+// singleInput is one call's parameters.
+var singleInput = acquireInput{
+	jobID: `$1::text`, owner: `$2::text`, tick: `$3::timestamptz`, ttlMs: `$4::bigint`, spec: `$5::text`, graceMs: `$6::bigint`,
+	snapshotFrom: `
+	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
+	WHERE l.job_id = $1::text`,
+	upsertFrom: `
+FROM (SELECT clock_timestamp() AS now) AS c
+WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)`,
+}
+
+// batchInput is one input row per call (one call per job), the parameters
+// arrays of the calls' fields.
+var batchInput = acquireInput{
+	with: `input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::text[], $6::bigint[])
+		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms)
+), `,
+	jobID: `i.job_id`, owner: `i.owner`, tick: `i.tick`, ttlMs: `i.ttl_ms`, spec: `i.schedule`, graceMs: `i.grace_ms`,
+	snapshotFrom: `
+	FROM (SELECT clock_timestamp() AS now) AS c, input AS i JOIN leases AS l ON l.job_id = i.job_id`,
+	upsertFrom: `
+FROM (SELECT clock_timestamp() AS now) AS c, input AS i
+WHERE NOT EXISTS (SELECT 1 FROM snapshot AS r WHERE r.refused AND r.job_id = i.job_id)
+ORDER BY i.job_id`,
+}
+
+// upsert grants or renews under the row lock, or does nothing. The row
+// lock is taken by ON CONFLICT; the WHERE and the SET read clock_timestamp()
+// after it. The SET reads the clock once (the sub-select) so that
+// acquired_at, renewed_at and expires_at of a grant share one instant, and
+// it decides renew-or-grant again with that instant: a lease that expired
+// between the WHERE and the SET is granted anew (a new token) rather than
+// renewed. A fresh job is inserted with token 1; its VALUES clock needs no
+// lock. from are the rows to insert (acquireInput.upsertFrom; the naive
+// statement inserts every call's).
+//
+// A grant or renewal with a schedule (its grace) registers it: a new spec
+// (or the first) is due at once, and the sweep then computes its first
+// tick after schedule_since; the same spec with another grace keeps its
+// undecided tick and moves when it is due. While the job is paused only the
+// holder's renewal passes the WHERE.
+func (p statementParts) upsert(in acquireInput, from string) string {
+	return `
+INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+	schedule, grace_ms, schedule_since, decide_at)
+SELECT ` + in.jobID + `, ` + in.owner + `, 1, ` + in.tick + `, ` + in.ttlMs + `, c.now, c.now, c.now + ` + in.ttlMs + ` * interval '1 millisecond',
+	` + in.spec + `, ` + in.graceMs + `, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END` + from + `
+ON CONFLICT (job_id) DO UPDATE SET
+	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome,
+		schedule, grace_ms, schedule_since, next_tick, decide_at) = (
+		SELECT
+			EXCLUDED.owner,
+			` + p.nextToken + `,
+			CASE WHEN s.renew THEN l.tick ELSE EXCLUDED.tick END,
+			EXCLUDED.ttl_ms,
+			CASE WHEN s.renew THEN l.acquired_at ELSE s.now END,
+			s.now,
+			s.now + EXCLUDED.ttl_ms * interval '1 millisecond',
+			NULL::timestamptz,
+			NULL::timestamptz,
+			CASE WHEN NOT s.renew AND ` + stores.GrantOpen + `
+				THEN 'expired' ELSE l.last_outcome END,
+			COALESCE(EXCLUDED.schedule, l.schedule),
+			CASE WHEN EXCLUDED.schedule IS NULL THEN l.grace_ms ELSE EXCLUDED.grace_ms END,
+			CASE WHEN EXCLUDED.schedule IS NULL OR EXCLUDED.schedule = l.schedule THEN l.schedule_since ELSE s.now END,
+			CASE WHEN EXCLUDED.schedule IS NULL OR EXCLUDED.schedule = l.schedule THEN l.next_tick END,
+			CASE WHEN EXCLUDED.schedule IS NULL THEN l.decide_at
+				WHEN EXCLUDED.schedule = l.schedule
+				THEN COALESCE(l.next_tick + EXCLUDED.grace_ms * interval '1 millisecond', l.decide_at)
+				ELSE s.now END
+		FROM (
+			SELECT c.now, ` + renewsAt(`c.now`, `EXCLUDED.owner`, `EXCLUDED.tick`) + ` AS renew
+			FROM (SELECT clock_timestamp() AS now) AS c
+		) AS s
+	)
+WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, `EXCLUDED.tick`) + `
+RETURNING ` + leaseColumns
+}
+
+// grantedRun inserts the run of a grant that the upsert CTE returned, in the
+// same statement, so that all run rows of a batch are written by one
+// executor rather than by a trigger call per row. A grant sets acquired_at
+// and renewed_at to one instant; a renewal keeps acquired_at and returns
+// the grant's run, which exists already: ON CONFLICT skips it should the
+// two instants ever be equal. A takeover of an expired grant also closes
+// that grant's run; the trigger of migrations/postgres/0005 does that,
+// since it must read the run with a snapshot taken after the row lock. The
+// trigger leaves the rest to these statements because the store's sessions
+// say they write the run rows (leaseapi.run_rows, conn.go).
+const grantedRun = `, run AS (
+	INSERT INTO runs (job_id, token, owner, tick, started_at)
+	SELECT job_id, token, owner, tick, acquired_at FROM upsert WHERE acquired_at = renewed_at
+	ON CONFLICT (job_id, token) DO NOTHING
+)
+`
+
+// acquire answers most losers from the statement's snapshot, without the
+// row lock and without a transaction id (so without a WAL flush): when the
+// snapshot shows the acquire refused at the clock read after the snapshot
+// (the lease held by someone else, or the tick done, or the job paused),
+// the refusal is valid at the moment of the snapshot, since a lease held
+// until expires_at > now was held at every earlier instant of the same
+// grant, and completed ticks only grow. Otherwise the upsert decides under
+// the lock with the same rules. Built over singleInput it is the single
+// statement, over batchInput the batched one: each input row is decided as
+// its own single statement would decide it.
+func (p statementParts) acquire(in acquireInput) string {
+	return `
+WITH ` + in.with + `snapshot AS (
+	SELECT ` + snapshotColumns + `,
+		` + p.refused(`c.now`, in.owner, in.tick) + ` AS refused` + in.snapshotFrom + `
+), upsert AS (` + p.upsert(in, in.upsertFrom) + `
+)` + grantedRun + `SELECT *, false AS refused FROM upsert
+UNION ALL
+SELECT * FROM snapshot WHERE refused`
+}
+
+// naiveAcquire is the upsert alone: every contender takes the row lock and
+// commits, winner or not. Kept as the benchmark's baseline
+// (bench_leasebench.go) and the fast path's negative control in the tests.
+func (p statementParts) naiveAcquire() string {
+	return `WITH upsert AS (` + p.upsert(singleInput, "\nFROM (SELECT clock_timestamp() AS now) AS c") + `
+)` + grantedRun + `SELECT *, false AS refused FROM upsert`
+}
+
+// snapshotColumns are leaseColumns read from l, with the snapshot's clock.
+const snapshotColumns = `l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
+		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
+		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, c.now AS db_now`
+
+// heartbeat extends a held grant whose owner and token match (fence); a
+// NULL ttl keeps the grant's. The clock in the WHERE is re-read if the row
+// was changed while this statement waited for its lock. The single
+// statement reads its call from parameters; the batched one locks its rows
+// first, in job id order, by the locked CTE (an UPDATE takes its row locks
+// in the order its join yields the rows, which the planner chooses), and
+// joins each row to its own input row.
+func (p statementParts) heartbeat(batched bool) string {
+	with, from, where, owner, token, ttl := ``, ``, `l.job_id = $1`, `$2`, `$3`, `$4::bigint`
+	if batched {
+		with = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS i(in_job_id, in_owner, in_token, in_ttl_ms)
+), locked AS (
+	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
+	ORDER BY l.job_id
+	FOR NO KEY UPDATE OF l
+)`
+		from = `
+FROM input AS i`
+		where = `l.job_id IN (SELECT job_id FROM locked) AND l.job_id = i.in_job_id`
+		owner, token, ttl = `i.in_owner`, `i.in_token`, `i.in_ttl_ms`
+	}
+	return with + `
+UPDATE leases AS l SET (renewed_at, expires_at, ttl_ms) = (
+	SELECT c.now, c.now + t.ms * interval '1 millisecond', t.ms
+	FROM (SELECT clock_timestamp() AS now) AS c, (SELECT COALESCE(` + ttl + `, l.ttl_ms) AS ms) AS t
+)` + from + `
+WHERE ` + where + ` AND ` + p.fence(owner, token) + `
+	AND ` + stores.HeldAt(`clock_timestamp()`) + `
+RETURNING ` + leaseColumns
+}
+
+// statementSet are the hot statements a store chooses once, when it opens
+// (statements: production, or a chaos mutant's under -tags chaos_mutants).
+type statementSet struct {
+	acquire, batchAcquire, naiveAcquire string
+	heartbeat, batchHeartbeat           string
+}
+
+// build is the statement set of parts p.
+func (p statementParts) build() statementSet {
+	return statementSet{
+		acquire:        p.acquire(singleInput),
+		batchAcquire:   p.acquire(batchInput),
+		naiveAcquire:   p.naiveAcquire(),
+		heartbeat:      p.heartbeat(false),
+		batchHeartbeat: p.heartbeat(true),
+	}
+}
+
+// productionStatements are the statements of every ordinary build.
+var productionStatements = productionParts.build()

@@ -1,0 +1,741 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/migrations"
+	"github.com/leaseapi/leaseapi/repo/decide"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
+)
+
+// Store is the lease store on PostgreSQL. Every lease operation is one
+// statement, decided under the lease row's lock with clock_timestamp() read
+// after the lock was taken; the database clock is the only clock. Run
+// history is written in the same statement: a grant's run and a release's
+// by the statement itself (grantedRun, releasedRun), the close of a run by a
+// takeover or a revocation by the trigger of migrations/postgres (0005),
+// which reads the run after the row lock. Concurrent acquires, heartbeats
+// and releases of different jobs share one statement and one commit per
+// kind (batch.go).
+type Store struct {
+	db         *sqlx.DB
+	migrations *goose.Provider
+	logger     *slog.Logger
+	observer   leaseapi.Observer
+	// q are the hot statements, chosen once when the store opens.
+	q statementSet
+
+	stmtsMu sync.Mutex
+	stmts   map[string]*sqlx.Stmt // the hot statements by text; see prepared
+
+	// acquires, releases and heartbeats group concurrent calls of
+	// different jobs into one statement (batch.go); nil when batching is
+	// off.
+	acquires   *batcher[acquireCall, acquireRow]
+	releases   *batcher[releaseCall, leaseRow]
+	heartbeats *batcher[heartbeatCall, leaseRow]
+}
+
+var _ leaseapi.Store = (*Store)(nil)
+
+// Config configures Open.
+type Config struct {
+	// DSN is a lib/pq connection string or URL. Unless it sets them,
+	// statement_timeout, lock_timeout, idle_in_transaction_session_timeout
+	// and connect_timeout get bounded defaults.
+	DSN    string
+	Logger *slog.Logger
+	// MaxOpenConns bounds the pool; 0 means 20.
+	MaxOpenConns int
+	// Observer is told of the events the metrics count; nil tells nobody.
+	Observer leaseapi.Observer
+}
+
+// migrationsTable is goose's version table.
+const migrationsTable = "leaseapi_migrations"
+
+// Open opens a connection pool. It neither connects nor migrates: call
+// Migrate, and Ready to check the database.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	return open(ctx, cfg, variant{})
+}
+
+// variant is how a store for a benchmark's baseline or a test's control
+// differs from the served one; the zero variant is the served store. Only
+// a -tags leasebench build (bench_leasebench.go) and the tests
+// (export_test.go) open another.
+type variant struct {
+	// naive makes every acquire take the row lock and commit, even a
+	// losing one (naiveAcquire), to measure the fast path; it implies
+	// unbatched.
+	naive bool
+	// unbatched makes every acquire, heartbeat and release a statement of
+	// its own, never grouped with concurrent ones (batch.go).
+	unbatched bool
+}
+
+func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
+	if cfg.DSN == "" {
+		return nil, errors.New("open postgres: empty DSN")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	connector, err := newPostgresConnector(cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	maxOpen := cfg.MaxOpenConns
+	if maxOpen <= 0 {
+		maxOpen = 20
+	}
+	db := sqlx.NewDb(sql.OpenDB(connector), "postgres")
+	db.SetMaxOpenConns(maxOpen)
+	db.SetMaxIdleConns(maxOpen)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(30 * time.Minute)
+
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open postgres: migration lock: %w", err)
+	}
+	provider, err := goose.NewProvider(database.DialectPostgres, db.DB, migrations.Postgres(),
+		goose.WithSessionLocker(locker),
+		goose.WithTableName(migrationsTable),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open postgres: migrations: %w", err)
+	}
+	q := statements()
+	if v.naive {
+		q.acquire = q.naiveAcquire
+	}
+	p := &Store{db: db, migrations: provider, logger: logger, q: q, observer: stores.OrNoObserver(cfg.Observer),
+		stmts: make(map[string]*sqlx.Stmt)}
+	if !v.naive && !v.unbatched {
+		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch, single: p.acquireOne}
+		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch, single: p.releaseOne}
+		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch, single: p.heartbeatOne}
+	}
+	return p, nil
+}
+
+// Migrate applies pending migrations under a Postgres advisory lock, so that
+// several instances starting at once apply each migration exactly once.
+func (p *Store) Migrate(ctx context.Context) error {
+	results, err := p.migrations.Up(ctx)
+	if err != nil {
+		return interpretError("migrate", err)
+	}
+	for _, r := range results {
+		p.logger.InfoContext(ctx, "migration applied",
+			slog.Int64("version", r.Source.Version), slog.String("file", r.Source.Path),
+			slog.Duration("duration", r.Duration))
+	}
+	return nil
+}
+
+// Ready returns nil when the database answers and no migration is pending.
+func (p *Store) Ready(ctx context.Context) error {
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		pending, err := p.migrations.HasPending(ctx)
+		if err != nil {
+			return struct{}{}, interpretError("ready", err)
+		}
+		if pending {
+			return struct{}{}, errors.New("ready: database migrations are pending (run leaseapi migrate)")
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+const synchronousCommitQuery = `SHOW synchronous_commit`
+
+// SynchronousCommit returns the server's synchronous_commit setting. With
+// it off, a crash can lose acknowledged grants and with them tokens.
+func (p *Store) SynchronousCommit(ctx context.Context) (string, error) {
+	return bounded(ctx, func(ctx context.Context) (string, error) {
+		var v string
+		if err := p.db.GetContext(ctx, &v, synchronousCommitQuery); err != nil {
+			return "", interpretError("show synchronous_commit", err)
+		}
+		return v, nil
+	})
+}
+
+// Close closes the pool. It does not wait for calls that bounded gave up on.
+func (p *Store) Close() error {
+	p.stmtsMu.Lock()
+	errs := []error{p.migrations.Close()}
+	for q, s := range p.stmts {
+		errs = append(errs, s.Close())
+		delete(p.stmts, q)
+	}
+	p.stmtsMu.Unlock()
+	return errors.Join(append(errs, p.db.Close())...)
+}
+
+// scanPrepared runs a hot statement that returns one row and scans it into
+// dest. Preparing it once per connection saves planning it on every call
+// (planning the acquire costs ten times more than executing it) and one of
+// its two round trips; scanning into explicit targets saves sqlx's
+// reflection on every row.
+func (p *Store) scanPrepared(ctx context.Context, query string, args []any, dest ...any) error {
+	stmt, err := p.prepared(ctx, query)
+	if err != nil {
+		return err
+	}
+	return stmt.QueryRowContext(ctx, args...).Scan(dest...)
+}
+
+// prepared returns query prepared on the pool: database/sql prepares it on
+// each connection the first time that connection runs it, and again on a
+// new connection after a reconnect. It is prepared on first use, not when
+// the store opens, because the tables exist only after Migrate. A failed
+// prepare is not remembered, so the next call tries again.
+func (p *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	p.stmtsMu.Lock()
+	stmt, ok := p.stmts[query]
+	p.stmtsMu.Unlock()
+	if ok {
+		return stmt, nil
+	}
+	// Prepared without the lock, so that a slow database holds up only the
+	// callers that wait for it; a concurrent first use may prepare twice.
+	stmt, err := p.db.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	p.stmtsMu.Lock()
+	defer p.stmtsMu.Unlock()
+	if existing, ok := p.stmts[query]; ok {
+		_ = stmt.Close()
+		return existing, nil
+	}
+	p.stmts[query] = stmt
+	return stmt, nil
+}
+
+// leaseRow is a leases row plus the database clock read with it; the state
+// and the visible last outcome are computed from both by toLease.
+type leaseRow struct {
+	JobID             string         `db:"job_id"`
+	Owner             string         `db:"owner"`
+	Token             int64          `db:"token"`
+	Tick              sql.NullTime   `db:"tick"`
+	TTLMs             int64          `db:"ttl_ms"`
+	AcquiredAt        time.Time      `db:"acquired_at"`
+	RenewedAt         time.Time      `db:"renewed_at"`
+	ExpiresAt         time.Time      `db:"expires_at"`
+	ReleasedAt        sql.NullTime   `db:"released_at"`
+	RevokedAt         sql.NullTime   `db:"revoked_at"`
+	LastCompletedTick sql.NullTime   `db:"last_completed_tick"`
+	LastOutcome       sql.NullString `db:"last_outcome"`
+	Schedule          sql.NullString `db:"schedule"`
+	GraceMs           sql.NullInt64  `db:"grace_ms"`
+	PausedAt          sql.NullTime   `db:"paused_at"`
+	PausedBy          sql.NullString `db:"paused_by"`
+	PausedReason      sql.NullString `db:"paused_reason"`
+	MissedTicks       int64          `db:"missed_ticks"`
+	SkippedTicks      int64          `db:"skipped_ticks"`
+	RevokedBy         sql.NullString `db:"revoked_by"`
+	Now               time.Time      `db:"db_now"`
+}
+
+// leaseColumns are the columns every lease query and RETURNING yields;
+// db_now is read once per row so state is computed against one instant.
+const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+	released_at, revoked_at, last_completed_tick, last_outcome,
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, clock_timestamp() AS db_now`
+
+// fields are the scan targets of leaseColumns, in their order.
+func (r *leaseRow) jobID() string { return r.JobID }
+
+func (r *leaseRow) fields() []any {
+	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
+		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
+		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Now}
+}
+
+func (r *leaseRow) toLease() leaseapi.Lease {
+	l := leaseapi.Lease{
+		JobID:             r.JobID,
+		Owner:             r.Owner,
+		Token:             r.Token,
+		AcquiredAt:        r.AcquiredAt.UTC(),
+		RenewedAt:         r.RenewedAt.UTC(),
+		ExpiresAt:         r.ExpiresAt.UTC(),
+		ReleasedAt:        nullTime(r.ReleasedAt),
+		TTL:               time.Duration(r.TTLMs) * time.Millisecond,
+		Tick:              nullTime(r.Tick),
+		LastCompletedTick: nullTime(r.LastCompletedTick),
+		LastOutcome:       leaseapi.Outcome(r.LastOutcome.String),
+		Schedule:          r.Schedule.String,
+		Grace:             time.Duration(r.GraceMs.Int64) * time.Millisecond,
+		PausedAt:          nullTime(r.PausedAt),
+		PausedBy:          r.PausedBy.String,
+		PausedReason:      r.PausedReason.String,
+		MissedTicks:       r.MissedTicks,
+		SkippedTicks:      r.SkippedTicks,
+	}
+	if r.RevokedAt.Valid {
+		l.RevokedBy = r.RevokedBy.String
+	}
+	l.SetState(r.RevokedAt.Valid, r.Now)
+	stores.SetNextTick(&l, r.Now.UTC())
+	return l
+}
+
+func nullTime(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := t.Time.UTC()
+	return &u
+}
+
+func nullableTime(t *time.Time) sql.NullTime {
+	if t == nil {
+		return sql.NullTime{}
+	}
+	return sql.NullTime{Time: *t, Valid: true}
+}
+
+// acquireAttempts bounds retries when a refusal's lease, read after the
+// decision, turns out to be grantable (its holder let go in between): each
+// retry is a fresh decision, so a refusal names a lease that was held when
+// it was read. In a request the deadline usually ends the retries first.
+const acquireAttempts = 10
+
+// acquireRow is a lease row and whether the fast path refused it.
+type acquireRow struct {
+	leaseRow
+	Refused bool `db:"refused"`
+}
+
+// fields are the scan targets of an acquire's row: leaseColumns, refused.
+func (r *acquireRow) fields() []any {
+	return append(r.leaseRow.fields(), &r.Refused)
+}
+
+// Acquire grants, renews or refuses the lease. See leaseapi.Store.
+func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	if err := stores.ValidateAcquire(a); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	spec, grace := sql.NullString{String: a.Schedule, Valid: a.Schedule != ""}, sql.NullInt64{}
+	if spec.Valid {
+		grace = sql.NullInt64{Int64: a.Grace.Milliseconds(), Valid: true}
+	}
+	call := &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds(), spec: spec, grace: grace}
+	for attempt := 1; ; attempt++ {
+		var row acquireRow
+		var err error
+		if attempt == 1 {
+			row, err = send(ctx, p.acquires, p.acquireOne, call)
+		} else {
+			row, err = bounded(ctx, func(ctx context.Context) (acquireRow, error) { return p.acquireOne(ctx, call) })
+		}
+		if err == nil && !row.Refused {
+			l := row.toLease()
+			if l.AcquiredAt.Equal(l.RenewedAt) && l.LastOutcome == leaseapi.OutcomeExpired && l.Token > 1 {
+				// This grant took over a grant that had expired, and
+				// the trigger closed that run as expired.
+				_, _ = bounded(ctx, func(ctx context.Context) (struct{}, error) {
+					p.observeTakeover(ctx, l)
+					return struct{}{}, nil
+				})
+			}
+			return l, nil
+		}
+		if err == nil { // refused from the snapshot
+			return leaseapi.Lease{}, decide.Refusal(a, row.toLease())
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
+		}
+		// Refused under the lock. The decision was atomic; read the row
+		// it was made on (or a newer one) for the conflict body.
+		cur, err := p.boundedGet(ctx, a.JobID)
+		if err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
+		}
+		if conflict := decide.Refusal(a, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
+			errors.Is(conflict, leaseapi.ErrJobPaused) ||
+			cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
+			return leaseapi.Lease{}, conflict
+		}
+	}
+}
+
+// acquireOne makes one acquire with the single statement.
+func (p *Store) acquireOne(ctx context.Context, a *acquireCall) (acquireRow, error) {
+	var row acquireRow
+	err := p.scanPrepared(ctx, p.q.acquire, a.args(), row.fields()...)
+	return row, err
+}
+
+// send makes call c through batcher b when the store batches (b keeps c's
+// deadline by itself), else, or when c's batch statement failed, alone
+// with one under bounded.
+func send[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Context, *P) (R, error), c *P) (R, error) {
+	if b != nil {
+		r, err := b.do(ctx, c)
+		if !errors.Is(err, errBatchFailed) {
+			return r, err
+		}
+	}
+	return bounded(ctx, func(ctx context.Context) (R, error) { return one(ctx, c) })
+}
+
+// closeExpiredRunQuery counts, once, the expiry of the run that a takeover
+// closed, unless the sweep counted it before, and reads how long it ran.
+const closeExpiredRunQuery = `
+WITH old AS (SELECT id, expiry_counted FROM runs WHERE job_id = $1 AND token = $2 FOR UPDATE)
+UPDATE runs AS r SET expiry_counted = true FROM old WHERE r.id = old.id
+RETURNING r.started_at, r.ended_at, old.expiry_counted`
+
+// observeTakeover tells the observer of the expired run that grant l
+// closed. It runs after the grant committed; a failure costs a metric, not
+// the grant, so it is logged and dropped.
+func (p *Store) observeTakeover(ctx context.Context, l leaseapi.Lease) {
+	var started, ended time.Time
+	var counted bool
+	err := p.db.QueryRowxContext(ctx, closeExpiredRunQuery, l.JobID, l.Token-1).Scan(&started, &ended, &counted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return // pruned: nothing to tell
+	}
+	if err != nil {
+		p.logger.Warn("cannot count the expired run a takeover closed", slog.String("job_id", l.JobID), slog.Any("error", err))
+		return
+	}
+	p.observer.RunFinished(leaseapi.OutcomeExpired, ended.Sub(started))
+	if !counted {
+		p.observer.LeasesExpired(1)
+	}
+}
+
+// Heartbeat extends a held lease. See leaseapi.Store.
+func (p *Store) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
+	if err := h.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	call := &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
+		ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
+	row, err := send(ctx, p.heartbeats, p.heartbeatOne, call)
+	if err == nil {
+		return row.toLease(), nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return leaseapi.Lease{}, interpretError(fmt.Sprintf("heartbeat %q", h.JobID), err)
+	}
+	cur, err := p.boundedGet(ctx, h.JobID)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", h.JobID, err)
+	}
+	return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+}
+
+// heartbeatOne makes one heartbeat with the single statement.
+func (p *Store) heartbeatOne(ctx context.Context, h *heartbeatCall) (leaseRow, error) {
+	var row leaseRow
+	err := p.scanPrepared(ctx, p.q.heartbeat, h.args(), row.fields()...)
+	return row, err
+}
+
+// releaseQuery ends the grant whose owner and token match, held or expired
+// but neither released nor revoked, and closes its run (releasedRun). On
+// success with a tick, the tick becomes the last completed one unless a
+// newer one already is.
+const releaseQuery = `
+WITH released AS (
+UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
+	SELECT c.now, c.now, $4::text,
+		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
+	FROM (SELECT clock_timestamp() AS now) AS c
+)
+WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
+RETURNING ` + leaseColumns + `
+)` + releasedRun + `SELECT * FROM released`
+
+// releasedRun closes the run of a release in the release statement. It
+// reads the run with the statement's snapshot, and that snapshot always
+// holds it: an UPDATE changes only a row version its snapshot sees (or, if
+// that version changed while it waited for the lock, the newer one, which
+// must still pass the WHERE), so the grant of the token it releases, and
+// the run that grant inserted in the same transaction, committed before
+// the snapshot. (An acquire's ON CONFLICT is different: it acts on the
+// newest version whether its snapshot sees it or not, which is why closing
+// the previous run on a takeover stays with the trigger.) The run is found
+// by its unique key, and tested for ended_at IS NULL, which holds exactly
+// for a running run, rather than for outcome = 'running': the statement is
+// prepared once per connection and keeps its generic plan, and one made
+// while runs has no statistics yet (a fresh database) chose to scan
+// runs_outcome_at_idx for every running run, a cost that grew with the
+// history: the first round of a lock benchmark on a fresh database spent
+// five times the Postgres CPU per cycle of the rounds after it.
+const releasedRun = `, run AS (
+	UPDATE runs AS r SET (outcome, ended_at) = (x.last_outcome, x.released_at)
+	FROM released AS x
+	WHERE r.job_id = x.job_id AND r.token = x.token AND r.ended_at IS NULL
+)
+`
+
+// Release ends the holder's grant. See leaseapi.Store.
+func (p *Store) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
+	if err := r.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	call := &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)}
+	row, err := send(ctx, p.releases, p.releaseOne, call)
+	if err == nil {
+		l := row.toLease()
+		p.observer.RunFinished(r.Outcome, l.ReleasedAt.Sub(l.AcquiredAt))
+		return l, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return leaseapi.Lease{}, interpretError(fmt.Sprintf("release %q", r.JobID), err)
+	}
+	cur, err := p.boundedGet(ctx, r.JobID)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
+	}
+	if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token {
+		return cur, nil // a retried release: nothing changes
+	}
+	return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+}
+
+// releaseOne makes one release with the single statement.
+func (p *Store) releaseOne(ctx context.Context, r *releaseCall) (leaseRow, error) {
+	var row leaseRow
+	err := p.scanPrepared(ctx, releaseQuery, []any{r.jobID, r.owner, r.token, r.outcome}, row.fields()...)
+	return row, err
+}
+
+// revokeQuery force-releases a held lease and bumps its token, so that the
+// old holder's token is stale.
+var revokeQuery = `
+UPDATE leases AS l SET (token, revoked_at, expires_at, last_outcome, revoked_by) = (
+	SELECT l.token + 1, c.now, c.now, 'revoked', $2::text FROM (SELECT clock_timestamp() AS now) AS c
+)
+WHERE job_id = $1 AND ` + stores.HeldAt(`clock_timestamp()`) + `
+RETURNING ` + leaseColumns
+
+// Revoke force-releases a held lease. See leaseapi.Store.
+func (p *Store) Revoke(ctx context.Context, rp *leaseapi.RevokeParams) (leaseapi.Lease, error) {
+	if err := rp.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	jobID := rp.JobID
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		var row leaseRow
+		err := p.scanPrepared(ctx, revokeQuery, []any{jobID, sql.NullString{String: rp.By, Valid: rp.By != ""}}, row.fields()...)
+		if err == nil {
+			l := row.toLease()
+			p.observer.RunFinished(leaseapi.OutcomeRevoked, l.ExpiresAt.Sub(l.AcquiredAt))
+			return l, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return leaseapi.Lease{}, interpretError(fmt.Sprintf("revoke %q", jobID), err)
+		}
+		cur, err := p.get(ctx, jobID) // not held: unchanged
+		if err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("revoke %q: %w", jobID, err)
+		}
+		return cur, nil
+	})
+}
+
+const getQuery = `SELECT ` + leaseColumns + ` FROM leases WHERE job_id = $1`
+
+// Get returns one lease. See leaseapi.Store.
+func (p *Store) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	l, err := p.boundedGet(ctx, jobID)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("get %q: %w", jobID, err)
+	}
+	return l, nil
+}
+
+// boundedGet reads one lease within ctx's deadline (bounded).
+func (p *Store) boundedGet(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) { return p.get(ctx, jobID) })
+}
+
+func (p *Store) get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	var row leaseRow
+	err := p.scanPrepared(ctx, getQuery, []any{jobID}, row.fields()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaseapi.Lease{}, leaseapi.ErrNotFound
+	}
+	if err != nil {
+		return leaseapi.Lease{}, interpretError("read lease", err)
+	}
+	return row.toLease(), nil
+}
+
+// listQuery reads one keyset page. The clock is read once (the c
+// sub-select, which Postgres does not flatten because it is volatile) so
+// that every state of the page, and the state filter, use one instant.
+// job_id sorts bytewise; every job id character sorts below '~', so
+// [prefix, prefix || '~') is exactly the ids that start with prefix. The
+// paused and overdue filters (stores.ListFilters) go between listQuery and
+// listOrder.
+const listQuery = `
+SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
+	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
+	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, c.now AS db_now
+FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
+WHERE l.job_id > $1::text
+	AND ($2::text = '' OR (l.job_id >= $2::text AND l.job_id < $2::text || '~'))
+	AND ($3::text = '' OR l.owner = $3::text)
+	AND ($4::text = '' OR $4::text = CASE
+		WHEN l.revoked_at IS NOT NULL THEN 'revoked'
+		WHEN l.released_at IS NOT NULL THEN 'released'
+		WHEN l.expires_at > c.now THEN 'held'
+		ELSE 'expired' END)`
+
+const listOrder = `
+ORDER BY l.job_id
+LIMIT $5`
+
+const dbNowQuery = `SELECT clock_timestamp()`
+
+// List returns one page of leases. See leaseapi.Store.
+func (p *Store) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.LeasePage, error) {
+	if err := lp.Validate(); err != nil {
+		return leaseapi.LeasePage{}, err
+	}
+	return bounded(ctx, func(ctx context.Context) (leaseapi.LeasePage, error) {
+		var rows []leaseRow
+		err := p.db.SelectContext(ctx, &rows, listQuery+stores.ListFilters(lp)+listOrder,
+			lp.After, lp.Prefix, lp.Owner, string(lp.State), lp.Limit+1)
+		if err != nil {
+			return leaseapi.LeasePage{}, interpretError("list leases", err)
+		}
+		page := leaseapi.LeasePage{Leases: make([]leaseapi.Lease, 0, min(len(rows), lp.Limit))}
+		if len(rows) > lp.Limit {
+			page.More = true
+			rows = rows[:lp.Limit]
+		}
+		for i := range rows {
+			page.Leases = append(page.Leases, rows[i].toLease())
+		}
+		if len(rows) > 0 {
+			page.Now = rows[0].Now.UTC()
+		} else {
+			if err := p.db.GetContext(ctx, &page.Now, dbNowQuery); err != nil {
+				return leaseapi.LeasePage{}, interpretError("list leases", err)
+			}
+			page.Now = page.Now.UTC()
+		}
+		return page, nil
+	})
+}
+
+// runsQuery reads a job's history newest first. A run still marked running
+// whose grant has expired is shown as expired, ending at its expiry: the
+// row itself is closed when a grant takes over.
+var runsQuery = `
+SELECT r.token, r.owner, r.tick, r.started_at, r.revoked_by,
+	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
+	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
+FROM leases AS l
+	CROSS JOIN LATERAL (SELECT ` + stores.ExpiredAt(`clock_timestamp()`) + ` AS expired) AS s
+	JOIN runs AS r ON r.job_id = l.job_id
+WHERE l.job_id = $1
+ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC
+LIMIT $2`
+
+type runRow struct {
+	Token     sql.NullInt64  `db:"token"`
+	Owner     sql.NullString `db:"owner"`
+	Tick      sql.NullTime   `db:"tick"`
+	StartedAt sql.NullTime   `db:"started_at"`
+	EndedAt   sql.NullTime   `db:"ended_at"`
+	Outcome   string         `db:"outcome"`
+	RevokedBy sql.NullString `db:"revoked_by"`
+}
+
+// Runs returns a job's run history. See leaseapi.Store.
+func (p *Store) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.Run, error) {
+	if err := (&leaseapi.RunsParams{JobID: jobID, Limit: limit}).Validate(); err != nil {
+		return nil, err
+	}
+	return bounded(ctx, func(ctx context.Context) ([]leaseapi.Run, error) {
+		var rows []runRow
+		if err := p.db.SelectContext(ctx, &rows, runsQuery, jobID, limit); err != nil {
+			return nil, interpretError(fmt.Sprintf("runs %q", jobID), err)
+		}
+		if len(rows) == 0 {
+			// No runs left (pruned) or no such job: tell them apart.
+			if _, err := p.get(ctx, jobID); err != nil {
+				return nil, fmt.Errorf("runs %q: %w", jobID, err)
+			}
+		}
+		runs := make([]leaseapi.Run, len(rows))
+		for i, r := range rows {
+			runs[i] = leaseapi.Run{
+				JobID:     jobID,
+				Token:     r.Token.Int64,
+				Owner:     r.Owner.String,
+				Tick:      nullTime(r.Tick),
+				StartedAt: nullTime(r.StartedAt),
+				RevokedBy: r.RevokedBy.String,
+				EndedAt:   nullTime(r.EndedAt),
+				Outcome:   leaseapi.Outcome(r.Outcome),
+			}
+		}
+		return runs, nil
+	})
+}
+
+// pruneRunsQuery deletes one batch of finished runs past retention. SKIP
+// LOCKED lets several instances prune at once without waiting on each other.
+const pruneRunsQuery = `
+DELETE FROM runs WHERE id IN (
+	SELECT id FROM runs
+	WHERE ended_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+	ORDER BY ended_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`
+
+// PruneRuns deletes one batch of old finished runs. See leaseapi.Store.
+func (p *Store) PruneRuns(ctx context.Context, retention time.Duration, batch int) (int64, error) {
+	if err := leaseapi.ValidatePrune(retention, batch); err != nil {
+		return 0, err
+	}
+	return bounded(ctx, func(ctx context.Context) (int64, error) {
+		res, err := p.db.ExecContext(ctx, pruneRunsQuery, retention.Milliseconds(), batch)
+		if err != nil {
+			return 0, interpretError("prune runs", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, interpretError("prune runs", err)
+		}
+		return n, nil
+	})
+}

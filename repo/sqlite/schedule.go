@@ -1,0 +1,303 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
+)
+
+// The embedded store's schedules, pause and sweep: the same decisions as the
+// Postgres store's (ticks.go), with the single writer's lock in place of row
+// locks.
+
+const pauseQuery = `
+UPDATE leases SET paused_at = $2, paused_by = $3, paused_reason = $4
+WHERE job_id = $1 AND paused_at IS NULL`
+
+// Pause pauses a job. See leaseapi.Store.
+func (s *Store) Pause(ctx context.Context, p *leaseapi.PauseParams) (leaseapi.Lease, error) {
+	if err := p.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	op := fmt.Sprintf("pause %q", p.JobID)
+	return transact(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		if _, err := tx.ExecContext(ctx, pauseQuery, p.JobID, now,
+			sql.NullString{String: p.By, Valid: p.By != ""},
+			sql.NullString{String: p.Reason, Valid: p.Reason != ""}); err != nil {
+			return leaseapi.Lease{}, err
+		}
+		row, err := selectLease(ctx, tx, p.JobID)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
+	})
+}
+
+const resumeQuery = `
+UPDATE leases SET paused_at = NULL, paused_by = NULL, paused_reason = NULL WHERE job_id = $1`
+
+// Resume ends a job's pause. The ticks whose grace ended while it was
+// paused are decided (paused) before the pause ends, so none of them counts
+// as missed later. See leaseapi.Store.
+func (s *Store) Resume(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	op := fmt.Sprintf("resume %q", jobID)
+	var ev stores.Events
+	return observedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		row, err := selectLease(ctx, tx, jobID)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		if !row.PausedAt.Valid {
+			return row.lease(now), nil
+		}
+		if row.Schedule.Valid {
+			var job dueJob
+			if err := tx.GetContext(ctx, &job, dueJobQuery, jobID); err != nil {
+				return leaseapi.Lease{}, err
+			}
+			if _, err := decideJob(ctx, tx, &job, now, &ev); err != nil {
+				return leaseapi.Lease{}, err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, resumeQuery, jobID); err != nil {
+			return leaseapi.Lease{}, err
+		}
+		row, err = selectLease(ctx, tx, jobID)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
+	})
+}
+
+const forgetScheduleQuery = `
+UPDATE leases SET schedule = NULL, grace_ms = NULL, schedule_since = NULL,
+	next_tick = NULL, decide_at = NULL, missed_at = NULL
+WHERE job_id = $1
+RETURNING ` + leaseColumns
+
+// ForgetSchedule removes a job's schedule. See leaseapi.Store.
+func (s *Store) ForgetSchedule(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	if err := leaseapi.ValidateJobID(jobID); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	op := fmt.Sprintf("forget schedule %q", jobID)
+	return transact(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		var row leaseRow
+		if err := tx.GetContext(ctx, &row, forgetScheduleQuery, jobID); err != nil {
+			if err == sql.ErrNoRows {
+				return leaseapi.Lease{}, leaseapi.ErrNotFound
+			}
+			return leaseapi.Lease{}, err
+		}
+		return row.lease(now), nil
+	})
+}
+
+// dueJob is a scheduled job as the sweep reads it.
+type dueJob struct {
+	JobID     string        `db:"job_id"`
+	Schedule  string        `db:"schedule"`
+	GraceMs   int64         `db:"grace_ms"`
+	Since     int64         `db:"schedule_since"`
+	NextTick  sql.NullInt64 `db:"next_tick"`
+	PausedAt  sql.NullInt64 `db:"paused_at"`
+	Token     int64         `db:"token"`
+	ExpiresAt int64         `db:"expires_at"`
+}
+
+const (
+	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, paused_at, token, expires_at`
+
+	// dueJobsQuery reads the jobs whose next tick is due, through
+	// leases_decide_at_idx: its cost grows with the due jobs only.
+	dueJobsQuery = `SELECT ` + dueJobColumns + ` FROM leases
+WHERE decide_at <= $1 ORDER BY decide_at LIMIT $2`
+
+	dueJobQuery = `SELECT ` + dueJobColumns + ` FROM leases WHERE job_id = $1 AND schedule IS NOT NULL`
+
+	// grantsAroundQuery reads a job's grants that started at or
+	// after $2, and the newest one that started before it
+	// (runs_job_at_idx).
+	grantsAroundQuery = `
+SELECT token, tick, started_at, ended_at FROM (
+	SELECT token, tick, started_at, ended_at FROM runs
+	WHERE job_id = $1 AND COALESCE(started_at, tick) >= $2 AND token IS NOT NULL
+	UNION ALL
+	SELECT * FROM (
+		SELECT token, tick, started_at, ended_at FROM runs
+		WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL
+		ORDER BY COALESCE(started_at, tick) DESC LIMIT 1
+	)
+)`
+
+	insertMissedRunQuery = `
+INSERT INTO runs (job_id, tick, ended_at, outcome) VALUES ($1, $2, $3, 'missed')`
+
+	// decidedQuery records a pass: the oldest undecided tick, when it
+	// is due, the counters, and whether the newest decided tick was missed
+	// ($7: 1 when the pass decided a tick, then $6 is the new missed_at).
+	decidedQuery = `
+UPDATE leases SET next_tick = $2, decide_at = $3,
+	missed_ticks = missed_ticks + $4, skipped_ticks = skipped_ticks + $5,
+	missed_at = CASE WHEN $7 THEN $6 ELSE missed_at END
+WHERE job_id = $1`
+)
+
+// countExpiriesQuery marks, once, the open runs whose grant passed its
+// expiresAt unreleased (runs_running_idx).
+var countExpiriesQuery = `
+UPDATE runs SET expiry_counted = 1 WHERE id IN (
+	SELECT r.id FROM runs AS r JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
+	WHERE r.outcome = 'running' AND r.expiry_counted = 0
+		AND ` + stores.ExpiredAt(`$1`) + `
+	LIMIT $2
+)`
+
+type grantRow struct {
+	Token     int64         `db:"token"`
+	Tick      sql.NullInt64 `db:"tick"`
+	StartedAt int64         `db:"started_at"`
+	EndedAt   sql.NullInt64 `db:"ended_at"`
+}
+
+// SweepTicks decides the due ticks of up to batch jobs and counts the
+// expired grants. See leaseapi.Store.
+func (s *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult, error) {
+	if batch < 1 {
+		return leaseapi.SweepResult{}, &leaseapi.InvalidError{Field: "batch", Rule: "must be at least 1"}
+	}
+	var ev stores.Events
+	return observedTx(ctx, s, "sweep ticks", s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.SweepResult, error) {
+		var res leaseapi.SweepResult
+		var due []dueJob
+		if err := tx.SelectContext(ctx, &due, dueJobsQuery, now, batch+1); err != nil {
+			return res, err
+		}
+		if len(due) > batch {
+			res.More, due = true, due[:batch]
+		}
+		for i := range due {
+			d, err := decideJob(ctx, tx, &due[i], now, &ev)
+			if err != nil {
+				return res, fmt.Errorf("job %q: %w", due[i].JobID, err)
+			}
+			res.Add(d.Result())
+		}
+		r, err := tx.ExecContext(ctx, countExpiriesQuery, now, batch)
+		if err != nil {
+			return res, err
+		}
+		if res.Expirations, err = r.RowsAffected(); err != nil {
+			return res, err
+		}
+		res.More = res.More || res.Expirations == int64(batch)
+		ev.Expired += res.Expirations
+		return res, nil
+	})
+}
+
+// decideJob decides the due ticks of j at now and records the decision.
+func decideJob(ctx context.Context, tx *sqlx.Tx, j *dueJob, now int64, ev *stores.Events) (decide.Decision, error) {
+	job := &decide.Job{
+		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
+		Since: fromMs(j.Since), NextTick: fromNullMs(j.NextTick), PausedAt: fromNullMs(j.PausedAt),
+		Token: j.Token, ExpiresAt: fromMs(j.ExpiresAt),
+	}
+	sched, err := stores.ParseSchedule(job.Schedule)
+	if err != nil {
+		return decide.Decision{}, err
+	}
+	plan := decide.PlanTicks(job, sched, fromMs(now))
+	var d decide.Decision
+	if len(plan.Due) > 0 {
+		var rows []grantRow
+		from := plan.Due[0].Add(-decide.TickSkew).UnixMilli()
+		if err := tx.SelectContext(ctx, &rows, grantsAroundQuery, j.JobID, from); err != nil {
+			return d, err
+		}
+		runs := make([]decide.Grant, len(rows))
+		for i, r := range rows {
+			runs[i] = decide.Grant{Token: r.Token, Tick: fromNullMs(r.Tick), StartedAt: fromMs(r.StartedAt), EndedAt: fromNullMs(r.EndedAt)}
+		}
+		d = decide.Ticks(job, plan.Due, runs)
+		for _, t := range d.MissedTicks {
+			if _, err := tx.ExecContext(ctx, insertMissedRunQuery, j.JobID, t.UnixMilli(), t.Add(job.Grace).UnixMilli()); err != nil {
+				return d, err
+			}
+		}
+	}
+	next, decideAt := sql.NullInt64{}, sql.NullInt64{}
+	if !plan.Next.IsZero() {
+		next = sql.NullInt64{Int64: plan.Next.UnixMilli(), Valid: true}
+		decideAt = sql.NullInt64{Int64: plan.Next.Add(job.Grace).UnixMilli(), Valid: true}
+	}
+	if _, err := tx.ExecContext(ctx, decidedQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
+		toNullMs(d.LastMissedAt), len(plan.Due) > 0); err != nil {
+		return d, err
+	}
+	ev.Decided(d)
+	return d, nil
+}
+
+// statsQuery counts, at $1, the leases under a prefix (job_id in
+// [$2, $3), or from $2 on when $3 is empty) and the runs that ended in the
+// 24 hours up to $1 (runs_ended_idx). Overdue is stores.OverdueCondition. A grant
+// that has expired but that no grant has taken over yet still has its run
+// marked running: it is counted as an expired run from the lease, ending
+// at its expiresAt, as the run history shows it.
+var statsQuery = `
+SELECT l.held, l.released, l.expired, l.revoked, l.paused, l.overdue,
+	r.runs_succeeded, r.runs_failed, r.runs_expired + l.open_expired AS runs_expired, r.runs_revoked, r.runs_missed
+FROM (
+	SELECT
+		COALESCE(SUM(` + stores.HeldAt(`$1`) + `), 0) AS held,
+		COALESCE(SUM(revoked_at IS NULL AND released_at IS NOT NULL), 0) AS released,
+		COALESCE(SUM(` + stores.ExpiredAt(`$1`) + `), 0) AS expired,
+		COALESCE(SUM(revoked_at IS NOT NULL), 0) AS revoked,
+		COALESCE(SUM(paused_at IS NOT NULL), 0) AS paused,
+		COALESCE(SUM(` + stores.OverdueCondition + `), 0) AS overdue,
+		COALESCE(SUM(` + stores.ExpiredAt(`$1`) + `
+			AND expires_at > $1 - 86400000), 0) AS open_expired
+	FROM leases AS l
+	WHERE job_id >= $2 AND ($3 = '' OR job_id < $3)
+) AS l, (
+	SELECT
+		COALESCE(SUM(outcome = 'succeeded'), 0) AS runs_succeeded,
+		COALESCE(SUM(outcome = 'failed'), 0) AS runs_failed,
+		COALESCE(SUM(outcome = 'expired'), 0) AS runs_expired,
+		COALESCE(SUM(outcome = 'revoked'), 0) AS runs_revoked,
+		COALESCE(SUM(outcome = 'missed'), 0) AS runs_missed
+	FROM runs
+	WHERE ended_at IS NOT NULL AND ended_at > $1 - 86400000 AND ended_at <= $1
+		AND job_id >= $2 AND ($3 = '' OR job_id < $3)
+) AS r`
+
+// Stats counts the leases. See leaseapi.Store.
+func (s *Store) Stats(ctx context.Context, prefix string) (leaseapi.Stats, error) {
+	if err := leaseapi.ValidatePrefix(prefix); err != nil {
+		return leaseapi.Stats{}, err
+	}
+	end := ""
+	if prefix != "" {
+		end, _ = prefixEnd(prefix) // a valid prefix has a byte below 0xFF
+	}
+	return transact(ctx, s, "stats", s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Stats, error) {
+		var r stores.StatsRow
+		if err := tx.GetContext(ctx, &r, statsQuery, now, prefix, end); err != nil {
+			return leaseapi.Stats{}, err
+		}
+		return r.Stats(fromMs(now)), nil
+	})
+}
