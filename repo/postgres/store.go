@@ -31,6 +31,8 @@ import (
 // kind (batch.go).
 type Store struct {
 	db         *sqlx.DB
+	guard      *guard     // of every connection (guard.go)
+	durability Durability // when writes may be acknowledged (replication.go)
 	migrations *goose.Provider
 	logger     *slog.Logger
 	observer   leaseapi.Observer
@@ -68,6 +70,10 @@ type Config struct {
 	Unbatched bool
 	// Observer is told of the events the metrics count; nil tells nobody.
 	Observer leaseapi.Observer
+	// Durability is when a write may be acknowledged; "" means
+	// DurabilityLocal. With DurabilityReplicated every statement answers
+	// ErrUnavailable until CheckReplication found the primary durable.
+	Durability Durability
 }
 
 // migrationsTable is goose's version table.
@@ -83,7 +89,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	connector, err := newPostgresConnector(cfg.DSN)
+	durability := cfg.Durability
+	if durability == "" {
+		durability = DurabilityLocal
+	}
+	if _, err := ParseDurability(string(durability)); err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	connector, err := newPostgresConnector(cfg.DSN, durability)
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +128,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.NaiveAcquire {
 		q.acquire = q.naiveAcquire
 	}
-	p := &Store{db: db, migrations: provider, logger: logger, q: q, observer: stores.OrNoObserver(cfg.Observer),
+	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, observer: stores.OrNoObserver(cfg.Observer),
 		stmts: make(map[string]*sqlx.Stmt)}
+	if durability == DurabilityReplicated {
+		p.refuse(fmt.Errorf("%w: replicated durability: the primary's replication has not been checked yet", leaseapi.ErrUnavailable))
+	}
 	if !cfg.NaiveAcquire && !cfg.Unbatched {
 		p.q.batchAcquire = batchAcquireQuery(q.acquire)
 		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch, single: p.acquireOne}
@@ -130,7 +146,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // Migrate applies pending migrations under a Postgres advisory lock, so that
 // several instances starting at once apply each migration exactly once.
 func (p *Store) Migrate(ctx context.Context) error {
-	results, err := p.migrations.Up(ctx)
+	// Not refused with replicated durability: a migration lost in a
+	// failover is applied again, and the store must be able to start.
+	results, err := p.migrations.Up(bypassGuard(ctx))
 	if err != nil {
 		return interpretError("migrate", err)
 	}
