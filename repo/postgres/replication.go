@@ -137,6 +137,9 @@ func (p *Store) CheckReplication(ctx context.Context) (ReplicationStatus, error)
 	return st, err
 }
 
+// Durability is the store's durability.
+func (p *Store) Durability() Durability { return p.durability }
+
 // refuse makes every guarded statement answer err; nil lets them run.
 func (p *Store) refuse(err error) {
 	if err == nil {
