@@ -176,10 +176,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A commit whose wait for the synchronous standby is cancelled is visible
-// on the primary but on no standby: lib/pq reports it as a success, the
-// store answers ErrUnavailable and counts it.
-func TestCancelledSynchronousCommitIsNotAcknowledged(t *testing.T) {
+// On a primary whose commits wait for a synchronous standby: a commit
+// whose wait is cancelled is visible on the primary but on no standby;
+// lib/pq reports it as a success, the store answers ErrUnavailable and
+// counts it. And the monitor closes and reopens a replicated store as the
+// primary's synchronous_standby_names changes.
+func TestSynchronousReplication(t *testing.T) {
 	c := syncCluster(t)
 	admin, err := sql.Open("postgres", c.DSN("postgres"))
 	if err != nil {
@@ -234,5 +236,43 @@ func TestCancelledSynchronousCommitIsNotAcknowledged(t *testing.T) {
 		// lib/pq sends the cancel at the deadline; the warning comes back
 		// on the call the store stopped waiting for.
 		waitFor(t, "the cancelled wait's warning", func() bool { return store.CommitWaitsCancelled() == before+1 })
+	})
+
+	t.Run("monitor", func(t *testing.T) {
+		reports := make(chan postgres.ReplicationStatus, 1)
+		monitor := postgres.NewReplicationMonitor(store, 20*time.Millisecond, func(st postgres.ReplicationStatus) {
+			select {
+			case reports <- st:
+			default:
+			}
+		}, nil)
+		ctx, cancel := context.WithCancel(bg)
+		stopped := make(chan struct{})
+		go func() { monitor.Run(ctx); close(stopped) }()
+		defer func() { cancel(); <-stopped }()
+		setStandbys := func(names string) {
+			t.Helper()
+			if _, err := admin.Exec(`ALTER SYSTEM SET synchronous_standby_names = ` + pq.QuoteLiteral(names)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := admin.Exec(`SELECT pg_reload_conf()`); err != nil {
+				t.Fatal(err)
+			}
+			for st := range reports {
+				if st.SynchronousStandbyNames == names {
+					return
+				}
+			}
+		}
+		setStandbys("")
+		_, err := store.Get(bg, "cancelled")
+		if !errors.Is(err, leaseapi.ErrUnavailable) || !strings.Contains(err.Error(), "synchronous_standby_names is empty") {
+			t.Errorf("Get after the standby was dropped from synchronous_standby_names: got %v, want ErrUnavailable saying so", err)
+		}
+		setStandbys("nobody")
+		// Reads run again (a write would wait for the standby).
+		if _, err := store.Get(bg, "cancelled"); err != nil {
+			t.Errorf("Get after synchronous_standby_names was set again: %v", err)
+		}
 	})
 }
