@@ -59,6 +59,8 @@ type guard struct {
 	// durability, the primary cannot acknowledge durably now (see
 	// replication.go). nil: statements run.
 	refusal atomic.Pointer[error]
+	// checkFailures counts the replication checks that failed in a row.
+	checkFailures atomic.Int32
 }
 
 // bypassGuardKey marks a context whose statements run even while the guard
@@ -206,7 +208,7 @@ func (c *guardedConn) QueryContext(ctx context.Context, query string, args []dri
 	if err := c.after(err); err != nil {
 		return nil, err
 	}
-	return wrapRows(rows, c), nil
+	return wrapRows(rows, c)
 }
 
 func (c *guardedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -271,7 +273,7 @@ func (s *guardedStmt) QueryContext(ctx context.Context, args []driver.NamedValue
 	if err := s.c.after(err); err != nil {
 		return nil, err
 	}
-	return wrapRows(rows, s.c), nil
+	return wrapRows(rows, s.c)
 }
 
 // guardedTx is a transaction on a guardedConn: its commit is where the
@@ -287,7 +289,11 @@ func (t guardedTx) Rollback() error { return t.c.after(t.tx.Rollback()) }
 // pqRows is what database/sql and sqlx use of lib/pq's rows.
 type pqRows interface {
 	driver.Rows
+	driver.RowsNextResultSet
+	driver.RowsColumnTypeScanType
 	driver.RowsColumnTypeDatabaseTypeName
+	driver.RowsColumnTypeLength
+	driver.RowsColumnTypePrecisionScale
 }
 
 // guardedRows are the rows of an autocommit statement, whose commit (and
@@ -298,12 +304,13 @@ type guardedRows struct {
 	c *guardedConn
 }
 
-func wrapRows(rows driver.Rows, c *guardedConn) driver.Rows {
+func wrapRows(rows driver.Rows, c *guardedConn) (driver.Rows, error) {
 	r, ok := rows.(pqRows)
 	if !ok {
-		return rows
+		_ = rows.Close()
+		return nil, fmt.Errorf("postgres: lib/pq rows %T lack an expected method", rows)
 	}
-	return &guardedRows{pqRows: r, c: c}
+	return &guardedRows{pqRows: r, c: c}, nil
 }
 
 func (r *guardedRows) Next(dest []driver.Value) error {

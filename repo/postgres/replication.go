@@ -98,9 +98,9 @@ const replicationQuery = `SELECT pg_is_in_recovery(),
 
 // CheckReplication reads the database's replication status and, with
 // replicated durability, opens or closes the store for statements by it:
-// while a check fails or Durable is not nil, every statement (but the
-// migrations and this check) answers ErrUnavailable with the reason, and
-// so does Ready.
+// while Durable is not nil (or the checks keep failing, see
+// maxCheckFailures), every statement but the migrations and this check
+// answers ErrUnavailable with the reason, and so does Ready.
 func (p *Store) CheckReplication(ctx context.Context) (ReplicationStatus, error) {
 	st, err := bounded(ctx, func(ctx context.Context) (ReplicationStatus, error) {
 		var (
@@ -124,18 +124,31 @@ func (p *Store) CheckReplication(ctx context.Context) (ReplicationStatus, error)
 		}
 		return st, nil
 	})
-	if p.durability == DurabilityReplicated {
-		var refusal error
-		switch {
-		case err != nil:
-			refusal = fmt.Errorf("%w: replicated durability: cannot check the primary's replication: %w", leaseapi.ErrUnavailable, err)
-		case st.Durable() != nil:
-			refusal = fmt.Errorf("%w: replicated durability: %w", leaseapi.ErrUnavailable, st.Durable())
+	if p.durability != DurabilityReplicated {
+		return st, err
+	}
+	switch {
+	case err != nil:
+		// One failed check (a slow answer under load) does not close a
+		// durable store: its commits are still guarded one by one. A
+		// store that is closed, or cannot check maxCheckFailures times
+		// in a row, stays or becomes closed.
+		if p.guard.checkFailures.Add(1) >= maxCheckFailures || p.guard.refusal.Load() != nil {
+			p.refuse(fmt.Errorf("%w: replicated durability: cannot check the primary's replication: %w", leaseapi.ErrUnavailable, err))
 		}
-		p.refuse(refusal)
+	case st.Durable() != nil:
+		p.guard.checkFailures.Store(0)
+		p.refuse(fmt.Errorf("%w: replicated durability: %w", leaseapi.ErrUnavailable, st.Durable()))
+	default:
+		p.guard.checkFailures.Store(0)
+		p.refuse(nil)
 	}
 	return st, err
 }
+
+// maxCheckFailures is how many replication checks in a row may fail
+// before a durable store closes.
+const maxCheckFailures = 3
 
 // Durability is the store's durability.
 func (p *Store) Durability() Durability { return p.durability }
