@@ -198,32 +198,38 @@ func TestSynchronousReplication(t *testing.T) {
 		t.Errorf("CheckReplication: got %+v, want synchronous_standby_names nobody, no standby streaming, timeline 1", st)
 	}
 
-	t.Run("cancelled by the server", func(t *testing.T) {
-		before := store.CommitWaitsCancelled()
-		done := make(chan error, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(bg, time.Minute)
-			defer cancel()
-			_, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: "cancelled", Owner: "replica-a", TTL: time.Minute})
-			done <- err
-		}()
-		// An operator (or a failover tool) cancels the waiting commit.
-		waitFor(t, "a commit waiting for the standby", func() bool {
-			var n int
-			err := admin.QueryRow(`SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n)
-			if err != nil {
-				t.Fatalf("cancel the waiting commit: %v", err)
+	// An operator (or a failover tool) cancels the waiting commit, or
+	// terminates its backend: Postgres warns and, for a termination, closes
+	// the connection, which lib/pq reports as a broken connection that
+	// database/sql would retry; the retried acquire would find its own
+	// unreplicated grant and acknowledge it.
+	for _, stop := range []string{"pg_cancel_backend", "pg_terminate_backend"} {
+		t.Run("stopped by "+stop, func(t *testing.T) {
+			before := store.CommitWaitsCancelled()
+			done := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(bg, time.Minute)
+				defer cancel()
+				_, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: stop, Owner: "replica-a", TTL: time.Minute})
+				done <- err
+			}()
+			waitFor(t, "a commit waiting for the standby", func() bool {
+				var n int
+				err := admin.QueryRow(`SELECT count(` + stop + `(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n)
+				if err != nil {
+					t.Fatalf("stop the waiting commit: %v", err)
+				}
+				return n > 0
+			})
+			err := <-done
+			if !errors.Is(err, leaseapi.ErrUnavailable) || !strings.Contains(err.Error(), "synchronous standby was cancelled") {
+				t.Fatalf("Acquire whose commit wait was stopped: got %v, want ErrUnavailable saying so", err)
 			}
-			return n > 0
+			if got := store.CommitWaitsCancelled(); got != before+1 {
+				t.Errorf("CommitWaitsCancelled: got %d, want %d", got, before+1)
+			}
 		})
-		err := <-done
-		if !errors.Is(err, leaseapi.ErrUnavailable) || !strings.Contains(err.Error(), "synchronous standby was cancelled") {
-			t.Fatalf("Acquire whose commit wait was cancelled: got %v, want ErrUnavailable saying so", err)
-		}
-		if got := store.CommitWaitsCancelled(); got != before+1 {
-			t.Errorf("CommitWaitsCancelled: got %d, want %d", got, before+1)
-		}
-	})
+	}
 
 	t.Run("cancelled by the request deadline", func(t *testing.T) {
 		before := store.CommitWaitsCancelled()
@@ -265,13 +271,13 @@ func TestSynchronousReplication(t *testing.T) {
 			}
 		}
 		setStandbys("")
-		_, err := store.Get(bg, "cancelled")
+		_, err := store.Get(bg, "pg_cancel_backend")
 		if !errors.Is(err, leaseapi.ErrUnavailable) || !strings.Contains(err.Error(), "synchronous_standby_names is empty") {
 			t.Errorf("Get after the standby was dropped from synchronous_standby_names: got %v, want ErrUnavailable saying so", err)
 		}
 		setStandbys("nobody")
 		// Reads run again (a write would wait for the standby).
-		if _, err := store.Get(bg, "cancelled"); err != nil {
+		if _, err := store.Get(bg, "pg_cancel_backend"); err != nil {
 			t.Errorf("Get after synchronous_standby_names was set again: %v", err)
 		}
 	})

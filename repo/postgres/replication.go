@@ -183,6 +183,9 @@ type ReplicationMonitor struct {
 // attaches resumes them.
 const DefaultReplicationCheckInterval = 2 * time.Second
 
+// replicationCheckTimeout bounds one check of the monitor.
+const replicationCheckTimeout = 2 * time.Second
+
 // NewReplicationMonitor returns a monitor of s; interval 0 means
 // DefaultReplicationCheckInterval, report may be nil.
 func NewReplicationMonitor(s *Store, interval time.Duration, report func(ReplicationStatus), logger *slog.Logger) *ReplicationMonitor {
@@ -209,7 +212,7 @@ func (m *ReplicationMonitor) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		cctx, cancel := context.WithTimeout(ctx, m.interval)
+		cctx, cancel := context.WithTimeout(ctx, replicationCheckTimeout)
 		st, err := m.store.CheckReplication(cctx)
 		cancel()
 		now, level := "durable", slog.LevelInfo
