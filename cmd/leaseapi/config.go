@@ -13,6 +13,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 )
 
 // envPrefix is the prefix of every setting: LEASEAPI_ADDR, LEASEAPI_MIN_TTL, ...
@@ -48,6 +49,8 @@ type Config struct {
 	RateLimit        float64       `envconfig:"RATE_LIMIT" default:"0" desc:"calls per second per instance of a credential without a ratePerSecond of its own (heartbeats and releases are never limited); 0 = no limit"`
 	TLSCertFile      string        `envconfig:"TLS_CERT_FILE" desc:"PEM file of the certificate (and chain) to serve HTTPS with, TLS 1.2 or later and HTTP/2; read again when it changes (a cert-manager renewal), without a restart; empty = plain HTTP"`
 	TLSKeyFile       string        `envconfig:"TLS_KEY_FILE" desc:"PEM file of the private key of LEASEAPI_TLS_CERT_FILE; set both or neither"`
+	Durability       string        `envconfig:"DURABILITY" default:"local" desc:"local or replicated (Postgres): replicated acknowledges a write only while the primary has a synchronous standby and synchronous_commit is on or remote_apply, else answers 503 unavailable; see docs/high-availability.md"`
+	StartTimeout     time.Duration `envconfig:"START_TIMEOUT" default:"50s" desc:"how long a start keeps retrying a Postgres that is unreachable or read-only (a failover in progress) before it exits"`
 }
 
 // loadConfig reads the configuration from the environment and validates it.
@@ -107,6 +110,7 @@ func (c *Config) Validate() error {
 		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
 		{"MISSED_SWEEP", c.MissedSweep},
 		{"MISSED_GRACE", c.MissedGrace},
+		{"START_TIMEOUT", c.StartTimeout},
 	}
 	positive := true
 	for _, d := range durations {
@@ -137,6 +141,11 @@ func (c *Config) Validate() error {
 	}
 	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
 		add("%s (%v) must be 0 (no limit) or a positive number of calls per second", key("RATE_LIMIT"), c.RateLimit)
+	}
+	if _, err := postgres.ParseDurability(c.Durability); err != nil {
+		add("%s: %v", key("DURABILITY"), err)
+	} else if c.Durability == string(postgres.DurabilityReplicated) && c.DatabaseURL == "" {
+		add("%s=replicated needs Postgres (%s): the embedded store has no standby", key("DURABILITY"), key("DATABASE_URL"))
 	}
 	if c.MaxInFlight < 1 {
 		add("%s (%d) must be at least 1", key("MAX_IN_FLIGHT"), c.MaxInFlight)

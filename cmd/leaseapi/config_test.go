@@ -27,6 +27,8 @@ func validConfig() Config {
 		MaxInFlight:      256,
 		MissedGrace:      time.Minute,
 		MissedSweep:      10 * time.Second,
+		Durability:       "local",
+		StartTimeout:     50 * time.Second,
 	}
 }
 
@@ -39,6 +41,16 @@ func TestValidate(t *testing.T) {
 		want []string
 	}{
 		{name: "Defaults", modify: func(*Config) {}},
+		{name: "UnknownDurability", modify: func(c *Config) { c.Durability = "quorum" },
+			want: []string{"LEASEAPI_DURABILITY", `unknown durability "quorum"`}},
+		{name: "ReplicatedWithoutPostgres", modify: func(c *Config) { c.Durability = "replicated" },
+			want: []string{"LEASEAPI_DURABILITY=replicated needs Postgres"}},
+		{name: "ReplicatedPostgres", modify: func(c *Config) {
+			c.Durability = "replicated"
+			c.DatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres"
+		}},
+		{name: "ZeroStartTimeout", modify: func(c *Config) { c.StartTimeout = 0 },
+			want: []string{"LEASEAPI_START_TIMEOUT (0s) must be greater than zero"}},
 		{name: "PostgresWithoutSQLitePath", modify: func(c *Config) {
 			c.DatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres"
 			c.SQLitePath = ""
@@ -238,6 +250,8 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_RATE_LIMIT":        "2.5",
 		"LEASEAPI_TLS_CERT_FILE":     "/etc/leaseapi/tls/tls.crt",
 		"LEASEAPI_TLS_KEY_FILE":      "/etc/leaseapi/tls/tls.key",
+		"LEASEAPI_DURABILITY":        "replicated",
+		"LEASEAPI_START_TIMEOUT":     "2m",
 	}
 	keys := settingKeys(t)
 	for k, v := range env {
@@ -274,6 +288,8 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		RateLimit:        2.5,
 		TLSCertFile:      "/etc/leaseapi/tls/tls.crt",
 		TLSKeyFile:       "/etc/leaseapi/tls/tls.key",
+		Durability:       "replicated",
+		StartTimeout:     2 * time.Minute,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loadConfig() = %+v, want %+v", got, want)

@@ -186,6 +186,8 @@ type store interface {
 
 // openStore opens the configured store and applies pending migrations (under
 // an advisory lock on Postgres, so instances starting together are safe).
+// A Postgres that is unreachable or not (yet) a writable primary is retried
+// with backoff for up to START_TIMEOUT (see retryUnavailable).
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger, observer leaseapi.Observer) (store, error) {
 	var (
 		s   store
@@ -193,12 +195,14 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, observer le
 		err error
 	)
 	if cfg.DatabaseURL != "" {
-		logger.Info("using the Postgres store", slog.String("database", describeDSN(cfg.DatabaseURL)))
+		logger.Info("using the Postgres store", slog.String("database", describeDSN(cfg.DatabaseURL)),
+			slog.String("durability", cfg.Durability))
 		pg, err = openPostgres(ctx, postgres.Config{
 			DSN:          cfg.DatabaseURL,
 			Logger:       logger,
 			MaxOpenConns: postgresMaxOpenConns,
 			Observer:     observer,
+			Durability:   postgres.Durability(cfg.Durability),
 		})
 		s = pg
 	} else {
@@ -210,33 +214,89 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, observer le
 	if err != nil {
 		return nil, err
 	}
-	// Not bounded by a timeout: waiting for another instance's migration
-	// lock is expected. A signal (ctx) ends the wait.
-	if err := s.Migrate(ctx); err != nil {
+	// Each attempt is not bounded by a timeout: waiting for another
+	// instance's migration lock is expected. A signal (ctx) ends the wait.
+	if err := retryUnavailable(ctx, "migrate", cfg.StartTimeout, logger, s.Migrate); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 	if pg != nil {
-		checkSynchronousCommit(ctx, pg, logger)
+		checkReplication(ctx, pg, logger)
 	}
 	return s, nil
 }
 
-// synchronousCommitTimeout bounds the start-up check of synchronous_commit.
-const synchronousCommitTimeout = 5 * time.Second
+// Start-up retries back off from startBackoffMin to startBackoffMax.
+const (
+	startBackoffMin = 250 * time.Millisecond
+	startBackoffMax = 5 * time.Second
+)
 
-// checkSynchronousCommit warns when the database may lose acknowledged
-// commits: a Postgres crash with synchronous_commit off lost acknowledged
-// token increments. It warns and serves (it may be a test database).
-func checkSynchronousCommit(ctx context.Context, pg *postgres.Store, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, synchronousCommitTimeout)
+// retryUnavailable runs fn until it succeeds, fails with an error other
+// than leaseapi.ErrUnavailable, or ctx ends, waiting between attempts with
+// a doubling backoff; it gives up (with the last error) when the next
+// attempt would start later than timeout after the first. A database that
+// is unreachable or read-only at start is usually a failover in progress,
+// which takes seconds; one that stays so is a configuration error, and
+// exiting with the error (Kubernetes restarts the pod with its own backoff)
+// shows it where an operator looks, before a startup probe kills the
+// process without a word.
+func retryUnavailable(ctx context.Context, step string, timeout time.Duration, logger *slog.Logger, fn func(context.Context) error) error {
+	deadline := time.Now().Add(timeout)
+	wait := startBackoffMin
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || !errors.Is(err, leaseapi.ErrUnavailable) {
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("%s: the database stayed unavailable for %s (%s): %w", step, timeout, key("START_TIMEOUT"), err)
+		}
+		logger.Warn("database unavailable at start; retrying",
+			slog.String("step", step), slog.Int("attempt", attempt),
+			slog.Duration("retry_in", wait), slog.Any("error", err))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w (last error: %w)", step, ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, startBackoffMax)
+	}
+}
+
+// replicationCheckTimeout bounds the start-up check of the replication.
+const replicationCheckTimeout = 5 * time.Second
+
+// checkReplication logs what the database reports about its replication,
+// and warns when it may lose acknowledged commits: a Postgres crash with
+// synchronous_commit off lost acknowledged token increments, and with
+// replicated durability a primary without a synchronous standby answers
+// 503. It warns and serves (it may be a test database); the replication
+// monitor keeps checking.
+func checkReplication(ctx context.Context, pg *postgres.Store, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, replicationCheckTimeout)
 	defer cancel()
-	switch sc, err := pg.SynchronousCommit(ctx); {
-	case err != nil:
-		logger.Warn("cannot read synchronous_commit", slog.Any("error", err))
-	case sc != "on" && sc != "remote_apply":
+	st, err := pg.CheckReplication(ctx)
+	if err != nil {
+		logger.Warn("cannot read the database's replication status", slog.Any("error", err))
+		return
+	}
+	logger.LogAttrs(ctx, slog.LevelInfo, "database replication", st.LogAttrs()...)
+	if !st.InRecovery && st.SynchronousStandbyNames == "" {
+		logger.Info("the primary has no synchronous standby: a failover can lose acknowledged grants and fencing tokens (see docs/high-availability.md)")
+	}
+	if st.SyncStandbys < 0 {
+		logger.Warn("the database role cannot see its standbys: grant it pg_monitor for leaseapi_database_sync_standbys")
+	}
+	if !st.InRecovery && st.SynchronousCommit != "on" && st.SynchronousCommit != "remote_apply" {
 		// local and remote_write wait for less than on does; off waits for nothing.
 		logger.Warn("synchronous_commit is not on: a database crash or failover can lose acknowledged grants and fencing tokens; set synchronous_commit = on",
-			slog.String("synchronous_commit", sc))
+			slog.String("synchronous_commit", st.SynchronousCommit))
+	}
+	if derr := st.Durable(); derr != nil && pg.Durability() == postgres.DurabilityReplicated {
+		logger.Warn("replicated durability: lease calls answer 503 unavailable and /readyz fails until the primary is durable",
+			slog.String("reason", derr.Error()))
 	}
 }
 
@@ -339,6 +399,13 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	if err != nil {
 		return err
 	}
+	if pg, ok := s.(*postgres.Store); ok {
+		monitor, err := replicationMonitor(pg, registry, logger)
+		if err != nil {
+			return err
+		}
+		loops = append(loops, monitor)
+	}
 
 	handler := handlers.New(servedStore(s, cfg.MaxInFlight, naiveAcquire()), handlers.Options{
 		DefaultTTL:     cfg.DefaultTTL,
@@ -416,6 +483,23 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		logger.Info("stopped")
 	}
 	return err
+}
+
+// replicationMonitor registers the database metrics and returns the loop
+// that keeps them (and, with replicated durability, the store's consent to
+// acknowledge) up to date.
+func replicationMonitor(pg *postgres.Store, reg prometheus.Registerer, logger *slog.Logger) (loop, error) {
+	dm, err := metrics.NewDatabase(reg, pg.CommitWaitsCancelled)
+	if err != nil {
+		return nil, err
+	}
+	report := func(st postgres.ReplicationStatus) { dm.SetReplication(st.Timeline, st.SyncStandbys) }
+	ctx, cancel := context.WithTimeout(context.Background(), replicationCheckTimeout)
+	defer cancel()
+	if st, err := pg.CheckReplication(ctx); err == nil {
+		report(st)
+	}
+	return postgres.NewReplicationMonitor(pg, 0, report, logger), nil
 }
 
 // loop is a background loop of the service; Run returns when ctx ends.

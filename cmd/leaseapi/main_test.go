@@ -535,6 +535,7 @@ func TestServePostgresUnreachable(t *testing.T) {
 	cfg := serveConfig(t)
 	// Nothing listens on port 1; the start must fail, not hang.
 	cfg.DatabaseURL = "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2"
+	cfg.StartTimeout = time.Second // the start retries an unavailable database that long
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
 	err := serve(ctx, cfg, slog.New(slog.DiscardHandler))

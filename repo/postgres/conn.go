@@ -43,9 +43,11 @@ const (
 	ioTimeout = 8 * time.Second
 )
 
-// newPostgresConnector parses dsn, adds the server-side defaults, and
-// returns a connector whose sockets cannot block forever.
-func newPostgresConnector(dsn string) (driver.Connector, error) {
+// newPostgresConnector parses dsn, adds the server-side defaults (and,
+// with replicated durability, synchronous_commit = on unless the DSN sets
+// on or remote_apply), and returns a guarded connector (guard.go) whose
+// sockets cannot block forever.
+func newPostgresConnector(dsn string, durability Durability) (*guardConnector, error) {
 	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse LEASEAPI_DATABASE_URL: %w", err)
@@ -56,6 +58,15 @@ func newPostgresConnector(dsn string) (driver.Connector, error) {
 	for k, v := range serverDefaults {
 		if _, ok := cfg.Runtime[k]; !ok {
 			cfg.Runtime[k] = v
+		}
+	}
+	if durability == DurabilityReplicated {
+		sc, set := cfg.Runtime["synchronous_commit"]
+		if set && !waitsForStandby(sc) {
+			return nil, fmt.Errorf("LEASEAPI_DATABASE_URL sets synchronous_commit=%s, which does not wait for the synchronous standby; with replicated durability use on or remote_apply, or leave it out", sc)
+		}
+		if !set {
+			cfg.Runtime["synchronous_commit"] = "on"
 		}
 	}
 	if cfg.ConnectTimeout == 0 {
@@ -72,7 +83,7 @@ func newPostgresConnector(dsn string) (driver.Connector, error) {
 		},
 		Control: setUserTimeout(ioTimeout),
 	}})
-	return c, nil
+	return &guardConnector{pq: c, g: new(guard)}, nil
 }
 
 // boundedDialer dials TCP or Unix sockets whose reads and writes time out.
@@ -175,6 +186,9 @@ var unavailableCodes = map[string]bool{
 	"40P01": true, // deadlock detected
 	"55P03": true, // lock not available (lock_timeout)
 	"25P03": true, // idle in transaction session timeout
+	// Not a writable primary (yet, or any more); see closingCodes.
+	"25006": true, // read-only transaction
+	"55000": true, // object not in prerequisite state (e.g. recovery in progress)
 }
 
 // interpretError translates a driver error into the domain's terms: errors

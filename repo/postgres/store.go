@@ -31,6 +31,8 @@ import (
 // kind (batch.go).
 type Store struct {
 	db         *sqlx.DB
+	guard      *guard     // of every connection (guard.go)
+	durability Durability // when writes may be acknowledged (replication.go)
 	migrations *goose.Provider
 	logger     *slog.Logger
 	observer   leaseapi.Observer
@@ -61,6 +63,10 @@ type Config struct {
 	MaxOpenConns int
 	// Observer is told of the events the metrics count; nil tells nobody.
 	Observer leaseapi.Observer
+	// Durability is when a write may be acknowledged; "" means
+	// DurabilityLocal. With DurabilityReplicated every statement answers
+	// ErrUnavailable until CheckReplication found the primary durable.
+	Durability Durability
 }
 
 // migrationsTable is goose's version table.
@@ -94,7 +100,14 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	connector, err := newPostgresConnector(cfg.DSN)
+	durability := cfg.Durability
+	if durability == "" {
+		durability = DurabilityLocal
+	}
+	if _, err := ParseDurability(string(durability)); err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	connector, err := newPostgresConnector(cfg.DSN, durability)
 	if err != nil {
 		return nil, err
 	}
@@ -126,8 +139,11 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 	if v.naive {
 		q.acquire = q.naiveAcquire
 	}
-	p := &Store{db: db, migrations: provider, logger: logger, q: q, observer: stores.OrNoObserver(cfg.Observer),
+	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, observer: stores.OrNoObserver(cfg.Observer),
 		stmts: make(map[string]*sqlx.Stmt)}
+	if durability == DurabilityReplicated {
+		p.refuse(fmt.Errorf("%w: replicated durability: the primary's replication has not been checked yet", leaseapi.ErrUnavailable))
+	}
 	if !v.naive && !v.unbatched {
 		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch, single: p.acquireOne}
 		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch, single: p.releaseOne}
@@ -139,7 +155,9 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 // Migrate applies pending migrations under a Postgres advisory lock, so that
 // several instances starting at once apply each migration exactly once.
 func (p *Store) Migrate(ctx context.Context) error {
-	results, err := p.migrations.Up(ctx)
+	// Not refused with replicated durability: a migration lost in a
+	// failover is applied again, and the store must be able to start.
+	results, err := p.migrations.Up(bypassGuard(ctx))
 	if err != nil {
 		return interpretError("migrate", err)
 	}

@@ -189,7 +189,7 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	if err != nil {
 		t.Fatalf("collect the history: %v (artifacts in %s)", err, art)
 	}
-	copyFile(e.pg.logFile, filepath.Join(art, "postgres.log"))
+	copyFile(e.pg.LogFile, filepath.Join(art, "postgres.log"))
 	_ = writeJSONL(filepath.Join(art, "faults.jsonl"), sortedFaults(h.Faults))
 
 	if b, err := json.Marshal(h); err == nil {

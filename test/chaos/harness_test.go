@@ -195,7 +195,7 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 
 	e.toxi = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	for i := range cfg.Instances {
-		e.proxies = append(e.proxies, e.proxy(fmt.Sprintf("db%d", i), e.pg.port))
+		e.proxies = append(e.proxies, e.proxy(fmt.Sprintf("db%d", i), e.pg.Port))
 	}
 
 	w, err := record.Create(filepath.Join(art, "ops-harness.jsonl"))
@@ -239,7 +239,7 @@ func (e *env) jobID(i int) string { return fmt.Sprintf("job-%02d", i) }
 func (e *env) setupDatabase() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := sql.Open("postgres", e.pg.dsn("postgres"))
+	admin, err := sql.Open("postgres", e.pg.DSN("postgres"))
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func (e *env) setupDatabase() error {
 	if _, err := admin.ExecContext(ctx, `CREATE DATABASE leaseapi`); err != nil {
 		return fmt.Errorf("create database: %w", err)
 	}
-	e.dsn = e.pg.dsn("leaseapi")
+	e.dsn = e.pg.DSN("leaseapi")
 	db, err := sql.Open("postgres", e.dsn)
 	if err != nil {
 		return err

@@ -192,7 +192,7 @@ func (e *env) inject(ev event) {
 
 	case checker.PGRestart:
 		f.Start = time.Now()
-		if err := e.pg.restartFast(); err != nil {
+		if err := e.pg.RestartFast(); err != nil {
 			e.logf("%v", err)
 		}
 		f.End = time.Now()
@@ -202,20 +202,20 @@ func (e *env) inject(ev event) {
 			e.ackedGrant()
 		}
 		f.Start = time.Now()
-		if err := e.pg.crash(); err != nil {
+		if err := e.pg.Crash(); err != nil {
 			e.logf("%v", err)
 		}
 		time.Sleep(ev.Dur)
-		if err := e.pg.start(); err != nil {
+		if err := e.pg.StartServer(); err != nil {
 			e.logf("%v", err)
 		}
 		f.End = time.Now()
 
 	case checker.PGFreeze:
 		f.Start = time.Now()
-		e.pg.signalAll(syscall.SIGSTOP)
+		e.pg.SignalAll(syscall.SIGSTOP)
 		time.Sleep(ev.Dur)
-		e.pg.signalAll(syscall.SIGCONT)
+		e.pg.SignalAll(syscall.SIGCONT)
 		f.End = time.Now()
 	}
 	e.addFault(f)

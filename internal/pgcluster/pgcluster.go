@@ -1,0 +1,199 @@
+// Package pgcluster starts private, throwaway PostgreSQL 15 clusters for
+// tests that must restart, crash, freeze or reconfigure a server: the chaos
+// suite, and the store's tests of synchronous replication. The shared
+// server the other tests use is never touched. It runs the server as the
+// postgres user, so its tests run as root.
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pgBin is where Debian installs the PostgreSQL 15 server binaries.
+const pgBin = "/usr/lib/postgresql/15/bin"
+
+// Cluster is a private, throwaway PostgreSQL cluster: its own data
+// directory, free port and socket directory, owned by the postgres user.
+// The harness restarts, crashes and freezes it; the shared server on 5432
+// is never touched.
+type Cluster struct {
+	Dir, Data, Sock, LogFile string
+	Port                     int
+}
+
+// pgTimeout bounds every pg_ctl call.
+const pgTimeout = 60 * time.Second
+
+// Start creates and starts a cluster with conf appended to its
+// postgresql.conf. It is stopped (immediately) and removed at cleanup.
+func Start(t testing.TB, conf []string) *Cluster {
+	t.Helper()
+	pg, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("pgcluster runs Postgres as the postgres user: %v", err)
+	}
+	uid, _ := strconv.Atoi(pg.Uid)
+	gid, _ := strconv.Atoi(pg.Gid)
+	dir, err := os.MkdirTemp("", "leaseapi-chaos-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Dir: dir, Data: filepath.Join(dir, "data"), Sock: filepath.Join(dir, "sock"), LogFile: filepath.Join(dir, "postgres.log")}
+	for _, d := range []string{dir, c.Sock} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			t.Fatalf("chown %s to postgres (the tests must run as root): %v", d, err)
+		}
+	}
+	t.Cleanup(func() {
+		c.StopNow()
+		_ = os.RemoveAll(dir)
+	})
+	if out, err := asPostgres(pgTimeout, "initdb", "-D", c.Data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	c.Port = FreePort(t)
+	settings := append([]string{
+		fmt.Sprintf("port = %d", c.Port),
+		"listen_addresses = '127.0.0.1'",
+		fmt.Sprintf("unix_socket_directories = '%s'", c.Sock),
+		"max_connections = 200",
+		"shared_buffers = 64MB",
+		// The suite crashes processes, not machines: written WAL survives
+		// a process crash without fsync, and fsync costs the shared disk.
+		"fsync = off",
+		"synchronous_commit = on",
+		"log_min_messages = warning",
+		"log_connections = off",
+		// Slow statements and lock waits explain slow recoveries.
+		"log_min_duration_statement = 250",
+		"log_lock_waits = on",
+		"deadlock_timeout = 200ms",
+	}, conf...)
+	f, err := os.OpenFile(filepath.Join(c.Data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("\n# leaseapi pgcluster\n" + strings.Join(settings, "\n") + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartServer(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// asPostgres runs a server binary as the postgres user.
+func asPostgres(timeout time.Duration, bin string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "runuser", append([]string{"-u", "postgres", "--", filepath.Join(pgBin, bin)}, args...)...)
+	cmd.Dir = "/"
+	return cmd.CombinedOutput()
+}
+
+func (c *Cluster) pgCtl(args ...string) error {
+	out, err := asPostgres(pgTimeout, "pg_ctl", append([]string{"-D", c.Data, "-l", c.LogFile, "-t", "50"}, args...)...)
+	if err != nil {
+		return fmt.Errorf("pg_ctl %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// StartServer starts the stopped server and waits until it accepts connections.
+func (c *Cluster) StartServer() error { return c.pgCtl("-w", "start") }
+
+// RestartFast is pg_ctl restart -m fast: sessions are terminated, the
+// shutdown checkpoint is written, the server starts again.
+func (c *Cluster) RestartFast() error { return c.pgCtl("-w", "-m", "fast", "restart") }
+
+// Crash is pg_ctl stop -m immediate: every server process quits at once
+// without a checkpoint; the next start replays the WAL.
+func (c *Cluster) Crash() error { return c.pgCtl("-m", "immediate", "stop") }
+
+// StopNow stops the cluster immediately, whatever its state, and makes
+// sure no process of it is left.
+func (c *Cluster) StopNow() {
+	pids := c.PIDs()
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	if err := c.Crash(); err != nil {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// PIDs returns the postmaster and its children.
+func (c *Cluster) PIDs() []int {
+	b, err := os.ReadFile(filepath.Join(c.Data, "postmaster.pid"))
+	if err != nil {
+		return nil
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pm, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		return nil
+	}
+	pids := []int{pm}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may contain spaces
+		rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pm) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// SignalAll sends sig to the postmaster and every child (freeze, thaw).
+func (c *Cluster) SignalAll(sig syscall.Signal) {
+	for _, pid := range c.PIDs() {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// DSN is a direct connection (no proxy) to database db.
+func (c *Cluster) DSN(db string, params ...string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2%s", c.Port, db, strings.Join(params, ""))
+}
+
+// FreePort returns a TCP port nobody listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
