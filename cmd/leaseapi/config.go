@@ -23,8 +23,8 @@ const envPrefix = "leaseapi"
 // else reads the environment.
 //
 // Every field has a desc tag for `leaseapi -h` and a default tag, except the
-// three whose default is empty on purpose (DATABASE_URL: the embedded store;
-// API_TOKENS and ADMIN_TOKENS: an open API). README.md's configuration table
+// four whose default is empty on purpose (DATABASE_URL: the embedded store;
+// API_TOKENS and ADMIN_TOKENS: an open API; METRICS_TOKEN: an open /metrics). README.md's configuration table
 // is checked against these tags by TestREADMEConfigTable.
 type Config struct {
 	Addr             string        `envconfig:"ADDR" default:":8080" desc:"TCP address to listen on"`
@@ -45,6 +45,10 @@ type Config struct {
 	MissedGrace      time.Duration `envconfig:"MISSED_GRACE" default:"60s" desc:"grace of a schedule whose acquires send no graceMs: how long after a tick a replica may still start it before it counts as missed (capped at the schedule's shortest gap)"`
 	MissedSweep      time.Duration `envconfig:"MISSED_SWEEP" default:"10s" desc:"how often the fate of due ticks is decided (missed, skipped) and grants past their expiry are counted"`
 	RateLimit        float64       `envconfig:"RATE_LIMIT" default:"0" desc:"calls per second per instance of a credential without a ratePerSecond of its own (heartbeats and releases are never limited); 0 = no limit"`
+	StatsInterval    time.Duration `envconfig:"STATS_INTERVAL" default:"15s" desc:"how often the gauges of /metrics (leases by state, paused and overdue jobs, and the per-job series) are computed"`
+	MetricsToken     string        `envconfig:"METRICS_TOKEN" desc:"bearer token /metrics requires; empty = /metrics is open (it then carries no job id)"`
+	JobMetrics       bool          `envconfig:"JOB_METRICS" default:"false" desc:"serve per-job series on /metrics (leaseapi_job_*, labels job_id and team); requires LEASEAPI_METRICS_TOKEN"`
+	JobMetricsLimit  int           `envconfig:"JOB_METRICS_LIMIT" default:"10000" desc:"how many jobs, the first in job id order, have per-job series; leaseapi_job_metrics_truncated counts the others"`
 }
 
 // loadConfig reads the configuration from the environment and validates it.
@@ -104,6 +108,7 @@ func (c *Config) Validate() error {
 		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
 		{"MISSED_SWEEP", c.MissedSweep},
 		{"MISSED_GRACE", c.MissedGrace},
+		{"STATS_INTERVAL", c.StatsInterval},
 	}
 	positive := true
 	for _, d := range durations {
@@ -140,6 +145,17 @@ func (c *Config) Validate() error {
 	}
 	if c.MissedGrace > 0 && (c.MissedGrace%time.Millisecond != 0 || c.MissedGrace > leaseapi.MaxGrace) {
 		add("%s (%s) must be a whole number of milliseconds up to 24h", key("MISSED_GRACE"), c.MissedGrace)
+	}
+	// Job ids are data a credential's scopes protect: they are served only
+	// behind a token.
+	if c.JobMetrics && c.MetricsToken == "" {
+		add("%s=true requires %s: per-job series carry job ids, which must not be served to anyone who can reach /metrics", key("JOB_METRICS"), key("METRICS_TOKEN"))
+	}
+	if c.JobMetricsLimit < 1 || c.JobMetricsLimit > leaseapi.MaxJobHealthLimit {
+		add("%s (%d) must be from 1 to %d", key("JOB_METRICS_LIMIT"), c.JobMetricsLimit, leaseapi.MaxJobHealthLimit)
+	}
+	if strings.ContainsFunc(c.MetricsToken, func(r rune) bool { return r <= ' ' || r == 0x7F }) {
+		add("%s contains a space or control character", key("METRICS_TOKEN"))
 	}
 	// Token values are secrets: a problem names the position, never the token.
 	for _, list := range []struct {

@@ -23,22 +23,100 @@ import (
 	"github.com/leaseapi/leaseapi/deploy/monitoring"
 )
 
-// scrapeMetrics starts a leaseapi, walks it through the life of a lease so
-// that every labelled metric has a series, and returns its /metrics.
+// testMetricsToken is the metrics token of scrapeMetrics's leaseapi.
+const testMetricsToken = "scrape-token"
+
+// scrapeMetrics starts a leaseapi with the per-job series on, walks it
+// through the life of a lease so that every labelled metric has a series,
+// and returns its /metrics.
 func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
 	t.Helper()
-	srv = startServe(t, serveConfig(t))
-	exercise(t, srv.url)
-	resp, err := httpClient.Get(srv.url + "/metrics")
+	cfg := serveConfig(t)
+	cfg.MetricsToken, cfg.JobMetrics, cfg.StatsInterval = testMetricsToken, true, 10*time.Millisecond
+	srv = startServe(t, cfg)
+	job := strings.TrimPrefix(exerciseLease(t, srv.url), srv.url+"/leases/")
+	// The refresher runs every 10 ms: wait for the job's series (bounded).
+	for range 1000 {
+		if body = getMetrics(t, srv.url, testMetricsToken); bytes.Contains(body, []byte(`job_id="`+job+`"`)) {
+			return srv, body
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("/metrics has no series of job %s after 1000 refreshes", job)
+	return nil, nil
+}
+
+// getMetrics reads base's /metrics with the bearer token (none when empty).
+func getMetrics(t *testing.T, base, token string) []byte {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err = io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics = %d, %v", resp.StatusCode, err)
 	}
-	return srv, body
+	return body
+}
+
+// TestMetricsCarryNoJobIDByDefault: without LEASEAPI_JOB_METRICS no series
+// of /metrics names a job, though the refresher has run.
+func TestMetricsCarryNoJobIDByDefault(t *testing.T) {
+	t.Parallel()
+	cfg := serveConfig(t)
+	cfg.StatsInterval = 10 * time.Millisecond
+	srv := startServe(t, cfg)
+	job := strings.TrimPrefix(exerciseLease(t, srv.url), srv.url+"/leases/")
+	// Wait until a refresh counted the job's lease, then look (bounded).
+	var body []byte
+	for i := 0; !bytes.Contains(body, []byte(`leaseapi_leases{state="held"} 1`)); i++ {
+		if i == 1000 {
+			t.Fatalf("no refresh counted the held lease after 1000 reads:\n%s", body)
+		}
+		time.Sleep(10 * time.Millisecond)
+		body = getMetrics(t, srv.url, "")
+	}
+	for _, s := range []string{job, "job_id", "leaseapi_job_"} {
+		if bytes.Contains(body, []byte(s)) {
+			t.Errorf("/metrics without %s contains %q", key("JOB_METRICS"), s)
+		}
+	}
+}
+
+// TestMetricsToken: with LEASEAPI_METRICS_TOKEN, /metrics answers 401 to a
+// request without it or with another token, and 200 with it.
+func TestMetricsToken(t *testing.T) {
+	t.Parallel()
+	cfg := serveConfig(t)
+	cfg.MetricsToken = testMetricsToken
+	srv := startServe(t, cfg)
+	for _, auth := range []string{"", "Bearer wrong", "Basic " + testMetricsToken} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.url+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("GET /metrics with Authorization %q = %d, want 401 with a challenge", auth, resp.StatusCode)
+		}
+	}
+	getMetrics(t, srv.url, testMetricsToken)
 }
 
 // TestMonitoringReadsServedMetrics holds every PromQL of the alerting rules
@@ -130,9 +208,11 @@ rule_files:
   - %q
 scrape_configs:
   - job_name: leaseapi
+    authorization:
+      credentials: %q
     static_configs:
       - targets: [%q]
-`, rules, target), 0o600); err != nil {
+`, rules, testMetricsToken, target), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
