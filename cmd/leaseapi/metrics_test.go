@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -216,33 +217,16 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := freeLoopbackAddr(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(prometheus,
+	prom := startProcess(t, prometheus,
 		"--config.file="+config,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
 		"--log.level=warn")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(waitTimeout):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("prometheus did not stop within %s", waitTimeout)
-		}
-	}()
 
 	api := "http://" + addr + "/api/v1/"
 	// up is 1 once a scrape succeeded; the counter is served from the start.
 	for _, q := range []string{`up{job="leaseapi"} == 1`, `leaseapi_runs_finished_total{job="leaseapi",outcome="missed"}`} {
-		poll(t, exited, &logs, "query "+q, func() (bool, error) {
+		poll(t, []*process{prom}, "query "+q, func() (bool, error) {
 			var res struct {
 				Data struct {
 					Result []json.RawMessage `json:"result"`
@@ -253,7 +237,7 @@ scrape_configs:
 		})
 	}
 	// Every rule has been evaluated at least once, and without an error.
-	poll(t, exited, &logs, "every rule evaluated without error", func() (bool, error) {
+	poll(t, []*process{prom}, "every rule evaluated without error", func() (bool, error) {
 		var res struct {
 			Data struct {
 				Groups []struct {
@@ -284,18 +268,83 @@ scrape_configs:
 	})
 }
 
-// poll calls check every 100 ms until it reports done; it fails the test
-// when prometheus exits or after waitTimeout. An error of check is retried:
-// prometheus may not answer yet.
-func poll(t *testing.T, exited <-chan error, logs *bytes.Buffer, what string, check func() (bool, error)) {
+// process is a program a test started; startProcess stops it when the
+// test ends.
+type process struct {
+	name   string
+	exited chan error
+	logs   *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startProcess starts path with args, its output kept for the failure
+// messages, and stops it (SIGINT, then SIGKILL after waitTimeout) when the
+// test ends.
+func startProcess(t *testing.T, path string, args ...string) *process {
 	t.Helper()
+	p := &process{name: filepath.Base(path), exited: make(chan error, 1), logs: &syncBuffer{}}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		done <- err
+		p.exited <- err
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("%s did not stop within %s", p.name, waitTimeout)
+		}
+	})
+	return p
+}
+
+// poll calls check every 100 ms until it reports done; it fails the test
+// when one of procs exits or after waitTimeout. An error of check is
+// retried: the processes may not answer yet.
+func poll(t *testing.T, procs []*process, what string, check func() (bool, error)) {
+	t.Helper()
+	logs := func() string {
+		var s strings.Builder
+		for _, p := range procs {
+			fmt.Fprintf(&s, "--- %s:\n%s", p.name, p.logs)
+		}
+		return s.String()
+	}
 	deadline := time.Now().Add(waitTimeout)
 	var last error
 	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			t.Fatalf("prometheus exited (%v) before %s\n%s", err, what, logs)
-		default:
+		for _, p := range procs {
+			select {
+			case err := <-p.exited:
+				t.Fatalf("%s exited (%v) before %s\n%s", p.name, err, what, logs())
+			default:
+			}
 		}
 		done, err := check()
 		if done {
@@ -304,7 +353,7 @@ func poll(t *testing.T, exited <-chan error, logs *bytes.Buffer, what string, ch
 		last = err
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s: not within %s (last error: %v)\n%s", what, waitTimeout, last, logs)
+	t.Fatalf("%s: not within %s (last error: %v)\n%s", what, waitTimeout, last, logs())
 }
 
 func getJSON(u string, v any) error {
