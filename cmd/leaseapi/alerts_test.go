@@ -125,34 +125,7 @@ func TestPerJobAlertReachesItsTeam(t *testing.T) {
 		"--cluster.listen-address=", // no gossip port: one Alertmanager
 		"--log.level=warn")
 
-	rules, err := filepath.Abs("../../deploy/monitoring/leaseapi-rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	promConfig := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(promConfig, fmt.Appendf(nil, `global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - %q
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: [%q]
-scrape_configs:
-  - job_name: leaseapi
-    authorization:
-      credentials: %q
-    static_configs:
-      - targets: [%q]
-`, rules, amAddr, testMetricsToken, strings.TrimPrefix(srv.url, "http://")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	prom := startProcess(t, prometheus,
-		"--config.file="+promConfig,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus"),
-		"--web.listen-address="+freeLoopbackAddr(t),
-		"--log.level=warn")
+	prom, _ := startPrometheus(t, prometheus, srv.url, amAddr)
 
 	procs := []*process{prom, am}
 	var alert webhookAlert

@@ -194,34 +194,7 @@ func TestPrometheusScrapesLeaseapi(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, _ := scrapeMetrics(t)
-	target := strings.TrimPrefix(srv.url, "http://")
-	rules, err := filepath.Abs("../../deploy/monitoring/leaseapi-rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	dir := t.TempDir()
-	config := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, `global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - %q
-scrape_configs:
-  - job_name: leaseapi
-    authorization:
-      credentials: %q
-    static_configs:
-      - targets: [%q]
-`, rules, testMetricsToken, target), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeLoopbackAddr(t)
-	prom := startProcess(t, prometheus,
-		"--config.file="+config,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn")
+	prom, addr := startPrometheus(t, prometheus, srv.url, "")
 
 	api := "http://" + addr + "/api/v1/"
 	// up is 1 once a scrape succeeded; the counter is served from the start.
@@ -266,6 +239,49 @@ scrape_configs:
 		}
 		return n > 0, nil
 	})
+}
+
+// startPrometheus starts the prometheus at path on a loopback port, with
+// deploy/monitoring's rules, scraping the leaseapi at base (with
+// testMetricsToken) every second and, when alertmanager is not empty,
+// sending its alerts to the Alertmanager at that host:port. It returns the
+// process and its host:port.
+func startPrometheus(t *testing.T, path, base, alertmanager string) (*process, string) {
+	t.Helper()
+	rules, err := filepath.Abs("../../deploy/monitoring/leaseapi-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alerting string
+	if alertmanager != "" {
+		alerting = fmt.Sprintf(`alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: [%q]
+`, alertmanager)
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, `global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %q
+%sscrape_configs:
+  - job_name: leaseapi
+    authorization:
+      credentials: %q
+    static_configs:
+      - targets: [%q]
+`, rules, alerting, testMetricsToken, strings.TrimPrefix(base, "http://")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	return startProcess(t, path,
+		"--config.file="+config,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr,
+		"--log.level=warn"), addr
 }
 
 // process is a program a test started; startProcess stops it when the

@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/internal/metrics"
-	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 func TestTeam(t *testing.T) {
@@ -45,14 +43,7 @@ func TestJobSeries(t *testing.T) {
 	if err := m.EnableJobSeries(reg, 2); err == nil {
 		t.Error("EnableJobSeries twice: no error")
 	}
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "leaseapi.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t, nil)
 	for _, r := range []struct {
 		job     string
 		outcome leaseapi.Outcome
