@@ -36,9 +36,10 @@ func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
 	cfg.MetricsToken, cfg.JobMetrics, cfg.StatsInterval = testMetricsToken, true, 10*time.Millisecond
 	srv = startServe(t, cfg)
 	job := strings.TrimPrefix(exerciseLease(t, srv.url), srv.url+"/leases/")
-	// The refresher runs every 10 ms: wait for the job's series (bounded).
+	// The refresher runs every 10 ms: wait for a refresh after the job's
+	// first run ended, which has every series of the job (bounded).
 	for range 1000 {
-		if body = getMetrics(t, srv.url, testMetricsToken); bytes.Contains(body, []byte(`job_id="`+job+`"`)) {
+		if body = getMetrics(t, srv.url, testMetricsToken); bytes.Contains(body, []byte(`leaseapi_job_last_success_timestamp_seconds{job_id="`+job+`"`)) {
 			return srv, body
 		}
 		time.Sleep(10 * time.Millisecond)
