@@ -50,9 +50,9 @@ build: ## build the static binary bin/leaseapi
 run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE_URL is set)
 	$(GO) run ./cmd/leaseapi
 
-test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, etcd, redis-server)
+test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, prometheus, alertmanager, etcd, redis-server)
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium $(PEER_PACKAGES)
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager chromium:chromium $(PEER_PACKAGES)
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -C bench/peers $(TEST_FLAGS) ./...
 	$(GO) test -C deploy/helm/test $(CHART_TEST_FLAGS) ./...
@@ -89,7 +89,7 @@ migrate: ## apply the database migrations and exit (same store settings as run)
 
 cover: ## run all tests with coverage into coverage.out and print the total
 	bash scripts/ensure-postgres.sh
-	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium $(PEER_PACKAGES)
+	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager chromium:chromium $(PEER_PACKAGES)
 	$(GO) test -count=1 -covermode=atomic -coverprofile=coverage.out ./...
 	$(GO) tool cover -func=coverage.out | tail -n 1
 

@@ -80,6 +80,11 @@ type Store interface {
 	// and the runs that ended in the last 24 hours by outcome, of the jobs
 	// whose id starts with prefix ("" for every job).
 	Stats(ctx context.Context, prefix string) (Stats, error)
+	// JobHealth returns the health of the first limit jobs in job id order
+	// (1 to MaxJobHealthLimit) and how many jobs it left out, all read at
+	// one instant by one set-based query: its cost grows with the jobs and
+	// their runs since their last success, never with a query per job.
+	JobHealth(ctx context.Context, limit int) (JobHealthPage, error)
 	// Get returns the lease of jobID, or ErrNotFound.
 	Get(ctx context.Context, jobID string) (Lease, error)
 	// List returns one page of leases sorted by job id.

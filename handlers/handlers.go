@@ -58,6 +58,9 @@ type Options struct {
 	// Registry receives the HTTP and store metrics and is served at
 	// /metrics; nil uses a new registry of the handler's own.
 	Registry *prometheus.Registry
+	// MetricsToken, when set, is the bearer token /metrics requires; empty
+	// leaves /metrics open.
+	MetricsToken string
 	// MissedGrace is the grace of a schedule whose acquire sends no graceMs.
 	MissedGrace time.Duration
 	// Now is the clock of the GET /stats cache; nil uses time.Now. The
@@ -77,6 +80,7 @@ type handler struct {
 	perms          map[string]permission // by "METHOD pattern"; see authorize
 	logger         *slog.Logger
 	registry       *prometheus.Registry
+	metricsToken   string
 	metrics        *metrics
 	now            func() time.Time
 	statsCache     statsCache
@@ -96,6 +100,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
 		logger:         opts.Logger,
 		registry:       opts.Registry,
+		metricsToken:   opts.MetricsToken,
 		now:            opts.Now,
 	}
 	if h.now == nil {
@@ -129,7 +134,7 @@ func (h *handler) routes() http.Handler {
 
 	r.Get("/healthz", h.healthz)
 	r.Get("/readyz", h.readyz)
-	r.Get("/metrics", h.metricsHandler())
+	r.Get("/metrics", h.metricsAuth(h.metricsHandler()))
 	r.Get("/openapi.yaml", h.openAPI)
 
 	// The operations console: static files, public like the routes above

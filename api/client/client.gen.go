@@ -1546,6 +1546,11 @@ type ClientInterface interface {
 
 	// Metrics Prometheus metrics (text exposition format).
 	//
+	// Open unless the server sets `LEASEAPI_METRICS_TOKEN`; then only a
+	// request whose bearer token is that token is answered (not a
+	// credential's token). The per-job series (`LEASEAPI_JOB_METRICS`),
+	// which carry job ids, are served only behind it.
+	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2032,6 +2037,11 @@ func (c *Client) ForgetSchedule(ctx context.Context, jobId JobID, reqEditors ...
 }
 
 // Metrics Prometheus metrics (text exposition format).
+//
+// Open unless the server sets `LEASEAPI_METRICS_TOKEN`; then only a
+// request whose bearer token is that token is answered (not a
+// credential's token). The per-job series (`LEASEAPI_JOB_METRICS`),
+// which carry job ids, are served only behind it.
 //
 // Corresponds with GET /metrics (the `Metrics` operationId).
 func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3403,6 +3413,11 @@ type ClientWithResponsesInterface interface {
 	ForgetScheduleWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*ForgetScheduleResponse, error)
 
 	// MetricsWithResponse Prometheus metrics (text exposition format).
+	//
+	// Open unless the server sets `LEASEAPI_METRICS_TOKEN`; then only a
+	// request whose bearer token is that token is answered (not a
+	// credential's token). The per-job series (`LEASEAPI_JOB_METRICS`),
+	// which carry job ids, are served only behind it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5105,9 +5120,23 @@ func (r ForgetScheduleResponse) ContentType() string {
 	return ""
 }
 
+// MetricsResponse401Headers the declared response headers of an HTTP 401 response for Metrics
+type MetricsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MetricsResponse401Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MetricsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
 }
 
 // GetBody returns the raw response body bytes
@@ -5969,6 +5998,11 @@ func (c *ClientWithResponses) ForgetScheduleWithResponse(ctx context.Context, jo
 }
 
 // MetricsWithResponse Prometheus metrics (text exposition format).
+//
+// Open unless the server sets `LEASEAPI_METRICS_TOKEN`; then only a
+// request whose bearer token is that token is answered (not a
+// credential's token). The per-job series (`LEASEAPI_JOB_METRICS`),
+// which carry job ids, are served only behind it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7678,6 +7712,29 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	response := &MetricsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers MetricsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

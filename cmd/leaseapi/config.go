@@ -25,8 +25,8 @@ const envPrefix = "leaseapi"
 //
 // Every field has a desc tag for `leaseapi -h` and a default tag, except the
 // ones whose default is empty on purpose (DATABASE_URL: the embedded store;
-// API_TOKENS and ADMIN_TOKENS: an open API; TLS_CERT_FILE and TLS_KEY_FILE:
-// plain HTTP). README.md's configuration table
+// API_TOKENS and ADMIN_TOKENS: an open API; METRICS_TOKEN: an open /metrics;
+// TLS_CERT_FILE and TLS_KEY_FILE: plain HTTP). README.md's configuration table
 // is checked against these tags by TestREADMEConfigTable.
 type Config struct {
 	Addr             string        `envconfig:"ADDR" default:":8080" desc:"TCP address to listen on"`
@@ -51,6 +51,10 @@ type Config struct {
 	TLSKeyFile       string        `envconfig:"TLS_KEY_FILE" desc:"PEM file of the private key of LEASEAPI_TLS_CERT_FILE; set both or neither"`
 	Durability       string        `envconfig:"DURABILITY" default:"local" desc:"local or replicated (Postgres): replicated acknowledges a write only while the primary has a synchronous standby and synchronous_commit is on or remote_apply, else answers 503 unavailable; see docs/high-availability.md"`
 	StartTimeout     time.Duration `envconfig:"START_TIMEOUT" default:"50s" desc:"how long a start keeps retrying a Postgres that is unreachable or read-only (a failover in progress) before it exits"`
+	StatsInterval    time.Duration `envconfig:"STATS_INTERVAL" default:"15s" desc:"how often the gauges of /metrics (leases by state, paused and overdue jobs, and the per-job series) are computed"`
+	MetricsToken     string        `envconfig:"METRICS_TOKEN" desc:"bearer token /metrics requires; empty = /metrics is open (it then carries no job id)"`
+	JobMetrics       bool          `envconfig:"JOB_METRICS" default:"false" desc:"serve per-job series on /metrics (leaseapi_job_*, labels job_id and team); requires LEASEAPI_METRICS_TOKEN"`
+	JobMetricsLimit  int           `envconfig:"JOB_METRICS_LIMIT" default:"10000" desc:"how many jobs, the first in job id order, have per-job series; leaseapi_job_metrics_truncated counts the others"`
 }
 
 // loadConfig reads the configuration from the environment and validates it.
@@ -111,6 +115,7 @@ func (c *Config) Validate() error {
 		{"MISSED_SWEEP", c.MissedSweep},
 		{"MISSED_GRACE", c.MissedGrace},
 		{"START_TIMEOUT", c.StartTimeout},
+		{"STATS_INTERVAL", c.StatsInterval},
 	}
 	positive := true
 	for _, d := range durations {
@@ -159,6 +164,17 @@ func (c *Config) Validate() error {
 		add("%s must be set when %s is set", key("TLS_KEY_FILE"), key("TLS_CERT_FILE"))
 	case c.TLSCertFile == "" && c.TLSKeyFile != "":
 		add("%s must be set when %s is set", key("TLS_CERT_FILE"), key("TLS_KEY_FILE"))
+	}
+	// Job ids are data a credential's scopes protect: they are served only
+	// behind a token.
+	if c.JobMetrics && c.MetricsToken == "" {
+		add("%s=true requires %s: per-job series carry job ids, which must not be served to anyone who can reach /metrics", key("JOB_METRICS"), key("METRICS_TOKEN"))
+	}
+	if c.JobMetricsLimit < 1 || c.JobMetricsLimit > leaseapi.MaxJobHealthLimit {
+		add("%s (%d) must be from 1 to %d", key("JOB_METRICS_LIMIT"), c.JobMetricsLimit, leaseapi.MaxJobHealthLimit)
+	}
+	if strings.ContainsFunc(c.MetricsToken, func(r rune) bool { return r <= ' ' || r == 0x7F }) {
+		add("%s contains a space or control character", key("METRICS_TOKEN"))
 	}
 	// Token values are secrets: a problem names the position, never the token.
 	for _, list := range []struct {

@@ -29,6 +29,8 @@ func validConfig() Config {
 		MissedSweep:      10 * time.Second,
 		Durability:       "local",
 		StartTimeout:     50 * time.Second,
+		StatsInterval:    15 * time.Second,
+		JobMetricsLimit:  10000,
 	}
 }
 
@@ -58,6 +60,22 @@ func TestValidate(t *testing.T) {
 		{name: "EqualTTLs", modify: func(c *Config) { c.MinTTL, c.DefaultTTL, c.MaxTTL = time.Second, time.Second, time.Second }},
 		{name: "Tokens", modify: func(c *Config) { c.APITokens, c.AdminTokens = []string{"a", "b"}, []string{"c"} }},
 		{name: "UpperCaseLevelAndFormat", modify: func(c *Config) { c.LogLevel, c.LogFormat = "WARN", "Text" }},
+		{name: "JobMetricsWithToken", modify: func(c *Config) { c.JobMetrics, c.MetricsToken = true, "scrape" }},
+		{
+			name:   "JobMetricsWithoutToken",
+			modify: func(c *Config) { c.JobMetrics = true },
+			want:   []string{"LEASEAPI_JOB_METRICS=true requires LEASEAPI_METRICS_TOKEN"},
+		},
+		{
+			name:   "JobMetricsLimitOutOfRange",
+			modify: func(c *Config) { c.JobMetricsLimit = 0 },
+			want:   []string{"LEASEAPI_JOB_METRICS_LIMIT (0) must be from 1 to 1000000"},
+		},
+		{
+			name:   "MetricsTokenWithSpace",
+			modify: func(c *Config) { c.MetricsToken = "a b" },
+			want:   []string{"LEASEAPI_METRICS_TOKEN contains a space or control character"},
+		},
 		{
 			name:   "MinAboveDefault",
 			modify: func(c *Config) { c.MinTTL, c.DefaultTTL = 5*time.Second, time.Second },
@@ -252,6 +270,10 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_TLS_KEY_FILE":      "/etc/leaseapi/tls/tls.key",
 		"LEASEAPI_DURABILITY":        "replicated",
 		"LEASEAPI_START_TIMEOUT":     "2m",
+		"LEASEAPI_STATS_INTERVAL":    "1s",
+		"LEASEAPI_METRICS_TOKEN":     "scrape",
+		"LEASEAPI_JOB_METRICS":       "true",
+		"LEASEAPI_JOB_METRICS_LIMIT": "500",
 	}
 	keys := settingKeys(t)
 	for k, v := range env {
@@ -290,6 +312,10 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		TLSKeyFile:       "/etc/leaseapi/tls/tls.key",
 		Durability:       "replicated",
 		StartTimeout:     2 * time.Minute,
+		StatsInterval:    time.Second,
+		MetricsToken:     "scrape",
+		JobMetrics:       true,
+		JobMetricsLimit:  500,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loadConfig() = %+v, want %+v", got, want)
@@ -328,6 +354,11 @@ func TestLoadConfigErrors(t *testing.T) {
 			want: "LEASEAPI_API_TOKENS: entry 3 of 3 is empty",
 		},
 		{
+			name: "JobMetricsWithoutToken",
+			env:  map[string]string{"LEASEAPI_JOB_METRICS": "true"},
+			want: "invalid configuration: LEASEAPI_JOB_METRICS=true requires LEASEAPI_METRICS_TOKEN",
+		},
+		{
 			name: "SetButEmptyLogLevel",
 			env:  map[string]string{"LEASEAPI_LOG_LEVEL": ""},
 			want: `LEASEAPI_LOG_LEVEL: "" must be debug, info, warn or error`,
@@ -354,7 +385,7 @@ func TestLoadConfigErrors(t *testing.T) {
 // and has a default, except those whose empty default has a meaning.
 func TestConfigTags(t *testing.T) {
 	t.Parallel()
-	emptyDefault := []string{"DATABASE_URL", "API_TOKENS", "ADMIN_TOKENS", "TLS_CERT_FILE", "TLS_KEY_FILE"}
+	emptyDefault := []string{"DATABASE_URL", "API_TOKENS", "ADMIN_TOKENS", "METRICS_TOKEN", "TLS_CERT_FILE", "TLS_KEY_FILE"}
 	typ := reflect.TypeFor[Config]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)

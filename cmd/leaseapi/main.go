@@ -380,6 +380,11 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	if err != nil {
 		return err
 	}
+	if cfg.JobMetrics {
+		if err := leaseMetrics.EnableJobSeries(registry, cfg.JobMetricsLimit); err != nil {
+			return err
+		}
+	}
 	s, err := openStore(ctx, cfg, logger, leaseMetrics)
 	if err != nil {
 		return err
@@ -416,11 +421,12 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		AdminTokens:    cfg.AdminTokens,
 		// The credentials are read from the store itself, not through the
 		// wrappers of servedStore, which keep no credentials.
-		Credentials: s,
-		Logger:      logger,
-		Registry:    registry,
-		MissedGrace: cfg.MissedGrace,
-		RateLimit:   cfg.RateLimit,
+		Credentials:  s,
+		Logger:       logger,
+		Registry:     registry,
+		MetricsToken: cfg.MetricsToken,
+		MissedGrace:  cfg.MissedGrace,
+		RateLimit:    cfg.RateLimit,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -521,7 +527,7 @@ func backgroundLoops(cfg Config, s leaseapi.Store, m *metrics.Leases, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	stats, err := metrics.NewStatsRefresher(s, m, 0, logger)
+	stats, err := metrics.NewStatsRefresher(s, m, cfg.StatsInterval, logger)
 	if err != nil {
 		return nil, err
 	}

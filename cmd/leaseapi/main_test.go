@@ -201,9 +201,21 @@ func do(t *testing.T, method, url, body string) response {
 var jobSeq atomic.Int64
 
 // exercise walks a server through the operations endpoints and the life of
+// one lease of a new job (exerciseLease), then reads /metrics. It returns
+// the job's URL.
+func exercise(t *testing.T, base string) string {
+	t.Helper()
+	job := exerciseLease(t, base)
+	if got := do(t, http.MethodGet, base+"/metrics", ""); got.status != http.StatusOK {
+		t.Fatalf("GET /metrics = %d, want 200", got.status)
+	}
+	return job
+}
+
+// exerciseLease walks a server through /healthz, /readyz and the life of
 // one lease of a new job: acquire, a second replica refused, heartbeat,
 // release, takeover. It returns the job's URL.
-func exercise(t *testing.T, base string) string {
+func exerciseLease(t *testing.T, base string) string {
 	t.Helper()
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if got := do(t, http.MethodGet, base+path, ""); got.status != http.StatusOK {
@@ -230,9 +242,6 @@ func exercise(t *testing.T, base string) string {
 	got = do(t, http.MethodPost, job+"/acquire", `{"owner":"replica-b"}`)
 	if got.status != http.StatusOK || got.body["token"] != 2.0 || got.body["owner"] != "replica-b" {
 		t.Fatalf("takeover = %d %v, want 200 for replica-b with token 2", got.status, got.body)
-	}
-	if got := do(t, http.MethodGet, base+"/metrics", ""); got.status != http.StatusOK {
-		t.Fatalf("GET /metrics = %d, want 200", got.status)
 	}
 	return job
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,22 +24,101 @@ import (
 	"github.com/leaseapi/leaseapi/deploy/monitoring"
 )
 
-// scrapeMetrics starts a leaseapi, walks it through the life of a lease so
-// that every labelled metric has a series, and returns its /metrics.
+// testMetricsToken is the metrics token of scrapeMetrics's leaseapi.
+const testMetricsToken = "scrape-token"
+
+// scrapeMetrics starts a leaseapi with the per-job series on, walks it
+// through the life of a lease so that every labelled metric has a series,
+// and returns its /metrics.
 func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
 	t.Helper()
-	srv = startServe(t, serveConfig(t))
-	exercise(t, srv.url)
-	resp, err := httpClient.Get(srv.url + "/metrics")
+	cfg := serveConfig(t)
+	cfg.MetricsToken, cfg.JobMetrics, cfg.StatsInterval = testMetricsToken, true, 10*time.Millisecond
+	srv = startServe(t, cfg)
+	job := strings.TrimPrefix(exerciseLease(t, srv.url), srv.url+"/leases/")
+	// The refresher runs every 10 ms: wait for a refresh after the job's
+	// first run ended, which has every series of the job (bounded).
+	for range 1000 {
+		if body = getMetrics(t, srv.url, testMetricsToken); bytes.Contains(body, []byte(`leaseapi_job_last_success_timestamp_seconds{job_id="`+job+`"`)) {
+			return srv, body
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("/metrics has no series of job %s after 1000 refreshes", job)
+	return nil, nil
+}
+
+// getMetrics reads base's /metrics with the bearer token (none when empty).
+func getMetrics(t *testing.T, base, token string) []byte {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err = io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics = %d, %v", resp.StatusCode, err)
 	}
-	return srv, body
+	return body
+}
+
+// TestMetricsCarryNoJobIDByDefault: without LEASEAPI_JOB_METRICS no series
+// of /metrics names a job, though the refresher has run.
+func TestMetricsCarryNoJobIDByDefault(t *testing.T) {
+	t.Parallel()
+	cfg := serveConfig(t)
+	cfg.StatsInterval = 10 * time.Millisecond
+	srv := startServe(t, cfg)
+	job := strings.TrimPrefix(exerciseLease(t, srv.url), srv.url+"/leases/")
+	// Wait until a refresh counted the job's lease, then look (bounded).
+	var body []byte
+	for i := 0; !bytes.Contains(body, []byte(`leaseapi_leases{state="held"} 1`)); i++ {
+		if i == 1000 {
+			t.Fatalf("no refresh counted the held lease after 1000 reads:\n%s", body)
+		}
+		time.Sleep(10 * time.Millisecond)
+		body = getMetrics(t, srv.url, "")
+	}
+	for _, s := range []string{job, "job_id", "leaseapi_job_"} {
+		if bytes.Contains(body, []byte(s)) {
+			t.Errorf("/metrics without %s contains %q", key("JOB_METRICS"), s)
+		}
+	}
+}
+
+// TestMetricsToken: with LEASEAPI_METRICS_TOKEN, /metrics answers 401 to a
+// request without it or with another token, and 200 with it.
+func TestMetricsToken(t *testing.T) {
+	t.Parallel()
+	cfg := serveConfig(t)
+	cfg.MetricsToken = testMetricsToken
+	srv := startServe(t, cfg)
+	for _, auth := range []string{"", "Bearer wrong", "Basic " + testMetricsToken} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.url+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("GET /metrics with Authorization %q = %d, want 401 with a challenge", auth, resp.StatusCode)
+		}
+	}
+	getMetrics(t, srv.url, testMetricsToken)
 }
 
 // TestMonitoringReadsServedMetrics holds every PromQL of the alerting rules
@@ -115,54 +195,12 @@ func TestPrometheusScrapesLeaseapi(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, _ := scrapeMetrics(t)
-	target := strings.TrimPrefix(srv.url, "http://")
-	rules, err := filepath.Abs("../../deploy/monitoring/leaseapi-rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	dir := t.TempDir()
-	config := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, `global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - %q
-scrape_configs:
-  - job_name: leaseapi
-    static_configs:
-      - targets: [%q]
-`, rules, target), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeLoopbackAddr(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(prometheus,
-		"--config.file="+config,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(waitTimeout):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("prometheus did not stop within %s", waitTimeout)
-		}
-	}()
+	prom, addr := startPrometheus(t, prometheus, srv.url, "")
 
 	api := "http://" + addr + "/api/v1/"
 	// up is 1 once a scrape succeeded; the counter is served from the start.
 	for _, q := range []string{`up{job="leaseapi"} == 1`, `leaseapi_runs_finished_total{job="leaseapi",outcome="missed"}`} {
-		poll(t, exited, &logs, "query "+q, func() (bool, error) {
+		poll(t, []*process{prom}, "query "+q, func() (bool, error) {
 			var res struct {
 				Data struct {
 					Result []json.RawMessage `json:"result"`
@@ -173,7 +211,7 @@ scrape_configs:
 		})
 	}
 	// Every rule has been evaluated at least once, and without an error.
-	poll(t, exited, &logs, "every rule evaluated without error", func() (bool, error) {
+	poll(t, []*process{prom}, "every rule evaluated without error", func() (bool, error) {
 		var res struct {
 			Data struct {
 				Groups []struct {
@@ -204,18 +242,126 @@ scrape_configs:
 	})
 }
 
-// poll calls check every 100 ms until it reports done; it fails the test
-// when prometheus exits or after waitTimeout. An error of check is retried:
-// prometheus may not answer yet.
-func poll(t *testing.T, exited <-chan error, logs *bytes.Buffer, what string, check func() (bool, error)) {
+// startPrometheus starts the prometheus at path on a loopback port, with
+// deploy/monitoring's rules, scraping the leaseapi at base (with
+// testMetricsToken) every second and, when alertmanager is not empty,
+// sending its alerts to the Alertmanager at that host:port. It returns the
+// process and its host:port.
+func startPrometheus(t *testing.T, path, base, alertmanager string) (*process, string) {
 	t.Helper()
+	rules, err := filepath.Abs("../../deploy/monitoring/leaseapi-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alerting string
+	if alertmanager != "" {
+		alerting = fmt.Sprintf(`alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: [%q]
+`, alertmanager)
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(config, fmt.Appendf(nil, `global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %q
+%sscrape_configs:
+  - job_name: leaseapi
+    authorization:
+      credentials: %q
+    static_configs:
+      - targets: [%q]
+`, rules, alerting, testMetricsToken, strings.TrimPrefix(base, "http://")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	return startProcess(t, path,
+		"--config.file="+config,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr,
+		"--log.level=warn"), addr
+}
+
+// process is a program a test started; startProcess stops it when the
+// test ends.
+type process struct {
+	name   string
+	exited chan error
+	logs   *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startProcess starts path with args, its output kept for the failure
+// messages, and stops it (SIGINT, then SIGKILL after waitTimeout) when the
+// test ends.
+func startProcess(t *testing.T, path string, args ...string) *process {
+	t.Helper()
+	p := &process{name: filepath.Base(path), exited: make(chan error, 1), logs: &syncBuffer{}}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		done <- err
+		p.exited <- err
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("%s did not stop within %s", p.name, waitTimeout)
+		}
+	})
+	return p
+}
+
+// poll calls check every 100 ms until it reports done; it fails the test
+// when one of procs exits or after waitTimeout. An error of check is
+// retried: the processes may not answer yet.
+func poll(t *testing.T, procs []*process, what string, check func() (bool, error)) {
+	t.Helper()
+	logs := func() string {
+		var s strings.Builder
+		for _, p := range procs {
+			fmt.Fprintf(&s, "--- %s:\n%s", p.name, p.logs)
+		}
+		return s.String()
+	}
 	deadline := time.Now().Add(waitTimeout)
 	var last error
 	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			t.Fatalf("prometheus exited (%v) before %s\n%s", err, what, logs)
-		default:
+		for _, p := range procs {
+			select {
+			case err := <-p.exited:
+				t.Fatalf("%s exited (%v) before %s\n%s", p.name, err, what, logs())
+			default:
+			}
 		}
 		done, err := check()
 		if done {
@@ -224,7 +370,7 @@ func poll(t *testing.T, exited <-chan error, logs *bytes.Buffer, what string, ch
 		last = err
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s: not within %s (last error: %v)\n%s", what, waitTimeout, last, logs)
+	t.Fatalf("%s: not within %s (last error: %v)\n%s", what, waitTimeout, last, logs())
 }
 
 func getJSON(u string, v any) error {

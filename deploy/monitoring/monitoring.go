@@ -1,7 +1,9 @@
 // Package monitoring holds leaseapi's Prometheus alerting rules
 // (leaseapi-rules.yaml, with promtool unit tests in
 // leaseapi-rules.test.yaml) and its Grafana dashboard
-// (leaseapi-dashboard.json), and reads the PromQL out of them so that tests
+// (leaseapi-dashboard.json), an Alertmanager configuration that routes the
+// per-job alerts by team (alertmanager.example.yml), and reads the PromQL
+// out of them so that tests
 // can hold every query to the metrics leaseapi exports. No program imports
 // it; only tests do.
 package monitoring
@@ -22,7 +24,36 @@ var (
 	rulesYAML []byte
 	//go:embed leaseapi-dashboard.json
 	dashboardJSON []byte
+	//go:embed alertmanager.example.yml
+	alertmanagerYAML []byte
 )
+
+// AlertmanagerExample returns alertmanager.example.yml with the URL of
+// each receiver's webhook replaced by urls[receiver name]; a receiver
+// urls does not name is an error, so that a test routes every alert to a
+// receiver of its own.
+func AlertmanagerExample(urls map[string]string) ([]byte, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal(alertmanagerYAML, &cfg); err != nil {
+		return nil, fmt.Errorf("alertmanager.example.yml: %w", err)
+	}
+	receivers, _ := cfg["receivers"].([]any)
+	for _, r := range receivers {
+		receiver, _ := r.(map[string]any)
+		name, _ := receiver["name"].(string)
+		url, ok := urls[name]
+		if !ok {
+			return nil, fmt.Errorf("alertmanager.example.yml: no URL given for receiver %q", name)
+		}
+		hooks, _ := receiver["webhook_configs"].([]any)
+		for _, h := range hooks {
+			if hook, ok := h.(map[string]any); ok {
+				hook["url"] = url
+			}
+		}
+	}
+	return yaml.Marshal(cfg)
+}
 
 // Query is one PromQL expression and where it is written.
 type Query struct {
@@ -154,13 +185,13 @@ func MetricNames(expr string) ([]string, error) {
 	return names, nil
 }
 
-// Tool returns the path of a Prometheus tool (promtool, prometheus) on PATH,
-// or an error that says how to install it: the tests that need one fail
-// with it rather than skip.
+// Tool returns the path of a Prometheus tool (promtool, prometheus,
+// prometheus-alertmanager, amtool) on PATH, or an error that says how to
+// install it: the tests that need one fail with it rather than skip.
 func Tool(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%s is not on PATH: run scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus (make test does)", name)
+		return "", fmt.Errorf("%s is not on PATH: run scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager (make test does)", name)
 	}
 	return path, nil
 }

@@ -178,3 +178,49 @@ func TestPromtool(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertmanagerExample: amtool accepts the example, and its routes send
+// a job's alert to the receiver of the job's team and the rest to the
+// platform's.
+func TestAlertmanagerExample(t *testing.T) {
+	t.Parallel()
+	amtool, err := Tool("amtool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	check := exec.Command(amtool, "check-config", "alertmanager.example.yml")
+	check.Stdout, check.Stderr = &out, &out
+	if err := check.Run(); err != nil {
+		t.Fatalf("amtool check-config: %v\n%s", err, out.String())
+	}
+	for labels, want := range map[string]string{
+		`alertname=LeaseapiJobOverdue job_id=billing:invoices team=billing:`: "billing",
+		`alertname=LeaseapiJobFailing job_id=ops.backup team=ops.`:           "ops",
+		`alertname=LeaseapiJobOverdue job_id=report team=`:                   "platform",
+		`alertname=LeaseapiDown`:                                             "platform",
+	} {
+		args := append([]string{"config", "routes", "test", "--config.file=alertmanager.example.yml"}, strings.Fields(labels)...)
+		var stderr bytes.Buffer
+		cmd := exec.Command(amtool, args...)
+		cmd.Stderr = &stderr // a warning that --config.file overrides --alertmanager.url
+		got, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("amtool %s: %v\n%s%s", strings.Join(args, " "), err, got, stderr.String())
+		}
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("an alert with %s goes to %q, want %q", labels, strings.TrimSpace(string(got)), want)
+		}
+	}
+	// The test's copy replaces every receiver's URL.
+	cfg, err := AlertmanagerExample(map[string]string{"platform": "http://127.0.0.1:1/p", "billing": "http://127.0.0.1:1/b", "ops": "http://127.0.0.1:1/o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(cfg, []byte("http://127.0.0.1:1/b")) || bytes.Contains(cfg, []byte(".example/")) {
+		t.Errorf("AlertmanagerExample did not replace the URLs:\n%s", cfg)
+	}
+	if _, err := AlertmanagerExample(map[string]string{"billing": "http://127.0.0.1:1/b"}); err == nil {
+		t.Error("AlertmanagerExample without a URL for every receiver: no error")
+	}
+}

@@ -4,7 +4,8 @@
 // table. (The HTTP and store-latency metrics live with the handlers.)
 //
 // Every label value is present from the start, with 0, so that a query
-// over a metric never finds it missing; no label carries a job id.
+// over a metric never finds it missing. No label carries a job id unless
+// the per-job series are enabled (EnableJobSeries).
 package metrics
 
 import (
@@ -30,6 +31,11 @@ type Leases struct {
 	jobsPaused     prometheus.Gauge
 	jobsOverdue    prometheus.Gauge
 	statsRefreshed prometheus.Gauge
+
+	// jobs are the per-job series, nil unless EnableJobSeries was
+	// called; jobLimit is how many jobs they cover.
+	jobs     *jobSeries
+	jobLimit int
 }
 
 var _ leaseapi.Observer = (*Leases)(nil)
@@ -122,7 +128,8 @@ func (m *Leases) SetStats(st leaseapi.Stats) {
 }
 
 // StatsRefresher computes the gauges of the lease table at start and then
-// every interval: a count of the table on a timer, never one per scrape.
+// every interval: a count of the table on a timer, never one per scrape;
+// with the per-job series enabled, also one read of the jobs' health.
 type StatsRefresher struct {
 	store    leaseapi.Store
 	metrics  *Leases
@@ -171,12 +178,18 @@ func (r *StatsRefresher) runOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
 	st, err := r.store.Stats(ctx, "")
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
+	if err == nil {
+		r.metrics.SetStats(st)
 	}
-	r.metrics.SetStats(st)
-	return nil
+	if r.metrics.jobs != nil {
+		page, jerr := r.store.JobHealth(ctx, r.metrics.jobLimit)
+		if jerr == nil {
+			r.metrics.SetJobHealth(page)
+		}
+		err = errors.Join(err, jerr)
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }

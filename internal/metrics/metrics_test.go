@@ -59,14 +59,7 @@ func TestCountsWhatTheStoreDecides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "leaseapi.db"), Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t, m)
 	l, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: "report", Owner: "a", TTL: time.Hour, Schedule: "@every 1s", Grace: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -146,4 +139,19 @@ func finished(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
 	}
 	t.Fatalf("leaseapi_runs_finished_total{outcome=%q} not exported", outcome)
 	return 0
+}
+
+// openSQLite opens a migrated embedded store in the test's directory that
+// tells observer (nil: nobody), closed when the test ends.
+func openSQLite(t *testing.T, observer leaseapi.Observer) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "leaseapi.db"), Observer: observer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -80,6 +80,11 @@ func (g *GateStore) Stats(context.Context, string) (leaseapi.Stats, error) {
 	return leaseapi.Stats{}, nil
 }
 
+func (g *GateStore) JobHealth(context.Context, int) (leaseapi.JobHealthPage, error) {
+	g.wait()
+	return leaseapi.JobHealthPage{}, nil
+}
+
 func (g *GateStore) RecentRuns(context.Context, *leaseapi.RecentRunsParams) (leaseapi.RunPage, error) {
 	g.wait()
 	return leaseapi.RunPage{}, nil

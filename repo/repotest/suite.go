@@ -40,8 +40,9 @@ const (
 func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 	t.Helper()
 
-	// Sequential: nothing else runs while it prunes.
+	// Sequential: nothing else runs while they prune or read every job.
 	t.Run("PruneRuns", func(t *testing.T) { testPruneRuns(t, setup(t, open)) })
+	t.Run("JobHealth", func(t *testing.T) { testJobHealth(t, setup(t, open)) })
 
 	for _, tc := range []struct {
 		name string
