@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -11,6 +12,10 @@ import (
 // AcquireQuery is the single acquire statement, for a test that runs it in
 // a transaction of its own.
 const AcquireQuery = acquireQuery
+
+// SetGuessClock makes the store guess the database clock with clock when it
+// resolves an acquire's tick, so that a test can make the guess wrong.
+func (p *Postgres) SetGuessClock(clock func() time.Time) { p.clock = clock }
 
 // AcquireBatch sends acquires as one batch statement, as group commit does
 // when they meet, so that a test knows they went as a batch. A call the

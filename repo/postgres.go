@@ -48,6 +48,8 @@ type Postgres struct {
 	// schedules is the stored schedule last seen per job, the guess an
 	// acquire's tick is resolved with (postgres_tickresolve.go).
 	schedules storedSchedules
+	// clock is the clock that guess is made with; nil is time.Now.
+	clock func() time.Time
 }
 
 var _ leaseapi.Store = (*Postgres)(nil)

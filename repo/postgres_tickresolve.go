@@ -66,14 +66,18 @@ func (p *Postgres) resolveFacts(ctx context.Context, jobID string) (stored strin
 // has not seen reads the facts instead, so that it is refused for want of
 // a schedule only when the database has none.
 func (p *Postgres) guessFacts(ctx context.Context, a *leaseapi.AcquireParams) (string, time.Time, error) {
+	now := time.Now
+	if p.clock != nil {
+		now = p.clock
+	}
 	if a.Schedule != "" || (a.Tick == nil && !a.NearestTick) {
-		return "", time.Now(), nil
+		return "", now(), nil
 	}
 	stored, seen := p.schedules.get(a.JobID)
 	if !seen && a.NearestTick {
 		return p.resolveFacts(ctx, a.JobID)
 	}
-	return stored, time.Now(), nil
+	return stored, now(), nil
 }
 
 // resolvedCall is the statement's call for r.
