@@ -140,7 +140,9 @@ func (q *acquireQueue) remove(w *acquireWaiter) bool {
 // false when only f's own call can decide: the lease the leader's call
 // left (granted to the leader, or the one it was refused by) decides f as
 // it would decide f's own call at that instant (decide.Acquire), unless f
-// would renew or be granted, which takes a call of its own.
+// would renew or be granted, or is the holder's, which take a call of their
+// own. f's tick is as sent, not yet snapped to the schedule: snapping only
+// moves a tick earlier, so a tick done as sent is done once snapped.
 func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) (acquireOutcome, bool) {
 	var conflict *leaseapi.ConflictError
 	switch {
@@ -151,6 +153,16 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) 
 		// The call failed (unreachable database, deadline): nothing was
 		// decided for the followers, and nothing was attempted for them.
 		return acquireOutcome{err: fmt.Errorf("acquire %q: %w: %w", f.JobID, leaseapi.ErrUnavailable, err)}, true
+	}
+	if lease.State == leaseapi.StateHeld && lease.Owner == f.Owner {
+		// The holder's acquire may renew, and whether it does depends on
+		// the tick the store resolves it to against the schedule: only its
+		// own call can decide.
+		return acquireOutcome{}, false
+	}
+	if f.NearestTick && f.Schedule == "" && lease.Schedule == "" {
+		// No schedule to pick a tick from: the store refuses it as invalid.
+		return acquireOutcome{}, false
 	}
 	if _, refused := decide.Acquire(f, lease); refused != nil {
 		return acquireOutcome{err: refused}, true

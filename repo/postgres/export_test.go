@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -18,6 +19,10 @@ var AcquireQuery = productionStatements.acquire
 func OpenVariant(ctx context.Context, cfg Config, naive, unbatched bool) (*Store, error) {
 	return open(ctx, cfg, variant{naive: naive, unbatched: unbatched})
 }
+
+// SetGuessClock makes the store guess the database clock with clock when it
+// resolves an acquire's tick, so that a test can make the guess wrong.
+func (p *Store) SetGuessClock(clock func() time.Time) { p.clock = clock }
 
 // AcquireBatch sends acquires as one batch statement, as group commit does
 // when they meet, so that a test knows they went as a batch. A call the
