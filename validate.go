@@ -88,6 +88,18 @@ var (
 	maxTick = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
 )
 
+// ErrGraceWithoutSchedule refuses a grace sent without a schedule; the API
+// refuses the graceMs field without schedule with it even when it is zero.
+var ErrGraceWithoutSchedule = &InvalidError{Field: "graceMs", Rule: "is the grace of a schedule: send it with schedule"}
+
+// InvalidSchedule is the error of a schedule spec the parser refused, with
+// the parser's reason: the one wording of that rule, for the handlers and
+// the stores alike (the schedule package parses; this package cannot
+// import it).
+func InvalidSchedule(reason error) *InvalidError {
+	return &InvalidError{Field: "schedule", Rule: "is not a valid cron spec: " + reason.Error()}
+}
+
 // ValidatePrefix returns an *InvalidError when s cannot start a job id.
 func ValidatePrefix(s string) error {
 	if !ValidPrefix(s) {
@@ -141,7 +153,7 @@ func (p *AcquireParams) Validate() error {
 		return &InvalidError{Field: "schedule", Rule: "must be at most 256 bytes"}
 	}
 	if p.Schedule == "" && p.Grace != 0 {
-		return &InvalidError{Field: "graceMs", Rule: "is the grace of a schedule: send it with schedule"}
+		return ErrGraceWithoutSchedule
 	}
 	if p.Schedule != "" && (p.Grace < time.Millisecond || p.Grace > MaxGrace) {
 		return &InvalidError{Field: "graceMs", Rule: "must be an integer from 1 to 86400000 (milliseconds)"}

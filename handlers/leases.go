@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
@@ -56,9 +57,6 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	if err := validateOwner(req.Owner); err != nil {
-		return nil, err
-	}
 	ttl, err := h.ttl(req.TTLMs, h.defaultTTL)
 	if err != nil {
 		return nil, err
@@ -67,16 +65,26 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err != nil {
 		return nil, err
 	}
-	spec, grace, err := h.scheduleAndGrace(req.Schedule, req.GraceMs)
-	if err != nil {
-		return nil, err
+	p := &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick, NearestTick: req.NearestTick}
+	if req.Schedule != nil {
+		if *req.Schedule == "" {
+			return nil, leaseapi.InvalidSchedule(errors.New("the spec is empty"))
+		}
+		p.Schedule, p.Grace = *req.Schedule, h.missedGrace
 	}
-	p := &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick, NearestTick: req.NearestTick,
-		Schedule: spec, Grace: grace}
+	if req.GraceMs != nil {
+		if req.Schedule == nil {
+			return nil, leaseapi.ErrGraceWithoutSchedule
+		}
+		// Clamped to just outside the domain's range first, so that no
+		// out-of-range integer overflows into a valid duration.
+		ms := min(max(*req.GraceMs, 0), leaseapi.MaxGrace.Milliseconds()+1)
+		p.Grace = time.Duration(ms) * time.Millisecond
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return p, capGrace(p)
 }
 
 // acquireResult classifies an acquire for the metrics. A fresh grant sets
@@ -129,17 +137,12 @@ func (h *handler) heartbeatParams(w http.ResponseWriter, r *http.Request) (*leas
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	if err := validateOwner(req.Owner); err != nil {
-		return nil, err
-	}
-	if err := validateToken(req.Token); err != nil {
-		return nil, err
-	}
 	ttl, err := h.ttl(req.TTLMs, 0) // 0: the store keeps the grant's TTL
 	if err != nil {
 		return nil, err
 	}
-	return &leaseapi.HeartbeatParams{JobID: id, Owner: req.Owner, Token: req.Token, TTL: ttl}, nil
+	p := &leaseapi.HeartbeatParams{JobID: id, Owner: req.Owner, Token: req.Token, TTL: ttl}
+	return p, p.Validate()
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
@@ -159,17 +162,8 @@ func (h *handler) releaseParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	if err := validateOwner(req.Owner); err != nil {
-		return nil, err
-	}
-	if err := validateToken(req.Token); err != nil {
-		return nil, err
-	}
-	outcome, err := parseOutcome(req.Outcome)
-	if err != nil {
-		return nil, err
-	}
-	return &leaseapi.ReleaseParams{JobID: id, Owner: req.Owner, Token: req.Token, Outcome: outcome}, nil
+	p := &leaseapi.ReleaseParams{JobID: id, Owner: req.Owner, Token: req.Token, Outcome: outcomeOrDefault(req.Outcome)}
+	return p, p.Validate()
 }
 
 // holderResult classifies a heartbeat or release for the metrics.
@@ -198,7 +192,8 @@ func revokeParams(w http.ResponseWriter, r *http.Request) (*leaseapi.RevokeParam
 	if err != nil {
 		return nil, err
 	}
-	return &leaseapi.RevokeParams{JobID: id, By: principalFrom(r.Context()).name}, nil
+	p := &leaseapi.RevokeParams{JobID: id, By: principalFrom(r.Context()).name}
+	return p, p.Validate()
 }
 
 func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
@@ -221,10 +216,7 @@ func pauseParams(w http.ResponseWriter, r *http.Request) (*leaseapi.PauseParams,
 	if req.Reason != nil {
 		p.Reason = *req.Reason
 	}
-	if err := p.Validate(); err != nil {
-		return nil, invalidf("reason must be at most 256 characters of text without control characters")
-	}
-	return p, nil
+	return p, p.Validate()
 }
 
 func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
@@ -270,15 +262,12 @@ func (h *handler) listRuns(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// pathAndNoQuery returns the validated jobId of an operation that takes no
-// query parameters.
+// pathAndNoQuery returns the jobId of an operation that takes no query
+// parameters and nothing but the job id, validated (ValidateJobID).
 func pathAndNoQuery(_ http.ResponseWriter, r *http.Request) (string, error) {
-	id, err := jobID(r)
-	if err != nil {
-		return "", err
-	}
 	if _, err := query(r); err != nil {
 		return "", err
 	}
-	return id, nil
+	id := jobID(r)
+	return id, leaseapi.ValidateJobID(id)
 }

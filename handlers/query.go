@@ -61,22 +61,16 @@ func listParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.ListParams, e
 	if p.Overdue, err = parseBool(q, "overdue"); err != nil {
 		return nil, err
 	}
-	if q.Has("state") {
-		p.State = leaseapi.State(q.Get("state"))
-		if !p.State.Valid() {
-			return nil, invalidf("state must be one of held, released, expired, revoked")
+	// A filter given empty is a mistake, not "every": the domain reads the
+	// empty state and owner as no filter.
+	for _, name := range []string{"state", "owner"} {
+		if q.Has(name) && q.Get(name) == "" {
+			return nil, invalidf("%s must not be empty; leave it out for every lease", name)
 		}
 	}
-	if q.Has("owner") {
-		p.Owner = q.Get("owner")
-		if !leaseapi.ValidOwner(p.Owner) {
-			return nil, invalidf("owner must be 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
-		}
-	}
+	p.State = leaseapi.State(q.Get("state"))
+	p.Owner = q.Get("owner")
 	p.Prefix = q.Get("prefix")
-	if !leaseapi.ValidPrefix(p.Prefix) {
-		return nil, invalidf("prefix must be 0 to 128 characters of A-Z a-z 0-9 . _ : -")
-	}
 	if q.Has("cursor") {
 		after, err := decodeCursor(q.Get("cursor"))
 		if err != nil {
@@ -89,7 +83,7 @@ func listParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.ListParams, e
 		return nil, err
 	}
 	p.Limit = limit
-	return p, nil
+	return p, p.Validate()
 }
 
 // runsQuery is the validated input of GET /leases/{jobId}/runs.
@@ -99,8 +93,8 @@ type runsQuery struct {
 }
 
 func runsParams(_ http.ResponseWriter, r *http.Request) (runsQuery, error) {
-	id, err := jobID(r)
-	if err != nil {
+	id := jobID(r)
+	if err := leaseapi.ValidateJobID(id); err != nil {
 		return runsQuery{}, err
 	}
 	q, err := query(r, "limit")

@@ -32,28 +32,10 @@ func jobIDParam(r *http.Request) string {
 	return id
 }
 
-// jobID returns the validated jobId path parameter.
-func jobID(r *http.Request) (string, error) {
-	id := jobIDParam(r)
-	if !leaseapi.ValidJobID(id) {
-		return "", invalidf("jobId in the path must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-	}
-	return id, nil
-}
-
-func validateOwner(owner string) error {
-	if !leaseapi.ValidOwner(owner) {
-		return invalidf("owner is required: 1 to 128 printable ASCII characters without spaces (0x21-0x7E)")
-	}
-	return nil
-}
-
-func validateToken(token int64) error {
-	if token < 1 {
-		return invalidf("token is required: the integer (>= 1) that acquire returned")
-	}
-	return nil
-}
+// jobID returns the jobId path parameter. Its rule is the domain's: the
+// params built from it are validated (Validate), and a store refuses an
+// invalid id at its entry, as an *leaseapi.InvalidError (writeProblem).
+func jobID(r *http.Request) string { return jobIDParam(r) }
 
 // ttl converts an optional ttlMs to a duration within [minTTL, maxTTL];
 // nil gives def.
@@ -69,50 +51,39 @@ func (h *handler) ttl(ttlMs *int64, def time.Duration) (time.Duration, error) {
 }
 
 // parseTick parses an optional RFC 3339 tick to UTC, truncated to
-// milliseconds as it is stored and shown. Its UTC year must have four
-// digits: "0000-01-01T00:00:00+01:00" is RFC 3339 but in UTC it is in year
-// -1, which no lease on the wire could show again (api.TimeLayout).
+// milliseconds as it is stored and shown. The wire format is this
+// function's rule; the years a tick may lie in are the domain's
+// (AcquireParams.Validate).
 func parseTick(s *string) (*time.Time, error) {
 	if s == nil {
 		return nil, nil
 	}
 	t, err := api.ParseTime(*s)
-	if err != nil || t.Year() < 0 || t.Year() > 9999 {
+	if err != nil {
 		return nil, invalidf("tick must be an RFC 3339 time from year 0000 to 9999 in UTC, such as 2026-11-30T07:00:00Z")
 	}
 	return &t, nil
 }
 
-// scheduleAndGrace validates an acquire's optional schedule and grace and
-// returns the effective grace: the requested one (or the configured
-// default) capped at the shortest gap between two ticks of the schedule.
-func (h *handler) scheduleAndGrace(spec *string, graceMs *int64) (string, time.Duration, error) {
-	if spec == nil {
-		if graceMs != nil {
-			return "", 0, invalidf("graceMs is the grace of a schedule: send it with schedule")
-		}
-		return "", 0, nil
+// capGrace caps the grace of a valid acquire p with a schedule at the
+// shortest gap between two ticks of the schedule.
+func capGrace(p *leaseapi.AcquireParams) error {
+	if p.Schedule == "" {
+		return nil
 	}
-	s, err := schedule.Parse(*spec)
+	s, err := schedule.Parse(p.Schedule)
 	if err != nil {
-		return "", 0, invalidf("schedule is not a valid cron spec: %s", clip(err.Error()))
+		return leaseapi.InvalidSchedule(err)
 	}
-	grace := h.missedGrace
-	if graceMs != nil {
-		if *graceMs < 1 || *graceMs > leaseapi.MaxGrace.Milliseconds() {
-			return "", 0, invalidf("graceMs must be an integer from 1 to %d (milliseconds)", leaseapi.MaxGrace.Milliseconds())
-		}
-		grace = time.Duration(*graceMs) * time.Millisecond
-	}
-	return *spec, min(grace, s.MinGap()), nil
+	p.Grace = min(p.Grace, s.MinGap())
+	return nil
 }
 
-func parseOutcome(o *leaseapi.Outcome) (leaseapi.Outcome, error) {
+// outcomeOrDefault is the release's outcome, succeeded when the request
+// names none; Validate checks it.
+func outcomeOrDefault(o *leaseapi.Outcome) leaseapi.Outcome {
 	if o == nil {
-		return leaseapi.OutcomeSucceeded, nil
+		return leaseapi.OutcomeSucceeded
 	}
-	if !o.ValidRelease() {
-		return "", invalidf("outcome must be succeeded or failed")
-	}
-	return *o, nil
+	return *o
 }

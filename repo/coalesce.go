@@ -22,6 +22,11 @@ import (
 //
 // This turns the tick herd (every replica acquiring every job at the same
 // second) into about one database call per job per batch.
+//
+// Like every wrapper of a store, it does not validate: params are
+// validated where they are built (the handlers call Validate) and by the
+// store at its entry. A follower is answered from the leader's result by
+// the rules of decide.Acquire, which assume valid params.
 func CoalesceAcquires(store leaseapi.Store) leaseapi.Store {
 	return &coalescer{Store: store, queues: make(map[string]*acquireQueue)}
 }
@@ -51,11 +56,6 @@ type acquireOutcome struct {
 }
 
 func (c *coalescer) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
-	// Invalid input is refused here, never queued behind a valid leader
-	// whose decision would answer it.
-	if err := p.Validate(); err != nil {
-		return leaseapi.Lease{}, err
-	}
 	c.mu.Lock()
 	q, busy := c.queues[p.JobID]
 	if !busy {

@@ -153,3 +153,36 @@ func TestCoalescerHolderRenewsWithItsOwnCall(t *testing.T) {
 		t.Errorf("holder's retry: got token %d, err %v; want token %d", r.lease.Token, r.err, granted.lease.Token)
 	}
 }
+
+// TestDecideFollowerLeavesTickResolutionToTheStore: a follower's tick is
+// as sent, not yet resolved against the schedule, so the coalescer leaves
+// to the store what only the resolved tick decides: the holder's acquire
+// naming its tick otherwise (here while the job is paused, when only the
+// holder's renewal passes), and a nearestTick acquire with no schedule
+// sent or stored (400). Another owner is refused by the held lease.
+func TestDecideFollowerLeavesTickResolutionToTheStore(t *testing.T) {
+	tick := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	paused, otherName := tick.Add(time.Hour), tick.Add(30*time.Minute)
+	held := leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateHeld, Tick: &tick,
+		Schedule: "@every 1h", PausedAt: &paused}
+	for _, tc := range []struct {
+		name      string
+		f         leaseapi.AcquireParams
+		lease     leaseapi.Lease
+		decided   bool
+		wantError error
+	}{
+		{"HolderNamesItsTickOtherwise", leaseapi.AcquireParams{JobID: "job", Owner: "a", TTL: time.Minute, Tick: &otherName}, held, false, nil},
+		{"HolderAsksForTheNearestTick", leaseapi.AcquireParams{JobID: "job", Owner: "a", TTL: time.Minute, NearestTick: true}, held, false, nil},
+		{"NearestTickWithoutSchedule", leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, NearestTick: true},
+			leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateHeld}, false, nil},
+		{"AnotherOwnerWhilePaused", leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, Tick: &otherName}, held, true, leaseapi.ErrJobPaused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, decided := decideFollower(&tc.f, tc.lease, nil)
+			if decided != tc.decided || (tc.wantError != nil && !errors.Is(o.err, tc.wantError)) {
+				t.Errorf("decided %t with error %v; want decided %t with %v", decided, o.err, tc.decided, tc.wantError)
+			}
+		})
+	}
+}

@@ -9,7 +9,7 @@ package postgres
 // checker. The default build contains none of this file.
 //
 // A mutant is a whole set of statements, built by the same functions as
-// the production set (statements.go) from acquireParts with one part
+// the production set (statements.go) from statementParts with one part
 // broken, and chosen once, when the store opens (statements). No
 // production statement is edited, so no reformatting of a query can turn a
 // mutant into a no-op or make opening the store panic; TestMutantStatements
@@ -33,17 +33,17 @@ const serviceClock = `current_setting('leaseapi.clock_offset')::interval`
 
 // mutantParts are the parts each mutant builds its statements from; nil
 // for a mutant whose statements are the production ones (M4).
-var mutantParts = map[string]func() *acquireParts{
+var mutantParts = map[string]func() *statementParts{
 	// Acquire ignores expiry: a lease held by someone else is taken over
 	// as if it had expired (the fast path's refusal and the upsert's guard).
-	"M1": func() *acquireParts {
+	"M1": func() *statementParts {
 		p := productionParts
 		p.heldAgainst = func(string) string { return `(` + stores.GrantOpen + ` AND false)` }
 		return &p
 	},
 	// Heartbeat without the fencing check: any caller extends the lease
 	// while it is held.
-	"M2": func() *acquireParts {
+	"M2": func() *statementParts {
 		p := productionParts
 		p.fence = func(owner, token string) string {
 			return owner + `::text IS NOT NULL AND ` + token + `::bigint IS NOT NULL`
@@ -51,23 +51,23 @@ var mutantParts = map[string]func() *acquireParts{
 		return &p
 	},
 	// Token reuse: a grant after a release keeps the released token.
-	"M3": func() *acquireParts {
+	"M3": func() *statementParts {
 		p := productionParts
 		p.nextToken = `CASE WHEN s.renew OR l.released_at IS NOT NULL THEN l.token ELSE l.token + 1 END`
 		return &p
 	},
 	// Commits acknowledged before they are durable (see init); the chaos
 	// run crashes Postgres to lose some. The statements are right.
-	"M4": func() *acquireParts { return nil },
+	"M4": func() *statementParts { return nil },
 	// Expiry decided with the service's clock: the acquire's two held
 	// tests read the database clock plus this instance's offset (see init).
-	"M5": func() *acquireParts {
+	"M5": func() *statementParts {
 		p := productionParts
 		p.heldAgainst = func(now string) string { return stores.HeldAt(`(` + now + ` + ` + serviceClock + `)`) }
 		return &p
 	},
 	// Acquire is not idempotent: the holder's retry gets a new token.
-	"M7": func() *acquireParts {
+	"M7": func() *statementParts {
 		p := productionParts
 		p.nextToken = `l.token + 1`
 		return &p

@@ -28,12 +28,12 @@ func tickDone(tick string) string {
 	return `COALESCE(` + tick + ` <= l.last_completed_tick, false)`
 }
 
-// acquireParts are the parts of the acquire and heartbeat statements that
+// statementParts are the parts of the acquire and heartbeat statements that
 // a chaos mutant replaces (mutants_chaos.go); every ordinary build uses
 // productionParts. A mutant is thus a whole statement set built by the same
 // functions from other parts, chosen when the store opens: no statement
 // text is edited.
-type acquireParts struct {
+type statementParts struct {
 	// heldAgainst is the acquire's test of "held by someone" in its two
 	// guards: the fast path's refusal and the upsert's WHERE.
 	heldAgainst func(now string) string
@@ -44,7 +44,7 @@ type acquireParts struct {
 	fence func(owner, token string) string
 }
 
-var productionParts = acquireParts{
+var productionParts = statementParts{
 	heldAgainst: stores.HeldAt,
 	nextToken:   `CASE WHEN s.renew THEN l.token ELSE l.token + 1 END`,
 	fence:       func(owner, token string) string { return `l.owner = ` + owner + ` AND l.token = ` + token },
@@ -53,7 +53,7 @@ var productionParts = acquireParts{
 // refused is the acquire's refusal in SQL, the rules of decide.Acquire: the
 // tick ran already, or the grant is held by someone else, or the job is
 // paused and this is not the holder's renewal.
-func (p acquireParts) refused(now, owner, tick, nearest string) string {
+func (p statementParts) refused(now, owner, tick, nearest string) string {
 	return `(` + tickDone(tick) + `
 			OR (` + p.heldAgainst(now) + ` AND NOT ` + holderOf(owner, tick, nearest) + `)
 			OR (l.paused_at IS NOT NULL AND NOT ` + renewsAt(now, owner, tick, nearest) + `))`
@@ -162,7 +162,7 @@ func resolvedOf(col string) string {
 // undecided tick and moves when it is due. While the job is paused only the
 // holder's renewal passes the WHERE, and only while the stored schedule is
 // the one the tick was resolved with (storedAs).
-func (p acquireParts) upsert(in acquireInput, fastPath bool) string {
+func (p statementParts) upsert(in acquireInput, fastPath bool) string {
 	rows := in.upsertFrom + `
 WHERE ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil)
 	if fastPath {
@@ -238,7 +238,7 @@ const grantedRun = `, run AS (
 // over singleInput it is the single statement, over batchInput the batched
 // one: each input row is decided as its own single statement would decide
 // it.
-func (p acquireParts) acquire(in acquireInput) string {
+func (p statementParts) acquire(in acquireInput) string {
 	return `
 WITH ` + in.with() + `snapshot AS (
 	SELECT ` + snapshotColumns + `,
@@ -253,7 +253,7 @@ SELECT * FROM snapshot WHERE refused`
 // naiveAcquire is the upsert alone: every contender takes the row lock and
 // commits, winner or not. Kept as the benchmark's baseline
 // (bench_leasebench.go) and the fast path's negative control in the tests.
-func (p acquireParts) naiveAcquire() string {
+func (p statementParts) naiveAcquire() string {
 	return `WITH ` + singleInput.with() + `upsert AS (` + p.upsert(singleInput, false) + `
 )` + grantedRun + `SELECT *, false AS refused FROM upsert`
 }
@@ -270,7 +270,7 @@ const snapshotColumns = `l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquire
 // first, in job id order, by the locked CTE (an UPDATE takes its row locks
 // in the order its join yields the rows, which the planner chooses), and
 // joins each row to its own input row.
-func (p acquireParts) heartbeat(batched bool) string {
+func (p statementParts) heartbeat(batched bool) string {
 	with, from, where, owner, token, ttl := ``, ``, `l.job_id = $1`, `$2`, `$3`, `$4::bigint`
 	if batched {
 		with = `
@@ -304,7 +304,7 @@ type statementSet struct {
 }
 
 // build is the statement set of parts p.
-func (p acquireParts) build() statementSet {
+func (p statementParts) build() statementSet {
 	return statementSet{
 		acquire:        p.acquire(singleInput),
 		batchAcquire:   p.acquire(batchInput),

@@ -1,7 +1,6 @@
 package stores
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
@@ -32,7 +31,7 @@ func ParseSchedule(spec string) (*schedule.Schedule, error) {
 	}
 	s, err := schedule.Parse(spec)
 	if err != nil {
-		return nil, &leaseapi.InvalidError{Field: "schedule", Rule: fmt.Sprintf("is not a valid schedule: %v", err)}
+		return nil, leaseapi.InvalidSchedule(err)
 	}
 	parsedSchedules.Lock()
 	if len(parsedSchedules.m) >= maxParsedSchedules {
