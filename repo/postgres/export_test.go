@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
-	"github.com/leaseapi/leaseapi/repo/internal/stores"
+	"github.com/leaseapi/leaseapi/repo/decide"
 )
 
 // AcquireQuery is the single acquire statement, for a test that runs it in
@@ -37,7 +37,7 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 		if err != nil {
 			return nil, err
 		}
-		r, err := stores.ResolveTick(a, stored, now)
+		r, err := decide.ResolveTick(a, stored, now)
 		if err != nil {
 			return nil, err
 		}

@@ -351,7 +351,7 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
 	}
 	for attempt := 1; ; attempt++ {
-		r, err := stores.ResolveTick(a, stored, now)
+		r, err := decide.ResolveTick(a, stored, now)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}

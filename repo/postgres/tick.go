@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
-	"github.com/leaseapi/leaseapi/repo/internal/stores"
+	"github.com/leaseapi/leaseapi/repo/decide"
 )
 
-// The store resolves an acquire's tick (stores.ResolveTick) before its
+// The store resolves an acquire's tick (decide.ResolveTick) before its
 // statement, with a guess of the stored schedule (the one it last saw for
 // the job) and of the database clock (its own), and the statement holds the
 // guess to the facts (storedAs, clockWithin in statements.go): the stored
@@ -86,7 +86,7 @@ func (p *Store) guessFacts(ctx context.Context, a *leaseapi.AcquireParams) (stri
 }
 
 // resolvedCall is the statement's call for r.
-func resolvedCall(r *stores.Resolution) *acquireCall {
+func resolvedCall(r *decide.Resolution) *acquireCall {
 	a := &r.Params
 	spec, grace := sql.NullString{String: a.Schedule, Valid: a.Schedule != ""}, sql.NullInt64{}
 	if spec.Valid {

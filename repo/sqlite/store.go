@@ -626,7 +626,7 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 	if err != nil && !errors.Is(err, leaseapi.ErrNotFound) {
 		return cur, err
 	}
-	resolved, rerr := stores.ResolveTick(p, cur.Schedule.String, time.UnixMilli(now))
+	resolved, rerr := decide.ResolveTick(p, cur.Schedule.String, time.UnixMilli(now))
 	if rerr != nil {
 		return cur, rerr
 	}

@@ -1,20 +1,56 @@
-package stores
+package decide
 
 import (
+	"sync"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/schedule"
 )
 
 // How an acquire's tick is resolved against the job's schedule: snapped to
 // the schedule's newest tick at or before the tick it names, or, with
 // NearestTick, picked from the store's clock. Both stores resolve with
-// ResolveTick; it is pure, so that each store decides where its inputs
-// (the stored schedule, the clock) come from. The embedded store reads them
-// under its write lock. The Postgres store guesses them and sends the guess
+// ResolveTick, and the acquire coalescer snaps a follower's named tick with
+// it; it is pure, so that each caller decides where its inputs (the stored
+// schedule, the clock) come from. The embedded store reads them under its
+// write lock. The Postgres store guesses them and sends the guess
 // as conditions of its acquire statement (Resolution.Stored, ClockFrom,
 // ClockUntil), and resolves again and retries when they do not hold at the
 // statement's instant.
+
+// parsedSchedules caches parsed specs: the stores parse a spec on every
+// acquire that sends one and on every read of a scheduled lease (its next
+// tick), and replicas send the same few specs over and over.
+var parsedSchedules = struct {
+	sync.Mutex
+	m map[string]*schedule.Schedule
+}{m: make(map[string]*schedule.Schedule)}
+
+// maxParsedSchedules bounds the cache; past it the cache starts over.
+const maxParsedSchedules = 4096
+
+// ParseSchedule returns the parsed spec, or an *leaseapi.InvalidError with
+// the parser's reason.
+func ParseSchedule(spec string) (*schedule.Schedule, error) {
+	parsedSchedules.Lock()
+	s, ok := parsedSchedules.m[spec]
+	parsedSchedules.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := schedule.Parse(spec)
+	if err != nil {
+		return nil, leaseapi.InvalidSchedule(err)
+	}
+	parsedSchedules.Lock()
+	if len(parsedSchedules.m) >= maxParsedSchedules {
+		clear(parsedSchedules.m)
+	}
+	parsedSchedules.m[spec] = s
+	parsedSchedules.Unlock()
+	return s, nil
+}
 
 // MaxNearestTickMargin bounds how far ahead of the store's clock a
 // NearestTick acquire looks for its tick.
