@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -139,6 +140,19 @@ func (q *acquireQueue) remove(w *acquireWaiter) bool {
 // false when only f's own call can decide.
 func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) (acquireOutcome, bool) {
 	var conflict *leaseapi.ConflictError
+	if errors.As(err, &conflict) {
+		lease = conflict.Lease
+	}
+	if f.Tick != nil {
+		// The follower's tick as its own call would have snapped it at
+		// the instant of the leader's: with the schedule the job had then
+		// (the leader's lease shows it), unless the follower sends one.
+		r, rerr := resolveTick(f, lease.Schedule, time.Time{})
+		if rerr != nil {
+			return acquireOutcome{}, false
+		}
+		f = &r.Params
+	}
 	switch {
 	case err == nil:
 		// The leader holds the lease now. Its holder needs a call of its
@@ -147,8 +161,7 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) 
 		if lease.Owner == f.Owner {
 			return acquireOutcome{}, false
 		}
-	case errors.As(err, &conflict):
-		lease = conflict.Lease
+	case conflict != nil:
 		if !tickDone(f, lease) && (lease.State != leaseapi.StateHeld || lease.Owner == f.Owner) {
 			return acquireOutcome{}, false
 		}
