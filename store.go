@@ -33,13 +33,17 @@ import (
 type Store interface {
 	// Acquire grants the lease of p.JobID to p.Owner when it is not held,
 	// renews it when p.Owner already holds it for the same tick (or p.Tick is
-	// nil), and otherwise returns a *ConflictError wrapping ErrJobPaused
+	// nil, or p.NearestTick is set), and otherwise returns a *ConflictError wrapping ErrJobPaused
 	// while the job is paused, ErrTickDone when p.Tick is at or before the
 	// last completed tick, or ErrLeaseHeld. The holder's renewal is answered
 	// even while the job is paused. A successful acquire with p.Schedule
 	// registers that schedule and grace; a new spec applies to the ticks
 	// after the acquire, and the ticks of the old one that were still
-	// undecided are dropped.
+	// undecided are dropped. With a schedule (p.Schedule, else the stored
+	// one) p.Tick is snapped to the schedule's newest tick at or before it,
+	// and p.NearestTick picks the tick with the store's clock (see
+	// AcquireParams); the lease says which tick was taken. p.NearestTick
+	// without a schedule sent or stored is an *InvalidError.
 	Acquire(ctx context.Context, p *AcquireParams) (Lease, error)
 	// Heartbeat extends a held lease whose owner and token match. Otherwise it
 	// returns a *ConflictError wrapping ErrLeaseLost, or ErrNotFound.

@@ -65,7 +65,7 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err != nil {
 		return nil, err
 	}
-	p := &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick}
+	p := &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick, NearestTick: req.NearestTick}
 	if req.Schedule != nil {
 		if *req.Schedule == "" {
 			return nil, leaseapi.InvalidSchedule(errors.New("the spec is empty"))

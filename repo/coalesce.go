@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/decide"
@@ -139,8 +140,14 @@ func (q *acquireQueue) remove(w *acquireWaiter) bool {
 // decideFollower answers follower f from the leader's result, or returns
 // false when only f's own call can decide: the lease the leader's call
 // left (granted to the leader, or the one it was refused by) decides f as
-// it would decide f's own call at that instant (decide.Acquire), unless f
-// would renew or be granted, which takes a call of its own.
+// it would decide f's own call at that instant (decide.Acquire), with f's
+// tick snapped as its call would have snapped it then (decide.ResolveTick
+// with the schedule the lease shows, unless f sends one), unless f would
+// renew or be granted, which takes a call of its own. A NearestTick
+// follower's tick is picked with the store's clock, which only its call
+// reads: it is refused only by what refuses any tick (a pause, a lease held
+// by another), and makes its own call when there is no schedule to pick
+// from (the store answers it as invalid).
 func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) (acquireOutcome, bool) {
 	var conflict *leaseapi.ConflictError
 	switch {
@@ -151,6 +158,16 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) 
 		// The call failed (unreachable database, deadline): nothing was
 		// decided for the followers, and nothing was attempted for them.
 		return acquireOutcome{err: fmt.Errorf("acquire %q: %w: %w", f.JobID, leaseapi.ErrUnavailable, err)}, true
+	}
+	if f.NearestTick && f.Schedule == "" && lease.Schedule == "" {
+		return acquireOutcome{}, false
+	}
+	if f.Tick != nil {
+		r, rerr := decide.ResolveTick(f, lease.Schedule, time.Time{}) // a named tick needs no clock
+		if rerr != nil {
+			return acquireOutcome{}, false // its own call answers the invalid schedule
+		}
+		f = &r.Params
 	}
 	if _, refused := decide.Acquire(f, lease); refused != nil {
 		return acquireOutcome{err: refused}, true

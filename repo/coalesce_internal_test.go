@@ -153,3 +153,96 @@ func TestCoalescerHolderRenewsWithItsOwnCall(t *testing.T) {
 		t.Errorf("holder's retry: got token %d, err %v; want token %d", r.lease.Token, r.err, granted.lease.Token)
 	}
 }
+
+// TestDecideFollowerLeavesTickResolutionToTheStore: the coalescer decides
+// a follower with its tick resolved as the store would resolve it: the
+// holder's acquire naming its tick otherwise (here while the job is
+// paused, when only the holder's renewal passes) renews, so it makes its
+// own call, and so does a nearestTick acquire with no schedule sent or
+// stored (the store answers it 400). Another owner is refused.
+func TestDecideFollowerLeavesTickResolutionToTheStore(t *testing.T) {
+	tick := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	paused, otherName := tick.Add(time.Hour), tick.Add(30*time.Minute)
+	held := leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateHeld, Tick: &tick,
+		Schedule: "@every 1h", PausedAt: &paused}
+	for _, tc := range []struct {
+		name      string
+		f         leaseapi.AcquireParams
+		lease     leaseapi.Lease
+		decided   bool
+		wantError error
+	}{
+		{"HolderNamesItsTickOtherwise", leaseapi.AcquireParams{JobID: "job", Owner: "a", TTL: time.Minute, Tick: &otherName}, held, false, nil},
+		{"HolderAsksForTheNearestTick", leaseapi.AcquireParams{JobID: "job", Owner: "a", TTL: time.Minute, NearestTick: true}, held, false, nil},
+		{"NearestTickWithoutSchedule", leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, NearestTick: true},
+			leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateHeld}, false, nil},
+		{"AnotherOwnerWhilePaused", leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, Tick: &otherName}, held, true, leaseapi.ErrJobPaused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, decided := decideFollower(&tc.f, tc.lease, nil)
+			if decided != tc.decided || (tc.wantError != nil && !errors.Is(o.err, tc.wantError)) {
+				t.Errorf("decided %t with error %v; want decided %t with %v", decided, o.err, tc.decided, tc.wantError)
+			}
+		})
+	}
+}
+
+// TestCoalescerFollowerTickSnapped: a follower naming a completed tick of
+// the job's schedule otherwise is refused with tick_done by the leader's
+// result, as its own call would be, without a call of its own.
+func TestCoalescerFollowerTickSnapped(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+	ctx := context.Background()
+	tick := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := tick.Add(d); return &v }
+	done := make(chan acquireResult, 1)
+	go func() {
+		l, err := b.coalescer.Acquire(ctx, &leaseapi.AcquireParams{JobID: "job", Owner: "registrar", TTL: time.Minute,
+			Tick: at(0), Schedule: "@every 1h", Grace: time.Minute})
+		done <- acquireResult{l, err}
+	}()
+	<-b.gated.entered
+	b.gated.gate <- struct{}{}
+	reg := <-done
+	if reg.err != nil {
+		t.Fatalf("registrar: %v", reg.err)
+	}
+	if _, err := b.coalescer.Release(ctx, &leaseapi.ReleaseParams{JobID: "job", Owner: "registrar", Token: reg.lease.Token,
+		Outcome: leaseapi.OutcomeSucceeded}); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	acquireTick := func(owner string, tick *time.Time) chan acquireResult {
+		done := make(chan acquireResult, 1)
+		go func() {
+			l, err := b.coalescer.Acquire(ctx, &leaseapi.AcquireParams{JobID: "job", Owner: owner, TTL: time.Minute, Tick: tick})
+			done <- acquireResult{l, err}
+		}()
+		return done
+	}
+	first := acquireTick("a", at(10*time.Minute))
+	<-b.gated.entered // a's call is at the store
+	leader, follower := acquireTick("b", at(20*time.Minute)), acquireTick("c", at(59*time.Minute))
+	b.waitQueued(t, "job", 2)
+	b.gated.gate <- struct{}{}
+	if r := <-first; !errors.Is(r.err, leaseapi.ErrTickDone) {
+		t.Errorf("a: got %v, want tick_done", r.err)
+	}
+	<-b.gated.entered // b leads the next call, with c following
+	b.gated.gate <- struct{}{}
+	if r := <-leader; !errors.Is(r.err, leaseapi.ErrTickDone) {
+		t.Errorf("b: got %v, want tick_done", r.err)
+	}
+	var r acquireResult
+	select {
+	case r = <-follower:
+	case <-b.gated.entered:
+		t.Error("c made a call of its own; want it decided by b's call")
+		b.gated.gate <- struct{}{}
+		r = <-follower
+	}
+	if !errors.Is(r.err, leaseapi.ErrTickDone) {
+		t.Errorf("c: got %v, want tick_done", r.err)
+	}
+}

@@ -3,10 +3,12 @@ package decide
 import "github.com/leaseapi/leaseapi"
 
 // Renews reports whether an acquire p is its holder's renewal of cur: cur
-// is held, by p's owner, and p names no tick or cur's tick.
+// is held, by p's owner, and p names no tick or cur's tick, or asks for the
+// nearest tick (whatever tick is nearest by then: the holder's repeated
+// NearestTick acquire renews its grant).
 func Renews(p *leaseapi.AcquireParams, cur leaseapi.Lease) bool {
 	return cur.State == leaseapi.StateHeld && cur.Owner == p.Owner &&
-		(p.Tick == nil || (cur.Tick != nil && p.Tick.Equal(*cur.Tick)))
+		(p.Tick == nil || p.NearestTick || (cur.Tick != nil && p.Tick.Equal(*cur.Tick)))
 }
 
 // TickDone reports whether p's tick is at or before cur's last completed

@@ -1,7 +1,8 @@
 // Package decide holds the decisions both lease stores make the same way,
 // as pure functions of what a store read under its lock: whether an
-// acquire renews, grants or is refused (Acquire), and the fate of a
-// scheduled job's due ticks (PlanTicks, Ticks). The stores differ in how
+// acquire renews, grants or is refused (Acquire), which tick of the job's
+// schedule it is for (ResolveTick), and the fate of a scheduled job's due
+// ticks (PlanTicks, Ticks). The stores differ in how
 // they read and write rows; what they decide from the rows is said once,
 // here, and the acquire coalescer (repo.CoalesceAcquires) answers its
 // followers with the same function.

@@ -224,8 +224,9 @@ func sortedByKey[P any](params []*P, key func(*P) string) []int {
 
 // The batch statements take each field of their calls as one array
 // parameter (pq.Array), in the order the rows are locked (sortedByKey).
-// Ticks are sent as RFC 3339 text, which the statements cast to
-// timestamptz[]: an exact instant, whatever the server's DateStyle.
+// Ticks (and the clock bounds of a tick's resolution) are sent as RFC 3339
+// text, which the statements cast to timestamptz[]: an exact instant,
+// whatever the server's DateStyle.
 
 func tickText(t sql.NullTime) sql.NullString {
 	return sql.NullString{String: t.Time.UTC().Format(time.RFC3339Nano), Valid: t.Valid}
@@ -238,10 +239,14 @@ type acquireCall struct {
 	ttlMs        int64
 	spec         sql.NullString
 	grace        sql.NullInt64
+	// The conditions of the tick's resolution (tick.go).
+	stored      sql.NullString
+	nearest     bool
+	from, until sql.NullTime
 }
 
 func (a *acquireCall) args() []any {
-	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace}
+	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace, a.stored, a.nearest, a.from, a.until}
 }
 
 func acquireKey(a *acquireCall) string { return a.jobID }
@@ -251,16 +256,20 @@ func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acqui
 	n := len(calls)
 	jobs, owners, ticks, ttls := make([]string, 0, n), make([]string, 0, n), make([]sql.NullString, 0, n), make([]int64, 0, n)
 	specs, graces := make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
+	stored, nearest, from, until := make([]sql.NullString, 0, n), make([]bool, 0, n), make([]sql.NullString, 0, n), make([]sql.NullString, 0, n)
 	for _, i := range sortedByKey(calls, acquireKey) {
 		a := calls[i]
 		jobs, owners, ticks = append(jobs, a.jobID), append(owners, a.owner), append(ticks, tickText(a.tick))
 		ttls, specs, graces = append(ttls, a.ttlMs), append(specs, a.spec), append(graces, a.grace)
+		stored, nearest = append(stored, a.stored), append(nearest, a.nearest)
+		from, until = append(from, tickText(a.from)), append(until, tickText(a.until))
 	}
 	stmt, err := p.prepared(ctx, p.q.batchAcquire)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(ticks), pq.Array(ttls), pq.Array(specs), pq.Array(graces))
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(ticks), pq.Array(ttls), pq.Array(specs), pq.Array(graces),
+		pq.Array(stored), pq.Array(nearest), pq.Array(from), pq.Array(until))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 )
 
 // AcquireQuery is the single acquire statement, for a test that runs it in
@@ -19,13 +21,27 @@ func OpenVariant(ctx context.Context, cfg Config, naive, unbatched bool) (*Store
 	return open(ctx, cfg, variant{naive: naive, unbatched: unbatched})
 }
 
+// SetGuessClock makes the store guess the database clock with clock when it
+// resolves an acquire's tick, so that a test can make the guess wrong.
+func (p *Store) SetGuessClock(clock func() time.Time) { p.clock = clock }
+
 // AcquireBatch sends acquires as one batch statement, as group commit does
-// when they meet, so that a test knows they went as a batch. A call the
-// statement returned no row for gets a nil lease.
+// when they meet, so that a test knows they went as a batch. Each tick is
+// resolved as Acquire first resolves it (its guess of the stored schedule
+// and of the clock, held to the facts by the statement). A call the
+// statement returned no row for, or refused, gets a nil lease.
 func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) ([]*leaseapi.Lease, error) {
 	calls := make([]*acquireCall, len(as))
 	for i, a := range as {
-		calls[i] = &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds()}
+		stored, now, err := p.guessFacts(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		r, err := decide.ResolveTick(a, stored, now)
+		if err != nil {
+			return nil, err
+		}
+		calls[i] = resolvedCall(&r)
 	}
 	if p.acquires == nil {
 		return nil, errors.New("AcquireBatch: batching is off")

@@ -32,11 +32,7 @@ func rowLocker(t *testing.T, db *sqlx.DB, jobID string) string {
 func TestPostgresLosingAcquireTakesNoLock(t *testing.T) {
 	t.Parallel()
 	dsn := repotest.PostgresURL(t)
-	db, err := sqlx.Open("postgres", dsn)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := openDB(t, dsn)
 	ctx := context.Background()
 
 	for _, tc := range []struct {

@@ -281,7 +281,7 @@ func decideJob(ctx context.Context, q sqlx.ExtContext, j *dueJob, now time.Time,
 		Since: j.Since, NextTick: nullTime(j.NextTick), PausedAt: nullTime(j.PausedAt),
 		Token: j.Token, ExpiresAt: j.ExpiresAt,
 	}
-	sched, err := stores.ParseSchedule(job.Schedule)
+	sched, err := decide.ParseSchedule(job.Schedule)
 	if err != nil {
 		return d, false, err
 	}

@@ -13,14 +13,14 @@ import "github.com/leaseapi/leaseapi/repo/internal/stores"
 // repo/internal/stores.
 
 // holderOf: owner is l's holder for tick, or for any tick when tick is
-// NULL (decide.Renews).
-func holderOf(owner, tick string) string {
-	return `(l.owner = ` + owner + ` AND (` + tick + ` IS NULL OR l.tick IS NOT DISTINCT FROM ` + tick + `))`
+// NULL or the acquire asked for the nearest tick (decide.Renews).
+func holderOf(owner, tick, nearest string) string {
+	return `(l.owner = ` + owner + ` AND (` + tick + ` IS NULL OR ` + nearest + ` OR l.tick IS NOT DISTINCT FROM ` + tick + `))`
 }
 
 // renewsAt: an acquire by owner for tick at now is the holder's renewal.
-func renewsAt(now, owner, tick string) string {
-	return `(` + stores.HeldAt(now) + ` AND ` + holderOf(owner, tick) + `)`
+func renewsAt(now, owner, tick, nearest string) string {
+	return `(` + stores.HeldAt(now) + ` AND ` + holderOf(owner, tick, nearest) + `)`
 }
 
 // tickDone: tick ran already (decide.TickDone).
@@ -53,49 +53,96 @@ var productionParts = statementParts{
 // refused is the acquire's refusal in SQL, the rules of decide.Acquire: the
 // tick ran already, or the grant is held by someone else, or the job is
 // paused and this is not the holder's renewal.
-func (p statementParts) refused(now, owner, tick string) string {
+func (p statementParts) refused(now, owner, tick, nearest string) string {
 	return `(` + tickDone(tick) + `
-			OR (` + p.heldAgainst(now) + ` AND NOT ` + holderOf(owner, tick) + `)
-			OR (l.paused_at IS NOT NULL AND NOT ` + renewsAt(now, owner, tick) + `))`
+			OR (` + p.heldAgainst(now) + ` AND NOT ` + holderOf(owner, tick, nearest) + `)
+			OR (l.paused_at IS NOT NULL AND NOT ` + renewsAt(now, owner, tick, nearest) + `))`
+}
+
+// The store resolves an acquire's tick against the job's schedule before
+// its statement (tick.go), with a guess of the stored schedule and of the
+// database clock, and the statement holds the guess to the facts with the
+// two conditions below. When one fails nothing is granted: the fast path
+// answers the row as refused and the store, seeing that its guess did not
+// hold, resolves again with the facts of the row; the upsert writes
+// nothing and the store reads the facts.
+
+// storedAs: l's stored schedule is stored, the one the tick was resolved
+// with (empty for none), or stored is NULL: the tick does not depend on it (a
+// schedule was sent, or the acquire names no tick).
+func storedAs(stored string) string {
+	return `(` + stored + ` IS NULL OR COALESCE(l.schedule, '') = ` + stored + `)`
+}
+
+// clockWithin: the clock now lies in [from, until), the readings at which
+// a NearestTick acquire picks the tick it names; a NULL bound is open.
+func clockWithin(now, from, until string) string {
+	return `(` + from + ` IS NULL OR ` + now + ` >= ` + from + `) AND (` + until + ` IS NULL OR ` + now + ` < ` + until + `)`
 }
 
 // acquireInput is where an acquire statement reads its calls from: the
 // parameters of one call, or the input rows of a batch (i).
 type acquireInput struct {
-	with                                     string // the input CTE, ending in ", " (empty for parameters)
+	params                                   string // the input CTE, ending in ", " (empty for parameters)
 	jobID, owner, tick, ttlMs, spec, graceMs string
+	// The tick's resolution (tick.go): the stored schedule it assumed
+	// (NULL when it does not depend on it), whether the acquire asked for
+	// the nearest tick, and the clock readings at which that is the tick.
+	stored, nearest, clockFrom, clockUntil string
+	// resolvedFrom are the input rows of the resolved CTE ("" for
+	// parameters).
+	resolvedFrom string
 	// snapshotFrom joins the input to its leases rows for the fast path.
 	snapshotFrom string
-	// upsertFrom are the rows the upsert inserts, each unless the fast path
-	// refused it, in job id order (the order ON CONFLICT locks them in).
-	upsertFrom string
+	// upsertFrom are the rows the upsert may insert, unrefused says which
+	// the fast path left to it, and upsertOrder puts them in job id order
+	// (the order ON CONFLICT locks them in).
+	upsertFrom, unrefused, upsertOrder string
 }
 
 // singleInput is one call's parameters.
 var singleInput = acquireInput{
 	jobID: `$1::text`, owner: `$2::text`, tick: `$3::timestamptz`, ttlMs: `$4::bigint`, spec: `$5::text`, graceMs: `$6::bigint`,
+	stored: `$7::text`, nearest: `$8::boolean`, clockFrom: `$9::timestamptz`, clockUntil: `$10::timestamptz`,
 	snapshotFrom: `
 	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 	WHERE l.job_id = $1::text`,
 	upsertFrom: `
-FROM (SELECT clock_timestamp() AS now) AS c
-WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)`,
+FROM (SELECT clock_timestamp() AS now) AS c`,
+	unrefused: `NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)`,
 }
 
 // batchInput is one input row per call (one call per job), the parameters
 // arrays of the calls' fields.
 var batchInput = acquireInput{
-	with: `input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::text[], $6::bigint[])
-		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms)
+	params: `input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::text[], $6::bigint[],
+			$7::text[], $8::boolean[], $9::timestamptz[], $10::timestamptz[])
+		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms, stored, nearest, clock_from, clock_until)
 ), `,
 	jobID: `i.job_id`, owner: `i.owner`, tick: `i.tick`, ttlMs: `i.ttl_ms`, spec: `i.schedule`, graceMs: `i.grace_ms`,
+	stored: `i.stored`, nearest: `i.nearest`, clockFrom: `i.clock_from`, clockUntil: `i.clock_until`,
+	resolvedFrom: ` FROM input AS i`,
 	snapshotFrom: `
 	FROM (SELECT clock_timestamp() AS now) AS c, input AS i JOIN leases AS l ON l.job_id = i.job_id`,
 	upsertFrom: `
-FROM (SELECT clock_timestamp() AS now) AS c, input AS i
-WHERE NOT EXISTS (SELECT 1 FROM snapshot AS r WHERE r.refused AND r.job_id = i.job_id)
+FROM (SELECT clock_timestamp() AS now) AS c, input AS i`,
+	unrefused: `NOT EXISTS (SELECT 1 FROM snapshot AS r WHERE r.refused AND r.job_id = i.job_id)`,
+	upsertOrder: `
 ORDER BY i.job_id`,
+}
+
+// with is the statement's CTEs before the snapshot: the input, and the
+// resolved CTE, each call's resolution by job, which the upsert's ON
+// CONFLICT clause (which sees only l and EXCLUDED) reads through resolvedOf.
+func (in acquireInput) with() string {
+	return in.params + `resolved AS (SELECT ` + in.jobID + ` AS job_id, ` + in.stored + ` AS stored, ` + in.nearest + ` AS nearest` +
+		in.resolvedFrom + `), `
+}
+
+// resolvedOf is column col of the resolved CTE for l's job.
+func resolvedOf(col string) string {
+	return `(SELECT g.` + col + ` FROM resolved AS g WHERE g.job_id = l.job_id)`
 }
 
 // upsert grants or renews under the row lock, or does nothing. The row
@@ -105,20 +152,29 @@ ORDER BY i.job_id`,
 // it decides renew-or-grant again with that instant: a lease that expired
 // between the WHERE and the SET is granted anew (a new token) rather than
 // renewed. A fresh job is inserted with token 1; its VALUES clock needs no
-// lock. from are the rows to insert (acquireInput.upsertFrom; the naive
-// statement inserts every call's).
+// lock. The rows to insert are the input's, each only while the clock is
+// where the tick's resolution assumed it (clockWithin), and, when
+// fastPath, only those the fast path did not refuse.
 //
 // A grant or renewal with a schedule (its grace) registers it: a new spec
 // (or the first) is due at once, and the sweep then computes its first
 // tick after schedule_since; the same spec with another grace keeps its
 // undecided tick and moves when it is due. While the job is paused only the
-// holder's renewal passes the WHERE.
-func (p statementParts) upsert(in acquireInput, from string) string {
+// holder's renewal passes the WHERE, and only while the stored schedule is
+// the one the tick was resolved with (storedAs).
+func (p statementParts) upsert(in acquireInput, fastPath bool) string {
+	rows := in.upsertFrom + `
+WHERE ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil)
+	if fastPath {
+		rows += `
+	AND ` + in.unrefused
+	}
+	rows += in.upsertOrder
 	return `
 INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	schedule, grace_ms, schedule_since, decide_at)
 SELECT ` + in.jobID + `, ` + in.owner + `, 1, ` + in.tick + `, ` + in.ttlMs + `, c.now, c.now, c.now + ` + in.ttlMs + ` * interval '1 millisecond',
-	` + in.spec + `, ` + in.graceMs + `, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END` + from + `
+	` + in.spec + `, ` + in.graceMs + `, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END` + rows + `
 ON CONFLICT (job_id) DO UPDATE SET
 	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome,
 		schedule, grace_ms, schedule_since, next_tick, decide_at) = (
@@ -143,11 +199,12 @@ ON CONFLICT (job_id) DO UPDATE SET
 				THEN COALESCE(l.next_tick + EXCLUDED.grace_ms * interval '1 millisecond', l.decide_at)
 				ELSE s.now END
 		FROM (
-			SELECT c.now, ` + renewsAt(`c.now`, `EXCLUDED.owner`, `EXCLUDED.tick`) + ` AS renew
+			SELECT c.now, ` + renewsAt(`c.now`, `EXCLUDED.owner`, `EXCLUDED.tick`, resolvedOf(`nearest`)) + ` AS renew
 			FROM (SELECT clock_timestamp() AS now) AS c
 		) AS s
 	)
-WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, `EXCLUDED.tick`) + `
+WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, `EXCLUDED.tick`, resolvedOf(`nearest`)) + `
+	AND ` + storedAs(resolvedOf(`stored`)) + `
 RETURNING ` + leaseColumns
 }
 
@@ -175,15 +232,19 @@ const grantedRun = `, run AS (
 // the refusal is valid at the moment of the snapshot, since a lease held
 // until expires_at > now was held at every earlier instant of the same
 // grant, and completed ticks only grow. Otherwise the upsert decides under
-// the lock with the same rules. Built over singleInput it is the single
-// statement, over batchInput the batched one: each input row is decided as
-// its own single statement would decide it.
+// the lock with the same rules. A row whose tick was resolved with facts
+// the snapshot contradicts (storedAs, clockWithin) is answered as refused
+// too: nothing is decided for it, and the store resolves it again. Built
+// over singleInput it is the single statement, over batchInput the batched
+// one: each input row is decided as its own single statement would decide
+// it.
 func (p statementParts) acquire(in acquireInput) string {
 	return `
-WITH ` + in.with + `snapshot AS (
+WITH ` + in.with() + `snapshot AS (
 	SELECT ` + snapshotColumns + `,
-		` + p.refused(`c.now`, in.owner, in.tick) + ` AS refused` + in.snapshotFrom + `
-), upsert AS (` + p.upsert(in, in.upsertFrom) + `
+		(NOT (` + storedAs(in.stored) + ` AND ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil) + `)
+			OR ` + p.refused(`c.now`, in.owner, in.tick, in.nearest) + `) AS refused` + in.snapshotFrom + `
+), upsert AS (` + p.upsert(in, true) + `
 )` + grantedRun + `SELECT *, false AS refused FROM upsert
 UNION ALL
 SELECT * FROM snapshot WHERE refused`
@@ -193,7 +254,7 @@ SELECT * FROM snapshot WHERE refused`
 // commits, winner or not. Kept as the benchmark's baseline
 // (bench_leasebench.go) and the fast path's negative control in the tests.
 func (p statementParts) naiveAcquire() string {
-	return `WITH upsert AS (` + p.upsert(singleInput, "\nFROM (SELECT clock_timestamp() AS now) AS c") + `
+	return `WITH ` + singleInput.with() + `upsert AS (` + p.upsert(singleInput, false) + `
 )` + grantedRun + `SELECT *, false AS refused FROM upsert`
 }
 

@@ -16,7 +16,9 @@ import (
 // (statements.go), and here both decide the same cases on twin jobs, each
 // set up by the same calls, the single statement on one twin and the
 // batched one (in a batch of two, beside a fresh job) on the other. The
-// grant, its token and its tick, or the refusal, must agree.
+// grant, its token and its tick, or the refusal, must agree, for named
+// ticks and for nearestTick acquires (whose resolution the batched
+// statement reads from its input rows).
 func TestBatchedAcquireDecidesAsTheSingleOne(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -37,6 +39,13 @@ func TestBatchedAcquireDecidesAsTheSingleOne(t *testing.T) {
 	acquire := func(job, owner string, at *time.Time) *leaseapi.AcquireParams {
 		return &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: time.Hour, Tick: at}
 	}
+	// nearest asks for the nearest tick of a yearly schedule, sent with it:
+	// the tick depends on no stored schedule, and the clock readings at
+	// which it is the nearest span the year.
+	nearest := func(job, owner string) *leaseapi.AcquireParams {
+		return &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: time.Hour, NearestTick: true,
+			Schedule: "0 0 1 1 *", Grace: time.Minute}
+	}
 	mustAcquire := func(t *testing.T, p *leaseapi.AcquireParams) leaseapi.Lease {
 		t.Helper()
 		l, err := single.Acquire(ctx, p)
@@ -50,6 +59,8 @@ func TestBatchedAcquireDecidesAsTheSingleOne(t *testing.T) {
 		setup func(t *testing.T, job string)
 		owner string
 		tick  *time.Time
+		// params, when set, is the acquire instead of owner and tick's.
+		params func(job string) *leaseapi.AcquireParams
 	}{
 		{name: "FreshJob", setup: func(*testing.T, string) {}, owner: "a", tick: &tick},
 		{name: "HeldBySomeoneElse", setup: func(t *testing.T, job string) { mustAcquire(t, acquire(job, "b", &tick)) }, owner: "a", tick: &tick},
@@ -83,6 +94,18 @@ func TestBatchedAcquireDecidesAsTheSingleOne(t *testing.T) {
 				t.Fatalf("setup pause: %v", err)
 			}
 		}, owner: "a", tick: &tick},
+		{name: "HolderAsksTheNearestTick", setup: func(t *testing.T, job string) { mustAcquire(t, nearest(job, "a")) },
+			params: func(job string) *leaseapi.AcquireParams { return nearest(job, "a") }},
+		{name: "HolderAsksTheNearestTickNamingAnother", setup: func(t *testing.T, job string) { mustAcquire(t, acquire(job, "a", &tick)) },
+			params: func(job string) *leaseapi.AcquireParams { return nearest(job, "a") }},
+		{name: "AnotherAsksTheNearestTick", setup: func(t *testing.T, job string) { mustAcquire(t, nearest(job, "b")) },
+			params: func(job string) *leaseapi.AcquireParams { return nearest(job, "a") }},
+		{name: "NearestTickOfAFreeJob", setup: func(t *testing.T, job string) {
+			l := mustAcquire(t, acquire(job, "b", nil))
+			if _, err := single.Release(ctx, &leaseapi.ReleaseParams{JobID: job, Owner: "b", Token: l.Token, Outcome: leaseapi.OutcomeFailed}); err != nil {
+				t.Fatalf("setup release: %v", err)
+			}
+		}, params: func(job string) *leaseapi.AcquireParams { return nearest(job, "a") }},
 	}
 	prefix := fmt.Sprintf("twin-%d", time.Now().UnixNano())
 	for _, tc := range tests {
@@ -91,7 +114,11 @@ func TestBatchedAcquireDecidesAsTheSingleOne(t *testing.T) {
 			tc.setup(t, jobSingle)
 			tc.setup(t, jobBatched)
 
-			want, err := single.Acquire(ctx, acquire(jobSingle, tc.owner, tc.tick))
+			params := func(job string) *leaseapi.AcquireParams { return acquire(job, tc.owner, tc.tick) }
+			if tc.params != nil {
+				params = tc.params
+			}
+			want, err := single.Acquire(ctx, params(jobSingle))
 			var conflict *leaseapi.ConflictError
 			if err != nil && !errors.As(err, &conflict) {
 				t.Fatalf("single acquire: %v", err)
@@ -99,7 +126,7 @@ func TestBatchedAcquireDecidesAsTheSingleOne(t *testing.T) {
 			granted := err == nil
 
 			got, err := batched.AcquireBatch(ctx, []*leaseapi.AcquireParams{
-				acquire(jobBatched, tc.owner, tc.tick),
+				params(jobBatched),
 				acquire(prefix+"-"+tc.name+"-fresh", "c", nil),
 			})
 			if err != nil {

@@ -48,6 +48,12 @@ type Store struct {
 	acquires   *batcher[acquireCall, acquireRow]
 	releases   *batcher[releaseCall, leaseRow]
 	heartbeats *batcher[heartbeatCall, leaseRow]
+
+	// schedules is the stored schedule last seen per job, the guess an
+	// acquire's tick is resolved with (tick.go).
+	schedules storedSchedules
+	// clock is the clock that guess is made with; nil is time.Now.
+	clock func() time.Time
 }
 
 var _ leaseapi.Store = (*Store)(nil)
@@ -358,18 +364,24 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 	if err := stores.ValidateAcquire(a); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	spec, grace := sql.NullString{String: a.Schedule, Valid: a.Schedule != ""}, sql.NullInt64{}
-	if spec.Valid {
-		grace = sql.NullInt64{Int64: a.Grace.Milliseconds(), Valid: true}
+	stored, now, err := p.guessFacts(ctx, a)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
 	}
-	call := &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds(), spec: spec, grace: grace}
 	for attempt := 1; ; attempt++ {
+		r, err := decide.ResolveTick(a, stored, now)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		call := resolvedCall(&r)
 		var row acquireRow
-		var err error
 		if attempt == 1 {
 			row, err = send(ctx, p.acquires, p.acquireOne, call)
 		} else {
 			row, err = bounded(ctx, func(ctx context.Context) (acquireRow, error) { return p.acquireOne(ctx, call) })
+		}
+		if err == nil && r.CheckStored {
+			p.schedules.put(a.JobID, row.Schedule.String)
 		}
 		if err == nil && !row.Refused {
 			l := row.toLease()
@@ -384,10 +396,34 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 			return l, nil
 		}
 		if err == nil { // refused from the snapshot
-			return leaseapi.Lease{}, decide.Refusal(a, row.toLease())
+			if !r.Holds(row.Schedule.String, row.Now) {
+				// Resolved with a wrong guess: nothing was decided.
+				if attempt == acquireAttempts {
+					return leaseapi.Lease{}, errUnresolved(a.JobID)
+				}
+				stored, now = row.Schedule.String, row.Now
+				continue
+			}
+			return leaseapi.Lease{}, decide.Refusal(&r.Params, row.toLease())
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
+		}
+		if r.Guarded() {
+			// Refused under the lock, or the resolution's conditions
+			// failed: read the facts, and resolve again if they changed.
+			if stored, now, err = p.resolveFacts(ctx, a.JobID); err != nil {
+				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
+			}
+			if r.CheckStored {
+				p.schedules.put(a.JobID, stored)
+			}
+			if !r.Holds(stored, now) {
+				if attempt == acquireAttempts {
+					return leaseapi.Lease{}, errUnresolved(a.JobID)
+				}
+				continue
+			}
 		}
 		// Refused under the lock. The decision was atomic; read the row
 		// it was made on (or a newer one) for the conflict body.
@@ -395,12 +431,19 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 		if err != nil {
 			return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
 		}
-		if conflict := decide.Refusal(a, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
+		if conflict := decide.Refusal(&r.Params, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
 			errors.Is(conflict, leaseapi.ErrJobPaused) ||
 			cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
 			return leaseapi.Lease{}, conflict
 		}
 	}
+}
+
+// errUnresolved is the answer to an acquire whose stored schedule or clock
+// changed at every attempt to resolve its tick: nothing was done.
+func errUnresolved(jobID string) error {
+	return fmt.Errorf("acquire %q: the job's schedule changed at each of %d attempts to resolve its tick, nothing was done: %w",
+		jobID, acquireAttempts, leaseapi.ErrUnavailable)
 }
 
 // acquireOne makes one acquire with the single statement.

@@ -41,6 +41,8 @@ func testInvalidInput(t *testing.T, b *bundle) {
 		{"AcquireEmptyJobID", "jobId", acquire(leaseapi.AcquireParams{Owner: owner, TTL: time.Minute})},
 		{"AcquireOwnerWithSpace", "owner", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: "a b", TTL: time.Minute})},
 		{"AcquireEmptyOwner", "owner", acquire(leaseapi.AcquireParams{JobID: fresh, TTL: time.Minute})},
+		{"AcquireNearestTickWithTick", "nearestTick", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute,
+			NearestTick: true, Tick: &held.AcquiredAt, Schedule: "@hourly", Grace: time.Minute})},
 		{"AcquireZeroTTL", "ttlMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner})},
 		{"AcquireSubMillisecondTTL", "ttlMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Microsecond})},
 		{"AcquireNegativeTTL", "ttlMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: -time.Second})},

@@ -215,7 +215,7 @@ func decideJob(ctx context.Context, tx *sqlx.Tx, j *dueJob, now int64, ev *store
 		Since: fromMs(j.Since), NextTick: fromNullMs(j.NextTick), PausedAt: fromNullMs(j.PausedAt),
 		Token: j.Token, ExpiresAt: fromMs(j.ExpiresAt),
 	}
-	sched, err := stores.ParseSchedule(job.Schedule)
+	sched, err := decide.ParseSchedule(job.Schedule)
 	if err != nil {
 		return decide.Decision{}, err
 	}

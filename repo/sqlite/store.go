@@ -601,10 +601,9 @@ func (s *Store) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseap
 	}
 	op := fmt.Sprintf("acquire %q", p.JobID)
 	ttl := p.TTL.Milliseconds()
-	tick := toNullMs(p.Tick)
 	var ev stores.Events
 	return observedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
-		row, err := s.acquire(ctx, tx, p, tick, ttl, now, &ev)
+		row, err := s.acquire(ctx, tx, p, ttl, now, &ev)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
@@ -619,10 +618,20 @@ func (s *Store) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseap
 }
 
 // acquire decides an acquire under the write lock and writes the grant or
-// the renewal, with its run.
+// the renewal, with its run. p's tick is resolved with the stored schedule
+// and the clock read under the lock.
 func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquireParams,
-	tick sql.NullInt64, ttl, now int64, ev *stores.Events) (leaseRow, error) {
+	ttl, now int64, ev *stores.Events) (leaseRow, error) {
 	cur, err := selectLease(ctx, tx, p.JobID)
+	if err != nil && !errors.Is(err, leaseapi.ErrNotFound) {
+		return cur, err
+	}
+	resolved, rerr := decide.ResolveTick(p, cur.Schedule.String, time.UnixMilli(now))
+	if rerr != nil {
+		return cur, rerr
+	}
+	p = &resolved.Params
+	tick := toNullMs(p.Tick)
 	if errors.Is(err, leaseapi.ErrNotFound) {
 		row, err := writeLease(ctx, tx, insertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
 		if err != nil {
@@ -630,9 +639,6 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 		}
 		_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now)
 		return row, err
-	}
-	if err != nil {
-		return cur, err
 	}
 	// Decided on the row at now, with the tick as it is stored (to the
 	// millisecond), by the rules both stores share.

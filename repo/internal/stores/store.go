@@ -1,46 +1,11 @@
 package stores
 
 import (
-	"sync"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/decide"
-	"github.com/leaseapi/leaseapi/schedule"
 )
-
-// parsedSchedules caches parsed specs: the stores parse a spec on every
-// acquire that sends one and on every read of a scheduled lease (its next
-// tick), and replicas send the same few specs over and over.
-var parsedSchedules = struct {
-	sync.Mutex
-	m map[string]*schedule.Schedule
-}{m: make(map[string]*schedule.Schedule)}
-
-// maxParsedSchedules bounds the cache; past it the cache starts over.
-const maxParsedSchedules = 4096
-
-// ParseSchedule returns the parsed spec, or an *leaseapi.InvalidError with
-// the parser's reason.
-func ParseSchedule(spec string) (*schedule.Schedule, error) {
-	parsedSchedules.Lock()
-	s, ok := parsedSchedules.m[spec]
-	parsedSchedules.Unlock()
-	if ok {
-		return s, nil
-	}
-	s, err := schedule.Parse(spec)
-	if err != nil {
-		return nil, leaseapi.InvalidSchedule(err)
-	}
-	parsedSchedules.Lock()
-	if len(parsedSchedules.m) >= maxParsedSchedules {
-		clear(parsedSchedules.m)
-	}
-	parsedSchedules.m[spec] = s
-	parsedSchedules.Unlock()
-	return s, nil
-}
 
 // SetNextTick sets l.NextTick from its schedule at the store's now. A spec
 // the store holds was valid when it was stored.
@@ -48,7 +13,7 @@ func SetNextTick(l *leaseapi.Lease, now time.Time) {
 	if l.Schedule == "" {
 		return
 	}
-	s, err := ParseSchedule(l.Schedule)
+	s, err := decide.ParseSchedule(l.Schedule)
 	if err != nil {
 		return
 	}
@@ -124,7 +89,7 @@ func ValidateAcquire(p *leaseapi.AcquireParams) error {
 		return err
 	}
 	if p.Schedule != "" {
-		if _, err := ParseSchedule(p.Schedule); err != nil {
+		if _, err := decide.ParseSchedule(p.Schedule); err != nil {
 			return err
 		}
 	}
