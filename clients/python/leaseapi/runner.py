@@ -178,8 +178,9 @@ class RunContext:
         """Runs a command as part of the job, in its own process group, with
         ``LEASE_JOB``, ``LEASE_TOKEN``, ``LEASE_TICK`` and ``LEASE_OWNER`` in
         its environment. When the job must stop, the group gets SIGTERM, and
-        SIGKILL after ``kill_grace`` (default min(10 s, TTL/2)); the cause is
-        then raised. A non-zero exit raises ``subprocess.CalledProcessError``
+        SIGKILL after ``kill_grace`` (default half the runner's margin, TTL/20,
+        so that a command is gone before a run that lost its lease is given
+        up); the cause is then raised. A non-zero exit raises ``subprocess.CalledProcessError``
         when ``check`` (the run is released failed). Other keyword arguments
         go to ``subprocess.Popen``.
         """
@@ -420,7 +421,7 @@ class _Run:
         self.requested_stop: Optional[BaseException] = None
         self.job_done = False
         self.report: Optional[RunReport] = None
-        self.ctx = RunContext(lease, owner, min(10.0, runner.ttl / 2), runner._log)
+        self.ctx = RunContext(lease, owner, runner.margin / 2, runner._log)
         log.debug("lease acquired, tick %s", format_time(lease.tick) if lease.tick else "none")
 
     def _valid_until(self, sent: float, lease: Lease) -> float:
@@ -493,7 +494,9 @@ class _Run:
                 now = time.monotonic()
                 if self.phase == _STOPPING and now >= self.give_up_at:
                     self.log.warning("job abandoned: it did not return after it was told to stop (%s)", self.cause)
-                    self.cause = Abandoned(f"{self.cause}; the job did not return after it was told to stop")
+                    abandoned = Abandoned(f"{self.cause}; the job did not return after it was told to stop")
+                    abandoned.__cause__ = self.cause
+                    self.cause = abandoned
                     break
                 beat = False
                 if self.loss == _NOT_LOST and now >= self.valid_until:

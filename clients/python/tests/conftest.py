@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -259,7 +260,7 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
 @pytest.fixture
 def job_id(request: pytest.FixtureRequest) -> str:
     """A job id of this test's own."""
-    return "py." + request.node.name.replace("_", "-")[:100]
+    return "py." + re.sub(r"[^A-Za-z0-9.:-]", "-", request.node.name)[:100]
 
 
 @pytest.fixture(scope="session")
