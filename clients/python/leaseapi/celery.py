@@ -41,8 +41,6 @@ __all__ = ["LeasedTask"]
 class LeasedTask(celery.Task):  # type: ignore[misc]
     """A Celery task base whose runs are leased per tick (see the module)."""
 
-    abstract = True
-
     lease_client: Optional[Client] = None
     lease_schedule: Optional[str] = None
     lease_job: Optional[str] = None

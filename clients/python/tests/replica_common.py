@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
-from pathlib import Path
 from typing import Any, Dict
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-import leaseapi  # noqa: E402
-from leaseapi.models import format_time  # noqa: E402
+import leaseapi
+from leaseapi.models import format_time
 
 
 class JSONLines:

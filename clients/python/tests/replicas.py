@@ -34,6 +34,7 @@ class Replicas:
             self.records[name] = tmp_path / f"records-{name}.jsonl"
             child_env = dict(
                 os.environ,
+                PYTHONPATH=str(HERE.parent),
                 TEST_LEASEAPI_URL=server.url,
                 TEST_LEASEAPI_TOKEN=LEASE_TOKEN,
                 TEST_EXCHANGES=str(recorder.file_for(name)),
