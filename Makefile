@@ -24,8 +24,14 @@ SPECLINT := $(GO) run -C api/lint . lint.yaml ../openapi.yaml
 NESTED_MODULES := api/lint bench/peers
 # The programs the lock scenario's peers and bench/peers' tests run.
 PEER_PACKAGES := etcd:etcd-server redis-server:redis-server
+# The Python client's tests (clients/python) run with the distribution's
+# Python and its packages (py/MODULE: a module that must import), never PyPI.
+PYTHON ?= /usr/bin/python3
+PYTHON_PACKAGES := py/pytest:python3-pytest py/apscheduler:python3-apscheduler py/celery:python3-celery \
+	py/redis:python3-redis py/jsonschema:python3-jsonschema py/yaml:python3-yaml \
+	redis-server:redis-server psql:postgresql-client
 
-.PHONY: help build run test test-short lint migrate cover db-up db-down docker generate bench
+.PHONY: help build run test test-python test-short lint migrate cover db-up db-down docker generate bench
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -42,6 +48,14 @@ test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a 
 	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium $(PEER_PACKAGES)
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -C bench/peers $(TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory test-python
+
+# pytest exits 5 when it collected no test: make fails on it like on any
+# other non-zero status.
+test-python: ## run the Python client's tests (clients/python) against a leaseapi built here, Postgres and redis-server (~1.5 min)
+	bash scripts/ensure-postgres.sh
+	PYTHON=$(PYTHON) bash scripts/ensure-packages.sh $(PYTHON_PACKAGES)
+	cd clients/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider --durations=5
 
 test-short: ## run the tests that need no Postgres (nor etcd, redis-server)
 	$(GO) test -short $(TEST_FLAGS) ./...
