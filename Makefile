@@ -29,7 +29,7 @@ PEER_PACKAGES := etcd:etcd-server redis-server:redis-server
 PYTHON ?= /usr/bin/python3
 PYTHON_PACKAGES := py/pytest:python3-pytest py/apscheduler:python3-apscheduler py/celery:python3-celery \
 	py/redis:python3-redis py/jsonschema:python3-jsonschema py/yaml:python3-yaml \
-	redis-server:redis-server psql:postgresql-client
+	redis-server:redis-server psql:postgresql-client openssl:openssl
 
 .PHONY: help build run test test-python test-short lint migrate cover db-up db-down docker generate bench
 
