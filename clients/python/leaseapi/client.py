@@ -13,12 +13,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 from . import errors
 from .models import Lease, LeasePage, Run, RunPage, Seconds, Stats, Whoami, format_time, to_millis, to_seconds
 
 __all__ = ["Client", "Exchange"]
+
+T = TypeVar("T")
 
 # Backoff of retried calls when the answer names no Retry-After (a network
 # error): from 50 ms, doubling, up to 2 s, each wait jittered to [d/2, d).
@@ -152,8 +154,7 @@ class Client:
             body["schedule"] = schedule
         if grace is not None:
             body["graceMs"] = to_millis(grace, "grace")
-        data = self._call("POST", f"/leases/{_segment(job_id)}/acquire", body=body, retry_for=retry_for, timeout=timeout)
-        return Lease.from_json(data)
+        return self._call("POST", f"/leases/{_segment(job_id)}/acquire", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
 
     def heartbeat(
         self,
@@ -170,8 +171,7 @@ class Client:
         body: Dict[str, Any] = {"owner": owner, "token": token}
         if ttl is not None:
             body["ttlMs"] = to_millis(ttl, "ttl")
-        data = self._call("POST", f"/leases/{_segment(job_id)}/heartbeat", body=body, retry_for=retry_for, timeout=timeout)
-        return Lease.from_json(data)
+        return self._call("POST", f"/leases/{_segment(job_id)}/heartbeat", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
 
     def release(
         self,
@@ -189,14 +189,13 @@ class Client:
         if outcome not in _OUTCOMES:
             raise ValueError(f"outcome {outcome!r} must be one of {', '.join(_OUTCOMES)}")
         body = {"owner": owner, "token": token, "outcome": outcome}
-        data = self._call("POST", f"/leases/{_segment(job_id)}/release", body=body, retry_for=retry_for, timeout=timeout)
-        return Lease.from_json(data)
+        return self._call("POST", f"/leases/{_segment(job_id)}/release", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
 
     # Reading.
 
     def get(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
         """The lease of ``job_id``; :class:`NotFound` when it has none."""
-        return Lease.from_json(self._call("GET", f"/leases/{_segment(job_id)}", retry_for=retry_for))
+        return self._call("GET", f"/leases/{_segment(job_id)}", retry_for=retry_for, parse=Lease.from_json)
 
     def list(
         self,
@@ -214,7 +213,7 @@ class Client:
         page's ``next_cursor`` as ``cursor`` for the next. :meth:`leases`
         walks every page."""
         query = {"state": state, "owner": owner, "prefix": prefix, "paused": paused, "overdue": overdue, "limit": limit, "cursor": cursor}
-        return LeasePage.from_json(self._call("GET", "/leases", query=query, retry_for=retry_for))
+        return self._call("GET", "/leases", query=query, retry_for=retry_for, parse=LeasePage.from_json)
 
     def leases(
         self,
@@ -238,8 +237,7 @@ class Client:
     def runs(self, job_id: str, *, limit: Optional[int] = None, retry_for: Optional[Seconds] = None) -> List[Run]:
         """The run history of ``job_id``, newest first (``GET
         /leases/{jobId}/runs``)."""
-        data = self._call("GET", f"/leases/{_segment(job_id)}/runs", query={"limit": limit}, retry_for=retry_for)
-        return [Run.from_json(item) for item in data["runs"]]
+        return self._call("GET", f"/leases/{_segment(job_id)}/runs", query={"limit": limit}, retry_for=retry_for, parse=lambda data: [Run.from_json(item) for item in data["runs"]])
 
     def recent_runs(
         self,
@@ -252,37 +250,37 @@ class Client:
         """One page of the newest runs of every job in scope (``GET
         /runs``), optionally only those with one of ``outcomes``."""
         query = {"outcome": ",".join(outcomes) if outcomes else None, "limit": limit, "cursor": cursor}
-        return RunPage.from_json(self._call("GET", "/runs", query=query, retry_for=retry_for))
+        return self._call("GET", "/runs", query=query, retry_for=retry_for, parse=RunPage.from_json)
 
     def stats(self, *, retry_for: Optional[Seconds] = None) -> Stats:
         """Counts of the jobs in scope and of their runs of the last 24 h."""
-        return Stats.from_json(self._call("GET", "/stats", retry_for=retry_for))
+        return self._call("GET", "/stats", retry_for=retry_for, parse=Stats.from_json)
 
     def whoami(self, *, retry_for: Optional[Seconds] = None) -> Whoami:
         """The caller's credential (name, role, scopes), or open mode."""
-        return Whoami.from_json(self._call("GET", "/whoami", retry_for=retry_for))
+        return self._call("GET", "/whoami", retry_for=retry_for, parse=Whoami.from_json)
 
     # Operating (role admin).
 
     def revoke(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
         """Force-releases a held lease: its holder's next heartbeat answers
         :class:`LeaseLost`, and the runner stops the job."""
-        return Lease.from_json(self._call("DELETE", f"/leases/{_segment(job_id)}", retry_for=retry_for))
+        return self._call("DELETE", f"/leases/{_segment(job_id)}", retry_for=retry_for, parse=Lease.from_json)
 
     def pause(self, job_id: str, reason: Optional[str] = None, *, retry_for: Optional[Seconds] = None) -> Lease:
         """Pauses a job: acquires answer :class:`JobPaused` until
         :meth:`resume`."""
         body = {} if reason is None else {"reason": reason}
-        return Lease.from_json(self._call("POST", f"/leases/{_segment(job_id)}/pause", body=body, retry_for=retry_for))
+        return self._call("POST", f"/leases/{_segment(job_id)}/pause", body=body, retry_for=retry_for, parse=Lease.from_json)
 
     def resume(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
         """Resumes a paused job."""
-        return Lease.from_json(self._call("POST", f"/leases/{_segment(job_id)}/resume", body={}, retry_for=retry_for))
+        return self._call("POST", f"/leases/{_segment(job_id)}/resume", body={}, retry_for=retry_for, parse=Lease.from_json)
 
     def forget_schedule(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
         """Forgets the job's schedule: no missed-tick accounting until an
         acquire sends one again."""
-        return Lease.from_json(self._call("DELETE", f"/leases/{_segment(job_id)}/schedule", retry_for=retry_for))
+        return self._call("DELETE", f"/leases/{_segment(job_id)}/schedule", retry_for=retry_for, parse=Lease.from_json)
 
     # The transport.
 
@@ -295,9 +293,11 @@ class Client:
         body: Optional[Dict[str, Any]] = None,
         retry_for: Optional[Seconds] = None,
         timeout: Optional[Seconds] = None,
-    ) -> Dict[str, Any]:
+        parse: Callable[[Dict[str, Any]], T],
+    ) -> T:
         """Sends one call, retrying what may be retried until its retry
-        deadline, and returns the JSON object of a 2xx answer."""
+        deadline, and returns the JSON object of its 2xx answer, read by
+        parse."""
         if query:
             pairs = [(k, _query_value(v)) for k, v in query.items() if v is not None]
             if pairs:
@@ -308,7 +308,7 @@ class Client:
         backoff = _MIN_BACKOFF
         while True:
             try:
-                return self._once(method, path, body, request_timeout)
+                data, request_id = self._once(method, path, body, request_timeout)
             except (errors.RateLimited, errors.Unavailable, errors.ConnectionFailed) as err:
                 wait = max(_jitter(backoff), err.retry_after or 0.0)
                 if time.monotonic() + wait >= deadline:
@@ -316,8 +316,13 @@ class Client:
                 self._log.warning("leaseapi %s %s failed, retrying in %.2fs: %s", method, path, wait, err)
                 time.sleep(wait)
                 backoff = min(2 * backoff, _MAX_BACKOFF)
+                continue
+            try:
+                return parse(data)
+            except (KeyError, TypeError, ValueError) as err:
+                raise errors.ProtocolError(f"{method} {path}: an answer the client cannot read ({type(err).__name__}: {err})", request_id=request_id) from err
 
-    def _once(self, method: str, path: str, body: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
+    def _once(self, method: str, path: str, body: Optional[Dict[str, Any]], timeout: float) -> Tuple[Dict[str, Any], Optional[str]]:
         headers = {"Accept": "application/json, application/problem+json", "User-Agent": self._user_agent}
         data = None
         if body is not None:
@@ -345,7 +350,7 @@ class Client:
                 raise errors.ProtocolError(f"{method} {path}: {status} with a body that is not JSON", status=status, request_id=request_id) from err
             if not isinstance(parsed, dict):
                 raise errors.ProtocolError(f"{method} {path}: {status} with a body that is not a JSON object", status=status, request_id=request_id)
-            return parsed
+            return parsed, request_id
         raise _problem(method, path, status, answer_headers, payload, request_id)
 
 

@@ -150,9 +150,10 @@ def test_max_run_time_stops_the_job_and_releases_failed(client: leaseapi.Client,
 
 def test_a_job_that_ignores_stop_is_abandoned_and_released_failed(client: leaseapi.Client, job_id: str) -> None:
     runner = leaseapi.Runner(client, "replica-a", ttl=2)
-    let_go = threading.Event()
-    future = in_thread(lambda: runner.run(job_id, lambda ctx: let_go.wait(BOUND), tick=TICK, max_run_time=0.2))
+    started, let_go = threading.Event(), threading.Event()
+    future = in_thread(lambda: runner.run(job_id, lambda ctx: (started.set(), let_go.wait(BOUND)), tick=TICK, max_run_time=0.2))
     try:
+        assert started.wait(BOUND)
         # The runner gives the lease up while the job still runs.
         wait_until("the lease released", lambda: client.get(job_id).state == "released", BOUND, interval=0.2)
         assert client.get(job_id).last_outcome == "failed"
