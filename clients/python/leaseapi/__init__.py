@@ -9,23 +9,8 @@ does the same for Celery beat. Errors are ``LeaseError`` subclasses with
 
 from .client import Client, Exchange
 from .decorator import leased
-from .errors import (
-    ConnectionFailed,
-    Forbidden,
-    InvalidRequest,
-    JobPaused,
-    LeaseError,
-    LeaseHeld,
-    LeaseLost,
-    NotAcquired,
-    NotFound,
-    ProtocolError,
-    RateLimited,
-    ServerError,
-    TickDone,
-    Unauthorized,
-    Unavailable,
-)
+from . import errors as _errors
+from .errors import *  # noqa: F401,F403 - every error class, listed in errors.__all__
 from .models import Lease, LeasePage, Run, RunPage, Stats, Whoami
 from .runner import (
     Abandoned,
@@ -55,26 +40,12 @@ __all__ = [
     "RunPage",
     "Stats",
     "Whoami",
-    "LeaseError",
-    "NotAcquired",
-    "LeaseHeld",
-    "TickDone",
-    "JobPaused",
-    "LeaseLost",
-    "InvalidRequest",
-    "Unauthorized",
-    "Forbidden",
-    "NotFound",
-    "RateLimited",
-    "Unavailable",
-    "ServerError",
-    "ConnectionFailed",
-    "ProtocolError",
     "RunStopped",
     "DeadlinePassed",
     "MaxRunTimeExceeded",
     "ShuttingDown",
     "Abandoned",
+    *_errors.__all__,
 ]
 
 __version__ = "0.1.0"

@@ -215,20 +215,13 @@ class Client:
         query = {"state": state, "owner": owner, "prefix": prefix, "paused": paused, "overdue": overdue, "limit": limit, "cursor": cursor}
         return self._call("GET", "/leases", query=query, retry_for=retry_for, parse=LeasePage.from_json)
 
-    def leases(
-        self,
-        *,
-        state: Optional[str] = None,
-        owner: Optional[str] = None,
-        prefix: Optional[str] = None,
-        paused: Optional[bool] = None,
-        overdue: Optional[bool] = None,
-        page_size: Optional[int] = None,
-    ) -> Iterator[Lease]:
-        """Every lease that matches the filters, page after page."""
+    def leases(self, *, page_size: Optional[int] = None, **filters: Any) -> Iterator[Lease]:
+        """Every lease that matches the filters of :meth:`list` (``state``,
+        ``owner``, ``prefix``, ``paused``, ``overdue``), page after page of
+        ``page_size``."""
         cursor: Optional[str] = None
         while True:
-            page = self.list(state=state, owner=owner, prefix=prefix, paused=paused, overdue=overdue, limit=page_size, cursor=cursor)
+            page = self.list(limit=page_size, cursor=cursor, **filters)
             yield from page.leases
             if page.next_cursor is None:
                 return

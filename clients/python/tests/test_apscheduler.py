@@ -4,13 +4,11 @@ taken over once its TTL has passed."""
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
 from pathlib import Path
 
 import leaseapi
 from conftest import Processes, Recorder, Server, wait_until
-from replicas import Replicas, next_whole_second, runs_by_tick, started_by_tick, utcnow, whole_seconds
+from replicas import Replicas, run_window_and_check_each_tick_once
 
 WINDOW = 15  # seconds of ticks counted
 TTL = 3.0
@@ -26,20 +24,7 @@ def start(processes: Processes, recorder: Recorder, server: Server, tmp_path: Pa
 
 def test_three_apschedulers_run_each_tick_once(processes: Processes, recorder: Recorder, server: Server, admin: leaseapi.Client, tmp_path: Path, job_id: str) -> None:
     replicas = start(processes, recorder, server, tmp_path, job_id, work=0.3)
-    window_start = next_whole_second(utcnow(), plus=1)
-    window_end = window_start + timedelta(seconds=WINDOW)
-    # The test's length, not a synchronisation: the replicas run on their own.
-    time.sleep(max(0.0, (window_end - utcnow()).total_seconds()) + 1.5)
-    replicas.stop(processes)
-
-    ticks = whole_seconds(window_start, window_end)
-    runs = runs_by_tick(admin, job_id)
-    started = started_by_tick(replicas)
-    wrong = {t: [(r.owner, r.outcome) for r in runs.get(t, [])] for t in ticks if [r.outcome for r in runs.get(t, [])] != ["succeeded"]}
-    assert not wrong, f"ticks that did not run exactly once (of {len(ticks)}): {wrong}\n{processes.tails()}"
-    twice = {t: rs for t, rs in started.items() if len(rs) > 1}
-    assert not twice, f"ticks a replica started more than once: {twice}"
-    assert all(len(started.get(t, [])) == 1 for t in ticks), "a tick the service recorded as run was not started by a replica"
+    run_window_and_check_each_tick_once(replicas, processes, admin, job_id, WINDOW)
 
 
 def test_a_killed_apscheduler_is_taken_over_after_its_ttl(processes: Processes, recorder: Recorder, server: Server, admin: leaseapi.Client, tmp_path: Path, job_id: str) -> None:

@@ -29,6 +29,20 @@ def in_thread(fn: Callable[[], Any]) -> "concurrent.futures.Future[Any]":
     return future
 
 
+def start_run_until_stopped(runner: leaseapi.Runner, job_id: str) -> "concurrent.futures.Future[leaseapi.RunReport]":
+    """Starts a run, in a thread, of a job that waits until it is told to
+    stop; returns once the job runs."""
+    started = threading.Event()
+
+    def job(ctx: leaseapi.RunContext) -> None:
+        started.set()
+        assert ctx.stop.wait(BOUND), "the job was never told to stop"
+
+    future = in_thread(lambda: runner.run(job_id, job, tick=TICK))
+    assert started.wait(BOUND), future.result() if future.done() else "the job did not start"
+    return future
+
+
 def test_run_releases_succeeded_with_the_value(client: leaseapi.Client, job_id: str) -> None:
     runner = leaseapi.Runner(client, "replica-a", ttl=3)
     seen: List[leaseapi.RunContext] = []
@@ -71,14 +85,7 @@ def test_a_held_tick_is_a_quiet_skip(client: leaseapi.Client, job_id: str) -> No
 
 def test_revoked_lease_stops_the_job(client: leaseapi.Client, admin: leaseapi.Client, job_id: str) -> None:
     runner = leaseapi.Runner(client, "replica-a", ttl=3)
-    started = threading.Event()
-
-    def job(ctx: leaseapi.RunContext) -> None:
-        started.set()
-        assert ctx.stop.wait(BOUND), "the job was never told to stop"
-
-    future = in_thread(lambda: runner.run(job_id, job, tick=TICK))
-    assert started.wait(BOUND)
+    future = start_run_until_stopped(runner, job_id)
     admin.revoke(job_id)
     report = future.result(BOUND)
     assert report.result == "lost" and isinstance(report.error, leaseapi.LeaseLost) and report.release_error is None
@@ -119,14 +126,7 @@ def test_command_exit_status_decides_the_outcome(client: leaseapi.Client, job_id
 
 def test_deadline_without_heartbeats_stops_the_job(server: Server, client: leaseapi.Client, job_id: str) -> None:
     runner = leaseapi.Runner(client, "replica-a", ttl=2)
-    started = threading.Event()
-
-    def job(ctx: leaseapi.RunContext) -> None:
-        started.set()
-        assert ctx.stop.wait(BOUND), "the job was never told to stop"
-
-    future = in_thread(lambda: runner.run(job_id, job, tick=TICK))
-    assert started.wait(BOUND)
+    future = start_run_until_stopped(runner, job_id)
     server.process.proc.send_signal(signal.SIGSTOP)  # leaseapi stops answering
     try:
         report = future.result(BOUND)
@@ -165,20 +165,13 @@ def test_a_job_that_ignores_stop_is_abandoned_and_released_failed(client: leasea
 
 def test_shutdown_stops_running_jobs_and_refuses_new_runs(client: leaseapi.Client, job_id: str) -> None:
     runner = leaseapi.Runner(client, "replica-a", ttl=3)
-    started = threading.Event()
-
-    def job(ctx: leaseapi.RunContext) -> None:
-        started.set()
-        assert ctx.stop.wait(BOUND)
-
-    future = in_thread(lambda: runner.run(job_id, job, tick=TICK))
-    assert started.wait(BOUND)
+    future = start_run_until_stopped(runner, job_id)
     runner.shutdown()
     report = future.result(BOUND)
     assert report.result == "failed" and isinstance(report.error, leaseapi.ShuttingDown)
     assert client.get(job_id).last_outcome == "failed"
     with pytest.raises(leaseapi.ShuttingDown):
-        runner.run(job_id, job)
+        runner.run(job_id, lambda ctx: None)
 
 
 def test_runner_refuses_bad_settings() -> None:
