@@ -296,24 +296,12 @@ class Client:
             if pairs:
                 path += "?" + urllib.parse.urlencode(pairs)
         window = self.retry_for if retry_for is None else to_seconds(retry_for)
-        deadline = time.monotonic() + window
         request_timeout = self.timeout if timeout is None else to_seconds(timeout)
-        backoff = _MIN_BACKOFF
-        while True:
-            try:
-                data, request_id = self._once(method, path, body, request_timeout)
-            except (errors.RateLimited, errors.Unavailable, errors.ConnectionFailed) as err:
-                wait = max(_jitter(backoff), err.retry_after or 0.0)
-                if time.monotonic() + wait >= deadline:
-                    raise
-                self._log.warning("leaseapi %s %s failed, retrying in %.2fs: %s", method, path, wait, err)
-                time.sleep(wait)
-                backoff = min(2 * backoff, _MAX_BACKOFF)
-                continue
-            try:
-                return parse(data)
-            except (KeyError, TypeError, ValueError) as err:
-                raise errors.ProtocolError(f"{method} {path}: an answer the client cannot read ({type(err).__name__}: {err})", request_id=request_id) from err
+        data, request_id = retrying(lambda: self._once(method, path, body, request_timeout), window, self._log, f"{method} {path}")
+        try:
+            return parse(data)
+        except (KeyError, TypeError, ValueError) as err:
+            raise errors.ProtocolError(f"{method} {path}: an answer the client cannot read ({type(err).__name__}: {err})", request_id=request_id) from err
 
     def _once(self, method: str, path: str, body: Optional[Dict[str, Any]], timeout: float) -> Tuple[Dict[str, Any], Optional[str]]:
         headers = {"Accept": "application/json, application/problem+json", "User-Agent": self._user_agent}
@@ -345,6 +333,24 @@ class Client:
                 raise errors.ProtocolError(f"{method} {path}: {status} with a body that is not a JSON object", status=status, request_id=request_id)
             return parsed, request_id
         raise _problem(method, path, status, answer_headers, payload, request_id)
+
+
+def retrying(attempt: Callable[[], T], window: float, log: logging.Logger, what: str) -> T:
+    """Calls attempt() until it returns, retrying 429, 503 and calls that got
+    no answer after their Retry-After (else a jittered backoff) for up to
+    window seconds; then raises the last error."""
+    deadline = time.monotonic() + window
+    backoff = _MIN_BACKOFF
+    while True:
+        try:
+            return attempt()
+        except (errors.RateLimited, errors.Unavailable, errors.ConnectionFailed) as err:
+            wait = max(_jitter(backoff), err.retry_after or 0.0)
+            if time.monotonic() + wait >= deadline:
+                raise
+            log.warning("leaseapi %s failed, retrying in %.2fs: %s", what, wait, err)
+            time.sleep(wait)
+            backoff = min(2 * backoff, _MAX_BACKOFF)
 
 
 def _problem(method: str, path: str, status: int, headers: Mapping[str, str], payload: bytes, request_id: Optional[str]) -> errors.LeaseError:

@@ -37,10 +37,10 @@ import subprocess
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import errors
-from .client import Client, _jitter
+from .client import Client, _jitter, retrying
 from .models import Lease, Seconds, format_time, to_seconds
 
 __all__ = [
@@ -322,8 +322,11 @@ class Runner:
                 raise errors.LeaseHeld(f"job {job_id} is still running in this process", code="lease_held")
             self._running[job_id] = _PENDING
         try:
-            sent = time.monotonic()
-            try:
+            def attempt() -> Tuple[float, Lease]:
+                # The send time of the attempt that got the lease starts the
+                # local deadline; retries are this loop's, so that it is the
+                # last attempt's, not the first's.
+                sent = time.monotonic()
                 lease = self.client.acquire(
                     job_id,
                     owner,
@@ -332,9 +335,13 @@ class Runner:
                     nearest_tick=nearest_tick,
                     schedule=schedule,
                     grace=grace,
-                    retry_for=self.acquire_wait,
+                    retry_for=0,
                     timeout=self.request_timeout,
                 )
+                return sent, lease
+
+            try:
+                sent, lease = retrying(attempt, self.acquire_wait, self._log, f"acquire of {job_id}")
             except errors.NotAcquired as err:
                 log.debug("tick skipped: %s", err)
                 raise
@@ -343,7 +350,9 @@ class Runner:
                 self._running[job_id] = run
                 shutting_down = self._shutting_down
             if shutting_down:
-                run.stop_now(ShuttingDown("runner is shutting down"))
+                # Shutdown began while the acquire was on its way: give the
+                # lease back at once instead of starting the job.
+                return run.abort(ShuttingDown("runner is shutting down: the job was not started"))
             return run.execute(fn)
         finally:
             with self._lock:
@@ -436,6 +445,12 @@ class _Run:
             if self.requested_stop is None:
                 self.requested_stop = cause
             self.cond.notify_all()
+
+    def abort(self, cause: BaseException) -> RunReport:
+        """Releases the lease failed without running the job."""
+        with self.cond:
+            self.cause = cause
+        return self.finish(None)
 
     def execute(self, fn: Callable[[RunContext], Any]) -> RunReport:
         if time.monotonic() >= self.valid_until:
