@@ -43,7 +43,7 @@ build: ## build the static binary bin/leaseapi
 run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE_URL is set)
 	$(GO) run ./cmd/leaseapi
 
-test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, etcd, redis-server)
+test: ## run all tests with -race, then test-python (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, etcd, redis-server, the Python packages)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus chromium:chromium $(PEER_PACKAGES)
 	$(GO) test $(TEST_FLAGS) ./...
