@@ -211,7 +211,8 @@ class Recorder:
         found = list(self.exchanges)
         for path in sorted(self.directory.glob("exchanges-*.jsonl")):
             with open(path) as f:
-                found.extend(json.loads(line) for line in f if line.strip())
+                # A line without its newline was cut by a SIGKILL.
+                found.extend(json.loads(line) for line in f if line.endswith("\n"))
         return found
 
 
