@@ -169,8 +169,19 @@ type AcquireParams struct {
 	Owner string
 	// TTL is how long the grant lasts without a heartbeat; it must be positive.
 	TTL time.Duration
-	// Tick is the scheduled fire time this grant is for, or nil.
+	// Tick is the scheduled fire time this grant is for, or nil. With a
+	// schedule (Schedule, else the stored one) the store snaps it to the
+	// schedule's newest tick at or before it, and the lease it returns
+	// says which tick it took.
 	Tick *time.Time
+	// NearestTick asks the store to pick the tick: the schedule's
+	// (Schedule, else the stored one) newest tick at or before the store's
+	// clock plus a margin, the shorter of a minute and half the shortest
+	// gap between its ticks, so that replicas whose clocks are within the
+	// margin of the store's pick the same tick. It excludes Tick, and needs a schedule
+	// sent or stored. The holder's repeated NearestTick acquire while its
+	// grant is held renews that grant, whatever tick is nearest by then.
+	NearestTick bool
 	// Schedule, when not empty, is the job's cron spec (package schedule),
 	// registered if the acquire is granted; "" leaves the stored one as it
 	// is. Grace is its effective grace (at least a millisecond, at most a

@@ -134,6 +134,9 @@ func (p *AcquireParams) Validate() error {
 	if p.Tick != nil && !ValidTick(*p.Tick) {
 		return &InvalidError{Field: "tick", Rule: tickRule}
 	}
+	if p.Tick != nil && p.NearestTick {
+		return &InvalidError{Field: "nearestTick", Rule: "cannot be sent with tick: send tick to name the tick, or nearestTick to let the server pick it"}
+	}
 	if len(p.Schedule) > MaxScheduleLength {
 		return &InvalidError{Field: "schedule", Rule: "must be at most 256 bytes"}
 	}

@@ -179,6 +179,9 @@ type AcquireRequest struct {
 	// that the server can name the field when it is not RFC 3339; FormatTime
 	// formats one.
 	Tick *string `json:"tick,omitempty"`
+	// NearestTick asks the server to pick the tick: the schedule's newest
+	// tick at or before the database clock plus a margin. Not with Tick.
+	NearestTick bool `json:"nearestTick,omitempty"`
 	// Schedule is the job's cron spec (package schedule), registered when
 	// the acquire is granted; nil leaves the stored one as it is.
 	Schedule *string `json:"schedule,omitempty"`

@@ -129,6 +129,15 @@ func badCases(fresh, held string) []badCase {
 		invalidSpecAllows("TickUTCYearMinus1", post(acq, `{"owner":"a","tick":"0000-01-01T00:00:00+01:00"}`), "tick"),
 		invalidSpecAllows("TickUTCYear10000", post(acq, `{"owner":"a","tick":"9999-12-31T23:59:59.999-01:00"}`), "tick"),
 
+		// nearestTick.
+		invalidSpecAllows("NearestTickWithTick", post(acq, `{"owner":"a","nearestTick":true,"tick":"2026-11-30T07:00:00Z","schedule":"@hourly"}`),
+			"nearestTick cannot be sent with tick"),
+		invalidSpecAllows("NearestTickWithoutSchedule", post(jobPath("nearest-unscheduled"), `{"owner":"a","nearestTick":true}`),
+			"nearestTick needs the job's schedule"),
+		invalid("NearestTickString", post(acq, `{"owner":"a","nearestTick":"true"}`), "nearestTick"),
+		invalid("NearestTickNumber", post(acq, `{"owner":"a","nearestTick":1}`), "nearestTick"),
+		invalid("NearestTickNull", post(acq, `{"owner":"a","nearestTick":null}`), "nearestTick"),
+
 		// token.
 		invalid("TokenMissing", post(hb, `{"owner":"a"}`), "token"),
 		invalid("TokenZero", post(hb, `{"owner":"a","token":0}`), "token"),

@@ -71,7 +71,12 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err != nil {
 		return nil, err
 	}
-	return &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick, Schedule: spec, Grace: grace}, nil
+	p := &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick, NearestTick: req.NearestTick,
+		Schedule: spec, Grace: grace}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // acquireResult classifies an acquire for the metrics. A fresh grant sets

@@ -75,6 +75,44 @@ func TestScheduleOverHTTP(t *testing.T) {
 	})
 }
 
+// TestNearestTickOverHTTP: nearestTick takes the schedule's tick nearest
+// to the server's clock and the answer's tick says which; the holder's
+// retry is answered with its grant; a tick is snapped to the stored
+// schedule's tick at or before it, so another name of a completed tick is
+// tick_done.
+func TestNearestTickOverHTTP(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		b := setup(t, open(t), defaultOptions())
+		job := b.job("nearest")
+		spec := "@every 1h"
+		granted := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a", NearestTick: true, Schedule: &spec}))
+		hour := granted.AcquiredAt.Add(time.Minute).Truncate(time.Hour)
+		if granted.Tick == nil || !granted.Tick.Equal(hour) && !granted.Tick.Equal(hour.Add(-time.Hour)) {
+			t.Fatalf("nearestTick: tick %v, want the hour at or before acquiredAt %s + 1m", granted.Tick, granted.AcquiredAt)
+		}
+		retry := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a", NearestTick: true}))
+		if retry.Token != granted.Token || !retry.Tick.Equal(granted.Tick.Time) {
+			t.Errorf("the holder's nearestTick retry: token %d tick %v, want token %d tick %v", retry.Token, retry.Tick, granted.Token, granted.Tick)
+		}
+		wantProblem(t, b.acquire(t, job, api.AcquireRequest{Owner: "b", NearestTick: true}), http.StatusConflict, api.CodeLeaseHeld)
+		wantLease(t, b.release(t, job, api.ReleaseRequest{Owner: "a", Token: granted.Token, Outcome: ptr(leaseapi.OutcomeSucceeded)}))
+
+		// The completed tick named a minute later is the same tick.
+		later := api.FormatTime(granted.Tick.Add(time.Minute))
+		p := wantProblem(t, b.acquire(t, job, api.AcquireRequest{Owner: "b", Tick: &later}), http.StatusConflict, api.CodeTickDone)
+		if p.Lease == nil || p.Lease.LastCompletedTick == nil || !p.Lease.LastCompletedTick.Equal(granted.Tick.Time) {
+			t.Errorf("tick_done lease: %+v, want lastCompletedTick %v", p.Lease, granted.Tick)
+		}
+		// The next tick, named a minute late, is granted as itself.
+		next := api.FormatTime(granted.Tick.Add(time.Hour + time.Minute))
+		l := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "b", Tick: &next}))
+		if l.Tick == nil || !l.Tick.Equal(granted.Tick.Add(time.Hour)) {
+			t.Errorf("a tick a minute after the next one: tick %v, want %v", l.Tick, granted.Tick.Add(time.Hour))
+		}
+	})
+}
+
 // TestPauseOverHTTP: pause and resume over HTTP; a paused job answers 409
 // job_paused with the lease to everyone but its holder's retry.
 func TestPauseOverHTTP(t *testing.T) {
@@ -231,7 +269,7 @@ func TestLateTicks(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open openStore) {
 		b := setup(t, open(t), defaultOptions())
-		spec, grace := "@every 1m", ptr[int64](5000)
+		spec, grace := "@every 1m", ptr[int64](60_000) // a tick of the minute is on time for a minute
 		late := api.FormatTime(time.Now().Add(-time.Hour).Truncate(time.Minute))
 		onTime := api.FormatTime(time.Now())
 		wantLease(t, b.acquire(t, b.job("late"), api.AcquireRequest{Owner: "a", Tick: &late, Schedule: &spec, GraceMs: grace}))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -142,9 +141,10 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) 
 	var conflict *leaseapi.ConflictError
 	switch {
 	case err == nil:
-		// The leader holds the lease now. Its holder renewing for the same
-		// tick needs a call of its own; everyone else is refused by it.
-		if lease.Owner == f.Owner && (f.Tick == nil || sameTick(f.Tick, lease.Tick)) {
+		// The leader holds the lease now. Its holder needs a call of its
+		// own (it may renew: the store resolves the tick it names against
+		// the schedule); everyone else is refused by it.
+		if lease.Owner == f.Owner {
 			return acquireOutcome{}, false
 		}
 	case errors.As(err, &conflict):
@@ -162,8 +162,4 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) 
 
 func tickDone(p *leaseapi.AcquireParams, l leaseapi.Lease) bool {
 	return p.Tick != nil && l.LastCompletedTick != nil && !p.Tick.After(*l.LastCompletedTick)
-}
-
-func sameTick(a, b *time.Time) bool {
-	return b != nil && a.Equal(*b)
 }

@@ -265,10 +265,14 @@ type acquireCall struct {
 	ttlMs        int64
 	spec         sql.NullString
 	grace        sql.NullInt64
+	// The conditions of the tick's resolution (postgres_tickresolve.go).
+	stored      sql.NullString
+	nearest     bool
+	from, until sql.NullTime
 }
 
 func (a *acquireCall) args() []any {
-	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace}
+	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace, a.stored, a.nearest, a.from, a.until}
 }
 
 func acquireKey(a *acquireCall) string { return a.jobID }
@@ -285,9 +289,9 @@ func batchAcquireQuery(single string) string {
 	for _, r := range [][2]string{
 		{"FROM (SELECT clock_timestamp() AS now) AS c, leases AS l\n\tWHERE l.job_id = $1::text",
 			"FROM (SELECT clock_timestamp() AS now) AS c, input AS i JOIN leases AS l ON l.job_id = i.job_id"},
-		{"AS c\nWHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)",
-			"AS c, input AS i\nWHERE NOT EXISTS (SELECT 1 FROM snapshot AS r WHERE r.refused AND r.job_id = i.job_id)\nORDER BY i.job_id\n"},
-		{"WITH snapshot AS (", "WITH snapshot AS ("},
+		{"AS c\nWHERE " + nearestClock + "\nAND NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)",
+			"AS c, input AS i\nWHERE " + nearestClock + "\nAND NOT EXISTS (SELECT 1 FROM snapshot AS r WHERE r.refused AND r.job_id = i.job_id)\nORDER BY i.job_id\n"},
+		{"WITH " + resolvedGuard + ", snapshot AS (", "WITH " + batchResolvedGuard + ", snapshot AS ("},
 	} {
 		if strings.Count(q, r[0]) != 1 {
 			panic(fmt.Sprintf("batched acquire: the acquire statement no longer contains %q once", r[0]))
@@ -297,19 +301,21 @@ func batchAcquireQuery(single string) string {
 	q = strings.NewReplacer(
 		"$1::text", "i.job_id", "$2::text", "i.owner", "$3::timestamptz", "i.tick",
 		"$4::bigint", "i.ttl_ms", "$5::text", "i.schedule", "$6::bigint", "i.grace_ms",
+		"$7::text", "i.stored", "$8::boolean", "i.nearest", "$9::timestamptz", "i.clock_from", "$10::timestamptz", "i.clock_until",
 	).Replace(q)
 	if strings.Contains(q, "$") {
 		panic("batched acquire: a parameter of the acquire statement is not rewritten")
 	}
-	return strings.Replace(q, "WITH snapshot AS (", `WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::text[], $6::bigint[])
-		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms)
-), snapshot AS (`, 1)
+	return strings.Replace(q, "WITH "+batchResolvedGuard, `WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::text[], $6::bigint[],
+			$7::text[], $8::boolean[], $9::timestamptz[], $10::timestamptz[])
+		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms, stored, nearest, clock_from, clock_until)
+), `+batchResolvedGuard, 1)
 }
 
 // acquireBatch makes the acquires of calls in one statement.
 func (p *Postgres) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acquireRow, []error, error) {
-	var jobs, owners, ticks, ttls, specs, graces pgArray
+	var jobs, owners, ticks, ttls, specs, graces, stored, nearest, from, until pgArray
 	for _, i := range sortedByKey(calls, acquireKey) {
 		a := calls[i]
 		jobs.add(a.jobID, true)
@@ -318,12 +324,17 @@ func (p *Postgres) acquireBatch(ctx context.Context, calls []*acquireCall) ([]ac
 		ttls.addInt(a.ttlMs, true)
 		specs.add(a.spec.String, a.spec.Valid)
 		graces.addInt(a.grace.Int64, a.grace.Valid)
+		stored.add(a.stored.String, a.stored.Valid)
+		nearest.add(strconv.FormatBool(a.nearest), true)
+		from.addTime(a.from)
+		until.addTime(a.until)
 	}
 	stmt, err := p.prepared(ctx, p.q.batchAcquire)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, jobs.String(), owners.String(), ticks.String(), ttls.String(), specs.String(), graces.String())
+	rows, err := stmt.QueryContext(ctx, jobs.String(), owners.String(), ticks.String(), ttls.String(), specs.String(), graces.String(),
+		stored.String(), nearest.String(), from.String(), until.String())
 	if err != nil {
 		return nil, nil, err
 	}

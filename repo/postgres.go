@@ -44,6 +44,10 @@ type Postgres struct {
 	acquires   *batcher[acquireCall, acquireRow]
 	releases   *batcher[releaseCall, leaseRow]
 	heartbeats *batcher[heartbeatCall, leaseRow]
+
+	// schedules is the stored schedule last seen per job, the guess an
+	// acquire's tick is resolved with (postgres_tickresolve.go).
+	schedules storedSchedules
 }
 
 var _ leaseapi.Store = (*Postgres)(nil)
@@ -327,6 +331,7 @@ INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewe
 SELECT $1::text, $2::text, 1, $3::timestamptz, $4::bigint, c.now, c.now, c.now + $4::bigint * interval '1 millisecond',
 	$5::text, $6::bigint, CASE WHEN $5::text IS NULL THEN NULL ELSE c.now END, CASE WHEN $5::text IS NULL THEN NULL ELSE c.now END
 FROM (SELECT clock_timestamp() AS now) AS c
+WHERE ` + nearestClock + `
 `
 
 const upsertConflict = `
@@ -357,16 +362,17 @@ ON CONFLICT (job_id) DO UPDATE SET
 			SELECT c.now,
 				l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
 				AND l.owner = EXCLUDED.owner
-				AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick) AS renew
+				AND ` + renewsTick + ` AS renew
 			FROM (SELECT clock_timestamp() AS now) AS c
 		) AS s
 	)
 WHERE NOT COALESCE(EXCLUDED.tick <= l.last_completed_tick, false)
+	AND ` + storedAsResolved + `
 	AND (NOT (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > clock_timestamp())
-		OR (l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
+		OR (l.owner = EXCLUDED.owner AND ` + renewsTick + `))
 	AND (l.paused_at IS NULL
 		OR (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > clock_timestamp()
-			AND l.owner = EXCLUDED.owner AND (EXCLUDED.tick IS NULL OR l.tick IS NOT DISTINCT FROM EXCLUDED.tick)))
+			AND l.owner = EXCLUDED.owner AND ` + renewsTick + `))
 RETURNING ` + leaseColumns
 
 // grantedRun inserts the run of a grant that the upsert CTE returned, in the
@@ -388,7 +394,7 @@ const grantedRun = `, run AS (
 
 // naiveAcquireQuery is the upsert alone: every contender takes the row lock
 // and commits, winner or not. Kept for the benchmark's comparison.
-const naiveAcquireQuery = `WITH upsert AS (` + upsertInsert + upsertConflict + `
+const naiveAcquireQuery = `WITH ` + resolvedGuard + `, upsert AS (` + upsertInsert + upsertConflict + `
 )` + grantedRun + `SELECT *, false AS refused FROM upsert`
 
 // acquireQuery answers most losers from the statement's snapshot, without
@@ -399,20 +405,21 @@ const naiveAcquireQuery = `WITH upsert AS (` + upsertInsert + upsertConflict + `
 // every earlier instant of the same grant, and completed ticks only grow.
 // Otherwise the upsert decides under the lock as in the naive path.
 const acquireQuery = `
-WITH snapshot AS (
+WITH ` + resolvedGuard + `, snapshot AS (
 	SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
 		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, c.now AS db_now,
-		(COALESCE($3::timestamptz <= l.last_completed_tick, false)
+		(NOT (` + snapshotResolved + `)
+			OR COALESCE($3::timestamptz <= l.last_completed_tick, false)
 			OR (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
-				AND NOT (l.owner = $2::text AND ($3::timestamptz IS NULL OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
+				AND NOT (l.owner = $2::text AND ($3::timestamptz IS NULL OR $8::boolean OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
 			OR (l.paused_at IS NOT NULL
 				AND NOT (l.released_at IS NULL AND l.revoked_at IS NULL AND l.expires_at > c.now
-					AND l.owner = $2::text AND ($3::timestamptz IS NULL OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
+					AND l.owner = $2::text AND ($3::timestamptz IS NULL OR $8::boolean OR l.tick IS NOT DISTINCT FROM $3::timestamptz)))
 		) AS refused
 	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 	WHERE l.job_id = $1::text
-), upsert AS (` + upsertInsert + `WHERE NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)` + upsertConflict + `
+), upsert AS (` + upsertInsert + `AND NOT EXISTS (SELECT 1 FROM snapshot WHERE refused)` + upsertConflict + `
 )` + grantedRun + `SELECT *, false AS refused FROM upsert
 UNION ALL
 SELECT * FROM snapshot WHERE refused`
@@ -439,18 +446,24 @@ func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leas
 	if err := validateAcquire(a); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	spec, grace := sql.NullString{String: a.Schedule, Valid: a.Schedule != ""}, sql.NullInt64{}
-	if spec.Valid {
-		grace = sql.NullInt64{Int64: a.Grace.Milliseconds(), Valid: true}
+	stored, now, err := p.guessFacts(ctx, a)
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
 	}
-	call := &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds(), spec: spec, grace: grace}
 	for attempt := 1; ; attempt++ {
+		r, err := resolveTick(a, stored, now)
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		call := resolvedCall(&r)
 		var row acquireRow
-		var err error
 		if attempt == 1 {
 			row, err = send(ctx, p.acquires, p.acquireOne, call)
 		} else {
 			row, err = bounded(ctx, func(ctx context.Context) (acquireRow, error) { return p.acquireOne(ctx, call) })
+		}
+		if err == nil && r.CheckStored {
+			p.schedules.put(a.JobID, row.Schedule.String)
 		}
 		if err == nil && !row.Refused {
 			l := row.toLease()
@@ -465,10 +478,34 @@ func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leas
 			return l, nil
 		}
 		if err == nil { // refused from the snapshot
-			return leaseapi.Lease{}, refusal(a, row.toLease())
+			if !r.holds(row.Schedule.String, row.Now) {
+				// Resolved with a wrong guess: nothing was decided.
+				if attempt == acquireAttempts {
+					return leaseapi.Lease{}, errUnresolved(a.JobID)
+				}
+				stored, now = row.Schedule.String, row.Now
+				continue
+			}
+			return leaseapi.Lease{}, refusal(&r.Params, row.toLease())
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
+		}
+		if r.guarded() {
+			// Refused under the lock, or the resolution's conditions
+			// failed: read the facts, and resolve again if they changed.
+			if stored, now, err = p.resolveFacts(ctx, a.JobID); err != nil {
+				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
+			}
+			if r.CheckStored {
+				p.schedules.put(a.JobID, stored)
+			}
+			if !r.holds(stored, now) {
+				if attempt == acquireAttempts {
+					return leaseapi.Lease{}, errUnresolved(a.JobID)
+				}
+				continue
+			}
 		}
 		// Refused under the lock. The decision was atomic; read the row
 		// it was made on (or a newer one) for the conflict body.
@@ -476,12 +513,19 @@ func (p *Postgres) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leas
 		if err != nil {
 			return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
 		}
-		if conflict := refusal(a, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
+		if conflict := refusal(&r.Params, cur); errors.Is(conflict, leaseapi.ErrTickDone) ||
 			errors.Is(conflict, leaseapi.ErrJobPaused) ||
 			cur.State == leaseapi.StateHeld || attempt == acquireAttempts {
 			return leaseapi.Lease{}, conflict
 		}
 	}
+}
+
+// errUnresolved is the answer to an acquire whose stored schedule or clock
+// changed at every attempt to resolve its tick: nothing was done.
+func errUnresolved(jobID string) error {
+	return fmt.Errorf("acquire %q: the job's schedule changed at each of %d attempts to resolve its tick, nothing was done: %w",
+		jobID, acquireAttempts, leaseapi.ErrUnavailable)
 }
 
 // acquireOne makes one acquire with the single statement.
@@ -535,7 +579,7 @@ func (p *Postgres) observeTakeover(ctx context.Context, l leaseapi.Lease) {
 // unless a is the holder's renewal, then tick_done, then lease_held.
 func refusal(a *leaseapi.AcquireParams, cur leaseapi.Lease) error {
 	renew := cur.State == leaseapi.StateHeld && cur.Owner == a.Owner &&
-		(a.Tick == nil || (cur.Tick != nil && a.Tick.Equal(*cur.Tick)))
+		(a.Tick == nil || a.NearestTick || (cur.Tick != nil && a.Tick.Equal(*cur.Tick)))
 	if cur.Paused() && !renew {
 		return &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: cur}
 	}

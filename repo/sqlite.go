@@ -599,10 +599,9 @@ func (s *SQLite) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leasea
 	}
 	op := fmt.Sprintf("acquire %q", p.JobID)
 	ttl := p.TTL.Milliseconds()
-	tick := sqliteNullMs(p.Tick)
 	var ev events
 	return sqliteObservedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
-		row, err := s.acquire(ctx, tx, p, tick, ttl, now, &ev)
+		row, err := s.acquire(ctx, tx, p, ttl, now, &ev)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
@@ -617,10 +616,20 @@ func (s *SQLite) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leasea
 }
 
 // acquire decides an acquire under the write lock and writes the grant or
-// the renewal, with its run.
+// the renewal, with its run. p's tick is resolved with the stored schedule
+// and the clock read under the lock.
 func (s *SQLite) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquireParams,
-	tick sql.NullInt64, ttl, now int64, ev *events) (sqliteLeaseRow, error) {
+	ttl, now int64, ev *events) (sqliteLeaseRow, error) {
 	cur, err := sqliteSelectLease(ctx, tx, p.JobID)
+	if err != nil && !errors.Is(err, leaseapi.ErrNotFound) {
+		return cur, err
+	}
+	resolved, rerr := resolveTick(p, cur.Schedule.String, time.UnixMilli(now))
+	if rerr != nil {
+		return cur, rerr
+	}
+	p = &resolved.Params
+	tick := sqliteNullMs(p.Tick)
 	if errors.Is(err, leaseapi.ErrNotFound) {
 		row, err := sqliteWriteLease(ctx, tx, sqliteInsertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
 		if err != nil {
@@ -629,11 +638,8 @@ func (s *SQLite) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePa
 		_, err = tx.ExecContext(ctx, sqliteInsertRunQuery, p.JobID, row.Token, p.Owner, tick, now)
 		return row, err
 	}
-	if err != nil {
-		return cur, err
-	}
 	renew := cur.held(now) && cur.Owner == p.Owner &&
-		(!tick.Valid || (cur.Tick.Valid && cur.Tick.Int64 == tick.Int64))
+		(!tick.Valid || p.NearestTick || (cur.Tick.Valid && cur.Tick.Int64 == tick.Int64))
 	switch {
 	case cur.PausedAt.Valid && !renew:
 		return cur, &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: cur.lease(now)}

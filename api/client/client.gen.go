@@ -610,6 +610,19 @@ type AcquireRequest struct {
 	// gap between two ticks of the schedule.
 	GraceMs *int64 `json:"graceMs,omitempty"`
 
+	// NearestTick `true` asks the server to pick the tick, for a client that does not
+	// compute ticks (curl, a Celery or APScheduler task): the newest tick
+	// of the schedule (`schedule` of this request, else the stored one)
+	// at or before the database's clock plus a margin, the shorter of one
+	// minute and half the shortest gap between two ticks, so replicas
+	// whose clocks are within the margin of the database's pick the same
+	// tick. The answer's `tick` says which. The holder's repeated
+	// `nearestTick` acquire while its grant is held is its idempotent
+	// retry (same token), whatever tick is nearest by then. 400
+	// `invalid_request` together with `tick`, or when the job has no
+	// schedule, sent or stored. Optional, default `false`.
+	NearestTick *bool `json:"nearestTick,omitempty"`
+
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 	Owner Owner `json:"owner"`
 
@@ -623,7 +636,9 @@ type AcquireRequest struct {
 	Schedule *string `json:"schedule,omitempty"`
 
 	// Tick The scheduled fire time this grant is for (RFC 3339, any offset and
-	// precision; stored in UTC truncated to milliseconds). Optional.
+	// precision; stored in UTC truncated to milliseconds). Optional. With
+	// a schedule (sent or stored) it is snapped to the schedule's newest
+	// tick at or before it. Not with `nearestTick`.
 	Tick *time.Time `json:"tick,omitempty"`
 
 	// TtlMs Grant TTL in milliseconds. Optional (server default, 30 s unless
@@ -1416,6 +1431,14 @@ type ClientInterface interface {
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
+	// The schedule has the last word on the tick: with a `schedule` sent or
+	// stored, `tick` is snapped to the schedule's newest tick at or before
+	// it, so a tick that names a completed tick of the schedule in other
+	// words (another zone's rules, another spelling) is `tick_done`. With
+	// `nearestTick` the server picks the tick itself (see
+	// AcquireRequest.nearestTick). Either way the answer's `tick` is the
+	// tick the lease is held for.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
@@ -1432,6 +1455,14 @@ type ClientInterface interface {
 	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
+	//
+	// The schedule has the last word on the tick: with a `schedule` sent or
+	// stored, `tick` is snapped to the schedule's newest tick at or before
+	// it, so a tick that names a completed tick of the schedule in other
+	// words (another zone's rules, another spelling) is `tick_done`. With
+	// `nearestTick` the server picks the tick itself (see
+	// AcquireRequest.nearestTick). Either way the answer's `tick` is the
+	// tick the lease is held for.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1786,6 +1817,14 @@ func (c *Client) GetLease(ctx context.Context, jobId JobID, reqEditors ...Reques
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
+// The schedule has the last word on the tick: with a `schedule` sent or
+// stored, `tick` is snapped to the schedule's newest tick at or before
+// it, so a tick that names a completed tick of the schedule in other
+// words (another zone's rules, another spelling) is `tick_done`. With
+// `nearestTick` the server picks the tick itself (see
+// AcquireRequest.nearestTick). Either way the answer's `tick` is the
+// tick the lease is held for.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
@@ -1812,6 +1851,14 @@ func (c *Client) AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentT
 // another tick, with `lease_held` and `Retry-After`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
+//
+// The schedule has the last word on the tick: with a `schedule` sent or
+// stored, `tick` is snapped to the schedule's newest tick at or before
+// it, so a tick that names a completed tick of the schedule in other
+// words (another zone's rules, another spelling) is `tick_done`. With
+// `nearestTick` the server picks the tick itself (see
+// AcquireRequest.nearestTick). Either way the answer's `tick` is the
+// tick the lease is held for.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3313,6 +3360,14 @@ type ClientWithResponsesInterface interface {
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
+	// The schedule has the last word on the tick: with a `schedule` sent or
+	// stored, `tick` is snapped to the schedule's newest tick at or before
+	// it, so a tick that names a completed tick of the schedule in other
+	// words (another zone's rules, another spelling) is `tick_done`. With
+	// `nearestTick` the server picks the tick itself (see
+	// AcquireRequest.nearestTick). Either way the answer's `tick` is the
+	// tick the lease is held for.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
@@ -3329,6 +3384,14 @@ type ClientWithResponsesInterface interface {
 	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
+	//
+	// The schedule has the last word on the tick: with a `schedule` sent or
+	// stored, `tick` is snapped to the schedule's newest tick at or before
+	// it, so a tick that names a completed tick of the schedule in other
+	// words (another zone's rules, another spelling) is `tick_done`. With
+	// `nearestTick` the server picks the tick itself (see
+	// AcquireRequest.nearestTick). Either way the answer's `tick` is the
+	// tick the lease is held for.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5854,6 +5917,14 @@ func (c *ClientWithResponses) GetLeaseWithResponse(ctx context.Context, jobId Jo
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
+// The schedule has the last word on the tick: with a `schedule` sent or
+// stored, `tick` is snapped to the schedule's newest tick at or before
+// it, so a tick that names a completed tick of the schedule in other
+// words (another zone's rules, another spelling) is `tick_done`. With
+// `nearestTick` the server picks the tick itself (see
+// AcquireRequest.nearestTick). Either way the answer's `tick` is the
+// tick the lease is held for.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
@@ -5876,6 +5947,14 @@ func (c *ClientWithResponses) AcquireLeaseWithBodyWithResponse(ctx context.Conte
 // another tick, with `lease_held` and `Retry-After`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
+//
+// The schedule has the last word on the tick: with a `schedule` sent or
+// stored, `tick` is snapped to the schedule's newest tick at or before
+// it, so a tick that names a completed tick of the schedule in other
+// words (another zone's rules, another spelling) is `tick_done`. With
+// `nearestTick` the server picks the tick itself (see
+// AcquireRequest.nearestTick). Either way the answer's `tick` is the
+// tick the lease is held for.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

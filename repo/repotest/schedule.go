@@ -1,6 +1,9 @@
 package repotest
 
 import (
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -378,5 +381,237 @@ func testStats(t *testing.T, b *bundle) {
 		if n, ok := none.Leases[state]; !ok || n != 0 {
 			t.Errorf("Stats of an unused prefix: Leases[%s] got %d (present %v), want 0", state, n, ok)
 		}
+	}
+}
+
+// dbClock returns a reading of the store's clock: the renewal time of a
+// lease of the subtest's own.
+func (b *bundle) dbClock(t *testing.T) time.Time {
+	t.Helper()
+	return b.acquire(t, leaseapi.AcquireParams{JobID: b.job("clock"), Owner: b.owner("clock"), TTL: longTTL}).RenewedAt
+}
+
+// checkNearest checks that tick is the tick a NearestTick acquire picks
+// with s and margin at some store clock reading in [from, to]: a tick of
+// s, at or before to+margin, whose next tick is after from+margin.
+func checkNearest(t *testing.T, op string, s *schedule.Schedule, margin time.Duration, from, to time.Time, tick *time.Time) {
+	t.Helper()
+	if tick == nil {
+		t.Fatalf("%s: got no tick, want the nearest tick of %q", op, s)
+	}
+	if !s.Latest(*tick).Equal(*tick) || tick.After(to.Add(margin)) || !s.Next(*tick).After(from.Add(margin)) {
+		t.Errorf("%s: got tick %s, want the newest tick of %q at or before the store's clock + %s, read between %s and %s (%s or %s)",
+			op, fmtTime(tick), s, margin, fmtTime(&from), fmtTime(&to),
+			s.Latest(from.Add(margin)).UTC().Format(time.RFC3339Nano), s.Latest(to.Add(margin)).UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// testNearestTick: a NearestTick acquire takes the tick of the sent
+// schedule, else of the stored one, nearest to the store's clock (the
+// newest at or before it plus the shorter of a minute and half the
+// shortest gap); without a schedule, or with a tick, it is invalid and
+// writes nothing.
+func testNearestTick(t *testing.T, b *bundle) {
+	ctx, a := t.Context(), b.owner("a")
+	for i, tc := range []struct {
+		spec   string
+		margin time.Duration
+	}{
+		{"@every 1h", time.Minute},
+		{"@every 2s", time.Second},
+		{"*/5 * * * * *", 2500 * time.Millisecond},
+		{"CRON_TZ=Asia/Kolkata 30 9 * * *", time.Minute},
+	} {
+		s := mustSchedule(t, tc.spec)
+		job := b.job(fmt.Sprintf("nearest-sent-%d", i))
+		from := b.dbClock(t)
+		l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, NearestTick: true, Schedule: tc.spec, Grace: shortGrace})
+		checkNearest(t, fmt.Sprintf("NearestTick with schedule %q sent", tc.spec), s, tc.margin, from, l.AcquiredAt, l.Tick)
+		if l.Schedule != tc.spec {
+			t.Errorf("NearestTick with schedule %q sent: got schedule %q, want it registered", tc.spec, l.Schedule)
+		}
+	}
+
+	// The stored schedule, unless the acquire sends one.
+	stored := b.job("nearest-stored")
+	b.register(t, stored, "@every 1h", time.Minute)
+	from := b.dbClock(t)
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: stored, Owner: a, TTL: longTTL, NearestTick: true})
+	checkNearest(t, "NearestTick with the stored schedule", mustSchedule(t, "@every 1h"), time.Minute, from, l.AcquiredAt, l.Tick)
+	b.release(t, leaseapi.ReleaseParams{JobID: stored, Owner: a, Token: l.Token, Outcome: leaseapi.OutcomeFailed})
+	from = b.dbClock(t)
+	l = b.acquire(t, leaseapi.AcquireParams{JobID: stored, Owner: a, TTL: longTTL, NearestTick: true, Schedule: "@every 2s", Grace: shortGrace})
+	checkNearest(t, "NearestTick with a schedule sent over the stored one", mustSchedule(t, "@every 2s"), time.Second, from, l.AcquiredAt, l.Tick)
+
+	// Without a schedule, or with a tick: invalid, nothing written.
+	invalid := func(op string, p leaseapi.AcquireParams) {
+		t.Helper()
+		_, err := b.store.Acquire(ctx, &p)
+		var inv *leaseapi.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "nearestTick" {
+			t.Errorf("%s: got error %v, want an *leaseapi.InvalidError for nearestTick", op, err)
+		}
+	}
+	fresh := b.job("nearest-fresh")
+	invalid("NearestTick of a new job without a schedule", leaseapi.AcquireParams{JobID: fresh, Owner: a, TTL: longTTL, NearestTick: true})
+	if _, err := b.store.Get(ctx, fresh); !errors.Is(err, leaseapi.ErrNotFound) {
+		t.Errorf("Get after a refused NearestTick acquire of a new job: got error %v, want ErrNotFound", err)
+	}
+	plain := b.job("nearest-plain")
+	first := b.acquire(t, leaseapi.AcquireParams{JobID: plain, Owner: a, TTL: longTTL})
+	b.release(t, leaseapi.ReleaseParams{JobID: plain, Owner: a, Token: first.Token, Outcome: leaseapi.OutcomeSucceeded})
+	invalid("NearestTick of a job without a schedule", leaseapi.AcquireParams{JobID: plain, Owner: b.owner("b"), TTL: longTTL, NearestTick: true})
+	invalid("NearestTick with a tick", leaseapi.AcquireParams{JobID: stored, Owner: a, TTL: longTTL, NearestTick: true, Tick: tickAt(0)})
+	if got := b.get(t, plain); got.Token != first.Token || got.State != leaseapi.StateReleased {
+		t.Errorf("after refused NearestTick acquires: got token %d state %s, want token %d released", got.Token, got.State, first.Token)
+	}
+}
+
+// testNearestTickRetry: the holder's repeated NearestTick acquire renews
+// its grant, even after the nearest tick has moved on; other owners are
+// refused; once the tick succeeded it is done.
+func testNearestTickRetry(t *testing.T, b *bundle) {
+	ctx, job, a, other := t.Context(), b.job("nearest-retry"), b.owner("a"), b.owner("b")
+	const spec, margin = "@every 200ms", 100 * time.Millisecond
+	s := mustSchedule(t, spec)
+	params := func(owner string) *leaseapi.AcquireParams {
+		return &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, NearestTick: true, Schedule: spec, Grace: shortGrace}
+	}
+	granted := b.acquire(t, *params(a))
+	if granted.Tick == nil {
+		t.Fatal("NearestTick acquire: got no tick")
+	}
+	_, err := b.store.Acquire(ctx, params(other))
+	if held := wantConflict(t, "another owner's NearestTick acquire", err, leaseapi.ErrLeaseHeld); held.Token != granted.Token {
+		t.Errorf("another owner's NearestTick acquire: got the lease with token %d, want %d", held.Token, granted.Token)
+	}
+	moved := false
+	for range pollAttempts {
+		r := b.acquire(t, *params(a))
+		if r.Token != granted.Token || !equalTimePtr(r.Tick, granted.Tick) || r.State != leaseapi.StateHeld {
+			t.Fatalf("the holder's NearestTick retry: got token %d tick %s state %s, want token %d tick %s held",
+				r.Token, fmtTime(r.Tick), r.State, granted.Token, fmtTime(granted.Tick))
+		}
+		if s.Latest(r.RenewedAt.Add(margin)).After(*granted.Tick) {
+			moved = true // renewed when another tick was the nearest
+			break
+		}
+		time.Sleep(pollInterval)
+	}
+	if !moved {
+		t.Fatalf("the nearest tick never moved past %s in %d polls", fmtTime(granted.Tick), pollAttempts)
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: a, Token: granted.Token, Outcome: leaseapi.OutcomeSucceeded})
+	_, err = b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: other, TTL: longTTL, Tick: granted.Tick})
+	wantConflict(t, "the completed tick, named", err, leaseapi.ErrTickDone)
+}
+
+// testNearestTickContention: of many contenders asking for the nearest
+// tick at once, exactly one per job wins; the rest get lease_held with the
+// winner's lease.
+func testNearestTickContention(t *testing.T, b *bundle) {
+	const jobs, contenders, spec = 4, 32, "@every 1h"
+	s := mustSchedule(t, spec)
+	type result struct {
+		lease leaseapi.Lease
+		err   error
+	}
+	results := make([][]result, jobs)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	from := b.dbClock(t)
+	for j := range jobs {
+		results[j] = make([]result, contenders)
+		for c := range contenders {
+			wg.Go(func() {
+				<-start
+				l, err := b.store.Acquire(t.Context(), &leaseapi.AcquireParams{JobID: b.job(fmt.Sprintf("nearest-race-%d", j)),
+					Owner: b.owner(fmt.Sprint(c)), TTL: longTTL, NearestTick: true, Schedule: spec, Grace: time.Minute})
+				results[j][c] = result{l, err}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	to := b.dbClock(t)
+	for j, rs := range results {
+		var won []leaseapi.Lease
+		for _, r := range rs {
+			if r.err == nil {
+				won = append(won, r.lease)
+			}
+		}
+		if len(won) != 1 {
+			t.Errorf("job %d: got %d winners, want exactly 1", j, len(won))
+			continue
+		}
+		w := won[0]
+		checkNearest(t, fmt.Sprintf("job %d: the winner's tick", j), s, time.Minute, from, to, w.Tick)
+		for _, r := range rs {
+			var ce *leaseapi.ConflictError
+			if r.err != nil && (!errors.Is(r.err, leaseapi.ErrLeaseHeld) || !errors.As(r.err, &ce) || ce.Lease.Token != w.Token || ce.Lease.Owner != w.Owner) {
+				t.Errorf("job %d: a loser got error %v, want lease_held with the winner's lease (owner %s, token %d)", j, r.err, w.Owner, w.Token)
+				break
+			}
+		}
+	}
+}
+
+// testTickSnapping: an acquire's tick is snapped to the newest tick at or
+// before it of the schedule it sends, else of the stored one, so another
+// name of a completed tick is tick_done; without a schedule a tick is
+// taken as it is.
+func testTickSnapping(t *testing.T, b *bundle) {
+	ctx, job := t.Context(), b.job("snap")
+	owner := func(n int) string { return b.owner(fmt.Sprint("snap", n)) }
+	const hourly = "@every 1h"
+	b.register(t, job, hourly, time.Minute)
+	at := func(d time.Duration) *time.Time { v := baseTick.Add(d); return &v }
+
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: owner(1), TTL: longTTL, Tick: at(30 * time.Minute)})
+	if !equalTimePtr(l.Tick, at(0)) {
+		t.Errorf("a tick between two ticks of the stored schedule: got tick %s, want %s", fmtTime(l.Tick), fmtTime(at(0)))
+	}
+	again := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: owner(1), TTL: longTTL, Tick: at(59 * time.Minute)})
+	if again.Token != l.Token || !equalTimePtr(again.Tick, at(0)) {
+		t.Errorf("the holder's retry naming its tick otherwise: got token %d tick %s, want token %d tick %s",
+			again.Token, fmtTime(again.Tick), l.Token, fmtTime(at(0)))
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: owner(1), Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+
+	_, err := b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner(2), TTL: longTTL, Tick: at(time.Hour - time.Millisecond)})
+	wantConflict(t, "another name of the completed tick, stored schedule", err, leaseapi.ErrTickDone)
+	_, err = b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner(2), TTL: longTTL, Tick: at(10 * time.Minute),
+		Schedule: hourly, Grace: time.Minute})
+	wantConflict(t, "another name of the completed tick, schedule sent", err, leaseapi.ErrTickDone)
+	_, err = b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner(2), TTL: longTTL, Tick: at(70 * time.Minute),
+		Schedule: "0 7 * * *", Grace: time.Minute})
+	wantConflict(t, "a tick the sent schedule snaps to the completed one", err, leaseapi.ErrTickDone)
+	if got := b.get(t, job); got.Schedule != hourly {
+		t.Errorf("after refused acquires: got schedule %q, want %q", got.Schedule, hourly)
+	}
+
+	next := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: owner(3), TTL: longTTL, Tick: at(time.Hour + 20*time.Minute)})
+	if !equalTimePtr(next.Tick, at(time.Hour)) {
+		t.Errorf("the next tick: got %s, want %s", fmtTime(next.Tick), fmtTime(at(time.Hour)))
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: owner(3), Token: next.Token, Outcome: leaseapi.OutcomeSucceeded})
+
+	// A grant that registers another schedule: the next tick snaps to it.
+	reg := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: owner(4), TTL: longTTL, Schedule: "@every 15m", Grace: time.Minute})
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: owner(4), Token: reg.Token, Outcome: leaseapi.OutcomeSucceeded})
+	quarter := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: owner(5), TTL: longTTL, Tick: at(2*time.Hour + 20*time.Minute)})
+	if !equalTimePtr(quarter.Tick, at(2*time.Hour+15*time.Minute)) {
+		t.Errorf("after a new schedule: got tick %s, want %s", fmtTime(quarter.Tick), fmtTime(at(2*time.Hour+15*time.Minute)))
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: owner(5), Token: quarter.Token, Outcome: leaseapi.OutcomeSucceeded})
+
+	// Without a schedule a tick is what it says.
+	if _, err := b.store.ForgetSchedule(ctx, job); err != nil {
+		t.Fatalf("ForgetSchedule: %v", err)
+	}
+	plain := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: owner(6), TTL: longTTL, Tick: at(3*time.Hour + 7*time.Minute)})
+	if !equalTimePtr(plain.Tick, at(3*time.Hour+7*time.Minute)) {
+		t.Errorf("without a schedule: got tick %s, want %s", fmtTime(plain.Tick), fmtTime(at(3*time.Hour+7*time.Minute)))
 	}
 }
