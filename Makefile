@@ -37,8 +37,14 @@ CHART_VALUES := $(wildcard $(CHART)/ci/*-values.yaml)
 CHART_TEST_FLAGS := -count=1 -shuffle=on
 # The programs the lock scenario's peers and bench/peers' tests run.
 PEER_PACKAGES := etcd:etcd-server redis-server:redis-server
+# The Python client's tests (clients/python) run with the distribution's
+# Python and its packages (py/MODULE: a module that must import), never PyPI.
+PYTHON ?= /usr/bin/python3
+PYTHON_PACKAGES := py/pytest:python3-pytest py/apscheduler:python3-apscheduler py/celery:python3-celery \
+	py/redis:python3-redis py/jsonschema:python3-jsonschema py/yaml:python3-yaml \
+	redis-server:redis-server psql:postgresql-client openssl:openssl
 
-.PHONY: help build run test test-short lint migrate cover db-up db-down docker generate bench manifests
+.PHONY: help build run test test-python test-short lint migrate cover db-up db-down docker generate bench manifests
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -50,12 +56,20 @@ build: ## build the static binary bin/leaseapi
 run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE_URL is set)
 	$(GO) run ./cmd/leaseapi
 
-test: ## run all tests with -race (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, prometheus, alertmanager, etcd, redis-server)
+test: ## run all tests with -race, then test-python (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, prometheus, alertmanager, etcd, redis-server, the Python packages)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager chromium:chromium $(PEER_PACKAGES)
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -C bench/peers $(TEST_FLAGS) ./...
 	$(GO) test -C deploy/helm/test $(CHART_TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory test-python
+
+# pytest exits 5 when it collected no test: make fails on it like on any
+# other non-zero status.
+test-python: ## run the Python client's tests (clients/python) against a leaseapi built here, Postgres and redis-server (~1.5 min)
+	bash scripts/ensure-postgres.sh
+	PYTHON=$(PYTHON) bash scripts/ensure-packages.sh $(PYTHON_PACKAGES)
+	cd clients/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider --durations=5
 
 test-short: ## run the tests that need no Postgres (nor etcd, redis-server)
 	$(GO) test -short $(TEST_FLAGS) ./...

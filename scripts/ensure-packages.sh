@@ -5,7 +5,10 @@
 #
 #   scripts/ensure-packages.sh promtool:prometheus chromium:chromium
 #
-#   1. Every COMMAND is on PATH: nothing to do.
+# or py/MODULE:PACKAGE for a Python module that must import in $PYTHON
+# (default /usr/bin/python3, the distribution's), e.g. py/celery:python3-celery.
+#
+#   1. Every COMMAND is on PATH (every MODULE imports): nothing to do.
 #   2. Root on Debian/Ubuntu: install the missing PACKAGEs without their
 #      recommends, and without letting the packages start their system
 #      services: the tests and the benchmark start their own, on loopback
@@ -21,6 +24,17 @@ readonly policy=/usr/sbin/policy-rc.d
 
 say() { echo "ensure-packages: $*" >&2; }
 have() { command -v "$1" >/dev/null 2>&1; }
+
+readonly python=${PYTHON:-/usr/bin/python3}
+
+# present COMMAND: COMMAND is on PATH, or for py/MODULE, MODULE imports.
+present() {
+	if [[ $1 == py/* ]]; then
+		[[ -x $python ]] && "$python" -c "import ${1#py/}" >/dev/null 2>&1
+	else
+		have "$1"
+	fi
+}
 
 # forbid_service_starts makes invoke-rc.d refuse to start services while the
 # packages install (exit 101 is "action forbidden" in Debian's policy
@@ -57,7 +71,7 @@ main() {
 			say "want COMMAND:PACKAGE arguments, got '$arg'"
 			return 2
 		fi
-		have "$cmd" && continue
+		present "$cmd" && continue
 		missing+=("$cmd")
 		[[ " ${packages[*]} " == *" $pkg "* ]] || packages+=("$pkg")
 	done
@@ -75,8 +89,8 @@ main() {
 	apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 	stop_services "${packages[@]}"
 	for cmd in "${missing[@]}"; do
-		if ! have "$cmd"; then
-			say "apt-get installed ${packages[*]} but $cmd is not on PATH"
+		if ! present "$cmd"; then
+			say "apt-get installed ${packages[*]} but $cmd is not on PATH (or does not import in $python)"
 			return 1
 		fi
 	done

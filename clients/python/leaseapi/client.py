@@ -1,0 +1,412 @@
+"""The HTTP client of the leaseapi service (standard library only)."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import logging
+import random
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
+
+from . import errors
+from .models import Lease, LeasePage, Run, RunPage, Seconds, Stats, Whoami, format_time, to_millis, to_seconds
+
+__all__ = ["Client", "Exchange"]
+
+T = TypeVar("T")
+
+# Backoff of retried calls when the answer names no Retry-After (a network
+# error): from 50 ms, doubling, up to 2 s, each wait jittered to [d/2, d).
+_MIN_BACKOFF = 0.05
+_MAX_BACKOFF = 2.0
+
+_OUTCOMES = ("succeeded", "failed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Exchange:
+    """One request and the answer to it, as the client sent and read them;
+    what ``Client(on_exchange=...)`` is called with (for tracing, or to check
+    answers against the service's OpenAPI document)."""
+
+    method: str
+    #: The path and query, e.g. ``/leases/nightly/acquire``.
+    path: str
+    request_body: Optional[Dict[str, Any]]
+    status: int
+    headers: Dict[str, str]
+    body: bytes
+
+
+def _jitter(d: float) -> float:
+    return d / 2 + random.random() * d / 2
+
+
+class Client:
+    """A client of one leaseapi service.
+
+    ``url`` is the service's base URL (``https://leaseapi.internal``);
+    ``token`` the bearer token (a credential's ``<id>.<secret>``, or one of
+    the configured tokens), sent with every call. ``timeout`` bounds each
+    request (seconds). Calls answered 429 ``rate_limited`` or 503
+    ``unavailable``/``overloaded``, and calls that got no answer, are retried
+    after the answer's ``Retry-After`` (else with a short backoff) for up to
+    ``retry_for`` seconds; every method takes its own ``retry_for`` too (0:
+    one attempt). Retrying is safe: an acquire by the same owner for the same
+    tick, and a heartbeat or release with the same owner and token, are
+    idempotent.
+
+    For https with a private CA pass ``ca_file`` (a PEM bundle), or a whole
+    ``ssl_context``. ``on_exchange`` is called after every answer with the
+    :class:`Exchange`. The client keeps no connection open and is safe to
+    share between threads.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: Optional[str] = None,
+        *,
+        timeout: Seconds = 10.0,
+        retry_for: Seconds = 30.0,
+        ca_file: Optional[str] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
+        user_agent: str = "leaseapi-python/0.1",
+        logger: Optional[logging.Logger] = None,
+        on_exchange: Optional[Callable[[Exchange], None]] = None,
+    ) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"leaseapi url {url!r} must be an http:// or https:// URL")
+        if ca_file is not None and ssl_context is not None:
+            raise ValueError("pass ca_file or ssl_context, not both")
+        if token is not None and (not token or any(c.isspace() for c in token)):
+            raise ValueError("token must be non-empty and without white space")
+        self.url = url.rstrip("/")
+        self.timeout = to_seconds(timeout)
+        self.retry_for = to_seconds(retry_for)
+        if self.timeout <= 0 or self.retry_for < 0:
+            raise ValueError("timeout must be positive and retry_for not negative")
+        self._token = token
+        self._user_agent = user_agent
+        self._log = logger or logging.getLogger("leaseapi")
+        self._on_exchange = on_exchange
+        if ca_file is not None:
+            ssl_context = ssl.create_default_context(cafile=ca_file)
+        handlers: List[urllib.request.BaseHandler] = [_NoRedirect()]
+        if ssl_context is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=ssl_context))
+        # No proxy handler from the environment: leaseapi is an internal
+        # service, and a lease call must not take a detour.
+        handlers.append(urllib.request.ProxyHandler({}))
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def __repr__(self) -> str:
+        # Never the token.
+        return f"Client({self.url!r})"
+
+    # Leases: what a replica calls.
+
+    def acquire(
+        self,
+        job_id: str,
+        owner: str,
+        *,
+        ttl: Optional[Seconds] = None,
+        tick: Optional[datetime] = None,
+        nearest_tick: bool = False,
+        schedule: Optional[str] = None,
+        grace: Optional[Seconds] = None,
+        retry_for: Optional[Seconds] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> Lease:
+        """Acquires the lease of ``job_id`` for ``owner`` (``POST
+        /leases/{jobId}/acquire``), or renews it when ``owner`` holds it for
+        the same tick.
+
+        ``tick`` is the scheduled fire time the grant is for; with
+        ``nearest_tick=True`` the service picks the tick of the schedule
+        nearest to its clock instead (the answer's ``tick`` says which).
+        ``schedule`` (a cron spec) and ``grace`` register the job's schedule
+        so that ticks no replica started are recorded missed. Raises
+        :class:`LeaseHeld`, :class:`TickDone` or :class:`JobPaused` (all
+        :class:`NotAcquired`) when this tick is not this owner's to run.
+        """
+        if tick is not None and nearest_tick:
+            raise ValueError("pass tick or nearest_tick, not both")
+        if grace is not None and schedule is None:
+            raise ValueError("grace needs a schedule")
+        body: Dict[str, Any] = {"owner": owner}
+        if ttl is not None:
+            body["ttlMs"] = to_millis(ttl, "ttl")
+        if tick is not None:
+            body["tick"] = format_time(tick)
+        if nearest_tick:
+            body["nearestTick"] = True
+        if schedule is not None:
+            body["schedule"] = schedule
+        if grace is not None:
+            body["graceMs"] = to_millis(grace, "grace")
+        return self._call("POST", f"/leases/{_segment(job_id)}/acquire", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
+
+    def heartbeat(
+        self,
+        job_id: str,
+        owner: str,
+        token: int,
+        *,
+        ttl: Optional[Seconds] = None,
+        retry_for: Optional[Seconds] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> Lease:
+        """Extends the grant ``token`` of ``owner`` (``POST
+        /leases/{jobId}/heartbeat``); :class:`LeaseLost` when it is gone."""
+        body: Dict[str, Any] = {"owner": owner, "token": token}
+        if ttl is not None:
+            body["ttlMs"] = to_millis(ttl, "ttl")
+        return self._call("POST", f"/leases/{_segment(job_id)}/heartbeat", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
+
+    def release(
+        self,
+        job_id: str,
+        owner: str,
+        token: int,
+        *,
+        outcome: str = "succeeded",
+        retry_for: Optional[Seconds] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> Lease:
+        """Ends the grant ``token`` of ``owner`` with ``outcome``
+        (``succeeded`` or ``failed``); a succeeded tick is never granted
+        again. :class:`LeaseLost` when the grant is gone."""
+        if outcome not in _OUTCOMES:
+            raise ValueError(f"outcome {outcome!r} must be one of {', '.join(_OUTCOMES)}")
+        body = {"owner": owner, "token": token, "outcome": outcome}
+        return self._call("POST", f"/leases/{_segment(job_id)}/release", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
+
+    # Reading.
+
+    def get(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
+        """The lease of ``job_id``; :class:`NotFound` when it has none."""
+        return self._call("GET", f"/leases/{_segment(job_id)}", retry_for=retry_for, parse=Lease.from_json)
+
+    def list(
+        self,
+        *,
+        state: Optional[str] = None,
+        owner: Optional[str] = None,
+        prefix: Optional[str] = None,
+        paused: Optional[bool] = None,
+        overdue: Optional[bool] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        retry_for: Optional[Seconds] = None,
+    ) -> LeasePage:
+        """One page of leases sorted by job id (``GET /leases``); pass the
+        page's ``next_cursor`` as ``cursor`` for the next. :meth:`leases`
+        walks every page."""
+        query = {"state": state, "owner": owner, "prefix": prefix, "paused": paused, "overdue": overdue, "limit": limit, "cursor": cursor}
+        return self._call("GET", "/leases", query=query, retry_for=retry_for, parse=LeasePage.from_json)
+
+    def leases(self, *, page_size: Optional[int] = None, **filters: Any) -> Iterator[Lease]:
+        """Every lease that matches the filters of :meth:`list` (``state``,
+        ``owner``, ``prefix``, ``paused``, ``overdue``), page after page of
+        ``page_size``."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.list(limit=page_size, cursor=cursor, **filters)
+            yield from page.leases
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def runs(self, job_id: str, *, limit: Optional[int] = None, retry_for: Optional[Seconds] = None) -> List[Run]:
+        """The run history of ``job_id``, newest first (``GET
+        /leases/{jobId}/runs``)."""
+        return self._call("GET", f"/leases/{_segment(job_id)}/runs", query={"limit": limit}, retry_for=retry_for, parse=lambda data: [Run.from_json(item) for item in data["runs"]])
+
+    def recent_runs(
+        self,
+        *,
+        outcomes: Optional[List[str]] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        retry_for: Optional[Seconds] = None,
+    ) -> RunPage:
+        """One page of the newest runs of every job in scope (``GET
+        /runs``), optionally only those with one of ``outcomes``."""
+        query = {"outcome": ",".join(outcomes) if outcomes else None, "limit": limit, "cursor": cursor}
+        return self._call("GET", "/runs", query=query, retry_for=retry_for, parse=RunPage.from_json)
+
+    def stats(self, *, retry_for: Optional[Seconds] = None) -> Stats:
+        """Counts of the jobs in scope and of their runs of the last 24 h."""
+        return self._call("GET", "/stats", retry_for=retry_for, parse=Stats.from_json)
+
+    def whoami(self, *, retry_for: Optional[Seconds] = None) -> Whoami:
+        """The caller's credential (name, role, scopes), or open mode."""
+        return self._call("GET", "/whoami", retry_for=retry_for, parse=Whoami.from_json)
+
+    # Operating (role admin).
+
+    def revoke(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
+        """Force-releases a held lease: its holder's next heartbeat answers
+        :class:`LeaseLost`, and the runner stops the job."""
+        return self._call("DELETE", f"/leases/{_segment(job_id)}", retry_for=retry_for, parse=Lease.from_json)
+
+    def pause(self, job_id: str, reason: Optional[str] = None, *, retry_for: Optional[Seconds] = None) -> Lease:
+        """Pauses a job: acquires answer :class:`JobPaused` until
+        :meth:`resume`."""
+        body = {} if reason is None else {"reason": reason}
+        return self._call("POST", f"/leases/{_segment(job_id)}/pause", body=body, retry_for=retry_for, parse=Lease.from_json)
+
+    def resume(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
+        """Resumes a paused job."""
+        return self._call("POST", f"/leases/{_segment(job_id)}/resume", body={}, retry_for=retry_for, parse=Lease.from_json)
+
+    def forget_schedule(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
+        """Forgets the job's schedule: no missed-tick accounting until an
+        acquire sends one again."""
+        return self._call("DELETE", f"/leases/{_segment(job_id)}/schedule", retry_for=retry_for, parse=Lease.from_json)
+
+    # The transport.
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, Any]] = None,
+        body: Optional[Dict[str, Any]] = None,
+        retry_for: Optional[Seconds] = None,
+        timeout: Optional[Seconds] = None,
+        parse: Callable[[Dict[str, Any]], T],
+    ) -> T:
+        """Sends one call, retrying what may be retried until its retry
+        deadline, and returns the JSON object of its 2xx answer, read by
+        parse."""
+        if query:
+            pairs = [(k, _query_value(v)) for k, v in query.items() if v is not None]
+            if pairs:
+                path += "?" + urllib.parse.urlencode(pairs)
+        window = self.retry_for if retry_for is None else to_seconds(retry_for)
+        request_timeout = self.timeout if timeout is None else to_seconds(timeout)
+        data, request_id = retrying(lambda: self._once(method, path, body, request_timeout), window, self._log, f"{method} {path}")
+        try:
+            return parse(data)
+        except (KeyError, TypeError, ValueError) as err:
+            raise errors.ProtocolError(f"{method} {path}: an answer the client cannot read ({type(err).__name__}: {err})", request_id=request_id) from err
+
+    def _once(self, method: str, path: str, body: Optional[Dict[str, Any]], timeout: float) -> Tuple[Dict[str, Any], Optional[str]]:
+        headers = {"Accept": "application/json, application/problem+json", "User-Agent": self._user_agent}
+        data = None
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            headers["Content-Type"] = "application/json"
+        if self._token is not None:
+            headers["Authorization"] = "Bearer " + self._token
+        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+        try:
+            with self._opener.open(request, timeout=timeout) as response:
+                status, answer_headers, payload = response.status, response.headers, response.read()
+        except urllib.error.HTTPError as err:
+            with err:
+                status, answer_headers, payload = err.code, err.headers, err.read()
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise errors.ConnectionFailed(f"{method} {self.url}{path}: {reason}") from err
+        if self._on_exchange is not None:
+            self._on_exchange(Exchange(method, path, body, status, {k.lower(): v for k, v in answer_headers.items()}, payload))
+        request_id = answer_headers.get("X-Request-Id")
+        if 200 <= status < 300:
+            try:
+                parsed = json.loads(payload)
+            except ValueError as err:
+                raise errors.ProtocolError(f"{method} {path}: {status} with a body that is not JSON", status=status, request_id=request_id) from err
+            if not isinstance(parsed, dict):
+                raise errors.ProtocolError(f"{method} {path}: {status} with a body that is not a JSON object", status=status, request_id=request_id)
+            return parsed, request_id
+        raise _problem(method, path, status, answer_headers, payload, request_id)
+
+
+def retrying(attempt: Callable[[], T], window: float, log: logging.Logger, what: str) -> T:
+    """Calls attempt() until it returns, retrying 429, 503 and calls that got
+    no answer after their Retry-After (else a jittered backoff) for up to
+    window seconds; then raises the last error."""
+    deadline = time.monotonic() + window
+    backoff = _MIN_BACKOFF
+    while True:
+        try:
+            return attempt()
+        except (errors.RateLimited, errors.Unavailable, errors.ConnectionFailed) as err:
+            wait = max(_jitter(backoff), err.retry_after or 0.0)
+            if time.monotonic() + wait >= deadline:
+                raise
+            log.warning("leaseapi %s failed, retrying in %.2fs: %s", what, wait, err)
+            time.sleep(wait)
+            backoff = min(2 * backoff, _MAX_BACKOFF)
+
+
+def _problem(method: str, path: str, status: int, headers: Mapping[str, str], payload: bytes, request_id: Optional[str]) -> errors.LeaseError:
+    """The error an answer that is not 2xx stands for."""
+    retry_after = _retry_after(headers.get("Retry-After"))
+    try:
+        problem = json.loads(payload)
+    except ValueError:
+        problem = None
+    if not isinstance(problem, dict) or not isinstance(problem.get("code"), str):
+        # Not leaseapi's problem document: a proxy or load balancer answered.
+        text = payload[:200].decode("utf-8", "replace").strip() or http.client.responses.get(status, "")
+        return errors.error_class(None, status)(f"{method} {path}: {text}", status=status, retry_after=retry_after, request_id=request_id)
+    lease = None
+    if isinstance(problem.get("lease"), dict):
+        try:
+            lease = Lease.from_json(problem["lease"])
+        except (KeyError, TypeError, ValueError) as err:
+            return errors.ProtocolError(f"{method} {path}: {status} with a lease the client cannot read: {err}", status=status, request_id=request_id)
+    code = problem["code"]
+    return errors.error_class(code, status)(
+        str(problem.get("detail") or problem.get("title") or code),
+        code=code,
+        status=status,
+        title=problem.get("title"),
+        lease=lease,
+        retry_after=retry_after,
+        request_id=request_id,
+    )
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None  # an HTTP date: leaseapi sends seconds; back off instead
+    return seconds if seconds >= 0 else None
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _segment(job_id: str) -> str:
+    if not job_id:
+        raise ValueError("job id must not be empty")
+    return urllib.parse.quote(job_id, safe=":.-_")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """leaseapi never redirects an API call; a redirect is an answer (an
+    error) rather than a second request carrying the token elsewhere."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        return None

@@ -1,0 +1,208 @@
+"""Errors of the leaseapi client.
+
+Every error the client raises is a :class:`LeaseError`. An answer of the
+service (an RFC 9457 ``application/problem+json`` document) raises the
+subclass of its ``code``; a conflict (409) carries the lease it is about.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, Optional, Type
+
+if TYPE_CHECKING:
+    from .models import Lease
+
+__all__ = [
+    "LeaseError",
+    "NotAcquired",
+    "LeaseHeld",
+    "TickDone",
+    "JobPaused",
+    "LeaseLost",
+    "InvalidRequest",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "RateLimited",
+    "Unavailable",
+    "ServerError",
+    "ConnectionFailed",
+    "ProtocolError",
+]
+
+
+class LeaseError(Exception):
+    """An error of a leaseapi call.
+
+    ``code`` is the problem's machine code (``lease_held``, ``tick_done``,
+    ...), ``None`` when the service did not answer (:class:`ConnectionFailed`)
+    or answered something that is not a problem (:class:`ProtocolError`).
+    ``status`` is the HTTP status, ``detail`` what to change (4xx) or what
+    happened, ``lease`` the lease a conflict is about, ``retry_after`` the
+    seconds of the ``Retry-After`` header, ``request_id`` the answer's
+    ``X-Request-Id`` (quote it when you ask the operators).
+    """
+
+    #: The problem code this class stands for; None for the base classes.
+    default_code: Optional[str] = None
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        code: Optional[str] = None,
+        status: Optional[int] = None,
+        title: Optional[str] = None,
+        lease: Optional["Lease"] = None,
+        retry_after: Optional[float] = None,
+        request_id: Optional[str] = None,
+    ) -> None:
+        super().__init__(detail)
+        self.code = code if code is not None else self.default_code
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.lease = lease
+        self.retry_after = retry_after
+        self.request_id = request_id
+
+    def __str__(self) -> str:
+        parts = []
+        if self.status is not None:
+            parts.append(str(self.status))
+        if self.code:
+            parts.append(self.code)
+        head = " ".join(parts)
+        text = f"{head}: {self.detail}" if head else self.detail
+        if self.request_id:
+            text += f" (request id {self.request_id})"
+        return text
+
+
+class NotAcquired(LeaseError):
+    """The acquire was refused for a reason that means "skip this tick":
+    another replica runs it (:class:`LeaseHeld`), it ran already
+    (:class:`TickDone`), or the job is paused (:class:`JobPaused`)."""
+
+
+class LeaseHeld(NotAcquired):
+    """409 ``lease_held``: another owner, or this owner for another tick,
+    holds the lease; ``retry_after`` is the seconds until it expires."""
+
+    default_code = "lease_held"
+
+
+class TickDone(NotAcquired):
+    """409 ``tick_done``: the tick is at or before the job's last completed
+    tick."""
+
+    default_code = "tick_done"
+
+
+class JobPaused(NotAcquired):
+    """409 ``job_paused``: an operator paused the job."""
+
+    default_code = "job_paused"
+
+
+class LeaseLost(LeaseError):
+    """409 ``lease_lost``: owner or token no longer match a grant that may be
+    used (revoked, expired and taken over, or released)."""
+
+    default_code = "lease_lost"
+
+
+class InvalidRequest(LeaseError):
+    """400 ``invalid_request`` (also 413 and 415): ``detail`` says what to
+    change."""
+
+    default_code = "invalid_request"
+
+
+class Unauthorized(LeaseError):
+    """401 ``unauthorized``: the bearer token is missing, unknown or revoked."""
+
+    default_code = "unauthorized"
+
+
+class Forbidden(LeaseError):
+    """403 ``forbidden``: the credential's role is too weak."""
+
+    default_code = "forbidden"
+
+
+class NotFound(LeaseError):
+    """404 ``not_found``: the job has no lease, or is outside the
+    credential's scopes."""
+
+    default_code = "not_found"
+
+
+class RateLimited(LeaseError):
+    """429 ``rate_limited``: nothing was done; retried after ``Retry-After``
+    until the call's retry deadline."""
+
+    default_code = "rate_limited"
+
+
+class Unavailable(LeaseError):
+    """503 ``unavailable`` (the outcome of a write is unknown) or
+    ``overloaded`` (nothing was done); retried after ``Retry-After`` until the
+    call's retry deadline."""
+
+    default_code = "unavailable"
+
+
+class ServerError(LeaseError):
+    """500 ``internal``, or another 5xx: not retried."""
+
+    default_code = "internal"
+
+
+class ConnectionFailed(LeaseError):
+    """leaseapi did not answer (connection refused, reset, timed out, TLS
+    failure); retried until the call's retry deadline. The outcome of a write
+    is unknown, and retrying it is safe."""
+
+
+class ProtocolError(LeaseError):
+    """leaseapi answered something the client cannot read (not JSON, not a
+    problem document, a lease without its fields)."""
+
+
+_BY_CODE: Dict[str, Type[LeaseError]] = {
+    "lease_held": LeaseHeld,
+    "tick_done": TickDone,
+    "job_paused": JobPaused,
+    "lease_lost": LeaseLost,
+    "invalid_request": InvalidRequest,
+    "payload_too_large": InvalidRequest,
+    "unsupported_media_type": InvalidRequest,
+    "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
+    "not_found": NotFound,
+    "rate_limited": RateLimited,
+    "unavailable": Unavailable,
+    "overloaded": Unavailable,
+    "internal": ServerError,
+}
+
+_BY_STATUS: Dict[int, Type[LeaseError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    429: RateLimited,
+    503: Unavailable,
+}
+
+
+def error_class(code: Optional[str], status: int) -> Type[LeaseError]:
+    """The class of a problem with this code and HTTP status."""
+    if code is not None and code in _BY_CODE:
+        return _BY_CODE[code]
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    if status >= 500:
+        return ServerError
+    return LeaseError

@@ -1,0 +1,233 @@
+"""What the leaseapi service answers, as typed values.
+
+Times are timezone-aware ``datetime`` values in UTC (the service sends RFC
+3339 with millisecond precision); durations are seconds (``float``). Every
+value keeps the JSON it was read from in ``raw``, so fields that a newer
+service adds are not lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta, timezone
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+__all__ = ["Lease", "Run", "LeasePage", "RunPage", "Stats", "Whoami", "parse_time", "format_time"]
+
+Seconds = Union[float, int, timedelta]
+
+
+def parse_time(value: str) -> datetime:
+    """Reads an RFC 3339 time (``2026-11-30T07:00:00.000Z``) as an aware
+    datetime in UTC."""
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    return datetime.fromisoformat(text).astimezone(timezone.utc)
+
+
+def format_time(value: datetime) -> str:
+    """Writes an aware datetime as RFC 3339 in UTC with milliseconds, the
+    service's format. A naive datetime is refused: its zone would be a guess."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"time {value!r} has no time zone: pass an aware datetime (e.g. tzinfo=timezone.utc)")
+    utc = value.astimezone(timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def to_millis(value: Seconds, what: str) -> int:
+    """Seconds (or a timedelta) as the whole milliseconds the API takes."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    millis = round(seconds * 1000)
+    if millis < 1:
+        raise ValueError(f"{what} {value!r} must be at least 1 millisecond")
+    return millis
+
+
+def to_seconds(value: Seconds) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _time(data: Mapping[str, Any], key: str) -> Optional[datetime]:
+    value = data.get(key)
+    return None if value is None else parse_time(value)
+
+
+def _seconds(data: Mapping[str, Any], key: str) -> Optional[float]:
+    value = data.get(key)
+    return None if value is None else value / 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """The lease of a job: who holds it (or held it last), its fencing token
+    and state (computed with the service's clock), the tick of the grant and
+    the job's schedule and pause."""
+
+    job_id: str
+    owner: str
+    #: Fencing token of the current or last grant: pass it to the systems the
+    #: job writes to.
+    token: int
+    #: ``held``, ``released``, ``expired`` or ``revoked``.
+    state: str
+    acquired_at: datetime
+    renewed_at: datetime
+    expires_at: datetime
+    released_at: Optional[datetime]
+    #: TTL of the last grant or renewal, in seconds.
+    ttl: float
+    #: The tick the current or last grant was for.
+    tick: Optional[datetime]
+    last_completed_tick: Optional[datetime]
+    last_outcome: Optional[str]
+    schedule: Optional[str]
+    #: The effective grace of the schedule, in seconds.
+    grace: Optional[float]
+    next_tick: Optional[datetime]
+    paused: bool
+    paused_at: Optional[datetime]
+    paused_by: Optional[str]
+    paused_reason: Optional[str]
+    missed_ticks: int
+    skipped_ticks: int
+    revoked_by: Optional[str]
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Lease":
+        return cls(
+            job_id=data["jobId"],
+            owner=data["owner"],
+            token=int(data["token"]),
+            state=data["state"],
+            acquired_at=parse_time(data["acquiredAt"]),
+            renewed_at=parse_time(data["renewedAt"]),
+            expires_at=parse_time(data["expiresAt"]),
+            released_at=_time(data, "releasedAt"),
+            ttl=data["ttlMs"] / 1000,
+            tick=_time(data, "tick"),
+            last_completed_tick=_time(data, "lastCompletedTick"),
+            last_outcome=data.get("lastOutcome"),
+            schedule=data.get("schedule"),
+            grace=_seconds(data, "graceMs"),
+            next_tick=_time(data, "nextTick"),
+            paused=bool(data.get("paused", False)),
+            paused_at=_time(data, "pausedAt"),
+            paused_by=data.get("pausedBy"),
+            paused_reason=data.get("pausedReason"),
+            missed_ticks=int(data.get("missedTicks", 0)),
+            skipped_ticks=int(data.get("skippedTicks", 0)),
+            revoked_by=data.get("revokedBy"),
+            raw=dict(data),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One grant of a job's lease, or one missed tick (then ``token``,
+    ``owner``, ``started_at`` and ``duration`` are None)."""
+
+    job_id: str
+    token: Optional[int]
+    owner: Optional[str]
+    tick: Optional[datetime]
+    started_at: Optional[datetime]
+    ended_at: Optional[datetime]
+    #: ``running``, ``succeeded``, ``failed``, ``expired``, ``revoked`` or
+    #: ``missed``.
+    outcome: str
+    #: Seconds from start to end; None while running and for a missed run.
+    duration: Optional[float]
+    revoked_by: Optional[str]
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Run":
+        token = data.get("token")
+        return cls(
+            job_id=data["jobId"],
+            token=None if token is None else int(token),
+            owner=data.get("owner"),
+            tick=_time(data, "tick"),
+            started_at=_time(data, "startedAt"),
+            ended_at=_time(data, "endedAt"),
+            outcome=data["outcome"],
+            duration=_seconds(data, "durationMs"),
+            revoked_by=data.get("revokedBy"),
+            raw=dict(data),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class LeasePage:
+    """One page of ``GET /leases``; ``next_cursor`` is None on the last."""
+
+    leases: List[Lease]
+    next_cursor: Optional[str]
+    server_time: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "LeasePage":
+        return cls(
+            leases=[Lease.from_json(item) for item in data["leases"]],
+            next_cursor=data.get("nextCursor"),
+            server_time=parse_time(data["serverTime"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPage:
+    """One page of ``GET /runs``; ``next_cursor`` is None on the last."""
+
+    runs: List[Run]
+    next_cursor: Optional[str]
+    server_time: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "RunPage":
+        return cls(
+            runs=[Run.from_json(item) for item in data["runs"]],
+            next_cursor=data.get("nextCursor"),
+            server_time=parse_time(data["serverTime"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """``GET /stats``: the leases by state, the paused and overdue jobs, and
+    the runs of the last 24 hours by outcome."""
+
+    leases: Dict[str, int]
+    paused: int
+    overdue: int
+    runs_24h: Dict[str, int]
+    server_time: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Stats":
+        return cls(
+            leases=dict(data["leases"]),
+            paused=int(data["paused"]),
+            overdue=int(data["overdue"]),
+            runs_24h=dict(data["runs24h"]),
+            server_time=parse_time(data["serverTime"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Whoami:
+    """``GET /whoami``: the caller's credential, or ``open`` when the service
+    needs none."""
+
+    open: bool
+    name: Optional[str]
+    role: Optional[str]
+    scopes: List[str]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Whoami":
+        return cls(
+            open=bool(data.get("open", False)),
+            name=data.get("name"),
+            role=data.get("role"),
+            scopes=list(data.get("scopes", [])),
+        )

@@ -1,0 +1,627 @@
+"""The runner: a job run under a lease, with heartbeats and a local deadline.
+
+It behaves as the Go runner (package jobs) does. It acquires the job's lease
+(retrying 429, 503 and network errors for ``acquire_wait``), runs the job in
+the calling thread and heartbeats from a thread of its own every
+``heartbeat_interval`` (TTL/3). Its local deadline is the send time of the
+last successful acquire or heartbeat plus the TTL, minus a margin (TTL/10),
+all by this process's monotonic clock: it never compares its clock with the
+server's. The job is told to stop (``RunContext.stop`` is set, ``cause`` says
+why) when a heartbeat answers ``lease_lost`` (revoked, or expired and taken
+over), when the deadline passes without a successful heartbeat, when it runs
+longer than ``max_run_time``, and on :meth:`Runner.shutdown`. The runner then
+stops heartbeating and waits for the job until the deadline (a job that lost
+its lease gets the margin); if it has not returned by then, the run is given
+up and released ``failed`` without it. The lease is released ``succeeded``
+when the job returns, ``failed`` when it raises or was stopped. A refused
+acquire (``lease_held``, ``tick_done``, ``job_paused``) raises
+:class:`~leaseapi.errors.NotAcquired` without running the job: another
+replica has the tick, or the job is paused.
+
+A Python thread cannot be cancelled: a job that ignores ``stop`` keeps
+running after its lease is gone, and another replica may run the next tick
+meanwhile. Jobs should poll ``stop`` (or wait on it), run commands through
+:meth:`RunContext.run_process`, which terminates them, and pass the fencing
+token (``RunContext.token``) to what they write to.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import errors
+from .client import Client, _jitter, retrying
+from .models import Lease, Seconds, format_time, to_seconds
+
+__all__ = [
+    "Runner",
+    "RunContext",
+    "RunReport",
+    "RunStopped",
+    "DeadlinePassed",
+    "MaxRunTimeExceeded",
+    "ShuttingDown",
+    "Abandoned",
+    "current_run",
+    "default_owner",
+]
+
+SUCCEEDED, FAILED, LOST = "succeeded", "failed", "lost"
+
+
+class RunStopped(Exception):
+    """Why the runner told a job to stop, other than a lost lease
+    (:class:`~leaseapi.errors.LeaseLost`)."""
+
+
+class DeadlinePassed(RunStopped):
+    """The local deadline (send time of the last successful acquire or
+    heartbeat + TTL - margin) passed without a successful heartbeat: the
+    lease may belong to another replica by now."""
+
+
+class MaxRunTimeExceeded(RunStopped):
+    """The job ran longer than its ``max_run_time``."""
+
+
+class ShuttingDown(RunStopped):
+    """:meth:`Runner.shutdown` was called."""
+
+
+class Abandoned(RunStopped):
+    """The job did not return after it was told to stop, and the runner gave
+    the lease up without it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunReport:
+    """How a run that acquired its lease ended, as the runner saw it.
+
+    ``result`` is ``succeeded`` (the job returned and the release was
+    acknowledged: the tick is done), ``failed`` (the job raised, or was
+    stopped by its max run time or shutdown; released ``failed``) or ``lost``
+    (the lease was lost before the job finished, or a succeeded run's release
+    was not acknowledged: its work may overlap the next holder's). ``error``
+    is why it did not succeed; ``value`` what the job returned.
+    """
+
+    job_id: str
+    owner: str
+    token: int
+    tick: Optional[datetime]
+    started_at: datetime
+    ended_at: datetime
+    result: str
+    error: Optional[BaseException] = None
+    release_error: Optional[errors.LeaseError] = None
+    value: Any = None
+
+
+_current: "contextvars.ContextVar[Optional[RunContext]]" = contextvars.ContextVar("leaseapi_run", default=None)
+
+
+def current_run() -> Optional["RunContext"]:
+    """The run the calling code is part of, or None outside a run: how a job
+    wrapped by :func:`leaseapi.leased` or the Celery integration finds its
+    lease, token and ``stop`` event."""
+    return _current.get()
+
+
+def default_owner() -> str:
+    """``<hostname>/<pid>``: unique per process, so each process of a replica
+    (Celery's prefork children too) is its own owner."""
+    host = "".join(c for c in socket.gethostname() if "!" <= c <= "~")[:100] or "host"
+    return f"{host}/{os.getpid()}"
+
+
+class RunContext:
+    """What a job gets: its lease and the ``stop`` event.
+
+    ``stop`` is set when the job must stop: its lease was lost or is about to
+    be, it ran past its max run time, or the runner shuts down; ``cause``
+    then says why (:class:`~leaseapi.errors.LeaseLost`,
+    :class:`DeadlinePassed`, :class:`MaxRunTimeExceeded`,
+    :class:`ShuttingDown`). A long job polls ``stop.is_set()`` or waits with
+    ``stop.wait(seconds)`` instead of ``time.sleep``.
+    """
+
+    def __init__(self, lease: Lease, owner: str, kill_grace: float, logger: logging.Logger) -> None:
+        self.lease = lease
+        self.owner = owner
+        self.stop = threading.Event()
+        self.cause: Optional[BaseException] = None
+        self._kill_grace = kill_grace
+        self._log = logger
+        self._lock = threading.Lock()
+        self._wakers: List[threading.Event] = []
+
+    @property
+    def job_id(self) -> str:
+        return self.lease.job_id
+
+    @property
+    def token(self) -> int:
+        """The fencing token of the grant: pass it to what the job writes to."""
+        return self.lease.token
+
+    @property
+    def tick(self) -> Optional[datetime]:
+        """The tick the grant is for (the one the service picked with
+        nearest tick)."""
+        return self.lease.tick
+
+    def _signal_stop(self, cause: BaseException) -> None:
+        with self._lock:
+            self.cause = cause
+            self.stop.set()
+            for wake in self._wakers:
+                wake.set()
+
+    def run_process(
+        self,
+        args: Union[str, Sequence[str]],
+        *,
+        kill_grace: Optional[Seconds] = None,
+        check: bool = True,
+        **popen_kwargs: Any,
+    ) -> "subprocess.CompletedProcess[Any]":
+        """Runs a command as part of the job, in its own process group, with
+        ``LEASE_JOB``, ``LEASE_TOKEN``, ``LEASE_TICK`` and ``LEASE_OWNER`` in
+        its environment. When the job must stop, the group gets SIGTERM, and
+        SIGKILL after ``kill_grace`` (default half the runner's margin, TTL/20,
+        so that a command is gone before a run that lost its lease is given
+        up); the cause is then raised. A non-zero exit raises ``subprocess.CalledProcessError``
+        when ``check`` (the run is released failed). Other keyword arguments
+        go to ``subprocess.Popen``.
+        """
+        grace = self._kill_grace if kill_grace is None else to_seconds(kill_grace)
+        env = dict(popen_kwargs.pop("env", None) or os.environ)
+        env.update(
+            LEASE_JOB=self.job_id,
+            LEASE_TOKEN=str(self.token),
+            LEASE_TICK=format_time(self.tick) if self.tick else "",
+            LEASE_OWNER=self.owner,
+        )
+        wake = threading.Event()
+        with self._lock:
+            if self.stop.is_set():
+                raise self._stopped()
+            self._wakers.append(wake)
+        try:
+            proc = subprocess.Popen(args, env=env, start_new_session=True, **popen_kwargs)
+            with proc:
+                waiter = threading.Thread(target=lambda: (proc.wait(), wake.set()), name=f"leaseapi-wait-{proc.pid}", daemon=True)
+                waiter.start()
+                wake.wait()
+                if proc.poll() is None:
+                    self._log.info("stopping command of job %s: %s (SIGTERM, SIGKILL after %.1fs)", self.job_id, self.cause, grace)
+                    _signal_group(proc, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=grace)
+                    except subprocess.TimeoutExpired:
+                        _signal_group(proc, signal.SIGKILL)
+                        proc.wait()
+                waiter.join()
+                stdout, stderr = proc.communicate() if (proc.stdout or proc.stderr) else (None, None)
+        finally:
+            with self._lock:
+                self._wakers.remove(wake)
+        if self.stop.is_set():
+            raise self._stopped()
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, stdout, stderr)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+    def _stopped(self) -> BaseException:
+        return self.cause if self.cause is not None else RunStopped("run stopped")
+
+
+def _signal_group(proc: "subprocess.Popen[Any]", sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+class Runner:
+    """Runs jobs under leaseapi leases; one per process is enough.
+
+    ``owner`` identifies this replica (1-128 printable ASCII characters
+    without spaces; two processes must never share one); None is
+    :func:`default_owner`, computed at each run so that forked workers differ.
+    ``ttl`` is the TTL of every grant and heartbeat (seconds, default 30):
+    how long a replica that died keeps a job from running.
+    ``heartbeat_interval`` defaults to TTL/3 (at most TTL/2), ``margin``
+    (subtracted from the local deadline) to TTL/10 (at most TTL/4),
+    ``request_timeout`` to the heartbeat interval. ``acquire_wait`` is how
+    long an acquire is retried while leaseapi does not answer or answers
+    429/503.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        owner: Optional[str] = None,
+        *,
+        ttl: Seconds = 30.0,
+        heartbeat_interval: Optional[Seconds] = None,
+        margin: Optional[Seconds] = None,
+        request_timeout: Optional[Seconds] = None,
+        acquire_wait: Seconds = 10.0,
+        logger: Optional[logging.Logger] = None,
+    ) -> None:
+        self.client = client
+        if owner is not None and not _valid_owner(owner):
+            raise ValueError(f"owner {owner!r} must be 1-128 printable ASCII characters without spaces")
+        self._owner = owner
+        self.ttl = to_seconds(ttl)
+        if self.ttl < 0.001:
+            raise ValueError(f"ttl {ttl!r} must be at least 1 millisecond")
+        self.heartbeat_interval = self.ttl / 3 if heartbeat_interval is None else to_seconds(heartbeat_interval)
+        if not 0 < self.heartbeat_interval <= self.ttl / 2:
+            raise ValueError(f"heartbeat interval {self.heartbeat_interval}s must be above zero and at most ttl/2 ({self.ttl / 2}s)")
+        self.margin = self.ttl / 10 if margin is None else to_seconds(margin)
+        if not 0 <= self.margin <= self.ttl / 4:
+            raise ValueError(f"margin {self.margin}s must not be negative and at most ttl/4 ({self.ttl / 4}s)")
+        self.request_timeout = self.heartbeat_interval if request_timeout is None else to_seconds(request_timeout)
+        if self.request_timeout <= 0:
+            raise ValueError("request timeout must be above zero")
+        self.acquire_wait = to_seconds(acquire_wait)
+        self._log = logger or logging.getLogger("leaseapi")
+        self._lock = threading.Lock()
+        self._running: Dict[str, "_Run"] = {}
+        self._shutting_down = False
+
+    @property
+    def owner(self) -> str:
+        return self._owner if self._owner is not None else default_owner()
+
+    def run(
+        self,
+        job_id: str,
+        fn: Callable[[RunContext], Any],
+        *,
+        tick: Optional[datetime] = None,
+        nearest_tick: bool = False,
+        schedule: Optional[str] = None,
+        grace: Optional[Seconds] = None,
+        max_run_time: Optional[Seconds] = None,
+    ) -> RunReport:
+        """Runs ``fn(ctx)`` once under the lease of ``job_id`` and returns how
+        the run ended.
+
+        ``tick`` is the scheduled time the run is for; ``nearest_tick=True``
+        lets the service pick it from ``schedule`` (neither: a plain mutex).
+        ``schedule`` and ``grace`` are sent with the acquire so that ticks no
+        replica started are recorded missed. Raises
+        :class:`~leaseapi.errors.NotAcquired` when the tick is not this
+        replica's to run, and :class:`~leaseapi.errors.LeaseError` when the
+        acquire failed; ``fn`` is then not called. An exception of ``fn``
+        does not propagate: it is the report's ``error``.
+        """
+        if max_run_time is not None and to_seconds(max_run_time) <= 0:
+            raise ValueError("max run time must be above zero")
+        owner = self.owner
+        log = _Logger(self._log, job_id, owner)
+        with self._lock:
+            if self._shutting_down:
+                raise ShuttingDown("runner is shutting down: no new runs")
+            if job_id in self._running:
+                # The service would grant this owner the lease again as an
+                # idempotent retry: one replica must not run a job twice at once.
+                raise errors.LeaseHeld(f"job {job_id} is still running in this process", code="lease_held")
+            self._running[job_id] = _PENDING
+        try:
+            def attempt() -> Tuple[float, Lease]:
+                # The send time of the attempt that got the lease starts the
+                # local deadline; retries are this loop's, so that it is the
+                # last attempt's, not the first's.
+                sent = time.monotonic()
+                lease = self.client.acquire(
+                    job_id,
+                    owner,
+                    ttl=self.ttl,
+                    tick=tick,
+                    nearest_tick=nearest_tick,
+                    schedule=schedule,
+                    grace=grace,
+                    retry_for=0,
+                    timeout=self.request_timeout,
+                )
+                return sent, lease
+
+            try:
+                sent, lease = retrying(attempt, self.acquire_wait, self._log, f"acquire of {job_id}")
+            except errors.NotAcquired as err:
+                log.debug("tick skipped: %s", err)
+                raise
+            run = _Run(self, lease, owner, sent, None if max_run_time is None else to_seconds(max_run_time), log)
+            with self._lock:
+                self._running[job_id] = run
+                shutting_down = self._shutting_down
+            if shutting_down:
+                # Shutdown began while the acquire was on its way: give the
+                # lease back at once instead of starting the job.
+                return run.abort(ShuttingDown("runner is shutting down: the job was not started"))
+            return run.execute(fn)
+        finally:
+            with self._lock:
+                del self._running[job_id]
+
+    def shutdown(self) -> None:
+        """Takes no new runs and tells the running jobs to stop (cause
+        :class:`ShuttingDown`); each is released failed when it returns (the
+        tick may run again elsewhere). Returns at once; the threads in
+        :meth:`run` return when their jobs do."""
+        with self._lock:
+            self._shutting_down = True
+            runs = [r for r in self._running.values() if r is not _PENDING]
+        for run in runs:
+            run.stop_now(ShuttingDown("runner is shutting down"))
+
+
+def _valid_owner(owner: str) -> bool:
+    return 1 <= len(owner) <= 128 and all("!" <= c <= "~" for c in owner)
+
+
+class _Logger:
+    """The runner's log lines, each naming the job and owner (key=value, so a
+    JSON formatter can take the ``extra`` fields too)."""
+
+    def __init__(self, logger: logging.Logger, job_id: str, owner: str) -> None:
+        self._logger, self._job_id, self._owner, self.token = logger, job_id, owner, 0
+
+    def _emit(self, level: int, msg: str, args: Any) -> None:
+        if self._logger.isEnabledFor(level):
+            extra = {"job_id": self._job_id, "owner": self._owner, "token": self.token}
+            self._logger.log(level, msg + " job_id=%s owner=%s token=%d", *args, self._job_id, self._owner, self.token, extra=extra)
+
+    def debug(self, msg: str, *args: Any) -> None:
+        self._emit(logging.DEBUG, msg, args)
+
+    def info(self, msg: str, *args: Any) -> None:
+        self._emit(logging.INFO, msg, args)
+
+    def warning(self, msg: str, *args: Any) -> None:
+        self._emit(logging.WARNING, msg, args)
+
+    def error(self, msg: str, *args: Any) -> None:
+        self._emit(logging.ERROR, msg, args)
+
+
+# A run's phases, as in the Go runner: running → (stopping →) releasing.
+_RUNNING, _STOPPING, _RELEASING = "running", "stopping", "releasing"
+# Whether, and how, the lease was lost: it decides the release.
+_NOT_LOST, _LOST_DEADLINE, _LOST_CONFLICT = "not lost", "deadline", "conflict"
+
+
+class _Run:
+    """One run between its acquire and its report. The job runs in the
+    calling thread, the watcher (heartbeats, deadline, max run time) in a
+    thread of its own; both hold ``cond`` to touch the state."""
+
+    def __init__(self, runner: Runner, lease: Lease, owner: str, sent: float, max_run_time: Optional[float], log: _Logger) -> None:
+        self.r = runner
+        self.lease = lease
+        self.owner = owner
+        self.log = log
+        log.token = lease.token
+        self.max_run_time = max_run_time
+        self.cond = threading.Condition()
+        self.valid_until = self._valid_until(sent, lease)
+        self.start = time.monotonic()
+        self.started_at = datetime.now(timezone.utc)
+        self.next_heartbeat = self.start + runner.heartbeat_interval
+        self.heartbeat_backoff = runner.heartbeat_interval / 8
+        self.phase = _RUNNING
+        self.loss = _NOT_LOST
+        self.cause: Optional[BaseException] = None
+        self.give_up_at = 0.0
+        self.requested_stop: Optional[BaseException] = None
+        self.job_done = False
+        self.report: Optional[RunReport] = None
+        self.ctx = RunContext(lease, owner, runner.margin / 2, runner._log)
+        log.debug("lease acquired, tick %s", format_time(lease.tick) if lease.tick else "none")
+
+    def _valid_until(self, sent: float, lease: Lease) -> float:
+        # The service set expiresAt = its now + ttl after it received the
+        # request, so the lease is ours until at least sent + ttl by our clock.
+        ttl = lease.ttl if lease.ttl > 0 else self.r.ttl
+        return sent + ttl - self.r.margin
+
+    def stop_now(self, cause: BaseException) -> None:
+        """Asks the watcher to stop the job (shutdown)."""
+        with self.cond:
+            if self.requested_stop is None:
+                self.requested_stop = cause
+            self.cond.notify_all()
+
+    def abort(self, cause: BaseException) -> RunReport:
+        """Releases the lease failed without running the job."""
+        with self.cond:
+            self.cause = cause
+        return self.finish(None)
+
+    def execute(self, fn: Callable[[RunContext], Any]) -> RunReport:
+        if time.monotonic() >= self.valid_until:
+            # The grant's answer came after its local deadline (the process
+            # was paused meanwhile): another replica may hold it; don't start.
+            with self.cond:
+                self.loss, self.cause = _LOST_DEADLINE, DeadlinePassed("the acquire was answered after the lease's local deadline")
+            return self.finish(None)
+        watcher = threading.Thread(target=self.watch, name=f"leaseapi-heartbeat-{self.lease.job_id}", daemon=True)
+        watcher.start()
+        value: Any = None
+        error: Optional[BaseException] = None
+        token = _current.set(self.ctx)
+        try:
+            value = fn(self.ctx)
+        except BaseException as err:  # noqa: B902 - released failed, re-raised below if not an Exception
+            error = err
+            if isinstance(err, Exception):
+                self.log.warning("job raised %s: %s", type(err).__name__, err)
+        finally:
+            _current.reset(token)
+            with self.cond:
+                self.job_done = True
+                self.cond.notify_all()
+            watcher.join()
+        report = self.job_returned(error, value)
+        if error is not None and not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt, SystemExit: after the release
+        return report
+
+    def job_returned(self, error: Optional[BaseException], value: Any) -> RunReport:
+        with self.cond:
+            if self.report is not None:
+                # Abandoned: the watcher released the lease without the job.
+                return dataclasses.replace(self.report, ended_at=datetime.now(timezone.utc))
+            now = time.monotonic()
+            if self.loss != _NOT_LOST:
+                pass
+            elif now >= self.valid_until:
+                # It finished, but after the lease could have passed to
+                # another replica: it cannot claim the tick.
+                self.loss, self.cause = _LOST_DEADLINE, DeadlinePassed("the job returned after the lease's local deadline")
+            elif self.phase == _STOPPING:
+                pass
+            elif error is not None:
+                self.cause = error
+        return self.finish(value)
+
+    def watch(self) -> None:
+        """The watcher thread: heartbeats, the deadline, the max run time and
+        shutdown, until the job returns or is given up."""
+        while True:
+            with self.cond:
+                if self.job_done:
+                    return
+                now = time.monotonic()
+                if self.phase == _STOPPING and now >= self.give_up_at:
+                    self.log.warning("job abandoned: it did not return after it was told to stop (%s)", self.cause)
+                    abandoned = Abandoned(f"{self.cause}; the job did not return after it was told to stop")
+                    abandoned.__cause__ = self.cause
+                    self.cause = abandoned
+                    break
+                beat = False
+                if self.loss == _NOT_LOST and now >= self.valid_until:
+                    self.loss = _LOST_DEADLINE
+                    self._stop(now, DeadlinePassed("lease deadline passed without a successful heartbeat"))
+                elif self.phase == _STOPPING:
+                    pass
+                elif self.requested_stop is not None:
+                    self._stop(now, self.requested_stop)
+                elif self.max_run_time is not None and now >= self.start + self.max_run_time:
+                    self._stop(now, MaxRunTimeExceeded(f"job ran longer than its max run time of {self.max_run_time}s"))
+                elif now >= self.next_heartbeat:
+                    beat = True
+                if not beat:
+                    self.cond.wait(max(0.0, self._next_event() - now))
+                    continue
+            self.heartbeat(now)
+        self.finish(None)
+
+    def _stop(self, now: float, cause: BaseException) -> None:
+        """Tells the job to stop (cond held), unless it is stopping already."""
+        if self.phase == _STOPPING:
+            return
+        self.phase = _STOPPING
+        self.cause = cause
+        # Wait for the job until the lease would lapse anyway; a job that
+        # lost its lease already gets the margin to return.
+        self.give_up_at = self.valid_until
+        if self.loss != _NOT_LOST or now >= self.give_up_at:
+            self.give_up_at = now + self.r.margin
+        self.log.info("job told to stop: %s", cause)
+        self.ctx._signal_stop(cause)
+
+    def _next_event(self) -> float:
+        if self.phase == _STOPPING:
+            return self.give_up_at
+        nxt = min(self.valid_until, self.next_heartbeat)
+        if self.max_run_time is not None:
+            nxt = min(nxt, self.start + self.max_run_time)
+        return nxt
+
+    def heartbeat(self, now: float) -> None:
+        """Sends one heartbeat (without holding cond) and records its result."""
+        r = self.r
+        timeout = max(0.001, min(r.request_timeout, self.valid_until - now))
+        try:
+            lease = r.client.heartbeat(self.lease.job_id, self.owner, self.lease.token, ttl=r.ttl, retry_for=0, timeout=timeout)
+        except (errors.LeaseLost, errors.NotFound) as err:
+            # Revoked, or expired and taken over: another replica may run
+            # the job now, so this one must stop and has nothing to release.
+            with self.cond:
+                self.loss = _LOST_CONFLICT
+                self.log.warning("lease lost: %s", err)
+                self._stop(time.monotonic(), err)
+            return
+        except errors.LeaseError as err:
+            # Unknown outcome: retry soon; the deadline decides when to give up.
+            with self.cond:
+                self.next_heartbeat = time.monotonic() + _jitter(self.heartbeat_backoff)
+                self.heartbeat_backoff = min(2 * self.heartbeat_backoff, r.heartbeat_interval / 2)
+            self.log.warning("heartbeat failed, retrying: %s", err)
+            return
+        with self.cond:
+            self.valid_until = max(self.valid_until, self._valid_until(now, lease))
+            self.next_heartbeat = now + r.heartbeat_interval
+            self.heartbeat_backoff = r.heartbeat_interval / 8
+        self.log.debug("heartbeat, lease valid for %.2fs", self.valid_until - time.monotonic())
+
+    def finish(self, value: Any) -> RunReport:
+        """Decides the result, releases the lease as the loss allows, and
+        reports the run (from the job's thread, or the watcher's when the job
+        was abandoned)."""
+        with self.cond:
+            self.phase = _RELEASING
+            loss, cause, valid_until = self.loss, self.cause, self.valid_until
+        result = LOST if loss != _NOT_LOST else FAILED if cause is not None else SUCCEEDED
+        release_error: Optional[errors.LeaseError] = None
+        if loss != _LOST_CONFLICT:
+            outcome = "succeeded" if result == SUCCEEDED else "failed"
+            # While the lease is ours the release is retried until the
+            # deadline; after it, it is sent once in case it still is.
+            retry_for = max(0.0, valid_until - time.monotonic()) if loss == _NOT_LOST else 0.0
+            try:
+                self.r.client.release(self.lease.job_id, self.owner, self.lease.token, outcome=outcome, retry_for=retry_for, timeout=self.r.request_timeout)
+            except errors.LeaseError as err:
+                if result == SUCCEEDED:
+                    # Not acknowledged: the tick may run again elsewhere.
+                    result, cause = LOST, err
+                self.log.warning("release failed, the lease expires by its TTL: %s", err)
+                release_error = err
+        report = RunReport(
+            job_id=self.lease.job_id,
+            owner=self.owner,
+            token=self.lease.token,
+            tick=self.lease.tick,
+            started_at=self.started_at,
+            ended_at=datetime.now(timezone.utc),
+            result=result,
+            error=None if result == SUCCEEDED else cause,
+            release_error=release_error,
+            value=value if result == SUCCEEDED else None,
+        )
+        if result == SUCCEEDED:
+            self.log.info("run finished: succeeded")
+        else:
+            self.log.info("run finished: %s (%s)", result, report.error)
+        with self.cond:
+            self.report = report
+        return report
+
+
+# The placeholder of a job whose acquire is on its way.
+_PENDING: Any = object()
