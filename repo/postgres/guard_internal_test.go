@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -14,7 +15,7 @@ import (
 // connection, are unavailability, and their connection is not used again.
 func TestFailoverCodesAreUnavailableAndCloseTheConnection(t *testing.T) {
 	for _, code := range []string{"25006", "55000", "57P01", "57P02", "57P03", "08000", "08006", "08P01"} {
-		err := fmt.Errorf("query: %w", &pq.Error{Code: pq.ErrorCode(code), Message: "x"})
+		err := fmt.Errorf("query: %w", &pq.Error{Code: pqerror.Code(code), Message: "x"})
 		if !closesConn(err) {
 			t.Errorf("%s: closesConn = false, want true", code)
 		}
@@ -23,7 +24,7 @@ func TestFailoverCodesAreUnavailableAndCloseTheConnection(t *testing.T) {
 		}
 	}
 	for _, code := range []string{"23505", "57014", "40001", "55P03"} {
-		if closesConn(&pq.Error{Code: pq.ErrorCode(code)}) {
+		if closesConn(&pq.Error{Code: pqerror.Code(code)}) {
 			t.Errorf("%s: closesConn = true, want false (the connection is fine)", code)
 		}
 	}
