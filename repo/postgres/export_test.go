@@ -68,19 +68,7 @@ func (p *Store) ReleaseBatch(ctx context.Context, rs []*leaseapi.ReleaseParams) 
 	for i, r := range rs {
 		calls[i] = &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)}
 	}
-	rows, errs, err := p.releaseBatch(ctx, calls)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*leaseapi.Lease, len(rs))
-	for i := range rows {
-		if errs[i] != nil {
-			continue
-		}
-		l := rows[i].toLease()
-		out[i] = &l
-	}
-	return out, nil
+	return batchLeases(p.releaseBatch(ctx, calls))
 }
 
 // HeartbeatBatch sends heartbeats as one batch statement; a heartbeat the
@@ -91,11 +79,16 @@ func (p *Store) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatPara
 		calls[i] = &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
 			ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
 	}
-	rows, errs, err := p.heartbeatBatch(ctx, calls)
+	return batchLeases(p.heartbeatBatch(ctx, calls))
+}
+
+// batchLeases is the lease of each row a batch statement answered, nil for
+// a call it refused.
+func batchLeases(rows []leaseRow, errs []error, err error) ([]*leaseapi.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*leaseapi.Lease, len(hs))
+	out := make([]*leaseapi.Lease, len(rows))
 	for i := range rows {
 		if errs[i] != nil {
 			continue
