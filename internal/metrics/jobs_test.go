@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/leaseapi/leaseapi"
@@ -32,11 +31,7 @@ func TestTeam(t *testing.T) {
 func TestJobSeries(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newMetrics(t)
 	if err := m.EnableJobSeries(reg, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +108,7 @@ leaseapi_job_paused{job_id="ops.backup",team="ops."} 1
 // TestNoJobSeriesByDefault: without EnableJobSeries no series carries a job.
 func TestNoJobSeriesByDefault(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newMetrics(t)
 	m.SetJobHealth(leaseapi.JobHealthPage{Jobs: []leaseapi.JobHealth{{JobID: "billing:invoices"}}})
 	families, err := reg.Gather()
 	if err != nil {

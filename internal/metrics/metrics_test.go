@@ -54,11 +54,7 @@ leaseapi_runs_finished_total{outcome="succeeded"} 0
 func TestCountsWhatTheStoreDecides(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newMetrics(t)
 	s := openSQLite(t, m)
 	l, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: "report", Owner: "a", TTL: time.Hour, Schedule: "@every 1s", Grace: 10 * time.Millisecond})
 	if err != nil {
@@ -154,4 +150,15 @@ func openSQLite(t *testing.T, observer leaseapi.Observer) *sqlite.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// newMetrics registers a fresh set of metrics on a registry of its own.
+func newMetrics(t *testing.T) (*prometheus.Registry, *metrics.Leases) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, m
 }
