@@ -1,0 +1,131 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaseapi/leaseapi/webhook"
+)
+
+type received struct {
+	header http.Header
+	body   []byte
+}
+
+// receiver records what it is sent and answers with status.
+func receiver(t *testing.T, status int) (string, <-chan received) {
+	t.Helper()
+	got := make(chan received, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- received{r.Header.Clone(), b}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte("a body nobody keeps"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/hook?team=a", got
+}
+
+var msg = webhook.Message{
+	ID:        "evt_0123456789abcdef",
+	Type:      webhook.RunFailed,
+	Timestamp: time.Date(2026, 12, 2, 6, 0, 1, 0, time.UTC),
+	Data:      json.RawMessage(`{"jobId":"team-a:nightly","run":{"token":7,"outcome":"failed","tick":"2026-12-02T06:00:00Z"},"lease":{"jobId":"team-a:nightly","token":7}}`),
+}
+
+func TestDeliverStandardIsSignedAndVerifiable(t *testing.T) {
+	t.Parallel()
+	url, got := receiver(t, http.StatusNoContent)
+	secret, _ := webhook.NewSecret()
+	client := webhook.NewClient(true)
+	now := time.Unix(1764655201, 0)
+	for attempt := range 2 { // a retry carries the same webhook-id
+		res := webhook.Deliver(context.Background(), client, url, secret, webhook.FormatStandard, "", msg, now.Add(time.Duration(attempt)*time.Minute))
+		if !res.Delivered || res.Status != http.StatusNoContent || res.Err != "" {
+			t.Fatalf("attempt %d: %+v", attempt, res)
+		}
+		r := <-got
+		if id := r.header.Get("webhook-id"); id != msg.ID {
+			t.Fatalf("webhook-id %q, want %q", id, msg.ID)
+		}
+		if err := webhook.Verify(secret, r.header.Get("webhook-id"), r.header.Get("webhook-timestamp"), r.header.Get("webhook-signature"), r.body); err != nil {
+			t.Fatalf("attempt %d: the receiver cannot verify: %v (headers %v)", attempt, err, r.header)
+		}
+		var body struct {
+			Type      string          `json:"type"`
+			Timestamp time.Time       `json:"timestamp"`
+			Data      json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(r.body, &body); err != nil || body.Type != "run.failed" || !body.Timestamp.Equal(msg.Timestamp) || string(body.Data) != string(msg.Data) {
+			t.Fatalf("body %s: %v", r.body, err)
+		}
+	}
+}
+
+func TestDeliverReportsFailures(t *testing.T) {
+	t.Parallel()
+	url, got := receiver(t, http.StatusInternalServerError)
+	secret, _ := webhook.NewSecret()
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true), url, secret, webhook.FormatStandard, "", msg, time.Now())
+	<-got
+	if res.Delivered || res.Status != http.StatusInternalServerError {
+		t.Fatalf("a 500: %+v, want not delivered with the status", res)
+	}
+	// A refused target: an error that does not repeat the URL (it may be
+	// a secret).
+	res = webhook.Deliver(context.Background(), webhook.NewClient(false), url, secret, webhook.FormatStandard, "", msg, time.Now())
+	if res.Delivered || res.Status != 0 || res.Err == "" || strings.Contains(res.Err, "/hook") || strings.Contains(res.Err, "team=a") {
+		t.Fatalf("a refused dial: %+v", res)
+	}
+	if len(got) != 0 {
+		t.Fatal("the refused target was reached")
+	}
+}
+
+func TestDeliverSlack(t *testing.T) {
+	t.Parallel()
+	url, got := receiver(t, http.StatusOK)
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true), url, "", webhook.FormatSlack, "https://leaseapi.example.com/", msg, time.Now())
+	if !res.Delivered {
+		t.Fatalf("%+v", res)
+	}
+	r := <-got
+	if r.header.Get("webhook-signature") != "" {
+		t.Error("a Slack delivery carries a signature header")
+	}
+	var body map[string]string
+	if err := json.Unmarshal(r.body, &body); err != nil || len(body) != 1 {
+		t.Fatalf("body %s: %v", r.body, err)
+	}
+	text := body["text"]
+	for _, want := range []string{"run.failed", "`team-a:nightly`", "outcome failed", "tick 2026-12-02T06:00:00Z",
+		"<https://leaseapi.example.com/ui/#/jobs/team-a:nightly|open in the console>"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text %q lacks %q", text, want)
+		}
+	}
+}
+
+func TestSlackBodyEscapesAndOmitsLinkWithoutPublicURL(t *testing.T) {
+	t.Parallel()
+	m := msg
+	m.Data = json.RawMessage(`{"jobId":"a<b>&c","lease":{"tick":"2026-12-02T06:00:00+01:00"}}`)
+	b, err := webhook.SlackBody(m, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]string
+	_ = json.Unmarshal(b, &body)
+	if text := body["text"]; !strings.Contains(text, "a&lt;b&gt;&amp;c") || strings.Contains(text, "<") || !strings.Contains(text, "tick 2026-12-02T05:00:00Z") {
+		t.Fatalf("text %q", text)
+	}
+	if got := webhook.ConsoleJobURL("http://x", "a b"); got != "http://x/ui/#/jobs/a%20b" {
+		t.Errorf("ConsoleJobURL = %q", got)
+	}
+}
