@@ -67,6 +67,10 @@ type Options struct {
 	// by others starves every process of CPU. Their violations are then
 	// reported as waived; the safety invariants are always enforced.
 	WaiveAvailability string
+	// AllowedStatuses, when set, are the only HTTP statuses an answer may
+	// have (I9; a failover run allows 200, 409, 503 and 429). Judged even
+	// when the timing goals are waived.
+	AllowedStatuses []int
 }
 
 // DefaultOptions are the goals of docs/reliability.md (I9, I10).
@@ -189,6 +193,7 @@ func Check(h *History, opts Options) *Report {
 		r.Violations = kept
 		r.WaivedReason = opts.WaiveAvailability
 	}
+	checkStatuses(h, r, opts.AllowedStatuses) // I9, not a timing goal
 	sort.SliceStable(r.Violations, func(i, j int) bool {
 		return invOrder(r.Violations[i].Invariant) < invOrder(r.Violations[j].Invariant)
 	})
