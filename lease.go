@@ -67,8 +67,14 @@ type Lease struct {
 	// Owner is the current holder, or the last one.
 	Owner string
 	// Token is the fencing token of the current or last grant, or of the
-	// revocation that ended it. It strictly increases per job.
+	// revocation that ended it. It strictly increases per job, and is at
+	// least (Timeline - 1) × 2^40.
 	Token int64
+	// Timeline is the database's WAL timeline when Token was written: 1
+	// until the first promotion of a standby (or point-in-time restore),
+	// and always 1 for a store without replication. 0 when unknown (a
+	// grant written before the store recorded timelines).
+	Timeline int64
 	// State is computed with the store's clock when the lease was read.
 	State      State
 	AcquiredAt time.Time

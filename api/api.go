@@ -62,6 +62,7 @@ type Lease struct {
 	JobID             string            `json:"jobId"`
 	Owner             string            `json:"owner"`
 	Token             int64             `json:"token"`
+	Timeline          *int64            `json:"timeline"`
 	State             leaseapi.State    `json:"state"`
 	AcquiredAt        Time              `json:"acquiredAt"`
 	RenewedAt         Time              `json:"renewedAt"`
@@ -226,6 +227,7 @@ func FromLease(l leaseapi.Lease) Lease {
 		JobID:             l.JobID,
 		Owner:             l.Owner,
 		Token:             l.Token,
+		Timeline:          int64Ptr(l.Timeline),
 		State:             l.State,
 		AcquiredAt:        NewTime(l.AcquiredAt),
 		RenewedAt:         NewTime(l.RenewedAt),
@@ -252,6 +254,14 @@ func FromLease(l leaseapi.Lease) Lease {
 		out.Schedule, out.GraceMs = &spec, &grace
 	}
 	return out
+}
+
+// int64Ptr is nil for 0, else a pointer to a copy of n.
+func int64Ptr(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }
 
 // stringPtr is nil for "", else a pointer to a copy of s.

@@ -209,7 +209,7 @@ func TestDTOsMatchSpec(t *testing.T) {
 		b, _ := json.Marshal(api.FromLease(minimal))
 		for _, field := range []string{`"releasedAt":null`, `"tick":null`, `"lastCompletedTick":null`, `"lastOutcome":null`,
 			`"schedule":null`, `"graceMs":null`, `"nextTick":null`, `"paused":false`, `"pausedAt":null`, `"pausedBy":null`,
-			`"pausedReason":null`, `"missedTicks":0`, `"skippedTicks":0`, `"revokedBy":null`} {
+			`"pausedReason":null`, `"missedTicks":0`, `"skippedTicks":0`, `"revokedBy":null`, `"timeline":null`} {
 			if !strings.Contains(string(b), field) {
 				t.Errorf("lease JSON lacks %s: %s", field, b)
 			}

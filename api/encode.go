@@ -27,6 +27,12 @@ func (l Lease) AppendJSON(b []byte) []byte {
 	b = appendString(b, l.Owner)
 	b = append(b, `,"token":`...)
 	b = strconv.AppendInt(b, l.Token, 10)
+	b = append(b, `,"timeline":`...)
+	if l.Timeline == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *l.Timeline, 10)
+	}
 	b = append(b, `,"state":`...)
 	b = appendString(b, string(l.State))
 	b = append(b, `,"acquiredAt":`...)

@@ -764,7 +764,10 @@ type HeartbeatRequest struct {
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 	Owner Owner `json:"owner"`
 
-	// Token Fencing token; strictly increasing per job, never reused.
+	// Token Fencing token; strictly increasing per job, never reused. With
+	// Postgres it is at least (timeline − 1) × 2^40 (see the Lease's
+	// `timeline`), and at most 2^53 − 1, so a JSON number keeps it exactly.
+	// Compare tokens as numbers; do not assume they are consecutive.
 	Token Token `json:"token"`
 
 	// TtlMs New TTL in milliseconds, within the server's configured bounds.
@@ -858,7 +861,20 @@ type Lease struct {
 	// Tick The tick the current or last grant was for, else null.
 	Tick *time.Time `json:"tick"`
 
-	// Token Fencing token; strictly increasing per job, never reused.
+	// Timeline The database's WAL timeline when `token` was written (by the grant,
+	// or by the revocation that ended it): 1 until the first promotion of
+	// a standby or point-in-time restore, then higher; always 1 with the
+	// embedded SQLite store. A token written on timeline T is at least
+	// (T − 1) × 2^40, so every token of a newer timeline is larger than
+	// any token of an older one. Null for a grant written before
+	// leaseapi recorded timelines on a database already past its first
+	// timeline.
+	Timeline *int64 `json:"timeline"`
+
+	// Token Fencing token; strictly increasing per job, never reused. With
+	// Postgres it is at least (timeline − 1) × 2^40 (see the Lease's
+	// `timeline`), and at most 2^53 − 1, so a JSON number keeps it exactly.
+	// Compare tokens as numbers; do not assume they are consecutive.
 	Token Token `json:"token"`
 
 	// TtlMs TTL of the last grant or renewal, in milliseconds.
@@ -1017,7 +1033,10 @@ type ReleaseRequest struct {
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 	Owner Owner `json:"owner"`
 
-	// Token Fencing token; strictly increasing per job, never reused.
+	// Token Fencing token; strictly increasing per job, never reused. With
+	// Postgres it is at least (timeline − 1) × 2^40 (see the Lease's
+	// `timeline`), and at most 2^53 − 1, so a JSON number keeps it exactly.
+	// Compare tokens as numbers; do not assume they are consecutive.
 	Token Token `json:"token"`
 }
 
@@ -1106,7 +1125,10 @@ type StatusStatus string
 // Time Example: 2026-11-30T07:00:00.000Z
 type Time = time.Time
 
-// Token Fencing token; strictly increasing per job, never reused.
+// Token Fencing token; strictly increasing per job, never reused. With
+// Postgres it is at least (timeline − 1) × 2^40 (see the Lease's
+// `timeline`), and at most 2^53 − 1, so a JSON number keeps it exactly.
+// Compare tokens as numbers; do not assume they are consecutive.
 type Token = int64
 
 // UnauthorizedProblem defines model for UnauthorizedProblem.

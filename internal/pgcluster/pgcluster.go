@@ -40,6 +40,41 @@ const pgTimeout = 60 * time.Second
 // postgresql.conf. It is stopped (immediately) and removed at cleanup.
 func Start(t testing.TB, conf []string) *Cluster {
 	t.Helper()
+	c := newDir(t)
+	if out, err := asPostgres(pgTimeout, "initdb", "-D", c.Data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	c.Port = FreePort(t)
+	settings := append([]string{
+		fmt.Sprintf("port = %d", c.Port),
+		"listen_addresses = '127.0.0.1'",
+		fmt.Sprintf("unix_socket_directories = '%s'", c.Sock),
+		"max_connections = 200",
+		"shared_buffers = 64MB",
+		// The suite crashes processes, not machines: written WAL survives
+		// a process crash without fsync, and fsync costs the shared disk.
+		"fsync = off",
+		"synchronous_commit = on",
+		"log_min_messages = warning",
+		"log_connections = off",
+		// Slow statements and lock waits explain slow recoveries.
+		"log_min_duration_statement = 250",
+		"log_lock_waits = on",
+		"deadlock_timeout = 200ms",
+	}, conf...)
+	if err := c.appendConf(settings); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartServer(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// newDir makes a cluster's directories, owned by the postgres user, and
+// stops the cluster and removes them at cleanup.
+func newDir(t testing.TB) *Cluster {
+	t.Helper()
 	pg, err := user.Lookup("postgres")
 	if err != nil {
 		t.Fatalf("pgcluster runs Postgres as the postgres user: %v", err)
@@ -63,42 +98,64 @@ func Start(t testing.TB, conf []string) *Cluster {
 		c.StopNow()
 		_ = os.RemoveAll(dir)
 	})
-	if out, err := asPostgres(pgTimeout, "initdb", "-D", c.Data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+	return c
+}
+
+// StartStandby makes a streaming standby of primary (pg_basebackup -R: a
+// copy of its data directory that replicates from it, named name in its
+// primary_conninfo, so that synchronous_standby_names can name it) and
+// starts it. It is removed at cleanup like a cluster Start made.
+func StartStandby(t testing.TB, primary *Cluster, name string, conf []string) *Cluster {
+	t.Helper()
+	c := newDir(t)
+	if out, err := asPostgres(pgTimeout, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port), "-U", "postgres",
+		"-D", c.Data, "-R", "-X", "stream", "-c", "fast", "-d", "application_name="+name); err != nil {
+		t.Fatalf("pg_basebackup: %v\n%s", err, out)
 	}
 	c.Port = FreePort(t)
-	settings := append([]string{
+	// The copy has the primary's settings; these, appended, win.
+	if err := c.appendConf(append([]string{
 		fmt.Sprintf("port = %d", c.Port),
-		"listen_addresses = '127.0.0.1'",
 		fmt.Sprintf("unix_socket_directories = '%s'", c.Sock),
-		"max_connections = 200",
-		"shared_buffers = 64MB",
-		// The suite crashes processes, not machines: written WAL survives
-		// a process crash without fsync, and fsync costs the shared disk.
-		"fsync = off",
-		"synchronous_commit = on",
-		"log_min_messages = warning",
-		"log_connections = off",
-		// Slow statements and lock waits explain slow recoveries.
-		"log_min_duration_statement = 250",
-		"log_lock_waits = on",
-		"deadlock_timeout = 200ms",
-	}, conf...)
-	f, err := os.OpenFile(filepath.Join(c.Data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.WriteString("\n# leaseapi pgcluster\n" + strings.Join(settings, "\n") + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+		"hot_standby = on",
+	}, conf...)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.StartServer(); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Stop is pg_ctl stop -m fast: a clean shutdown, after which the server
+// can be started again (or its WAL reset).
+func (c *Cluster) Stop() error { return c.pgCtl("-w", "-m", "fast", "stop") }
+
+// Promote ends a standby's recovery (pg_ctl promote) and waits until it
+// accepts writes on its new timeline.
+func (c *Cluster) Promote() error { return c.pgCtl("-w", "promote") }
+
+// ResetWAL is pg_resetwal -l walfile on the stopped server: its next WAL
+// file, and with it its timeline (the first 8 hex digits), is walfile.
+func (c *Cluster) ResetWAL(walfile string) error {
+	out, err := asPostgres(pgTimeout, "pg_resetwal", "-l", walfile, c.Data)
+	if err != nil {
+		return fmt.Errorf("pg_resetwal -l %s: %w: %s", walfile, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// appendConf appends settings to the cluster's postgresql.conf.
+func (c *Cluster) appendConf(settings []string) error {
+	f, err := os.OpenFile(filepath.Join(c.Data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("\n# leaseapi pgcluster\n" + strings.Join(settings, "\n") + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // asPostgres runs a server binary as the postgres user.

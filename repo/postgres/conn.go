@@ -191,6 +191,10 @@ var unavailableCodes = map[string]bool{
 	"55000": true, // object not in prerequisite state (e.g. recovery in progress)
 }
 
+// tokenLimitConstraint is the check that keeps every token at most
+// 2^53 - 1 (migrations/postgres/0006, tokenAfter).
+const tokenLimitConstraint = "leases_token_exact"
+
 // interpretError translates a driver error into the domain's terms: errors
 // that leave the outcome unknown or say the database is unreachable or
 // overloaded wrap ErrUnavailable; sql.ErrNoRows is handled by the callers.
@@ -204,6 +208,10 @@ func interpretError(op string, err error) error {
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		code := string(pqErr.Code)
+		if pqErr.Constraint == tokenLimitConstraint {
+			return fmt.Errorf("%s: %w: the token would pass 2^53 - 1, the largest integer a JSON number keeps exactly (the database's WAL timeline is above 8,192, or a job has had 2^40 grants on one timeline): nothing was written: %w",
+				op, leaseapi.ErrUnavailable, err)
+		}
 		if unavailableCodes[code] || unavailableCodes[code[:2]] {
 			return fmt.Errorf("%s: %w: %w", op, leaseapi.ErrUnavailable, err)
 		}

@@ -53,7 +53,7 @@ var mutantParts = map[string]func() *statementParts{
 	// Token reuse: a grant after a release keeps the released token.
 	"M3": func() *statementParts {
 		p := productionParts
-		p.nextToken = `CASE WHEN s.renew OR l.released_at IS NOT NULL THEN l.token ELSE l.token + 1 END`
+		p.nextToken = `CASE WHEN s.renew OR l.released_at IS NOT NULL THEN l.token ELSE ` + tokenAfter(`l.token`, `EXCLUDED.timeline`) + ` END`
 		return &p
 	},
 	// Commits acknowledged before they are durable (see init); the chaos
@@ -69,7 +69,7 @@ var mutantParts = map[string]func() *statementParts{
 	// Acquire is not idempotent: the holder's retry gets a new token.
 	"M7": func() *statementParts {
 		p := productionParts
-		p.nextToken = `l.token + 1`
+		p.nextToken = tokenAfter(`l.token`, `EXCLUDED.timeline`)
 		return &p
 	},
 }

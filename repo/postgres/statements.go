@@ -28,6 +28,24 @@ func tickDone(tick string) string {
 	return `COALESCE(` + tick + ` <= l.last_completed_tick, false)`
 }
 
+// walTimeline is the primary's current WAL timeline, read as Patroni reads
+// it: the first 8 hex digits of the name of its current WAL file.
+// (pg_control_checkpoint() reports the old timeline until the first
+// checkpoint after a promotion.) On a server in recovery pg_current_wal_lsn
+// fails with 55000, which the guard answers as unavailable.
+const walTimeline = `('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint`
+
+// tokenAfter is the token that follows prev on timeline: prev + 1, or the
+// first token of the timeline, (timeline - 1) × 2^40, when that is larger.
+// After a promotion every new token is thus larger than any token of an
+// older timeline, even one the old primary acknowledged and the new one
+// never received (2^40 tokens a job a timeline). A token past 2^53 - 1 (a
+// timeline above 8,192) fails the leases_token_exact constraint
+// (migrations/postgres/0006), answered as unavailable (tokenLimitConstraint in conn.go).
+func tokenAfter(prev, timeline string) string {
+	return `GREATEST(` + prev + ` + 1, (` + timeline + ` - 1) * 1099511627776)`
+}
+
 // statementParts are the parts of the acquire and heartbeat statements that
 // a chaos mutant replaces (mutants_chaos.go); every ordinary build uses
 // productionParts. A mutant is thus a whole statement set built by the same
@@ -38,7 +56,8 @@ type statementParts struct {
 	// guards: the fast path's refusal and the upsert's WHERE.
 	heldAgainst func(now string) string
 	// nextToken is the token of the row the upsert writes: the same on a
-	// renewal (s.renew), the next one on a new grant.
+	// renewal (s.renew), the next one (tokenAfter) on a new grant, on the
+	// timeline the inserted row read (EXCLUDED.timeline).
 	nextToken string
 	// fence is the heartbeat's test that the caller holds the grant.
 	fence func(owner, token string) string
@@ -46,7 +65,7 @@ type statementParts struct {
 
 var productionParts = statementParts{
 	heldAgainst: stores.HeldAt,
-	nextToken:   `CASE WHEN s.renew THEN l.token ELSE l.token + 1 END`,
+	nextToken:   `CASE WHEN s.renew THEN l.token ELSE ` + tokenAfter(`l.token`, `EXCLUDED.timeline`) + ` END`,
 	fence:       func(owner, token string) string { return `l.owner = ` + owner + ` AND l.token = ` + token },
 }
 
@@ -151,8 +170,12 @@ func resolvedOf(col string) string {
 // acquired_at, renewed_at and expires_at of a grant share one instant, and
 // it decides renew-or-grant again with that instant: a lease that expired
 // between the WHERE and the SET is granted anew (a new token) rather than
-// renewed. A fresh job is inserted with token 1; its VALUES clock needs no
-// lock. The rows to insert are the input's, each only while the clock is
+// renewed. A fresh job is inserted with the first token of its timeline
+// (tokenAfter 0: 1 on timeline 1); its VALUES clock needs no lock. The
+// inserted row reads the timeline (walTimeline) in its select list, so only
+// a row that is inserted or updated reads it, never a refusal; the update
+// reads it as EXCLUDED.timeline, and a grant records it (a renewal keeps
+// the grant's). The rows to insert are the input's, each only while the clock is
 // where the tick's resolution assumed it (clockWithin), and, when
 // fastPath, only those the fast path did not refuse.
 //
@@ -171,16 +194,17 @@ WHERE ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil)
 	}
 	rows += in.upsertOrder
 	return `
-INSERT INTO leases AS l (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+INSERT INTO leases AS l (job_id, owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	schedule, grace_ms, schedule_since, decide_at)
-SELECT ` + in.jobID + `, ` + in.owner + `, 1, ` + in.tick + `, ` + in.ttlMs + `, c.now, c.now, c.now + ` + in.ttlMs + ` * interval '1 millisecond',
+SELECT ` + in.jobID + `, ` + in.owner + `, ` + tokenAfter(`0`, walTimeline) + `, ` + walTimeline + `, ` + in.tick + `, ` + in.ttlMs + `, c.now, c.now, c.now + ` + in.ttlMs + ` * interval '1 millisecond',
 	` + in.spec + `, ` + in.graceMs + `, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END` + rows + `
 ON CONFLICT (job_id) DO UPDATE SET
-	(owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome,
+	(owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome,
 		schedule, grace_ms, schedule_since, next_tick, decide_at) = (
 		SELECT
 			EXCLUDED.owner,
 			` + p.nextToken + `,
+			CASE WHEN s.renew THEN l.timeline ELSE EXCLUDED.timeline END,
 			CASE WHEN s.renew THEN l.tick ELSE EXCLUDED.tick END,
 			EXCLUDED.ttl_ms,
 			CASE WHEN s.renew THEN l.acquired_at ELSE s.now END,
@@ -219,8 +243,8 @@ RETURNING ` + leaseColumns
 // trigger leaves the rest to these statements because the store's sessions
 // say they write the run rows (leaseapi.run_rows, conn.go).
 const grantedRun = `, run AS (
-	INSERT INTO runs (job_id, token, owner, tick, started_at)
-	SELECT job_id, token, owner, tick, acquired_at FROM upsert WHERE acquired_at = renewed_at
+	INSERT INTO runs (job_id, token, owner, tick, started_at, timeline)
+	SELECT job_id, token, owner, tick, acquired_at, timeline FROM upsert WHERE acquired_at = renewed_at
 	ON CONFLICT (job_id, token) DO NOTHING
 )
 `
@@ -261,7 +285,7 @@ func (p statementParts) naiveAcquire() string {
 // snapshotColumns are leaseColumns read from l, with the snapshot's clock.
 const snapshotColumns = `l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
-		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, c.now AS db_now`
+		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline, c.now AS db_now`
 
 // heartbeat extends a held grant whose owner and token match (fence); a
 // NULL ttl keeps the grant's. The clock in the WHERE is re-read if the row

@@ -280,6 +280,7 @@ type leaseRow struct {
 	MissedTicks       int64          `db:"missed_ticks"`
 	SkippedTicks      int64          `db:"skipped_ticks"`
 	RevokedBy         sql.NullString `db:"revoked_by"`
+	Timeline          sql.NullInt64  `db:"timeline"`
 	Now               time.Time      `db:"db_now"`
 }
 
@@ -287,7 +288,7 @@ type leaseRow struct {
 // db_now is read once per row so state is computed against one instant.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
-	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, clock_timestamp() AS db_now`
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline, clock_timestamp() AS db_now`
 
 // fields are the scan targets of leaseColumns, in their order.
 func (r *leaseRow) jobID() string { return r.JobID }
@@ -295,7 +296,7 @@ func (r *leaseRow) jobID() string { return r.JobID }
 func (r *leaseRow) fields() []any {
 	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
-		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Now}
+		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Timeline, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -303,6 +304,7 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		JobID:             r.JobID,
 		Owner:             r.Owner,
 		Token:             r.Token,
+		Timeline:          r.Timeline.Int64,
 		AcquiredAt:        r.AcquiredAt.UTC(),
 		RenewedAt:         r.RenewedAt.UTC(),
 		ExpiresAt:         r.ExpiresAt.UTC(),
@@ -480,8 +482,10 @@ func send[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Cont
 
 // closeExpiredRunQuery counts, once, the expiry of the run that a takeover
 // closed, unless the sweep counted it before, and reads how long it ran.
+// That run is the job's run of the largest token below the takeover's
+// ($2): the previous token, or an older timeline's (tokenAfter).
 const closeExpiredRunQuery = `
-WITH old AS (SELECT id, expiry_counted FROM runs WHERE job_id = $1 AND token = $2 FOR UPDATE)
+WITH old AS (SELECT id, expiry_counted FROM runs WHERE job_id = $1 AND token < $2 ORDER BY token DESC LIMIT 1 FOR UPDATE)
 UPDATE runs AS r SET expiry_counted = true FROM old WHERE r.id = old.id
 RETURNING r.started_at, r.ended_at, old.expiry_counted`
 
@@ -491,7 +495,7 @@ RETURNING r.started_at, r.ended_at, old.expiry_counted`
 func (p *Store) observeTakeover(ctx context.Context, l leaseapi.Lease) {
 	var started, ended time.Time
 	var counted bool
-	err := p.db.QueryRowxContext(ctx, closeExpiredRunQuery, l.JobID, l.Token-1).Scan(&started, &ended, &counted)
+	err := p.db.QueryRowxContext(ctx, closeExpiredRunQuery, l.JobID, l.Token).Scan(&started, &ended, &counted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return // pruned: nothing to tell
 	}
@@ -603,11 +607,13 @@ func (p *Store) releaseOne(ctx context.Context, r *releaseCall) (leaseRow, error
 	return row, err
 }
 
-// revokeQuery force-releases a held lease and bumps its token, so that the
-// old holder's token is stale.
+// revokeQuery force-releases a held lease and bumps its token
+// (tokenAfter, on the current timeline), so that the old holder's token is
+// stale.
 var revokeQuery = `
-UPDATE leases AS l SET (token, revoked_at, expires_at, last_outcome, revoked_by) = (
-	SELECT l.token + 1, c.now, c.now, 'revoked', $2::text FROM (SELECT clock_timestamp() AS now) AS c
+UPDATE leases AS l SET (token, timeline, revoked_at, expires_at, last_outcome, revoked_by) = (
+	SELECT ` + tokenAfter(`l.token`, `c.timeline`) + `, c.timeline, c.now, c.now, 'revoked', $2::text
+	FROM (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS timeline) AS c
 )
 WHERE job_id = $1 AND ` + stores.HeldAt(`clock_timestamp()`) + `
 RETURNING ` + leaseColumns
@@ -687,7 +693,7 @@ func (p *Store) getRow(ctx context.Context, jobID string) (leaseRow, error) {
 const listQuery = `
 SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
-	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, c.now AS db_now
+	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline, c.now AS db_now
 FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 WHERE l.job_id > $1::text
 	AND ($2::text = '' OR (l.job_id >= $2::text AND l.job_id < $2::text || '~'))

@@ -108,6 +108,11 @@ func testFirstAcquire(t *testing.T, b *bundle) {
 	}
 	checkLease(t, "Acquire", got, want)
 	checkLease(t, "Get after Acquire", b.get(t, job), want)
+	// The suite's databases were never promoted: every token is on
+	// timeline 1, where tokens count from 1.
+	if g := b.get(t, job); got.Timeline != 1 || g.Timeline != 1 {
+		t.Errorf("Timeline of the first grant: got %d (Get: %d), want 1", got.Timeline, g.Timeline)
+	}
 
 	runs := b.runs(t, job, 10)
 	if len(runs) != 1 {
@@ -641,6 +646,9 @@ func testRevoke(t *testing.T, b *bundle) {
 		t.Errorf("Revoke: revokedBy got %q, want %q", revoked.RevokedBy, by)
 	}
 	checkLease(t, "Get after Revoke", b.get(t, job), revoked)
+	if revoked.Timeline != 1 {
+		t.Errorf("Revoke: timeline got %d, want 1", revoked.Timeline)
+	}
 
 	// Neither the old token nor the revocation's token works for the old holder.
 	for _, token := range []int64{held.Token, revoked.Token} {

@@ -464,12 +464,13 @@ type leaseRow struct {
 	MissedTicks       int64          `db:"missed_ticks"`
 	SkippedTicks      int64          `db:"skipped_ticks"`
 	RevokedBy         sql.NullString `db:"revoked_by"`
+	Timeline          int64          `db:"timeline"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
-	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by`
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline`
 
 // held reports whether the grant is held at now.
 func (r *leaseRow) held(now int64) bool {
@@ -482,6 +483,7 @@ func (r *leaseRow) lease(now int64) leaseapi.Lease {
 		JobID:             r.JobID,
 		Owner:             r.Owner,
 		Token:             r.Token,
+		Timeline:          r.Timeline,
 		AcquiredAt:        fromMs(r.AcquiredAt),
 		RenewedAt:         fromMs(r.RenewedAt),
 		ExpiresAt:         fromMs(r.ExpiresAt),
@@ -571,7 +573,7 @@ WHERE job_id = $1 AND owner = $2 AND token = $3
 RETURNING ` + leaseColumns
 
 	insertRunQuery = `
-INSERT INTO runs (job_id, token, owner, tick, started_at) VALUES ($1, $2, $3, $4, $5)`
+INSERT INTO runs (job_id, token, owner, tick, started_at, timeline) VALUES ($1, $2, $3, $4, $5, 1)`
 
 	// endRunQuery closes the run of one grant.
 	endRunQuery = `

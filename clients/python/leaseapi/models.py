@@ -67,6 +67,9 @@ class Lease:
     #: Fencing token of the current or last grant: pass it to the systems the
     #: job writes to.
     token: int
+    #: The database's WAL timeline when the token was written (1 until a
+    #: standby is first promoted); None when the service does not know.
+    timeline: Optional[int]
     #: ``held``, ``released``, ``expired`` or ``revoked``.
     state: str
     acquired_at: datetime
@@ -98,6 +101,7 @@ class Lease:
             job_id=data["jobId"],
             owner=data["owner"],
             token=int(data["token"]),
+            timeline=data.get("timeline"),
             state=data["state"],
             acquired_at=parse_time(data["acquiredAt"]),
             renewed_at=parse_time(data["renewedAt"]),

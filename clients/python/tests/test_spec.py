@@ -8,7 +8,7 @@ import json
 from spec import Spec
 
 LEASE = {
-    "jobId": "j", "owner": "o", "token": 1, "state": "held",
+    "jobId": "j", "owner": "o", "token": 1, "timeline": 1, "state": "held",
     "acquiredAt": "2026-11-30T07:00:00.000Z", "renewedAt": "2026-11-30T07:00:00.000Z", "expiresAt": "2026-11-30T07:00:30.000Z",
     "releasedAt": None, "ttlMs": 30000, "tick": None, "lastCompletedTick": None, "lastOutcome": None,
     "schedule": None, "graceMs": None, "nextTick": None, "paused": False, "pausedAt": None, "pausedBy": None,
