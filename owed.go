@@ -2,7 +2,6 @@ package leaseapi
 
 import (
 	"time"
-	"unicode/utf8"
 )
 
 // Owed ticks: the domain of catch-up and run now. A job may owe one tick
@@ -110,9 +109,8 @@ func (p *TriggerParams) Validate() error {
 	if err := ValidateJobID(p.JobID); err != nil {
 		return err
 	}
-	if !utf8.ValidString(p.Reason) || utf8.RuneCountInString(p.Reason) > MaxReasonLength ||
-		containsControl(p.Reason) {
-		return &InvalidError{Field: "reason", Rule: "must be at most 256 characters of text without control characters"}
+	if err := validateReason(p.Reason); err != nil {
+		return err
 	}
 	if len(p.Key) > MaxIdempotencyKeyLength {
 		return &InvalidError{Field: "Idempotency-Key", Rule: "must be at most 256 printable ASCII characters"}

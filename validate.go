@@ -182,9 +182,8 @@ func (p *PauseParams) Validate() error {
 	if err := ValidateJobID(p.JobID); err != nil {
 		return err
 	}
-	if !utf8.ValidString(p.Reason) || utf8.RuneCountInString(p.Reason) > MaxReasonLength ||
-		containsControl(p.Reason) {
-		return &InvalidError{Field: "reason", Rule: "must be at most 256 characters of text without control characters"}
+	if err := validateReason(p.Reason); err != nil {
+		return err
 	}
 	return nil
 }
@@ -307,6 +306,16 @@ func ValidatePrune(retention time.Duration, batch int) error {
 	}
 	if batch < 1 {
 		return &InvalidError{Field: "batch", Rule: limitRule}
+	}
+	return nil
+}
+
+// validateReason is the rule of an operator's reason (a pause's, a
+// trigger's): at most MaxReasonLength characters of text (valid UTF-8, no
+// control characters).
+func validateReason(reason string) error {
+	if !utf8.ValidString(reason) || utf8.RuneCountInString(reason) > MaxReasonLength || containsControl(reason) {
+		return &InvalidError{Field: "reason", Rule: "must be at most 256 characters of text without control characters"}
 	}
 	return nil
 }
