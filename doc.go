@@ -51,6 +51,12 @@
 // highest it has seen: that is what keeps a paused holder (a long GC pause,
 // a frozen VM) from doing harm after its lease has passed to someone else.
 //
+// Tokens are not consecutive across a Postgres promotion: on the database's
+// WAL timeline T a token is at least (T-1)×2^40, so every token handed out
+// after a failover (or a point-in-time restore) is greater than any token
+// of an older timeline, even one the old primary acknowledged and then
+// lost. On timeline 1 tokens count 1, 2, 3, ….
+//
 // # Ticks
 //
 // An acquire may name the tick, the scheduled fire time it is for. Once a
