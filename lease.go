@@ -117,6 +117,18 @@ type Lease struct {
 	// or that fell while an earlier run still held the lease (skipped).
 	MissedTicks  int64
 	SkippedTicks int64
+
+	// CatchUp is the job's catch-up policy, as the last granted acquire
+	// that sent one registered it (CatchUpNone by default), and
+	// CatchUpWindow how old a missed tick may be and still be owed
+	// (DefaultCatchUpWindow unless that acquire said otherwise).
+	CatchUp       CatchUp
+	CatchUpWindow time.Duration
+	// OwedTick is the tick the job owes, claimed with an ordinary acquire
+	// of that tick, or nil when it owes nothing; OwedReason says why
+	// (TriggerCatchUp or TriggerManual; "" when nothing is owed).
+	OwedTick   *time.Time
+	OwedReason Trigger
 }
 
 // Paused reports whether the job is paused.
@@ -158,6 +170,12 @@ type Run struct {
 	// RevokedBy names who revoked the run, when it was revoked by a known
 	// credential, or "".
 	RevokedBy string
+	// Trigger is what started the run: TriggerSchedule for a tick of the
+	// schedule (or a job without one), TriggerCatchUp or TriggerManual for
+	// an owed tick; TriggeredBy names who triggered a manual tick (a
+	// credential's name), or "".
+	Trigger     Trigger
+	TriggeredBy string
 }
 
 // Duration is how long a finished run that had a holder took, and false
@@ -194,6 +212,12 @@ type AcquireParams struct {
 	// day), required with a schedule and zero without.
 	Schedule string
 	Grace    time.Duration
+	// CatchUp, sent only with Schedule, is the catch-up policy to
+	// register with it; "" keeps the stored policy. CatchUpWindow is its
+	// window (MinCatchUpWindow to MaxCatchUpWindow), zero for
+	// DefaultCatchUpWindow; it needs CatchUp.
+	CatchUp       CatchUp
+	CatchUpWindow time.Duration
 }
 
 // HeartbeatParams are the inputs of Store.Heartbeat.

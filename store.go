@@ -109,6 +109,27 @@ type Store interface {
 	Close() error
 }
 
+// Owing is the part of a Store that keeps owed ticks (owed.go): what a job
+// owes after a missed tick under CatchUpLatest, or after a trigger.
+type Owing interface {
+	// Trigger makes p.JobID owe one manual tick (see TriggerParams and
+	// ManualTick) and returns its lease with OwedTick and OwedReason set. A
+	// manual tick replaces a catch-up debt. While a manual tick is owed,
+	// a second trigger answers that tick; a trigger whose p.Key is the key
+	// of the job's last manual tick answers that tick whatever became of
+	// it. ErrNotFound for an unknown job; a *ConflictError wrapping
+	// ErrJobPaused while the job is paused.
+	Trigger(ctx context.Context, p *TriggerParams) (Lease, error)
+	// CancelOwed cancels what the job owes, a manual tick or a catch-up
+	// tick: it is then not owed again. A job that owes nothing is returned
+	// unchanged. ErrNotFound for an unknown job.
+	CancelOwed(ctx context.Context, jobID string) (Lease, error)
+	// Owed returns the ticks owed by the jobs of p, one per job at most, in
+	// job id order; jobs that owe nothing or are unknown are absent. Its
+	// cost grows with the ids, not with all jobs.
+	Owed(ctx context.Context, p *OwedParams) ([]Owed, error)
+}
+
 // MaxMissedRunsPerSweep bounds the missed runs one pass of SweepTicks
 // records per job: a job whose replicas were gone for a day must not write
 // a day of per-second runs at once. The counters count every missed tick.

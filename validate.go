@@ -158,7 +158,13 @@ func (p *AcquireParams) Validate() error {
 	if p.Schedule != "" && (p.Grace < time.Millisecond || p.Grace > MaxGrace) {
 		return &InvalidError{Field: "graceMs", Rule: "must be an integer from 1 to 86400000 (milliseconds)"}
 	}
-	return nil
+	if p.CatchUp != "" && p.Schedule == "" {
+		return &InvalidError{Field: "catchUp", Rule: "needs schedule: a catch-up policy is registered with the schedule it applies to"}
+	}
+	if p.CatchUpWindow != 0 && p.CatchUp == "" {
+		return &InvalidError{Field: "catchUpWindowMs", Rule: "needs catchUp"}
+	}
+	return ValidateCatchUp(p.CatchUp, p.CatchUpWindow)
 }
 
 // MaxScheduleLength is the longest schedule spec, in bytes; MaxGrace the
