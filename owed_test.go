@@ -145,3 +145,40 @@ func TestCatchUpAndTriggerValues(t *testing.T) {
 		t.Error("an empty or unknown value is valid")
 	}
 }
+
+func TestAcquireParamsCatchUp(t *testing.T) {
+	base := leaseapi.AcquireParams{JobID: "etl:nightly", Owner: "r1", TTL: time.Minute, Schedule: "30 2 * * *", Grace: time.Minute}
+	for _, c := range []struct {
+		name  string
+		edit  func(p *leaseapi.AcquireParams)
+		field string // "" when valid
+	}{
+		{"none sent", func(p *leaseapi.AcquireParams) {}, ""},
+		{"latest with the schedule", func(p *leaseapi.AcquireParams) { p.CatchUp = leaseapi.CatchUpLatest }, ""},
+		{"latest with a window", func(p *leaseapi.AcquireParams) {
+			p.CatchUp, p.CatchUpWindow = leaseapi.CatchUpLatest, time.Hour
+		}, ""},
+		{"policy without a schedule", func(p *leaseapi.AcquireParams) {
+			p.Schedule, p.Grace, p.CatchUp = "", 0, leaseapi.CatchUpLatest
+		}, "catchUp"},
+		{"window without a policy", func(p *leaseapi.AcquireParams) { p.CatchUpWindow = time.Hour }, "catchUpWindowMs"},
+		{"unknown policy", func(p *leaseapi.AcquireParams) { p.CatchUp = "all" }, "catchUp"},
+		{"window too short", func(p *leaseapi.AcquireParams) {
+			p.CatchUp, p.CatchUpWindow = leaseapi.CatchUpLatest, time.Second
+		}, "catchUpWindowMs"},
+	} {
+		p := base
+		c.edit(&p)
+		err := p.Validate()
+		if c.field == "" {
+			if err != nil {
+				t.Errorf("%s: Validate() = %v, want nil", c.name, err)
+			}
+			continue
+		}
+		var ie *leaseapi.InvalidError
+		if !errors.As(err, &ie) || ie.Field != c.field {
+			t.Errorf("%s: Validate() = %v, want an InvalidError of %s", c.name, err, c.field)
+		}
+	}
+}
