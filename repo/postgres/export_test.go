@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"time"
 
@@ -112,3 +113,9 @@ func (p *Store) OpenConnections() int { return p.db.Stats().OpenConnections }
 // BypassGuard lets a test's statement run while replicated durability
 // refuses statements.
 var BypassGuard = bypassGuard
+
+// NewConnector is the store's connector for dsn with local durability, for
+// tests of how a connection attempt fails.
+func NewConnector(dsn string) (driver.Connector, error) {
+	return newPostgresConnector(dsn, DurabilityLocal)
+}

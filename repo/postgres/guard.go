@@ -91,7 +91,7 @@ type guardConnector struct {
 func (c *guardConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	dc, err := c.pq.Connect(ctx)
 	if err != nil {
-		return nil, err
+		return nil, connectError(err)
 	}
 	pc, ok := dc.(pqConn)
 	if !ok {
@@ -104,6 +104,21 @@ func (c *guardConnector) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 func (c *guardConnector) Driver() driver.Driver { return c.pq.Driver() }
+
+// connectError says whether a failed connection attempt means that no
+// writable primary is reachable now, which is unavailability (503, retried by
+// clients): lib/pq reports a host that is not what target_session_attrs asks
+// for ("server is in hot standby mode", "session is read-only"), and a
+// multi-host DSN none of whose hosts is, with plain errors, not a *pq.Error.
+// A refusal by the server itself (a wrong password, a missing database) is a
+// *pq.Error and is left to interpretError's codes.
+func connectError(err error) error {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		return err
+	}
+	return fmt.Errorf("%w: no writable primary reachable: %w", leaseapi.ErrUnavailable, err)
+}
 
 // pqConn is what database/sql uses of a lib/pq connection.
 type pqConn interface {
