@@ -65,7 +65,7 @@ func outage(k FaultKind) bool {
 	case DBReset, DBBlackhole, PGRestart, PGCrash, PGFreeze, InstancePause, InstanceKill:
 		return true
 	}
-	return false
+	return k.failover()
 }
 
 // excluded reports whether a call's timing says nothing about the service:

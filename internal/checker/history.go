@@ -203,7 +203,7 @@ func (k FaultKind) DB() bool {
 	case DBLatency, DBReset, DBBlackhole, PGRestart, PGCrash, PGFreeze:
 		return true
 	}
-	return false
+	return k.failover()
 }
 
 // Fault is one injected fault.

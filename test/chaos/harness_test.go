@@ -129,6 +129,10 @@ type env struct {
 	pg  *cluster
 	db  *sql.DB
 	dsn string // the leaseapi database, direct
+	// leasesDB, when set, holds the leases and runs while db holds the
+	// witness schema (the failover suite: the cluster under test is not
+	// the witness's).
+	leasesDB *sql.DB
 
 	toxi    *toxiproxy.ApiServer
 	proxies []*toxiproxy.Proxy // leaseapi instance i to the database
@@ -437,7 +441,7 @@ func (e *env) sample() {
 	type counts struct{ n, over int }
 	c, err := bounded(time.Second, func(ctx context.Context) (counts, error) {
 		var c counts
-		err := e.db.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE expires_at > clock_timestamp() + $1 * interval '1 millisecond') FROM leases`,
+		err := e.leases().QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE expires_at > clock_timestamp() + $1 * interval '1 millisecond') FROM leases`,
 			e.cfg.MaxTTL.Milliseconds()).Scan(&c.n, &c.over)
 		return c, err
 	})
@@ -692,6 +696,14 @@ func nullTime(t sql.NullTime) time.Time {
 	return t.Time
 }
 
+// leases is the database of the leases and runs.
+func (e *env) leases() *sql.DB {
+	if e.leasesDB != nil {
+		return e.leasesDB
+	}
+	return e.db
+}
+
 // readTables reads the run history, the lease rows and the witness schema
 // over the harness's direct connection.
 func (e *env) readTables(h *checker.History) error {
@@ -699,7 +711,7 @@ func (e *env) readTables(h *checker.History) error {
 	defer cancel()
 	// The grants: the missed ticks the sweep records are runs without a
 	// holder, which no invariant of the lease is about.
-	rows, err := e.db.QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome
+	rows, err := e.leases().QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome
 FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read runs: %w", err)
@@ -716,7 +728,7 @@ FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = e.db.QueryContext(ctx, `SELECT job_id, owner, token, expires_at FROM leases ORDER BY job_id`)
+	rows, err = e.leases().QueryContext(ctx, `SELECT job_id, owner, token, expires_at FROM leases ORDER BY job_id`)
 	if err != nil {
 		return fmt.Errorf("read leases: %w", err)
 	}

@@ -1,0 +1,379 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leaseapi/leaseapi/internal/checker"
+	"github.com/leaseapi/leaseapi/test/chaos/record"
+)
+
+// failoverConfig is the failover tier: the chaos workload (3 replica
+// processes, 10 jobs every 2 s, TTL 3 s) on two leaseapi instances with
+// replicated durability, one reaching a three-node Patroni cluster through
+// a multi-host DSN, the other through HAProxy.
+func failoverConfig(seed uint64) *runConfig {
+	return &runConfig{
+		Name: "failover", Seed: seed,
+		WarmUp:    8 * time.Second,
+		Instances: 2, Replicas: 3, Jobs: 10,
+		Period: 2 * time.Second, TTL: 3 * time.Second, Heartbeat: time.Second,
+		RequestTimeout: time.Second, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
+	}
+}
+
+// failoverFaults are the faults of one run, in order; each is followed by
+// recovery (a leader, both standbys streaming, the old node back).
+var failoverFaults = []checker.FaultKind{
+	checker.LeaderKill, checker.PostmasterKill, checker.Switchover, checker.WALStall,
+	checker.WALStallKill, checker.LeaderFreeze, checker.EtcdStop,
+}
+
+// walStall is how long the leader's WAL senders stay stopped: past the
+// request deadline (1 s), so that commits wait for the standby and are
+// cancelled.
+const walStall = 2500 * time.Millisecond
+
+// TestFailover runs the chaos workload across every failover fault on a
+// synchronous Patroni cluster and holds the history to I1–I11, plus the
+// promotions (each advanced the timeline by one, tokens above the new
+// timeline's base), and no answer other than 200, 409 or 503 (429 when
+// limited). Then the negative control: the same cluster with asynchronous
+// replication and local durability, whose stalled-then-killed leader must
+// lose acknowledged writes (I1).
+func TestFailover(t *testing.T) {
+	seeds, err := parseSeeds("CHAOS_SEEDS", "20261202")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
+			cfg := failoverConfig(seed)
+			r, art := runFailover(t, cfg, true, failoverFaults)
+			for _, v := range r.Waived {
+				t.Logf("not judged (%s): %s", r.WaivedReason, v)
+			}
+			if r.Failed() {
+				var lines []string
+				for _, v := range r.Violations {
+					lines = append(lines, "  "+v.String())
+				}
+				t.Errorf("seed %d broke invariants across failovers; artifacts in %s\n%s", seed, art, strings.Join(lines, "\n"))
+				return
+			}
+			_ = os.RemoveAll(art)
+		})
+		t.Run(fmt.Sprintf("AsyncControlSeed%d", seed), func(t *testing.T) {
+			cfg := failoverConfig(seed)
+			cfg.Name, cfg.Control = "failover-async", true
+			cfg.InstanceEnv = map[int][]string{0: {"LEASEAPI_DURABILITY=local"}, 1: {"LEASEAPI_DURABILITY=local"}}
+			r, art := runFailover(t, cfg, false, []checker.FaultKind{checker.WALStallKill})
+			if !r.Caught("I1") {
+				t.Errorf("asynchronous replication with a stalled, killed leader was not caught by I1 (%s); artifacts in %s", r.SummaryLine(), art)
+				return
+			}
+			for _, v := range r.Violations {
+				if v.Invariant == "I1" {
+					t.Logf("caught, as it must be: %s", v)
+					break
+				}
+			}
+			_ = os.RemoveAll(art)
+		})
+	}
+}
+
+// runFailover starts the cluster and the workload, injects faults one
+// after the other, and checks the history.
+func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checker.FaultKind) (*checker.Report, string) {
+	art := filepath.Join(artifactsRoot(t), fmt.Sprintf("%s-%s-seed%d", time.Now().Format("20060102-150405"), cfg.Name, cfg.Seed))
+	if err := os.MkdirAll(art, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	pc := startPatroni(t, synchronous)
+	t.Cleanup(func() { pc.copyLogs(art) })
+	e := newFailoverEnv(t, cfg, art, pc)
+	t.Logf("%s cluster and instances up in %s (synchronous_mode %t); artifacts in %s", cfg.Name, time.Since(began).Round(time.Second), synchronous, art)
+
+	for i := range cfg.Replicas {
+		slot := &replicaSlot{i: i}
+		e.reps = append(e.reps, slot)
+		if err := e.startReplica(slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.start = time.Now()
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { every(stop, time.Second, e.sample) })
+	time.Sleep(cfg.WarmUp)
+
+	var proms []checker.Promotion
+	for _, k := range faults {
+		p, err := e.failoverFault(pc, k)
+		if err != nil {
+			close(stop)
+			bg.Wait()
+			t.Fatalf("%s: %v (artifacts in %s)", k, err, art)
+		}
+		proms = append(proms, p)
+		e.logf("fault %s: leader %s (timeline %d) -> %s (timeline %d), healthy after %s",
+			k, p.OldLeader, p.OldTimeline, p.NewLeader, p.NewTimeline, p.Healthy.Sub(p.Start).Round(100*time.Millisecond))
+		time.Sleep(4 * time.Second) // steady load between faults
+	}
+	e.end = time.Now()
+	close(stop)
+	bg.Wait()
+
+	var wg sync.WaitGroup
+	for _, slot := range e.reps {
+		wg.Go(func() { slot.p.stop(cfg.TTL + 3*time.Second) })
+	}
+	wg.Wait()
+	probes := e.probe(cfg.TTL + 2*cfg.Heartbeat + time.Second)
+	for _, inst := range e.insts {
+		inst.mu.Lock()
+		p := inst.p
+		inst.mu.Unlock()
+		p.stop(10 * time.Second)
+	}
+	// The runs and leases come from the final primary.
+	h, err := e.collect(probes)
+	if err != nil {
+		t.Fatalf("collect the history: %v (artifacts in %s)", err, art)
+	}
+	_ = writeJSONL(filepath.Join(art, "faults.jsonl"), sortedFaults(h.Faults))
+	_ = writeJSONL(filepath.Join(art, "promotions.jsonl"), proms)
+	if b, err := json.Marshal(h); err == nil {
+		_ = os.WriteFile(filepath.Join(art, "history.json"), b, 0o644)
+	}
+	opts := checker.DefaultOptions()
+	opts.AllowedStatuses = []int{200, 409, 429, 503}
+	if !cfg.Control && os.Getenv("CHAOS_STRICT") == "" {
+		opts.WaiveAvailability = fmt.Sprintf("timing goals reported, not judged (load average up to %.1f); CHAOS_STRICT=1 judges them", e.maxLoad)
+	}
+	r := checker.Check(h, opts)
+	checker.CheckPromotions(h, r, proms)
+	for _, c := range checker.FaultCosts(h) {
+		t.Logf("cost of %-15s first grant after %5.1f s, 503s for %5.1f s (%d answers)",
+			c.Kind, c.FirstGrant.Seconds(), c.Unavailable.Seconds(), c.Answers503)
+	}
+	line := fmt.Sprintf("%s seed=%d, %d faults, %d replicas, %d jobs, load average <= %.1f, %s in all: %s",
+		cfg.Name, cfg.Seed, len(faults), cfg.Replicas, cfg.Jobs, e.maxLoad, time.Since(began).Round(time.Second), r.SummaryLine())
+	t.Log(line)
+	summary := struct {
+		Line       string              `json:"summary"`
+		Costs      []checker.FaultCost `json:"faultCosts"`
+		Promotions []checker.Promotion `json:"promotions"`
+		Violations []checker.Violation `json:"violations"`
+		Waived     []checker.Violation `json:"waived,omitempty"`
+	}{line, checker.FaultCosts(h), proms, r.Violations, r.Waived}
+	if b, err := json.MarshalIndent(summary, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(art, "summary.json"), b, 0o644)
+	}
+	return r, art
+}
+
+// newFailoverEnv is newEnv for the Patroni cluster: the witness schema on a
+// private Postgres of its own, the leases on the cluster, instance 0
+// through the multi-host DSN and instance 1 through HAProxy, without
+// toxiproxy.
+func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster) *env {
+	e := &env{t: t, cfg: cfg, art: art}
+	e.leaseapiBin = build(t, "./cmd/leaseapi", "")
+	e.replicaBin = build(t, "./test/chaos/replica", "chaos")
+	e.pg = startCluster(t, nil)
+	if err := e.setupWitness(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.setupLeases(pc); err != nil {
+		t.Fatal(err)
+	}
+	w, err := record.Create(filepath.Join(art, "ops-harness.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.hrec = w
+	t.Cleanup(func() { _ = w.Close() })
+	e.httpc = &http.Client{Timeout: cfg.ClientTimeout}
+	dsns := []string{pc.multiHostDSN("leaseapi"), pc.haproxyDSN("leaseapi")}
+	for i := range cfg.Instances {
+		inst := &instance{i: i, port: freePort(t)}
+		inst.env = append(baseEnv(),
+			fmt.Sprintf("LEASEAPI_ADDR=127.0.0.1:%d", inst.port),
+			"LEASEAPI_DATABASE_URL="+dsns[i%len(dsns)],
+			"LEASEAPI_DURABILITY=replicated",
+			"LEASEAPI_DEFAULT_TTL="+cfg.TTL.String(),
+			"LEASEAPI_MIN_TTL=1s",
+			"LEASEAPI_MAX_TTL="+cfg.MaxTTL.String(),
+			"LEASEAPI_REQUEST_TIMEOUT="+cfg.RequestTimeout.String(),
+			"LEASEAPI_SHUTDOWN_TIMEOUT=5s",
+			"LEASEAPI_LOG_LEVEL=info",
+			"LEASEAPI_LOG_FORMAT=json",
+		)
+		inst.env = append(inst.env, cfg.InstanceEnv[i]...) // later settings win
+		e.insts = append(e.insts, inst)
+	}
+	t.Cleanup(e.killAll)
+	for _, inst := range e.insts {
+		if err := e.startInstance(inst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+// setupWitness creates the witness schema on the private Postgres.
+func (e *env) setupWitness() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := sql.Open("postgres", e.pg.DSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE leaseapi`); err != nil {
+		return fmt.Errorf("create the witness database: %w", err)
+	}
+	e.dsn = e.pg.DSN("leaseapi")
+	db, err := sql.Open("postgres", e.dsn)
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(4)
+	e.db = db
+	e.t.Cleanup(func() { _ = db.Close() })
+	if _, err := db.ExecContext(ctx, witnessSchema); err != nil {
+		return fmt.Errorf("witness schema: %w", err)
+	}
+	for i := range e.cfg.Jobs {
+		if _, err := db.ExecContext(ctx, `INSERT INTO witness.fence (job) VALUES ($1)`, e.jobID(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupLeases creates and migrates the leaseapi database on the cluster,
+// through HAProxy; the harness reads it there (through HAProxy: always
+// the current primary).
+func (e *env) setupLeases(pc *patroniCluster) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := sql.Open("postgres", pc.haproxyDSN("postgres"))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE leaseapi`); err != nil {
+		return fmt.Errorf("create database on the cluster: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, e.leaseapiBin, "migrate")
+	cmd.Env = append(baseEnv(), "LEASEAPI_DATABASE_URL="+pc.haproxyDSN("leaseapi"), "LEASEAPI_LOG_FORMAT=text")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("leaseapi migrate: %w\n%s", err, out)
+	}
+	db, err := sql.Open("postgres", pc.haproxyDSN("leaseapi"))
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(4)
+	db.SetConnMaxLifetime(5 * time.Second)
+	e.leasesDB = db
+	e.t.Cleanup(func() { _ = db.Close() })
+	return nil
+}
+
+// failoverFault injects one fault, waits until the cluster is whole again
+// and records it (the fault's window ends when the cluster is healthy).
+func (e *env) failoverFault(pc *patroniCluster, k checker.FaultKind) (checker.Promotion, error) {
+	p := checker.Promotion{Kind: k, MustPromote: k != checker.WALStall && k != checker.EtcdStop}
+	old, err := pc.waitHealthy(60 * time.Second)
+	if err != nil {
+		return p, err
+	}
+	p.OldLeader, p.OldTimeline = old.Name, old.Timeline
+	n := pc.node(old.Name)
+	f := checker.Fault{Kind: k, Instance: -1}
+	f.Start = time.Now()
+	p.Start = f.Start
+	switch k {
+	case checker.LeaderKill:
+		pc.killNode(n)
+		if _, err := pc.waitLeader(60*time.Second, old.Name); err != nil {
+			return p, err
+		}
+		if err := pc.startNode(n); err != nil {
+			return p, err
+		}
+	case checker.PostmasterKill:
+		if pm := n.postmaster(); pm != 0 {
+			_ = syscall.Kill(pm, syscall.SIGKILL)
+		}
+		if _, err := pc.waitLeader(60*time.Second, old.Name); err != nil {
+			return p, err
+		}
+	case checker.Switchover:
+		if err := pc.switchover(old.Name); err != nil {
+			return p, err
+		}
+		if _, err := pc.waitLeader(60*time.Second, old.Name); err != nil {
+			return p, err
+		}
+	case checker.WALStall, checker.WALStallKill:
+		senders := n.walSenders()
+		if len(senders) == 0 {
+			return p, fmt.Errorf("leader %s has no WAL sender", old.Name)
+		}
+		signalPIDs(senders, syscall.SIGSTOP)
+		time.Sleep(walStall)
+		if k == checker.WALStall {
+			signalPIDs(senders, syscall.SIGCONT)
+			break
+		}
+		pc.killNode(n)
+		if _, err := pc.waitLeader(60*time.Second, old.Name); err != nil {
+			return p, err
+		}
+		if err := pc.startNode(n); err != nil {
+			return p, err
+		}
+	case checker.LeaderFreeze:
+		pids := append(keys(n.postgresPIDs()), n.patroni.pid())
+		signalPIDs(pids, syscall.SIGSTOP)
+		_, err := pc.waitLeader(60*time.Second, old.Name)
+		signalPIDs(pids, syscall.SIGCONT)
+		if err != nil {
+			return p, err
+		}
+	case checker.EtcdStop:
+		pc.etcd.stop(5 * time.Second)
+		time.Sleep(patroniTTL * time.Second)
+		if err := pc.startEtcd(); err != nil {
+			return p, err
+		}
+	}
+	now, err := pc.waitHealthy(90 * time.Second)
+	if err != nil {
+		return p, err
+	}
+	f.End = time.Now()
+	p.Healthy = f.End
+	p.NewLeader, p.NewTimeline = now.Name, now.Timeline
+	e.addFault(f)
+	return p, nil
+}
