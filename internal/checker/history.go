@@ -85,6 +85,9 @@ type Lease struct {
 	TTL               time.Duration
 	Tick              time.Time
 	LastCompletedTick time.Time
+	// Timeline is the WAL timeline the answer said Token was written on
+	// (0: the answer did not say).
+	Timeline int64
 }
 
 // Op is one HTTP call of a lease client.

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -64,6 +65,9 @@ type mInput struct {
 	Succeeded bool  // release outcome
 	Call      int64 // unix ns
 	Return    int64 // unix ns; never for an unknown outcome
+	// Timelines are the WAL timelines the history's answers named,
+	// ascending: a grant of unknown outcome may have been written on any.
+	Timelines []int64
 }
 
 // mOutput is its answer: the lease of a 200, or the lease a 409 carried
@@ -86,6 +90,7 @@ type mLease struct {
 	ExpiresAt  int64
 	ReleasedAt int64
 	LastDone   int64
+	Timeline   int64 // 0: not named
 }
 
 func unixMS(t time.Time) int64 {
@@ -173,11 +178,7 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 			}
 			return []mState{ns}
 		}
-		want := int64(1)
-		if s.Exists {
-			want = s.Token + 1
-		}
-		if l.Token != want || l.AcquiredAt != l.RenewedAt || l.Tick != in.Tick {
+		if l.Token != nextToken(s, l.Timeline) || l.AcquiredAt != l.RenewedAt || l.Tick != in.Tick {
 			return nil
 		}
 		// A grant: the previous one was over at the decision.
@@ -359,6 +360,21 @@ func released(s mState, in mInput) mState {
 	return ns
 }
 
+// nextToken is the token of the grant after s written on timeline tl
+// (0: not named): the previous token + 1, or the timeline's first token
+// (timeline − 1) × 2^40 when that is greater — the one jump a promotion
+// allows, and only when the answer names the new timeline.
+func nextToken(s mState, tl int64) int64 {
+	want := int64(1)
+	if s.Exists {
+		want = s.Token + 1
+	}
+	if tl > 0 {
+		want = max(want, timelineBase(tl))
+	}
+	return want
+}
+
 // effects are the states a call of unknown outcome may have produced, had
 // it taken effect (the caller adds "no effect").
 func effects(s mState, in mInput) []mState {
@@ -379,14 +395,18 @@ func effects(s mState, in mInput) []mState {
 		if s.Exists && !s.Ended {
 			d = maxI(t0, s.ExpLo)
 		}
-		tok := int64(1)
-		if s.Exists {
-			tok = s.Token + 1
+		toks := []int64{nextToken(s, 0)}
+		for _, tl := range in.Timelines {
+			if t := nextToken(s, tl); t != toks[len(toks)-1] {
+				toks = append(toks, t)
+			}
 		}
-		out = append(out, mState{
-			Exists: true, Owner: in.Owner, Token: tok, Tick: in.Tick,
-			ExpLo: d + in.TTL, ExpHi: never, LastDone: s.LastDone, Now: d,
-		})
+		for _, tok := range toks {
+			out = append(out, mState{
+				Exists: true, Owner: in.Owner, Token: tok, Tick: in.Tick,
+				ExpLo: d + in.TTL, ExpHi: never, LastDone: s.LastDone, Now: d,
+			})
+		}
 	case Heartbeat:
 		if s.Exists && !s.Ended && s.Owner == in.Owner && s.Token == in.Token && s.ExpHi > t0 {
 			ns := s
@@ -474,10 +494,22 @@ func nsTime(ns int64) string {
 	return time.Unix(0, ns).UTC().Format("15:04:05.000")
 }
 
+// timelines are the WAL timelines the answers of h named, ascending.
+func timelines(h *History) []int64 {
+	var out []int64
+	for i := range h.Ops {
+		if l := h.Ops[i].Lease; l != nil && l.Timeline > 0 && !slices.Contains(out, l.Timeline) {
+			out = append(out, l.Timeline)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // toOperations turns the calls of one job into porcupine operations. Calls
 // that never reached the service or were refused as bad input had no effect
 // and are left out.
-func toOperations(ops []*Op, horizon int64) []porcupine.Operation {
+func toOperations(ops []*Op, horizon int64, timelines []int64) []porcupine.Operation {
 	clients := make(map[string]int)
 	var out []porcupine.Operation
 	for _, o := range ops {
@@ -492,6 +524,7 @@ func toOperations(ops []*Op, horizon int64) []porcupine.Operation {
 		in := mInput{
 			Kind: o.Kind, Client: o.Client, Owner: o.Owner, Token: o.Token, Tick: unixMS(o.Tick),
 			TTL: int64(o.TTL), Succeeded: o.Outcome != "failed", Call: o.Call.UnixNano(), Return: horizon,
+			Timelines: timelines,
 		}
 		res := mOutput{Result: o.Result}
 		if o.Result.Uncertain() || o.Return.IsZero() {
@@ -506,7 +539,7 @@ func toOperations(ops []*Op, horizon int64) []porcupine.Operation {
 				Owner: l.Owner, Token: l.Token, State: l.State, Tick: unixMS(l.Tick),
 				AcquiredAt: unixNS(l.AcquiredAt), RenewedAt: unixNS(l.RenewedAt),
 				ExpiresAt: unixNS(l.ExpiresAt), ReleasedAt: unixNS(l.ReleasedAt),
-				LastDone: unixMS(l.LastCompletedTick),
+				LastDone: unixMS(l.LastCompletedTick), Timeline: l.Timeline,
 			}
 		}
 		out = append(out, porcupine.Operation{
@@ -568,6 +601,7 @@ func checkLinearizable(h *History, r *Report, timeout time.Duration) {
 		jobs = append(jobs, j)
 	}
 	sort.Strings(jobs)
+	tls := timelines(h)
 
 	type verdict struct {
 		job string
@@ -583,7 +617,7 @@ func checkLinearizable(h *History, r *Report, timeout time.Duration) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			ops := toOperations(byJob[job], horizon)
+			ops := toOperations(byJob[job], horizon, tls)
 			res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 			results <- verdict{job, res, ops}
 		}()

@@ -40,7 +40,7 @@ type Promotion struct {
 
 // timelineBase is the least token of a grant on timeline tl:
 // (tl − 1) × 2^40.
-func timelineBase(tl int) int64 { return int64(tl-1) << 40 }
+func timelineBase[T int | int64](tl T) int64 { return int64(tl-1) << 40 }
 
 // CheckPromotions adds to r (I1) what the promotions broke: a fault that
 // must promote another node did, and the timeline advanced by exactly
@@ -59,14 +59,14 @@ func CheckPromotions(h *History, r *Report, ps []Promotion) {
 		case p.NewTimeline < p.OldTimeline:
 			r.add("I1", "", "%s at %s: the timeline went back from %d to %d", p.Kind, fmtTime(p.Start), p.OldTimeline, p.NewTimeline)
 		}
-		end := h.End
+		end := h.End // zero: open
 		if i+1 < len(ps) {
 			end = ps[i+1].Start
 		}
 		base := timelineBase(p.NewTimeline)
 		for j := range h.Ops {
 			o := &h.Ops[j]
-			if !isGrant(o) || o.Call.Before(p.Healthy) || !o.Call.Before(end) || o.Lease.AcquiredAt.Before(p.Healthy) {
+			if !isGrant(o) || o.Call.Before(p.Healthy) || (!end.IsZero() && !o.Call.Before(end)) || o.Lease.AcquiredAt.Before(p.Healthy) {
 				continue
 			}
 			if o.Lease.Token < base {

@@ -686,6 +686,9 @@ func toLease(l *api.Lease) *checker.Lease {
 	if l.LastCompletedTick != nil {
 		out.LastCompletedTick = l.LastCompletedTick.Time
 	}
+	if l.Timeline != nil {
+		out.Timeline = *l.Timeline
+	}
 	return out
 }
 
