@@ -37,6 +37,9 @@ CHART_VALUES := $(wildcard $(CHART)/ci/*-values.yaml)
 CHART_TEST_FLAGS := -count=1 -shuffle=on
 # The programs the lock scenario's peers and bench/peers' tests run.
 PEER_PACKAGES := etcd:etcd-server redis-server:redis-server
+# The failover tier's cluster: Patroni (run with the distribution's Python,
+# which must import etcd), etcd as its DCS, HAProxy in front of it.
+FAILOVER_PACKAGES := patroni:patroni py/etcd:python3-etcd etcd:etcd-server haproxy:haproxy
 # The Python client's tests (clients/python) run with the distribution's
 # Python and its packages (py/MODULE: a module that must import), never PyPI.
 PYTHON ?= /usr/bin/python3
@@ -48,7 +51,7 @@ PYTHON_PACKAGES := py/pytest:python3-pytest py/apscheduler:python3-apscheduler p
 
 help: ## list the targets
 	@echo "usage: make <target>"
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 build: ## build the static binary bin/leaseapi
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/leaseapi
@@ -124,11 +127,15 @@ bench: ## measure leaseapi against its Postgres floor and against etcd and Redis
 	bash scripts/ensure-packages.sh chromium:chromium $(PEER_PACKAGES)
 	$(GO) run -tags leasebench ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
 
-.PHONY: chaos chaos-mutants
+.PHONY: chaos chaos-mutants chaos-failover
 
 chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I1-I11 (~4 min, root)
 	$(GO) vet -tags chaos,chaos_mutants ./test/chaos/...
 	$(GO) test -tags chaos -count=1 -v -timeout 12m -run TestChaos ./test/chaos
+
+chaos-failover: ## failover tier: the chaos workload on a 3-node Patroni cluster across 7 failover faults, then the asynchronous control that must be caught (~6 min, root; docs/high-availability.md)
+	bash scripts/ensure-packages.sh $(FAILOVER_PACKAGES)
+	$(GO) test -tags chaos -count=1 -v -timeout 15m -run TestFailover ./test/chaos
 
 chaos-mutants: ## negative controls: 7 mutants x 3 seeds, each run caught by its invariants (~11 min, root; docs/reliability.md)
 	$(GO) test -tags chaos,chaos_mutants -count=1 -v -timeout 30m -run TestMutants ./test/chaos
