@@ -47,6 +47,12 @@ var failoverFaults = []checker.FaultKind{
 // cancelled.
 const walStall = 2500 * time.Millisecond
 
+// defaultControlSeeds are the seeds of the asynchronous control: a fixed
+// one and a random one on every run, since the control must bite on every
+// seed (CHAOS_CONTROL_SEEDS overrides; CHAOS_SEEDS names the seeds of the
+// synchronous run).
+const defaultControlSeeds = "20261202,random"
+
 // TestFailover runs the chaos workload across every failover fault on a
 // synchronous Patroni cluster and holds the history to I1–I11, plus the
 // promotions (each advanced the timeline by one, tokens above the new
@@ -76,6 +82,12 @@ func TestFailover(t *testing.T) {
 			}
 			_ = os.RemoveAll(art)
 		})
+	}
+	controls, err := parseSeeds("CHAOS_CONTROL_SEEDS", defaultControlSeeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range controls {
 		t.Run(fmt.Sprintf("AsyncControlSeed%d", seed), func(t *testing.T) {
 			cfg := failoverConfig(seed)
 			cfg.Name, cfg.Control = "failover-async", true
