@@ -88,7 +88,7 @@ func (b *batcher[P, R]) do(ctx context.Context, p *P) (R, error) {
 	b.mu.Unlock()
 	select {
 	case o := <-c.out:
-		return o.row, o.err
+		return lateResult(ctx, o.row, o.err)
 	case <-ctx.Done():
 		b.mu.Lock()
 		withdrawn := b.remove(c)
@@ -97,12 +97,9 @@ func (b *batcher[P, R]) do(ctx context.Context, p *P) (R, error) {
 		if withdrawn {
 			return zero, fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, ctx.Err())
 		}
-		select {
-		case o := <-c.out: // answered meanwhile
-			return o.row, o.err
-		default:
-			return zero, fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, ctx.Err())
-		}
+		// Sent: whether or not its answer came meanwhile, none is used
+		// after the deadline (lateResult).
+		return zero, fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, ctx.Err())
 	}
 }
 

@@ -119,3 +119,10 @@ var BypassGuard = bypassGuard
 func NewConnector(dsn string) (driver.Connector, error) {
 	return newPostgresConnector(dsn, DurabilityLocal)
 }
+
+// EchoQuery is the statement the store reads an echo with (Store.echo),
+// and GetQuery the plain read, so that a test can tell which was chosen.
+func (p *Store) EchoQuery() string { return p.echo }
+
+// GetQuery is the plain read of one lease.
+const GetQuery = getQuery

@@ -41,7 +41,7 @@ func (p *Store) Pause(ctx context.Context, pp *leaseapi.PauseParams) (leaseapi.L
 		if !errors.Is(err, sql.ErrNoRows) {
 			return leaseapi.Lease{}, interpretError(fmt.Sprintf("pause %q", pp.JobID), err)
 		}
-		l, err := p.get(ctx, pp.JobID) // paused already, or unknown
+		l, err := p.echoGet(ctx, pp.JobID) // paused already, or unknown
 		if err != nil {
 			return leaseapi.Lease{}, fmt.Errorf("pause %q: %w", pp.JobID, err)
 		}

@@ -61,12 +61,17 @@ type statementParts struct {
 	nextToken string
 	// fence is the heartbeat's test that the caller holds the grant.
 	fence func(owner, token string) string
+	// echoLock is the durable echo's locking clause (durableEcho), which
+	// makes its transaction write WAL and so wait for the synchronous
+	// standby.
+	echoLock string
 }
 
 var productionParts = statementParts{
 	heldAgainst: stores.HeldAt,
 	nextToken:   `CASE WHEN s.renew THEN l.token ELSE ` + tokenAfter(`l.token`, `EXCLUDED.timeline`) + ` END`,
 	fence:       func(owner, token string) string { return `l.owner = ` + owner + ` AND l.token = ` + token },
+	echoLock:    ` FOR KEY SHARE`,
 }
 
 // refused is the acquire's refusal in SQL, the rules of decide.Acquire: the
@@ -320,11 +325,31 @@ WHERE ` + where + ` AND ` + p.fence(owner, token) + `
 RETURNING ` + leaseColumns
 }
 
+// durableEcho reads a lease, like getQuery, in a transaction whose commit
+// waits for the synchronous standby: the answer a store with replicated
+// durability gives when a call finds the state it asked for already there
+// (a retried release, a revocation of a lease no longer held, a pause of a
+// paused job). That state may be a commit whose own wait was cancelled,
+// visible on this primary and on no standby; acknowledging it from a plain
+// read would acknowledge what a failover can lose. Postgres makes a commit
+// wait for the standby only when its transaction wrote WAL (an id alone,
+// pg_current_xact_id, is not enough: such a commit does not wait), so the
+// read locks the row (echoLock, FOR KEY SHARE: a WAL-logged row lock that
+// blocks no update of the lease's columns). The commit then waits until the
+// standby has the WAL up to it, which includes the state read; a cancelled
+// wait is refused by the guard (guard.go). No row: nothing is acknowledged.
+func (p statementParts) durableEcho() string {
+	return `SELECT ` + leaseColumns + ` FROM leases WHERE job_id = $1` + p.echoLock
+}
+
 // statementSet are the hot statements a store chooses once, when it opens
 // (statements: production, or a chaos mutant's under -tags chaos_mutants).
 type statementSet struct {
 	acquire, batchAcquire, naiveAcquire string
 	heartbeat, batchHeartbeat           string
+	// durableEcho is the read of an echo with replicated durability; with
+	// local durability the store reads echoes with getQuery (Store.echo).
+	durableEcho string
 }
 
 // build is the statement set of parts p.
@@ -335,6 +360,7 @@ func (p statementParts) build() statementSet {
 		naiveAcquire:   p.naiveAcquire(),
 		heartbeat:      p.heartbeat(false),
 		batchHeartbeat: p.heartbeat(true),
+		durableEcho:    p.durableEcho(),
 	}
 }
 

@@ -38,6 +38,10 @@ type Store struct {
 	observer   leaseapi.Observer
 	// q are the hot statements, chosen once when the store opens.
 	q statementSet
+	// echo reads the state a call found already there, the answer it
+	// acknowledges: getQuery with local durability, q.durableEcho with
+	// replicated durability.
+	echo string
 
 	stmtsMu sync.Mutex
 	stmts   map[string]*sqlx.Stmt // the hot statements by text; see prepared
@@ -145,8 +149,12 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 	if v.naive {
 		q.acquire = q.naiveAcquire
 	}
-	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, observer: stores.OrNoObserver(cfg.Observer),
-		stmts: make(map[string]*sqlx.Stmt)}
+	echo := getQuery
+	if durability == DurabilityReplicated {
+		echo = q.durableEcho
+	}
+	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, echo: echo,
+		observer: stores.OrNoObserver(cfg.Observer), stmts: make(map[string]*sqlx.Stmt)}
 	if durability == DurabilityReplicated {
 		p.refuse(fmt.Errorf("%w: replicated durability: the primary's replication has not been checked yet", leaseapi.ErrUnavailable))
 	}
@@ -594,6 +602,13 @@ func (p *Store) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseap
 	if err != nil {
 		return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
 	}
+	if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token && p.echo != getQuery {
+		// A retried release, answered 200: read it again so that the
+		// answer waits until the release is durable (durableEcho).
+		if cur, err = bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) { return p.echoGet(ctx, r.JobID) }); err != nil {
+			return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
+		}
+	}
 	if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token {
 		return cur, nil // a retried release: nothing changes
 	}
@@ -635,7 +650,7 @@ func (p *Store) Revoke(ctx context.Context, rp *leaseapi.RevokeParams) (leaseapi
 		if !errors.Is(err, sql.ErrNoRows) {
 			return leaseapi.Lease{}, interpretError(fmt.Sprintf("revoke %q", jobID), err)
 		}
-		cur, err := p.get(ctx, jobID) // not held: unchanged
+		cur, err := p.echoGet(ctx, jobID) // not held: unchanged
 		if err != nil {
 			return leaseapi.Lease{}, fmt.Errorf("revoke %q: %w", jobID, err)
 		}
@@ -666,6 +681,20 @@ func (p *Store) get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
 	row, err := p.getRow(ctx, jobID)
 	if err != nil {
 		return leaseapi.Lease{}, err
+	}
+	return row.toLease(), nil
+}
+
+// echoGet reads jobID's lease as the answer to a call that found it as it
+// asked (Store.echo): with replicated durability, once it is durable.
+func (p *Store) echoGet(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	var row leaseRow
+	err := p.scanPrepared(ctx, p.echo, []any{jobID}, row.fields()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaseapi.Lease{}, leaseapi.ErrNotFound
+	}
+	if err != nil {
+		return leaseapi.Lease{}, interpretError("read lease", err)
 	}
 	return row.toLease(), nil
 }
