@@ -268,7 +268,7 @@ func newIndex(h *History) *index {
 	for i := range h.Ops {
 		o := &h.Ops[i]
 		idx.byJob[o.Job] = append(idx.byJob[o.Job], o)
-		if o.Lease != nil && !o.Return.IsZero() && o.Lease.Token > 0 {
+		if o.Lease != nil && !o.Return.IsZero() && o.Lease.Token > 0 && !readDuringFailover(h, o) {
 			seen(o.Job, o.Lease.Token, o.Return)
 		}
 	}

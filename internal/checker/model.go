@@ -585,6 +585,9 @@ func checkLinearizable(h *History, r *Report, timeout time.Duration) {
 	byJob := make(map[string][]*Op)
 	for i := range h.Ops {
 		o := &h.Ops[i]
+		if readDuringFailover(h, o) {
+			continue // a read that proves nothing, and changed nothing
+		}
 		if len(h.Runs) > 0 && (o.Result.Uncertain() || o.Return.IsZero()) {
 			k := runKey{o.Job, o.Owner, unixMS(o.Tick), 0}
 			if o.Kind != Acquire {

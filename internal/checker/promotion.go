@@ -76,3 +76,23 @@ func CheckPromotions(h *History, r *Report, ps []Promotion) {
 		}
 	}
 }
+
+// readDuringFailover reports whether o is a refusal (409) answered before
+// the end of a fault of the failover suite. Such a refusal may have read a
+// commit that a promotion then lost: a commit whose wait for the standby was
+// cancelled is visible on the old primary alone until the failover, and was
+// answered 503 to its caller. A refusal makes nobody run, so the service may
+// answer it from such a read; it proves no grant, and the checks leave its
+// lease out (I1's grants seen, I2's supersession, I4's history). Grants answered 200 to their
+// holder, and every refusal after the last failover, still count.
+func readDuringFailover(h *History, o *Op) bool {
+	if o.Status != 409 || o.Return.IsZero() {
+		return false
+	}
+	for _, f := range h.Faults {
+		if f.Kind.failover() && (f.End.IsZero() || o.Call.Before(f.End)) {
+			return true
+		}
+	}
+	return false
+}

@@ -167,3 +167,25 @@ func TestCheckPromotions(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalDuringFailoverProvesNoGrant: a refusal answered while the
+// leader was being replaced may show a grant whose commit the promotion
+// lost (its caller was answered 503); it is left out of I1 and I4. The
+// same refusal outside a failover fault must be a grant that happened.
+func TestRefusalDuringFailoverProvesNoGrant(t *testing.T) {
+	t.Parallel()
+	refusal := func(h *History) *History {
+		ghost := lease("c", 5, 6400, 6400, 3, 1)
+		ghost.Timeline = 1
+		h.Ops = append(h.Ops, acquireOp("b", 3, 6500, 6505, ResultHeld, ghost))
+		return h
+	}
+	if r := check(t, refusal(promoted(timelineBase(2), 2))); r.Failed() {
+		t.Errorf("during the failover: violations %v", r.Violations)
+	}
+	h := refusal(promoted(timelineBase(2), 2))
+	h.Faults = nil
+	if r := check(t, h); !r.Caught("I1") {
+		t.Errorf("without a failover: I1 not caught; violations %v", r.Violations)
+	}
+}

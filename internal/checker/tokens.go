@@ -46,7 +46,7 @@ func checkTokens(h *History, idx *index, r *Report) {
 	var order []grantKey
 	for i := range h.Ops {
 		o := &h.Ops[i]
-		if o.Lease == nil || o.Lease.Token <= 0 || o.Return.IsZero() {
+		if o.Lease == nil || o.Lease.Token <= 0 || o.Return.IsZero() || readDuringFailover(h, o) {
 			continue
 		}
 		r.Stats.Grants += boolInt(isGrant(o) && o.Lease.AcquiredAt.Equal(o.Lease.RenewedAt))
