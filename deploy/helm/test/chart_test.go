@@ -319,6 +319,15 @@ func checkDeployment(t *testing.T, r rendered, vals map[string]any) {
 	if lookup(vals, "tls", "enabled") == true {
 		checkTLS(t, r, d)
 	}
+	// A highly available database is one leaseapi acknowledges writes on
+	// only once its standby has them.
+	wantDurability := ""
+	if lookup(vals, "database", "highAvailability") == true {
+		wantDurability = "replicated"
+	}
+	if got := env["LEASEAPI_DURABILITY"].Value; got != wantDurability {
+		t.Errorf("LEASEAPI_DURABILITY = %q, want %q (database.highAvailability %v)", got, wantDurability, lookup(vals, "database", "highAvailability"))
+	}
 }
 
 // checkTLS: the whole Secret is mounted (a subPath mount never sees a
