@@ -107,6 +107,8 @@ type Store interface {
 	Ready(ctx context.Context) error
 	// Close releases the store's resources.
 	Close() error
+
+	Owing
 }
 
 // Owing is the part of a Store that keeps owed ticks (owed.go): what a job

@@ -19,9 +19,11 @@ import (
 // single statements; resume and the sweep decide ticks in Go (ticks.go),
 // so they read and write under row locks in one short transaction.
 
-// pauseQuery pauses a job that is not paused; a paused one is left as it is.
+// pauseQuery pauses a job that is not paused, and cancels what it owes; a
+// paused one is left as it is.
 const pauseQuery = `
-UPDATE leases SET (paused_at, paused_by, paused_reason) = (SELECT clock_timestamp(), $2::text, $3::text)
+UPDATE leases SET (paused_at, paused_by, paused_reason, owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) =
+	(SELECT clock_timestamp(), $2::text, $3::text, NULL::timestamptz, NULL, NULL, NULL, NULL::timestamptz)
 WHERE job_id = $1 AND paused_at IS NULL
 RETURNING ` + leaseColumns
 

@@ -290,7 +290,8 @@ func (p statementParts) naiveAcquire() string {
 // snapshotColumns are leaseColumns read from l, with the snapshot's clock.
 const snapshotColumns = `l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
-		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline, c.now AS db_now`
+		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline,
+		l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, c.now AS db_now`
 
 // heartbeat extends a held grant whose owner and token match (fence); a
 // NULL ttl keeps the grant's. The clock in the WHERE is re-read if the row

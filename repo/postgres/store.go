@@ -289,6 +289,10 @@ type leaseRow struct {
 	SkippedTicks      int64          `db:"skipped_ticks"`
 	RevokedBy         sql.NullString `db:"revoked_by"`
 	Timeline          sql.NullInt64  `db:"timeline"`
+	CatchUp           string         `db:"catch_up"`
+	CatchUpWindowMs   int64          `db:"catch_up_window_ms"`
+	OwedTick          sql.NullTime   `db:"owed_tick"`
+	OwedReason        sql.NullString `db:"owed_reason"`
 	Now               time.Time      `db:"db_now"`
 }
 
@@ -296,7 +300,8 @@ type leaseRow struct {
 // db_now is read once per row so state is computed against one instant.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
-	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline, clock_timestamp() AS db_now`
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
+	catch_up, catch_up_window_ms, owed_tick, owed_reason, clock_timestamp() AS db_now`
 
 // fields are the scan targets of leaseColumns, in their order.
 func (r *leaseRow) jobID() string { return r.JobID }
@@ -304,7 +309,8 @@ func (r *leaseRow) jobID() string { return r.JobID }
 func (r *leaseRow) fields() []any {
 	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
-		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Timeline, &r.Now}
+		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Timeline,
+		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -328,6 +334,10 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		PausedReason:      r.PausedReason.String,
 		MissedTicks:       r.MissedTicks,
 		SkippedTicks:      r.SkippedTicks,
+		CatchUp:           leaseapi.CatchUp(r.CatchUp),
+		CatchUpWindow:     time.Duration(r.CatchUpWindowMs) * time.Millisecond,
+		OwedTick:          nullTime(r.OwedTick),
+		OwedReason:        leaseapi.Trigger(r.OwedReason.String),
 	}
 	if r.RevokedAt.Valid {
 		l.RevokedBy = r.RevokedBy.String
@@ -722,7 +732,8 @@ func (p *Store) getRow(ctx context.Context, jobID string) (leaseRow, error) {
 const listQuery = `
 SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
-	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline, c.now AS db_now
+	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline,
+	l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, c.now AS db_now
 FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 WHERE l.job_id > $1::text
 	AND ($2::text = '' OR (l.job_id >= $2::text AND l.job_id < $2::text || '~'))

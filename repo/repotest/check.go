@@ -274,6 +274,13 @@ func diffLease(got, want leaseapi.Lease) string {
 		add("MissedTicks, SkippedTicks", fmt.Sprintf("%d %d", got.MissedTicks, got.SkippedTicks),
 			fmt.Sprintf("%d %d", want.MissedTicks, want.SkippedTicks))
 	}
+	if got.CatchUp != want.CatchUp || got.CatchUpWindow != want.CatchUpWindow {
+		add("CatchUp, CatchUpWindow", fmt.Sprintf("%q %s", got.CatchUp, got.CatchUpWindow), fmt.Sprintf("%q %s", want.CatchUp, want.CatchUpWindow))
+	}
+	if !equalTimePtr(got.OwedTick, want.OwedTick) || got.OwedReason != want.OwedReason {
+		add("OwedTick, OwedReason", fmt.Sprintf("%s %q", fmtTime(got.OwedTick), got.OwedReason),
+			fmt.Sprintf("%s %q", fmtTime(want.OwedTick), want.OwedReason))
+	}
 	return strings.Join(d, "\n")
 }
 

@@ -79,6 +79,10 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"ListPausedOverdue", testListPausedOverdue},
 		{"RecentRuns", testRecentRuns},
 		{"Credentials", testCredentials},
+		{"Trigger", testTrigger},
+		{"TriggerAfterTicks", testTriggerAfterTicks},
+		{"TriggerPaused", testTriggerPaused},
+		{"OwedMany", testOwedMany},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -105,6 +109,9 @@ func testFirstAcquire(t *testing.T, b *bundle) {
 		ExpiresAt:  got.AcquiredAt.Add(time.Minute),
 		TTL:        time.Minute,
 		Tick:       tick,
+		// A new job catches up nothing, with the default window.
+		CatchUp:       leaseapi.CatchUpNone,
+		CatchUpWindow: leaseapi.DefaultCatchUpWindow,
 	}
 	checkLease(t, "Acquire", got, want)
 	checkLease(t, "Get after Acquire", b.get(t, job), want)
@@ -129,7 +136,7 @@ func testFirstAcquire(t *testing.T, b *bundle) {
 	want2 := leaseapi.Lease{
 		JobID: job2, Owner: owner, Token: 1, State: leaseapi.StateHeld,
 		AcquiredAt: got2.AcquiredAt, RenewedAt: got2.AcquiredAt, ExpiresAt: got2.AcquiredAt.Add(1500 * time.Millisecond),
-		TTL: 1500 * time.Millisecond,
+		TTL: 1500 * time.Millisecond, CatchUp: leaseapi.CatchUpNone, CatchUpWindow: leaseapi.DefaultCatchUpWindow,
 	}
 	checkLease(t, "Acquire without tick", got2, want2)
 }

@@ -17,8 +17,10 @@ import (
 // Postgres store's (ticks.go), with the single writer's lock in place of row
 // locks.
 
+// pauseQuery pauses a job that is not paused, and cancels what it owes.
 const pauseQuery = `
-UPDATE leases SET paused_at = $2, paused_by = $3, paused_reason = $4
+UPDATE leases SET paused_at = $2, paused_by = $3, paused_reason = $4,
+	owed_tick = NULL, owed_reason = NULL, owed_by = NULL, owed_trigger_reason = NULL, owed_until = NULL
 WHERE job_id = $1 AND paused_at IS NULL`
 
 // Pause pauses a job. See leaseapi.Store.

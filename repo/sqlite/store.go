@@ -465,12 +465,17 @@ type leaseRow struct {
 	SkippedTicks      int64          `db:"skipped_ticks"`
 	RevokedBy         sql.NullString `db:"revoked_by"`
 	Timeline          int64          `db:"timeline"`
+	CatchUp           string         `db:"catch_up"`
+	CatchUpWindowMs   int64          `db:"catch_up_window_ms"`
+	OwedTick          sql.NullInt64  `db:"owed_tick"`
+	OwedReason        sql.NullString `db:"owed_reason"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
-	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline`
+	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
+	catch_up, catch_up_window_ms, owed_tick, owed_reason`
 
 // held reports whether the grant is held at now.
 func (r *leaseRow) held(now int64) bool {
@@ -499,6 +504,10 @@ func (r *leaseRow) lease(now int64) leaseapi.Lease {
 		PausedReason:      r.PausedReason.String,
 		MissedTicks:       r.MissedTicks,
 		SkippedTicks:      r.SkippedTicks,
+		CatchUp:           leaseapi.CatchUp(r.CatchUp),
+		CatchUpWindow:     time.Duration(r.CatchUpWindowMs) * time.Millisecond,
+		OwedTick:          fromNullMs(r.OwedTick),
+		OwedReason:        leaseapi.Trigger(r.OwedReason.String),
 	}
 	if r.RevokedAt.Valid {
 		l.RevokedBy = r.RevokedBy.String

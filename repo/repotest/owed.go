@@ -1,0 +1,206 @@
+package repotest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// The conformance tests of owed ticks (leaseapi.Owing): triggers, their
+// cancellation, the read of what jobs owe, and the claim of an owed tick
+// with an ordinary acquire.
+
+// triggerGrace is the trigger grace the tests trigger with.
+const triggerGrace = 5 * time.Minute
+
+// trigger triggers job and fails the test on an error.
+func (b *bundle) trigger(t *testing.T, p leaseapi.TriggerParams) leaseapi.Lease {
+	t.Helper()
+	if p.Grace == 0 {
+		p.Grace = triggerGrace
+	}
+	l, err := b.store.Trigger(t.Context(), &p)
+	if err != nil {
+		t.Fatalf("Trigger(%+v): %v", p, err)
+	}
+	return l
+}
+
+// owed reads what jobs owe and fails the test on an error.
+func (b *bundle) owed(t *testing.T, jobs ...string) []leaseapi.Owed {
+	t.Helper()
+	o, err := b.store.Owed(t.Context(), &leaseapi.OwedParams{JobIDs: jobs})
+	if err != nil {
+		t.Fatalf("Owed(%v): %v", jobs, err)
+	}
+	return o
+}
+
+// wantManual checks that l owes a manual tick and returns it.
+func wantManual(t *testing.T, op string, l leaseapi.Lease) time.Time {
+	t.Helper()
+	if l.OwedTick == nil || l.OwedReason != leaseapi.TriggerManual {
+		t.Fatalf("%s: got owed tick %s reason %q, want a manual tick", op, fmtTime(l.OwedTick), l.OwedReason)
+	}
+	if !l.OwedTick.Equal(l.OwedTick.Truncate(time.Millisecond)) {
+		t.Errorf("%s: owed tick %s is not at millisecond precision", op, fmtTime(l.OwedTick))
+	}
+	return *l.OwedTick
+}
+
+// testTrigger: a trigger owes one manual tick, later than the clock before
+// it, the last completed tick and the current tick; a second trigger, and
+// a trigger with the last manual tick's key, answer that tick; a cancelled
+// tick is not owed; unknown jobs are not found.
+func testTrigger(t *testing.T, b *bundle) {
+	ctx, job, a := t.Context(), b.job("trigger"), b.owner("a")
+	_, err := b.store.Trigger(ctx, &leaseapi.TriggerParams{JobID: job, Grace: triggerGrace})
+	wantError(t, "Trigger of an unknown job", err, leaseapi.ErrNotFound)
+	_, err = b.store.CancelOwed(ctx, job)
+	wantError(t, "CancelOwed of an unknown job", err, leaseapi.ErrNotFound)
+
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, Tick: tickAt(0)})
+	done := b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: a, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	if done.OwedTick != nil || done.OwedReason != "" || done.CatchUp != leaseapi.CatchUpNone || done.CatchUpWindow != leaseapi.DefaultCatchUpWindow {
+		t.Errorf("a new job: got owed %s %q, catch-up %q window %s, want nothing owed, catch-up none, window %s",
+			fmtTime(done.OwedTick), done.OwedReason, done.CatchUp, done.CatchUpWindow, leaseapi.DefaultCatchUpWindow)
+	}
+
+	before := b.dbClock(t).Truncate(time.Millisecond)
+	triggered := b.trigger(t, leaseapi.TriggerParams{JobID: job, By: "ops", Reason: "rerun the report", Key: "k1"})
+	m := wantManual(t, "Trigger", triggered)
+	after := b.dbClock(t)
+	if m.Before(before) || m.After(after) {
+		t.Errorf("Trigger: manual tick %s, want the store's clock, within [%s, %s]", fmtTime(&m), fmtTime(&before), fmtTime(&after))
+	}
+	want := done
+	want.OwedTick, want.OwedReason, want.State = &m, leaseapi.TriggerManual, triggered.State
+	checkLease(t, "Trigger changes nothing but what the job owes", triggered, want)
+	if got := b.get(t, job); !equalTimePtr(got.OwedTick, &m) || got.OwedReason != leaseapi.TriggerManual {
+		t.Errorf("Get after Trigger: got owed %s %q, want %s manual", fmtTime(got.OwedTick), got.OwedReason, fmtTime(&m))
+	}
+	owed := b.owed(t, job, b.job("trigger-unknown"), job)
+	wantOwed := leaseapi.Owed{JobID: job, Tick: m, Reason: leaseapi.TriggerManual, TriggeredBy: "ops", TriggerReason: "rerun the report"}
+	if len(owed) != 1 || !owed[0].Tick.Equal(m) || owed[0].JobID != job || owed[0].Reason != wantOwed.Reason ||
+		owed[0].TriggeredBy != wantOwed.TriggeredBy || owed[0].TriggerReason != wantOwed.TriggerReason {
+		t.Errorf("Owed(job, unknown, job): got %+v, want exactly [%+v]", owed, wantOwed)
+	}
+
+	second := b.trigger(t, leaseapi.TriggerParams{JobID: job, By: "someone", Key: "k2"})
+	if got := wantManual(t, "a second Trigger", second); !got.Equal(m) {
+		t.Errorf("a second Trigger while a manual tick is owed: got tick %s, want the owed %s", fmtTime(&got), fmtTime(&m))
+	}
+	if o := b.owed(t, job); len(o) != 1 || o[0].TriggeredBy != "ops" {
+		t.Errorf("Owed after a second Trigger: got %+v, want the first trigger's tick, by ops", o)
+	}
+
+	cancelled, err := b.store.CancelOwed(ctx, job)
+	if err != nil {
+		t.Fatalf("CancelOwed: %v", err)
+	}
+	if cancelled.OwedTick != nil || cancelled.OwedReason != "" {
+		t.Errorf("CancelOwed: got owed %s %q, want nothing", fmtTime(cancelled.OwedTick), cancelled.OwedReason)
+	}
+	if o := b.owed(t, job); len(o) != 0 {
+		t.Errorf("Owed after CancelOwed: got %+v, want nothing", o)
+	}
+	again, err := b.store.CancelOwed(ctx, job)
+	if err != nil {
+		t.Fatalf("CancelOwed again: %v", err)
+	}
+	checkLease(t, "CancelOwed of a job that owes nothing changes nothing", again, cancelled)
+
+	// k2 made no tick (it was answered by k1's), so it is no key of a
+	// manual tick; k1 is the key of the last one, cancelled: answered.
+	if l := b.trigger(t, leaseapi.TriggerParams{JobID: job, Key: "k1"}); l.OwedTick != nil {
+		t.Errorf("a Trigger with the last manual tick's key: got owed %s, want that tick answered (cancelled: nothing owed)", fmtTime(l.OwedTick))
+	}
+	fresh := b.trigger(t, leaseapi.TriggerParams{JobID: job, Key: "k3"})
+	if got := wantManual(t, "a Trigger with a new key", fresh); got.Before(m) {
+		t.Errorf("a Trigger with a new key: got tick %s, want one at or after %s", fmtTime(&got), fmtTime(&m))
+	}
+}
+
+// testTriggerAfterTicks: a manual tick is later than the job's current and
+// last completed ticks, even when they lie ahead of the clock, so that no
+// earlier grant or completed tick shadows it.
+func testTriggerAfterTicks(t *testing.T, b *bundle) {
+	job, a := b.job("trigger-ahead"), b.owner("a")
+	ahead := b.dbClock(t).Add(time.Hour).Truncate(time.Millisecond)
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, Tick: &ahead})
+	m := wantManual(t, "Trigger of a job holding a tick ahead of the clock", b.trigger(t, leaseapi.TriggerParams{JobID: job}))
+	if want := ahead.Add(time.Millisecond); !m.Equal(want) {
+		t.Errorf("Trigger while tick %s is held: got %s, want %s", fmtTime(&ahead), fmtTime(&m), fmtTime(&want))
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: a, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	if _, err := b.store.CancelOwed(t.Context(), job); err != nil {
+		t.Fatalf("CancelOwed: %v", err)
+	}
+	further := ahead.Add(time.Hour)
+	l = b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, Tick: &further})
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: a, Token: l.Token, Outcome: leaseapi.OutcomeFailed})
+	m = wantManual(t, "Trigger after a tick ahead of the clock ran", b.trigger(t, leaseapi.TriggerParams{JobID: job}))
+	if want := further.Add(time.Millisecond); !m.Equal(want) {
+		t.Errorf("Trigger after tick %s: got %s, want %s", fmtTime(&further), fmtTime(&m), fmtTime(&want))
+	}
+}
+
+// testTriggerPaused: a paused job cannot be triggered, and pausing cancels
+// what a job owes.
+func testTriggerPaused(t *testing.T, b *bundle) {
+	ctx, job, a := t.Context(), b.job("trigger-paused"), b.owner("a")
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, Tick: tickAt(0)})
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: a, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: job, Key: "before-pause"}))
+
+	paused, err := ctxPause(t, b, job)
+	if err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if paused.OwedTick != nil || paused.OwedReason != "" {
+		t.Errorf("Pause: got owed %s %q, want what the job owed cancelled", fmtTime(paused.OwedTick), paused.OwedReason)
+	}
+	if o := b.owed(t, job); len(o) != 0 {
+		t.Errorf("Owed of a paused job: got %+v, want nothing", o)
+	}
+	_, err = b.store.Trigger(ctx, &leaseapi.TriggerParams{JobID: job, Grace: triggerGrace})
+	if l := wantConflict(t, "Trigger of a paused job", err, leaseapi.ErrJobPaused); !l.Paused() || l.OwedTick != nil {
+		t.Errorf("Trigger of a paused job: the conflict's lease is paused %v, owes %s; want paused, owing nothing", l.Paused(), fmtTime(l.OwedTick))
+	}
+	if _, err := b.store.Resume(ctx, job); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	wantManual(t, "Trigger after Resume", b.trigger(t, leaseapi.TriggerParams{JobID: job}))
+}
+
+// ctxPause pauses job.
+func ctxPause(t *testing.T, b *bundle, job string) (leaseapi.Lease, error) {
+	return b.store.Pause(t.Context(), &leaseapi.PauseParams{JobID: job, By: "ops"})
+}
+
+// testOwedMany: one read answers many jobs, in job id order, each at most
+// once, without the jobs that owe nothing or are unknown.
+func testOwedMany(t *testing.T, b *bundle) {
+	var ids, want []string
+	for i := range 5 {
+		job := b.job(fmt.Sprintf("owed-many-%d", i))
+		l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("a"), TTL: longTTL, Tick: tickAt(0)})
+		b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("a"), Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+		if i%2 == 0 {
+			b.trigger(t, leaseapi.TriggerParams{JobID: job})
+			want = append(want, job)
+		}
+		ids = append([]string{job, b.job(fmt.Sprintf("owed-many-unknown-%d", i))}, ids...)
+	}
+	got := b.owed(t, append(ids, ids...)...)
+	if len(got) != len(want) {
+		t.Fatalf("Owed of %d ids: got %+v, want the %d jobs %v", len(ids), got, len(want), want)
+	}
+	for i, o := range got {
+		if o.JobID != want[i] || o.Reason != leaseapi.TriggerManual {
+			t.Errorf("Owed[%d]: got %+v, want job %s, manual", i, o, want[i])
+		}
+	}
+}
