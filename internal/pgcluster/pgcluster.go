@@ -73,14 +73,22 @@ func Start(t testing.TB, conf []string) *Cluster {
 
 // newDir makes a cluster's directories, owned by the postgres user, and
 // stops the cluster and removes them at cleanup.
-func newDir(t testing.TB) *Cluster {
+// PostgresUser is the uid and gid of the user postgres, which the Postgres
+// servers of tests run as.
+func PostgresUser(t testing.TB) (uid, gid int) {
 	t.Helper()
 	pg, err := user.Lookup("postgres")
 	if err != nil {
-		t.Fatalf("pgcluster runs Postgres as the postgres user: %v", err)
+		t.Fatalf("Postgres runs as the postgres user: %v", err)
 	}
-	uid, _ := strconv.Atoi(pg.Uid)
-	gid, _ := strconv.Atoi(pg.Gid)
+	uid, _ = strconv.Atoi(pg.Uid)
+	gid, _ = strconv.Atoi(pg.Gid)
+	return uid, gid
+}
+
+func newDir(t testing.TB) *Cluster {
+	t.Helper()
+	uid, gid := PostgresUser(t)
 	dir, err := os.MkdirTemp("", "leaseapi-chaos-pg-")
 	if err != nil {
 		t.Fatal(err)

@@ -209,7 +209,7 @@ func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster
 	e.leaseapiBin = build(t, "./cmd/leaseapi", "")
 	e.replicaBin = build(t, "./test/chaos/replica", "chaos")
 	e.pg = startCluster(t, nil)
-	if err := e.setupWitness(); err != nil {
+	if err := e.setupDatabase(false); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.setupLeases(pc); err != nil {
@@ -247,37 +247,6 @@ func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster
 		}
 	}
 	return e
-}
-
-// setupWitness creates the witness schema on the private Postgres.
-func (e *env) setupWitness() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	admin, err := sql.Open("postgres", e.pg.DSN("postgres"))
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	if _, err := admin.ExecContext(ctx, `CREATE DATABASE leaseapi`); err != nil {
-		return fmt.Errorf("create the witness database: %w", err)
-	}
-	e.dsn = e.pg.DSN("leaseapi")
-	db, err := sql.Open("postgres", e.dsn)
-	if err != nil {
-		return err
-	}
-	db.SetMaxOpenConns(4)
-	e.db = db
-	e.t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.ExecContext(ctx, witnessSchema); err != nil {
-		return fmt.Errorf("witness schema: %w", err)
-	}
-	for i := range e.cfg.Jobs {
-		if _, err := db.ExecContext(ctx, `INSERT INTO witness.fence (job) VALUES ($1)`, e.jobID(i)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // setupLeases creates and migrates the leaseapi database on the cluster,

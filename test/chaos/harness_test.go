@@ -193,7 +193,7 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 	e.replicaBin = build(t, "./test/chaos/replica", "chaos")
 
 	e.pg = startCluster(t, cfg.PGConf)
-	if err := e.setupDatabase(); err != nil {
+	if err := e.setupDatabase(true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -240,7 +240,11 @@ CREATE TABLE witness.faults (kind text, target text, instance int, started_at ti
 
 func (e *env) jobID(i int) string { return fmt.Sprintf("job-%02d", i) }
 
-func (e *env) setupDatabase() error {
+// setupDatabase creates the database leaseapi on the private Postgres with
+// the witness schema and, when migrate is set, leaseapi's tables (the
+// failover tier keeps only the witness there: its leases live on the
+// Patroni cluster).
+func (e *env) setupDatabase(migrate bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin, err := sql.Open("postgres", e.pg.DSN("postgres"))
@@ -260,10 +264,12 @@ func (e *env) setupDatabase() error {
 	e.db = db
 	e.t.Cleanup(func() { _ = db.Close() })
 
-	cmd := exec.CommandContext(ctx, e.leaseapiBin, "migrate")
-	cmd.Env = append(baseEnv(), "LEASEAPI_DATABASE_URL="+e.dsn, "LEASEAPI_LOG_FORMAT=text")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("leaseapi migrate: %w\n%s", err, out)
+	if migrate {
+		cmd := exec.CommandContext(ctx, e.leaseapiBin, "migrate")
+		cmd.Env = append(baseEnv(), "LEASEAPI_DATABASE_URL="+e.dsn, "LEASEAPI_LOG_FORMAT=text")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("leaseapi migrate: %w\n%s", err, out)
+		}
 	}
 	if _, err := db.ExecContext(ctx, witnessSchema); err != nil {
 		return fmt.Errorf("witness schema: %w", err)

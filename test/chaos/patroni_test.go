@@ -10,14 +10,14 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaseapi/leaseapi/internal/pgcluster"
 )
 
 // The programs of the Patroni cluster, as Debian installs them (make
@@ -81,12 +81,7 @@ func startPatroni(t *testing.T, sync bool) *patroniCluster {
 			t.Fatalf("the failover suite needs %s (make chaos-failover installs patroni, python3-etcd, etcd-server, haproxy): %v", b, err)
 		}
 	}
-	pg, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatalf("Patroni runs Postgres as the postgres user: %v", err)
-	}
-	uid, _ := strconv.Atoi(pg.Uid)
-	gid, _ := strconv.Atoi(pg.Gid)
+	uid, gid := pgcluster.PostgresUser(t)
 	dir, err := os.MkdirTemp("", "leaseapi-failover-")
 	if err != nil {
 		t.Fatal(err)
@@ -236,8 +231,8 @@ postgresql:
 // startNode starts node n's Patroni (as postgres), which starts, clones or
 // rewinds its Postgres.
 func (c *patroniCluster) startNode(n *patroniNode) error {
-	p, err := startProcAs(fmt.Sprintf("patroni %s", n.name), python3Bin, []string{patroniBin, n.config},
-		append(baseEnv(), "HOME="+n.dir), filepath.Join(n.dir, "patroni.log"), c.uid, c.gid, n.dir)
+	p, err := startProcIn(fmt.Sprintf("patroni %s", n.name), python3Bin, []string{patroniBin, n.config},
+		append(baseEnv(), "HOME="+n.dir), filepath.Join(n.dir, "patroni.log"), &syscall.Credential{Uid: c.uid, Gid: c.gid}, n.dir)
 	if err != nil {
 		return err
 	}
@@ -580,30 +575,4 @@ func (c *patroniCluster) copyLogs(art string) {
 	for _, n := range c.nodes {
 		copyFile(filepath.Join(n.dir, "patroni.log"), filepath.Join(art, n.name+"-patroni.log"))
 	}
-}
-
-// startProcAs is startProc for a process that runs as uid:gid in dir.
-func startProcAs(name, path string, args, env []string, logPath string, uid, gid uint32, dir string) (*proc, error) {
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Env, cmd.Dir = env, dir
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: uid, Gid: gid}}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		err := cmd.Wait()
-		f.Close()
-		p.mu.Lock()
-		p.exitErr, p.exited = err, time.Now()
-		p.mu.Unlock()
-		close(p.done)
-	}()
-	return p, nil
 }

@@ -29,16 +29,22 @@ type proc struct {
 
 // startProc starts path with args and env, appending its output to logPath.
 func startProc(name, path string, args, env []string, logPath string) (*proc, error) {
+	return startProcIn(name, path, args, env, logPath, nil, "")
+}
+
+// startProcIn is startProc for a process that runs with the credential
+// cred (nil: the harness's own) in dir ("": the harness's).
+func startProcIn(name, path string, args, env []string, logPath string, cred *syscall.Credential, dir string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, dir
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group: a terminal's signals do not reach it, and the
 	// harness signals it alone.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
