@@ -133,7 +133,7 @@ chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I
 	$(GO) vet -tags chaos,chaos_mutants ./test/chaos/...
 	$(GO) test -tags chaos -count=1 -v -timeout 12m -run TestChaos ./test/chaos
 
-chaos-failover: ## failover tier: the chaos workload on a 3-node Patroni cluster across 7 failover faults, then the asynchronous control that must be caught (~6 min, root; docs/high-availability.md)
+chaos-failover: ## failover tier: the chaos workload on a 3-node Patroni cluster across 7 failover faults, then the asynchronous and unguarded controls that must be caught (~5 min, root; docs/high-availability.md)
 	bash scripts/ensure-packages.sh $(FAILOVER_PACKAGES)
 	$(GO) test -tags chaos -count=1 -v -timeout 15m -run TestFailover ./test/chaos
 

@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/internal/checker"
 	"github.com/leaseapi/leaseapi/test/chaos/record"
 )
@@ -47,6 +49,12 @@ var failoverFaults = []checker.FaultKind{
 // cancelled.
 const walStall = 2500 * time.Millisecond
 
+// unguardedStall is the stall of the unguarded control: long enough that
+// a call cancelled at the deadline is retried (after its 503's Retry-After)
+// while the stall lasts, so the retry finds its own unreplicated write;
+// with walStall only the calls of the stall's first half second would be.
+const unguardedStall = 6 * time.Second
+
 // defaultControlSeeds are the seeds of the asynchronous control: a fixed
 // one and a random one on every run, since the control must bite on every
 // seed (CHAOS_CONTROL_SEEDS overrides; CHAOS_SEEDS names the seeds of the
@@ -57,9 +65,12 @@ const defaultControlSeeds = "20261202,random"
 // synchronous Patroni cluster and holds the history to I1–I11, plus the
 // promotions (each advanced the timeline by one, tokens above the new
 // timeline's base), and no answer other than 200, 409 or 503 (429 when
-// limited). Then the negative control: the same cluster with asynchronous
-// replication and local durability, whose stalled-then-killed leader must
-// lose acknowledged writes (I1).
+// limited). Then the negative controls, each of which must lose
+// acknowledged writes (I1) when the leader's WAL senders stall and the
+// leader is killed: the same cluster with asynchronous replication and
+// local durability, and the synchronous cluster with the unguarded build,
+// whose retried calls echo what their cancelled first attempts wrote
+// without waiting for the standby.
 func TestFailover(t *testing.T) {
 	seeds, err := parseSeeds("CHAOS_SEEDS", "20261202")
 	if err != nil {
@@ -95,6 +106,24 @@ func TestFailover(t *testing.T) {
 			r, art := runFailover(t, cfg, false, []checker.FaultKind{checker.WALStallKill})
 			if !r.Caught("I1") {
 				t.Errorf("asynchronous replication with a stalled, killed leader was not caught by I1 (%s); artifacts in %s", r.SummaryLine(), art)
+				return
+			}
+			for _, v := range r.Violations {
+				if v.Invariant == "I1" {
+					t.Logf("caught, as it must be: %s", v)
+					break
+				}
+			}
+			_ = os.RemoveAll(art)
+		})
+	}
+	for _, seed := range controls {
+		t.Run(fmt.Sprintf("UnguardedControlSeed%d", seed), func(t *testing.T) {
+			cfg := failoverConfig(seed)
+			cfg.Name, cfg.Control, cfg.Mutant, cfg.WALStall = "failover-unguarded", true, "unguarded", unguardedStall
+			r, art := runFailover(t, cfg, true, []checker.FaultKind{checker.WALStallKill})
+			if !r.Caught("I1") {
+				t.Errorf("the unguarded build with a stalled, killed leader was not caught by I1 (%s); artifacts in %s", r.SummaryLine(), art)
 				return
 			}
 			for _, v := range r.Violations {
@@ -206,7 +235,11 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 // toxiproxy.
 func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster) *env {
 	e := &env{t: t, cfg: cfg, art: art}
-	e.leaseapiBin = build(t, "./cmd/leaseapi", "")
+	tags := ""
+	if cfg.Mutant != "" {
+		tags = "chaos_mutants"
+	}
+	e.leaseapiBin = build(t, "./cmd/leaseapi", tags)
 	e.replicaBin = build(t, "./test/chaos/replica", "chaos")
 	e.pg = startCluster(t, nil)
 	if err := e.setupDatabase(false); err != nil {
@@ -237,6 +270,9 @@ func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster
 			"LEASEAPI_LOG_LEVEL=info",
 			"LEASEAPI_LOG_FORMAT=json",
 		)
+		if cfg.Mutant != "" {
+			inst.env = append(inst.env, "LEASEAPI_MUTANT="+cfg.Mutant)
+		}
 		inst.env = append(inst.env, cfg.InstanceEnv[i]...) // later settings win
 		e.insts = append(e.insts, inst)
 	}
@@ -247,6 +283,47 @@ func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster
 		}
 	}
 	return e
+}
+
+// releaseRetrier is the job of the harness's retried release during a WAL
+// stall: a grant acknowledged before the stall, whose release is sent as
+// the stall begins (its commit waits for the standby until the deadline
+// cancels the wait, and the release is then on the primary only) and
+// retried every 250 ms while the stall lasts, alone in its call, so that
+// each retry finds its own unreplicated release. Under the durable echo
+// every retry waits for the standby and answers 503 until it is durable;
+// the unguarded build answers 200 at once, and the kill that follows
+// loses an acknowledged release (I1). Its lease row is not one of the
+// workload's (workloadJobs).
+const releaseRetrier = "stall-retrier"
+
+// holdForRetrier acquires releaseRetrier's lease for longer than any
+// stall, and returns the grant.
+func (e *env) holdForRetrier() (*api.Lease, error) {
+	owner := fmt.Sprintf("retrier-%d", time.Now().UnixNano())
+	// A release the last stall-and-kill lost leaves the lease held until
+	// its TTL ends: up to 20 s.
+	for range 100 {
+		res, l := e.call("retrier", 0, releaseRetrier, "acquire", map[string]any{"owner": owner, "ttlMs": int64(15000)})
+		if res == "ok" && l != nil {
+			return l, nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("the harness could not acquire %s before the WAL stall", releaseRetrier)
+}
+
+// retryRelease releases l, and retries every 250 ms while the answer is a
+// 503 (or none) and the clock is before until.
+func (e *env) retryRelease(l *api.Lease, until time.Time) {
+	for {
+		res, _ := e.call("retrier", 0, releaseRetrier, "release", map[string]any{"owner": l.Owner, "token": l.Token, "outcome": "succeeded"})
+		if (res != "unavailable" && res != "unknown") || !time.Now().Before(until) {
+			e.logf("retried release of %s: %s", releaseRetrier, res)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // setupLeases creates and migrates the leaseapi database on the cluster,
@@ -320,12 +397,30 @@ func (e *env) failoverFault(pc *patroniCluster, k checker.FaultKind) (checker.Pr
 		if len(senders) == 0 {
 			return p, fmt.Errorf("leader %s has no WAL sender", old.Name)
 		}
+		retrier, err := e.holdForRetrier()
+		if err != nil {
+			return p, err
+		}
+		f.Start = time.Now() // after the retrier's grant, which is no recovery
+		p.Start = f.Start
+		stall := cmp.Or(e.cfg.WALStall, walStall)
 		signalPIDs(senders, syscall.SIGSTOP)
-		time.Sleep(walStall)
+		retried := make(chan struct{})
+		go func() {
+			defer close(retried)
+			until := time.Now().Add(stall)
+			if k == checker.WALStall {
+				until = until.Add(3 * time.Second) // the standby catches up: answered 200
+			}
+			e.retryRelease(retrier, until)
+		}()
+		time.Sleep(stall)
 		if k == checker.WALStall {
 			signalPIDs(senders, syscall.SIGCONT)
+			<-retried
 			break
 		}
+		<-retried
 		pc.killNode(n)
 		if _, err := pc.waitLeader(60*time.Second, old.Name); err != nil {
 			return p, err

@@ -68,6 +68,9 @@ type runConfig struct {
 	// APIProxy puts a proxy between the replicas and each instance, for
 	// api_latency faults.
 	APIProxy bool
+	// WALStall is how long a WAL-stall fault of the failover tier stops the
+	// leader's WAL senders (zero: walStall).
+	WALStall time.Duration
 	// LinearizabilityTimeout bounds porcupine per job (zero: the default).
 	LinearizabilityTimeout time.Duration
 }
@@ -239,6 +242,11 @@ CREATE TABLE witness.beliefs (job text, token bigint, owner text, at timestamptz
 CREATE TABLE witness.faults (kind text, target text, instance int, started_at timestamptz, ended_at timestamptz);`
 
 func (e *env) jobID(i int) string { return fmt.Sprintf("job-%02d", i) }
+
+// workloadJobs selects the lease rows of the workload's jobs (jobID), the
+// ones the lease-row checks (I7) count: not those of the harness's own
+// jobs, such as the failover tier's releaseRetrier.
+const workloadJobs = `job_id LIKE 'job-%'`
 
 // setupDatabase creates the database leaseapi on the private Postgres with
 // the witness schema and, when migrate is set, leaseapi's tables (the
@@ -447,7 +455,7 @@ func (e *env) sample() {
 	type counts struct{ n, over int }
 	c, err := bounded(time.Second, func(ctx context.Context) (counts, error) {
 		var c counts
-		err := e.leases().QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE expires_at > clock_timestamp() + $1 * interval '1 millisecond') FROM leases`,
+		err := e.leases().QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE expires_at > clock_timestamp() + $1 * interval '1 millisecond') FROM leases WHERE `+workloadJobs,
 			e.cfg.MaxTTL.Milliseconds()).Scan(&c.n, &c.over)
 		return c, err
 	})
@@ -737,7 +745,7 @@ FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = e.leases().QueryContext(ctx, `SELECT job_id, owner, token, expires_at FROM leases ORDER BY job_id`)
+	rows, err = e.leases().QueryContext(ctx, `SELECT job_id, owner, token, expires_at FROM leases WHERE `+workloadJobs+` ORDER BY job_id`)
 	if err != nil {
 		return fmt.Errorf("read leases: %w", err)
 	}
