@@ -45,3 +45,24 @@ func (e *ConflictError) Error() string {
 
 // Unwrap returns the sentinel, for errors.Is.
 func (e *ConflictError) Unwrap() error { return e.Err }
+
+// RefusedError is ErrUnavailable for a store that refuses every call for
+// a reason it knows, until that reason goes away: a replicated store whose
+// primary cannot acknowledge durably, a schema whose migrations are
+// pending. Nothing was done. Reason is written for any caller, so it names
+// settings and states, never an address or a credential; Err, for the
+// log, may carry more.
+type RefusedError struct {
+	Reason string
+	Err    error
+}
+
+func (e *RefusedError) Error() string {
+	if e.Err == nil {
+		return "store unavailable: " + e.Reason
+	}
+	return "store unavailable: " + e.Reason + ": " + e.Err.Error()
+}
+
+// Unwrap returns ErrUnavailable and the cause, for errors.Is.
+func (e *RefusedError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }

@@ -69,6 +69,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := api.Problem{}
 	reqErr, isReqErr := errors.AsType[*requestError](err)
 	conflict, isConflict := errors.AsType[*leaseapi.ConflictError](err)
+	refused, isRefused := errors.AsType[*leaseapi.RefusedError](err)
 	var retry string // Retry-After
 	switch {
 	case isReqErr:
@@ -114,6 +115,11 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeOverloaded
 		p.Detail = "this instance has too many requests in flight and did nothing; retry after Retry-After seconds"
 		retry = "1"
+	case isRefused:
+		p.Status, p.Code = http.StatusServiceUnavailable, api.CodeUnavailable
+		p.Detail = "the store refuses every call until this changes: " + refused.Reason + "; nothing was done, retry after Retry-After seconds"
+		retry = "1"
+		loggerFrom(r.Context()).Warn("store refuses calls", "error", err)
 	case errors.Is(err, leaseapi.ErrUnavailable),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):

@@ -129,13 +129,16 @@ func TestServeReplicatedWithoutStandby(t *testing.T) {
 		t.Errorf("GET /healthz = %d, want 200", got.status)
 	}
 	got := do(t, http.MethodPost, srv.url+"/leases/replicated-"+t.Name()+"/acquire", `{"owner":"replica-a","ttlMs":30000}`)
-	if got.status != http.StatusServiceUnavailable || got.body["code"] != "unavailable" {
-		t.Errorf("acquire = %d %v, want 503 unavailable", got.status, got.body)
+	const why = "replicated durability: the primary has no synchronous standby (synchronous_standby_names is empty)"
+	if detail, _ := got.body["detail"].(string); got.status != http.StatusServiceUnavailable || got.body["code"] != "unavailable" ||
+		!strings.Contains(detail, why) || got.header.Get("Retry-After") == "" {
+		t.Errorf("acquire = %d %v (Retry-After %q), want 503 unavailable whose detail says %q", got.status, got.body, got.header.Get("Retry-After"), why)
 	}
-	// /readyz fails and its log line says why (the body of a 503 never
-	// carries store errors).
+	// /readyz fails and says why, and so does its log line.
 	if ready := do(t, http.MethodGet, srv.url+"/readyz", ""); ready.status != http.StatusServiceUnavailable {
 		t.Errorf("GET /readyz = %d %v, want 503", ready.status, ready.body)
+	} else if detail, _ := ready.body["detail"].(string); !strings.Contains(detail, why) {
+		t.Errorf("GET /readyz detail = %q, want it to say %q", detail, why)
 	}
 	if !strings.Contains(srv.logs.String(), "synchronous_standby_names is empty") {
 		t.Errorf("no log line says the primary has no synchronous standby\nlogs:\n%s", srv.logs)

@@ -134,11 +134,11 @@ func (p *Store) CheckReplication(ctx context.Context) (ReplicationStatus, error)
 		// store that is closed, or cannot check maxCheckFailures times
 		// in a row, stays or becomes closed.
 		if p.guard.checkFailures.Add(1) >= maxCheckFailures || p.guard.refusal.Load() != nil {
-			p.refuse(fmt.Errorf("%w: replicated durability: cannot check the primary's replication: %w", leaseapi.ErrUnavailable, err))
+			p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: cannot check the primary's replication", Err: err})
 		}
 	case st.Durable() != nil:
 		p.guard.checkFailures.Store(0)
-		p.refuse(fmt.Errorf("%w: replicated durability: %w", leaseapi.ErrUnavailable, st.Durable()))
+		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: " + st.Durable().Error()})
 	default:
 		p.guard.checkFailures.Store(0)
 		p.refuse(nil)

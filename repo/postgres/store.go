@@ -156,7 +156,7 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, echo: echo,
 		observer: stores.OrNoObserver(cfg.Observer), stmts: make(map[string]*sqlx.Stmt)}
 	if durability == DurabilityReplicated {
-		p.refuse(fmt.Errorf("%w: replicated durability: the primary's replication has not been checked yet", leaseapi.ErrUnavailable))
+		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
 	if !v.naive && !v.unbatched {
 		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch, single: p.acquireOne}
@@ -191,7 +191,7 @@ func (p *Store) Ready(ctx context.Context) error {
 			return struct{}{}, interpretError("ready", err)
 		}
 		if pending {
-			return struct{}{}, errors.New("ready: database migrations are pending (run leaseapi migrate)")
+			return struct{}{}, &leaseapi.RefusedError{Reason: "database migrations are pending (run leaseapi migrate)"}
 		}
 		return struct{}{}, nil
 	})

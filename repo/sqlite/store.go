@@ -257,7 +257,7 @@ func (s *Store) Ready(ctx context.Context) error {
 			return struct{}{}, interpretError("ready", err)
 		}
 		if pending {
-			return struct{}{}, errors.New("ready: database migrations are pending (run leaseapi migrate)")
+			return struct{}{}, &leaseapi.RefusedError{Reason: "database migrations are pending (run leaseapi migrate)"}
 		}
 		s.schemaCurrent.Store(true)
 		return struct{}{}, nil
