@@ -70,6 +70,10 @@ type Resolution struct {
 	// NearestTick acquire picks Params.Tick: [ClockFrom, ClockUntil). Zero
 	// is unbounded; both are zero without NearestTick.
 	ClockFrom, ClockUntil time.Time
+	// Sent is the tick as the acquire sent it, at millisecond precision,
+	// or nil (none, or NearestTick): the tick it takes when that is the
+	// manual tick the job owes (ClaimedTick).
+	Sent *time.Time
 }
 
 // ResolveTick resolves p's tick with stored, the job's stored schedule (""
@@ -77,6 +81,10 @@ type Resolution struct {
 // tick stays as it is, and NearestTick is an *leaseapi.InvalidError.
 func ResolveTick(p *leaseapi.AcquireParams, stored string, now time.Time) (Resolution, error) {
 	r := Resolution{Params: *p}
+	if p.Tick != nil && !p.NearestTick {
+		sent := p.Tick.Truncate(time.Millisecond)
+		r.Sent = &sent
+	}
 	if p.Tick == nil && !p.NearestTick {
 		return r, nil // a plain mutex: no schedule has a say
 	}

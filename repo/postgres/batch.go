@@ -240,10 +240,16 @@ type acquireCall struct {
 	stored      sql.NullString
 	nearest     bool
 	from, until sql.NullTime
+	// sent is the tick as the acquire sent it (claimedTick); catchUp and
+	// catchUpWindowMs the catch-up policy it registers (NULL: none sent).
+	sent            sql.NullTime
+	catchUp         sql.NullString
+	catchUpWindowMs sql.NullInt64
 }
 
 func (a *acquireCall) args() []any {
-	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace, a.stored, a.nearest, a.from, a.until}
+	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace, a.stored, a.nearest, a.from, a.until,
+		a.sent, a.catchUp, a.catchUpWindowMs}
 }
 
 func acquireKey(a *acquireCall) string { return a.jobID }
@@ -254,19 +260,21 @@ func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acqui
 	jobs, owners, ticks, ttls := make([]string, 0, n), make([]string, 0, n), make([]sql.NullString, 0, n), make([]int64, 0, n)
 	specs, graces := make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
 	stored, nearest, from, until := make([]sql.NullString, 0, n), make([]bool, 0, n), make([]sql.NullString, 0, n), make([]sql.NullString, 0, n)
+	sent, catchUps, windows := make([]sql.NullString, 0, n), make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
 	for _, i := range sortedByKey(calls, acquireKey) {
 		a := calls[i]
 		jobs, owners, ticks = append(jobs, a.jobID), append(owners, a.owner), append(ticks, tickText(a.tick))
 		ttls, specs, graces = append(ttls, a.ttlMs), append(specs, a.spec), append(graces, a.grace)
 		stored, nearest = append(stored, a.stored), append(nearest, a.nearest)
 		from, until = append(from, tickText(a.from)), append(until, tickText(a.until))
+		sent, catchUps, windows = append(sent, tickText(a.sent)), append(catchUps, a.catchUp), append(windows, a.catchUpWindowMs)
 	}
 	stmt, err := p.prepared(ctx, p.q.batchAcquire)
 	if err != nil {
 		return nil, nil, err
 	}
 	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(ticks), pq.Array(ttls), pq.Array(specs), pq.Array(graces),
-		pq.Array(stored), pq.Array(nearest), pq.Array(from), pq.Array(until))
+		pq.Array(stored), pq.Array(nearest), pq.Array(from), pq.Array(until), pq.Array(sent), pq.Array(catchUps), pq.Array(windows))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -485,7 +485,8 @@ VALUES ($1, 'old', 1, $2, 60000, clock_timestamp(), clock_timestamp(), clock_tim
 func grantInTx(t *testing.T, tx *sql.Tx, job, owner string, tick time.Time) (int64, time.Time) {
 	t.Helper()
 	rows, err := tx.QueryContext(t.Context(), postgres.AcquireQuery, job, owner, tick, 60000, nil, nil, // no schedule
-		nil, false, nil, nil) // nothing to hold the tick's resolution to
+		nil, false, nil, nil, // nothing to hold the tick's resolution to
+		tick, nil, nil) // the tick as sent; no catch-up policy
 	if err != nil {
 		t.Fatalf("grant in a transaction: %v", err)
 	}

@@ -104,11 +104,26 @@ func clockWithin(now, from, until string) string {
 	return `(` + from + ` IS NULL OR ` + now + ` >= ` + from + `) AND (` + until + ` IS NULL OR ` + now + ` < ` + until + `)`
 }
 
+// claimedTick is the tick an acquire takes on l: the tick it sent (sent,
+// as it sent it) when that is the manual tick the job owes or the tick of
+// l's grant, else tick, its tick resolved against the schedule. A manual
+// tick is no tick of the schedule, so resolving it would snap it to an
+// earlier tick of the schedule; its claim, and the claimant's retry after
+// the claim settled it, take it as it is (decide.ClaimedTick).
+func claimedTick(tick, sent string) string {
+	return `(CASE WHEN l.tick = ` + sent + ` OR (l.owed_reason = 'manual' AND l.owed_tick = ` + sent + `)
+		THEN ` + sent + ` ELSE ` + tick + ` END)`
+}
+
 // acquireInput is where an acquire statement reads its calls from: the
 // parameters of one call, or the input rows of a batch (i).
 type acquireInput struct {
 	params                                   string // the input CTE, ending in ", " (empty for parameters)
 	jobID, owner, tick, ttlMs, spec, graceMs string
+	// sent is the tick as the acquire sent it, before its resolution
+	// (claimedTick); catchUp and catchUpWindowMs are the catch-up policy
+	// to register with the schedule (NULL: keep the stored one).
+	sent, catchUp, catchUpWindowMs string
 	// The tick's resolution (tick.go): the stored schedule it assumed
 	// (NULL when it does not depend on it), whether the acquire asked for
 	// the nearest tick, and the clock readings at which that is the tick.
@@ -128,6 +143,7 @@ type acquireInput struct {
 var singleInput = acquireInput{
 	jobID: `$1::text`, owner: `$2::text`, tick: `$3::timestamptz`, ttlMs: `$4::bigint`, spec: `$5::text`, graceMs: `$6::bigint`,
 	stored: `$7::text`, nearest: `$8::boolean`, clockFrom: `$9::timestamptz`, clockUntil: `$10::timestamptz`,
+	sent: `$11::timestamptz`, catchUp: `$12::text`, catchUpWindowMs: `$13::bigint`,
 	snapshotFrom: `
 	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 	WHERE l.job_id = $1::text`,
@@ -141,11 +157,12 @@ FROM (SELECT clock_timestamp() AS now) AS c`,
 var batchInput = acquireInput{
 	params: `input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::text[], $6::bigint[],
-			$7::text[], $8::boolean[], $9::timestamptz[], $10::timestamptz[])
-		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms, stored, nearest, clock_from, clock_until)
+			$7::text[], $8::boolean[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::bigint[])
+		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms, stored, nearest, clock_from, clock_until, sent, catch_up, catch_up_window_ms)
 ), `,
 	jobID: `i.job_id`, owner: `i.owner`, tick: `i.tick`, ttlMs: `i.ttl_ms`, spec: `i.schedule`, graceMs: `i.grace_ms`,
 	stored: `i.stored`, nearest: `i.nearest`, clockFrom: `i.clock_from`, clockUntil: `i.clock_until`,
+	sent: `i.sent`, catchUp: `i.catch_up`, catchUpWindowMs: `i.catch_up_window_ms`,
 	resolvedFrom: ` FROM input AS i`,
 	snapshotFrom: `
 	FROM (SELECT clock_timestamp() AS now) AS c, input AS i JOIN leases AS l ON l.job_id = i.job_id`,
@@ -157,16 +174,32 @@ ORDER BY i.job_id`,
 }
 
 // with is the statement's CTEs before the snapshot: the input, and the
-// resolved CTE, each call's resolution by job, which the upsert's ON
-// CONFLICT clause (which sees only l and EXCLUDED) reads through resolvedOf.
+// resolved CTE, each call's resolution, sent tick and catch-up policy by
+// job, which the upsert's ON CONFLICT clause (which sees only l and
+// EXCLUDED) reads through resolvedOf and its SET by joining it.
 func (in acquireInput) with() string {
-	return in.params + `resolved AS (SELECT ` + in.jobID + ` AS job_id, ` + in.stored + ` AS stored, ` + in.nearest + ` AS nearest` +
+	return in.params + `resolved AS (SELECT ` + in.jobID + ` AS job_id, ` + in.stored + ` AS stored, ` + in.nearest + ` AS nearest, ` +
+		in.sent + ` AS sent, ` + in.catchUp + ` AS catch_up, ` + in.catchUpWindowMs + ` AS catch_up_window_ms` +
 		in.resolvedFrom + `), `
 }
 
 // resolvedOf is column col of the resolved CTE for l's job.
 func resolvedOf(col string) string {
 	return `(SELECT g.` + col + ` FROM resolved AS g WHERE g.job_id = l.job_id)`
+}
+
+// claimsOwed: a new grant (not renew) of tick claims the tick l owes: its
+// run has the owed tick's trigger (decide.Claim).
+func claimsOwed(renew, tick string) string {
+	return `COALESCE(NOT ` + renew + ` AND ` + tick + ` = l.owed_tick, false)`
+}
+
+// settlesOwed: a new grant of tick settles what l owes: it claims the owed
+// tick, or it is a later tick and the debt a catch-up one (the job ran
+// since the missed tick); a manual tick stays owed until it is claimed,
+// cancelled or expires (decide.Claim).
+func settlesOwed(renew, tick string) string {
+	return `COALESCE(NOT ` + renew + ` AND (` + tick + ` = l.owed_tick OR (l.owed_reason = 'catch-up' AND ` + tick + ` > l.owed_tick)), false)`
 }
 
 // upsert grants or renews under the row lock, or does nothing. The row
@@ -187,9 +220,15 @@ func resolvedOf(col string) string {
 // A grant or renewal with a schedule (its grace) registers it: a new spec
 // (or the first) is due at once, and the sweep then computes its first
 // tick after schedule_since; the same spec with another grace keeps its
-// undecided tick and moves when it is due. While the job is paused only the
-// holder's renewal passes the WHERE, and only while the stored schedule is
-// the one the tick was resolved with (storedAs).
+// undecided tick and moves when it is due. A catch-up policy sent with it
+// is registered too (none sent: the stored one stays). While the job is
+// paused only the holder's renewal passes the WHERE, and only while the
+// stored schedule is the one the tick was resolved with (storedAs).
+//
+// The tick a conflicting row takes is claimedTick (s.tick): a grant of
+// the tick the job owes claims it, its run gets the debt's trigger
+// (grant_trigger, copied to the run by grantedRun) and the debt is settled
+// (settlesOwed), in the same statement as the grant.
 func (p statementParts) upsert(in acquireInput, fastPath bool) string {
 	rows := in.upsertFrom + `
 WHERE ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil)
@@ -200,17 +239,19 @@ WHERE ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil)
 	rows += in.upsertOrder
 	return `
 INSERT INTO leases AS l (job_id, owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at,
-	schedule, grace_ms, schedule_since, decide_at)
+	schedule, grace_ms, schedule_since, decide_at, catch_up, catch_up_window_ms)
 SELECT ` + in.jobID + `, ` + in.owner + `, ` + tokenAfter(`0`, walTimeline) + `, ` + walTimeline + `, ` + in.tick + `, ` + in.ttlMs + `, c.now, c.now, c.now + ` + in.ttlMs + ` * interval '1 millisecond',
-	` + in.spec + `, ` + in.graceMs + `, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END` + rows + `
+	` + in.spec + `, ` + in.graceMs + `, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END, CASE WHEN ` + in.spec + ` IS NULL THEN NULL ELSE c.now END,
+	COALESCE(` + in.catchUp + `, 'none'), COALESCE(` + in.catchUpWindowMs + `, 86400000)` + rows + `
 ON CONFLICT (job_id) DO UPDATE SET
 	(owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at, last_outcome,
-		schedule, grace_ms, schedule_since, next_tick, decide_at) = (
+		schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms,
+		owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until, grant_trigger, grant_triggered_by) = (
 		SELECT
 			EXCLUDED.owner,
 			` + p.nextToken + `,
 			CASE WHEN s.renew THEN l.timeline ELSE EXCLUDED.timeline END,
-			CASE WHEN s.renew THEN l.tick ELSE EXCLUDED.tick END,
+			CASE WHEN s.renew THEN l.tick ELSE s.tick END,
 			EXCLUDED.ttl_ms,
 			CASE WHEN s.renew THEN l.acquired_at ELSE s.now END,
 			s.now,
@@ -226,18 +267,34 @@ ON CONFLICT (job_id) DO UPDATE SET
 			CASE WHEN EXCLUDED.schedule IS NULL THEN l.decide_at
 				WHEN EXCLUDED.schedule = l.schedule
 				THEN COALESCE(l.next_tick + EXCLUDED.grace_ms * interval '1 millisecond', l.decide_at)
-				ELSE s.now END
+				ELSE s.now END,
+			COALESCE(s.catch_up, l.catch_up),
+			CASE WHEN s.catch_up IS NULL THEN l.catch_up_window_ms ELSE s.catch_up_window_ms END,
+			CASE WHEN s.settles THEN NULL ELSE l.owed_tick END,
+			CASE WHEN s.settles THEN NULL ELSE l.owed_reason END,
+			CASE WHEN s.settles THEN NULL ELSE l.owed_by END,
+			CASE WHEN s.settles THEN NULL ELSE l.owed_trigger_reason END,
+			CASE WHEN s.settles THEN NULL ELSE l.owed_until END,
+			CASE WHEN s.renew THEN l.grant_trigger WHEN s.claims THEN l.owed_reason ELSE 'schedule' END,
+			CASE WHEN s.renew THEN l.grant_triggered_by WHEN s.claims THEN l.owed_by END
 		FROM (
-			SELECT c.now, ` + renewsAt(`c.now`, `EXCLUDED.owner`, `EXCLUDED.tick`, resolvedOf(`nearest`)) + ` AS renew
-			FROM (SELECT clock_timestamp() AS now) AS c
+			SELECT t.*, ` + claimsOwed(`t.renew`, `t.tick`) + ` AS claims, ` + settlesOwed(`t.renew`, `t.tick`) + ` AS settles
+			FROM (
+				SELECT c.now, k.tick, g.catch_up, g.catch_up_window_ms,
+					` + renewsAt(`c.now`, `EXCLUDED.owner`, `k.tick`, `g.nearest`) + ` AS renew
+				FROM (SELECT clock_timestamp() AS now) AS c, resolved AS g,
+					LATERAL (SELECT ` + claimedTick(`EXCLUDED.tick`, `g.sent`) + ` AS tick) AS k
+				WHERE g.job_id = l.job_id
+			) AS t
 		) AS s
 	)
-WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, `EXCLUDED.tick`, resolvedOf(`nearest`)) + `
+WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, claimedTick(`EXCLUDED.tick`, resolvedOf(`sent`)), resolvedOf(`nearest`)) + `
 	AND ` + storedAs(resolvedOf(`stored`)) + `
 RETURNING ` + leaseColumns
 }
 
-// grantedRun inserts the run of a grant that the upsert CTE returned, in the
+// grantedRun inserts the run of a grant that the upsert CTE returned, with
+// its trigger (grant_trigger: schedule, or the owed tick it claimed), in the
 // same statement, so that all run rows of a batch are written by one
 // executor rather than by a trigger call per row. A grant sets acquired_at
 // and renewed_at to one instant; a renewal keeps acquired_at and returns
@@ -248,8 +305,8 @@ RETURNING ` + leaseColumns
 // trigger leaves the rest to these statements because the store's sessions
 // say they write the run rows (leaseapi.run_rows, conn.go).
 const grantedRun = `, run AS (
-	INSERT INTO runs (job_id, token, owner, tick, started_at, timeline)
-	SELECT job_id, token, owner, tick, acquired_at, timeline FROM upsert WHERE acquired_at = renewed_at
+	INSERT INTO runs (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by)
+	SELECT job_id, token, owner, tick, acquired_at, timeline, grant_trigger, grant_triggered_by FROM upsert WHERE acquired_at = renewed_at
 	ON CONFLICT (job_id, token) DO NOTHING
 )
 `
@@ -272,7 +329,7 @@ func (p statementParts) acquire(in acquireInput) string {
 WITH ` + in.with() + `snapshot AS (
 	SELECT ` + snapshotColumns + `,
 		(NOT (` + storedAs(in.stored) + ` AND ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil) + `)
-			OR ` + p.refused(`c.now`, in.owner, in.tick, in.nearest) + `) AS refused` + in.snapshotFrom + `
+			OR ` + p.refused(`c.now`, in.owner, claimedTick(in.tick, in.sent), in.nearest) + `) AS refused` + in.snapshotFrom + `
 ), upsert AS (` + p.upsert(in, true) + `
 )` + grantedRun + `SELECT *, false AS refused FROM upsert
 UNION ALL
@@ -291,7 +348,7 @@ func (p statementParts) naiveAcquire() string {
 const snapshotColumns = `l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
 		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline,
-		l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, c.now AS db_now`
+		l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, l.grant_trigger, l.grant_triggered_by, c.now AS db_now`
 
 // heartbeat extends a held grant whose owner and token match (fence); a
 // NULL ttl keeps the grant's. The clock in the WHERE is re-read if the row

@@ -293,7 +293,11 @@ type leaseRow struct {
 	CatchUpWindowMs   int64          `db:"catch_up_window_ms"`
 	OwedTick          sql.NullTime   `db:"owed_tick"`
 	OwedReason        sql.NullString `db:"owed_reason"`
-	Now               time.Time      `db:"db_now"`
+	// GrantTrigger and GrantTriggeredBy are what started the current
+	// grant, which its run records (grantedRun).
+	GrantTrigger     string         `db:"grant_trigger"`
+	GrantTriggeredBy sql.NullString `db:"grant_triggered_by"`
+	Now              time.Time      `db:"db_now"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields;
@@ -301,7 +305,7 @@ type leaseRow struct {
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
-	catch_up, catch_up_window_ms, owed_tick, owed_reason, clock_timestamp() AS db_now`
+	catch_up, catch_up_window_ms, owed_tick, owed_reason, grant_trigger, grant_triggered_by, clock_timestamp() AS db_now`
 
 // fields are the scan targets of leaseColumns, in their order.
 func (r *leaseRow) jobID() string { return r.JobID }
@@ -310,7 +314,7 @@ func (r *leaseRow) fields() []any {
 	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
 		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Timeline,
-		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.Now}
+		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.GrantTrigger, &r.GrantTriggeredBy, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -786,7 +790,7 @@ func (p *Store) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.Lea
 // whose grant has expired is shown as expired, ending at its expiry: the
 // row itself is closed when a grant takes over.
 var runsQuery = `
-SELECT r.token, r.owner, r.tick, r.started_at, r.revoked_by,
+SELECT r.token, r.owner, r.tick, r.started_at, r.revoked_by, r.trigger, r.triggered_by,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
 FROM leases AS l
@@ -804,6 +808,9 @@ type runRow struct {
 	EndedAt   sql.NullTime   `db:"ended_at"`
 	Outcome   string         `db:"outcome"`
 	RevokedBy sql.NullString `db:"revoked_by"`
+	// Trigger and TriggeredBy: what started the run.
+	Trigger     string         `db:"trigger"`
+	TriggeredBy sql.NullString `db:"triggered_by"`
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -825,14 +832,16 @@ func (p *Store) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.R
 		runs := make([]leaseapi.Run, len(rows))
 		for i, r := range rows {
 			runs[i] = leaseapi.Run{
-				JobID:     jobID,
-				Token:     r.Token.Int64,
-				Owner:     r.Owner.String,
-				Tick:      nullTime(r.Tick),
-				StartedAt: nullTime(r.StartedAt),
-				RevokedBy: r.RevokedBy.String,
-				EndedAt:   nullTime(r.EndedAt),
-				Outcome:   leaseapi.Outcome(r.Outcome),
+				JobID:       jobID,
+				Token:       r.Token.Int64,
+				Owner:       r.Owner.String,
+				Tick:        nullTime(r.Tick),
+				StartedAt:   nullTime(r.StartedAt),
+				RevokedBy:   r.RevokedBy.String,
+				EndedAt:     nullTime(r.EndedAt),
+				Outcome:     leaseapi.Outcome(r.Outcome),
+				Trigger:     leaseapi.Trigger(r.Trigger),
+				TriggeredBy: r.TriggeredBy.String,
 			}
 		}
 		return runs, nil

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"sync"
@@ -92,11 +93,17 @@ func resolvedCall(r *decide.Resolution) *acquireCall {
 	if spec.Valid {
 		grace = sql.NullInt64{Int64: a.Grace.Milliseconds(), Valid: true}
 	}
-	return &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds(),
+	c := &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds(),
 		spec: spec, grace: grace,
 		stored:  sql.NullString{String: r.Stored, Valid: r.CheckStored},
 		nearest: a.NearestTick,
 		from:    sql.NullTime{Time: r.ClockFrom, Valid: !r.ClockFrom.IsZero()},
 		until:   sql.NullTime{Time: r.ClockUntil, Valid: !r.ClockUntil.IsZero()},
+		sent:    nullableTime(r.Sent),
 	}
+	if a.CatchUp != "" {
+		c.catchUp = sql.NullString{String: string(a.CatchUp), Valid: true}
+		c.catchUpWindowMs = sql.NullInt64{Int64: cmp.Or(a.CatchUpWindow, leaseapi.DefaultCatchUpWindow).Milliseconds(), Valid: true}
+	}
+	return c
 }

@@ -1,7 +1,9 @@
 package repotest
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,5 +204,137 @@ func testOwedMany(t *testing.T, b *bundle) {
 		if o.JobID != want[i] || o.Reason != leaseapi.TriggerManual {
 			t.Errorf("Owed[%d]: got %+v, want job %s, manual", i, o, want[i])
 		}
+	}
+}
+
+// testClaimManual: a manual tick is claimed with an ordinary acquire of
+// that tick, taken as it is (not snapped to the schedule's earlier tick,
+// which ran), by exactly one of many contenders; its run says manual and
+// who triggered it; the grant settles the debt; the claimant's retry
+// renews its grant; once released succeeded the tick is never granted
+// again, and the schedule's next tick is a tick of the schedule.
+func testClaimManual(t *testing.T, b *bundle) {
+	ctx, job := t.Context(), b.job("claim-manual")
+	const hourly = "@every 1h"
+	hour := b.dbClock(t).Truncate(time.Hour)
+	first := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("sched"), TTL: longTTL, Tick: &hour,
+		Schedule: hourly, Grace: time.Minute})
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("sched"), Token: first.Token, Outcome: leaseapi.OutcomeSucceeded})
+	m := wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: job, By: "ops", Reason: "rerun the report"}))
+
+	const contenders = 8
+	type result struct {
+		owner string
+		l     leaseapi.Lease
+		err   error
+	}
+	results := make([]result, contenders)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range contenders {
+		wg.Go(func() {
+			owner := b.owner(fmt.Sprint("claimant-", i))
+			<-start
+			l, err := b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: &m})
+			results[i] = result{owner, l, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	var winner *result
+	for i, r := range results {
+		switch {
+		case r.err == nil:
+			if winner != nil {
+				t.Fatalf("manual tick %s granted twice: to %s (token %d) and %s (token %d)",
+					fmtTime(&m), winner.owner, winner.l.Token, r.owner, r.l.Token)
+			}
+			winner = &results[i]
+		case errors.Is(r.err, leaseapi.ErrLeaseHeld) || errors.Is(r.err, leaseapi.ErrTickDone):
+		default:
+			t.Errorf("contender %s: got error %v, want a grant, lease_held or tick_done", r.owner, r.err)
+		}
+	}
+	if winner == nil {
+		t.Fatalf("manual tick %s granted to none of %d contenders (first error: %v)", fmtTime(&m), contenders, results[0].err)
+	}
+	if l := winner.l; !equalTimePtr(l.Tick, &m) || l.Token != first.Token+1 || l.OwedTick != nil || l.OwedReason != "" {
+		t.Errorf("the claim: got tick %s token %d owed %s %q; want tick %s token %d, owing nothing",
+			fmtTime(l.Tick), l.Token, fmtTime(l.OwedTick), l.OwedReason, fmtTime(&m), first.Token+1)
+	}
+	if o := b.owed(t, job); len(o) != 0 {
+		t.Errorf("Owed after the claim: got %+v, want nothing", o)
+	}
+	if runs := b.runs(t, job, 2); len(runs) != 2 || runs[0].Trigger != leaseapi.TriggerManual || runs[0].TriggeredBy != "ops" ||
+		!equalTimePtr(runs[0].Tick, &m) || runs[1].Trigger != leaseapi.TriggerSchedule || runs[1].TriggeredBy != "" {
+		t.Errorf("Runs after the claim: got %+v, want the manual run (by ops, tick %s) after the scheduled one", runs, fmtTime(&m))
+	}
+	retry := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: winner.owner, TTL: longTTL, Tick: &m})
+	if retry.Token != winner.l.Token || !equalTimePtr(retry.Tick, &m) {
+		t.Errorf("the claimant's retry: got token %d tick %s, want its grant (token %d, tick %s)",
+			retry.Token, fmtTime(retry.Tick), winner.l.Token, fmtTime(&m))
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: winner.owner, Token: winner.l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	for _, owner := range []string{winner.owner, b.owner("late")} {
+		_, err := b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: &m})
+		wantConflict(t, "an acquire of the manual tick after it succeeded", err, leaseapi.ErrTickDone)
+	}
+	next := hour.Add(time.Hour)
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("sched"), TTL: longTTL, Tick: &next})
+	if runs := b.runs(t, job, 1); !equalTimePtr(l.Tick, &next) || len(runs) != 1 || runs[0].Trigger != leaseapi.TriggerSchedule {
+		t.Errorf("the next tick of the schedule: got tick %s, runs %+v; want tick %s with trigger schedule", fmtTime(l.Tick), runs, fmtTime(&next))
+	}
+}
+
+// testClaimManualNotOwed: a tick that is not the manual tick the job owes
+// is snapped to the schedule as ever, and a trigger owes nothing to a
+// grant of another tick: the manual tick stays owed.
+func testClaimManualNotOwed(t *testing.T, b *bundle) {
+	ctx, job := t.Context(), b.job("claim-other")
+	const hourly = "@every 1h"
+	hour := b.dbClock(t).Truncate(time.Hour)
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("a"), TTL: longTTL, Tick: &hour, Schedule: hourly, Grace: time.Minute})
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("a"), Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	m := wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: job}))
+	other := m.Add(time.Millisecond)
+	_, err := b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: b.owner("b"), TTL: longTTL, Tick: &other})
+	if !equalTimePtr(wantConflict(t, "an acquire of a tick next to the manual one", err, leaseapi.ErrTickDone).OwedTick, &m) {
+		t.Errorf("after an acquire of another tick: the manual tick %s is no longer owed", fmtTime(&m))
+	}
+	next := hour.Add(time.Hour)
+	granted := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("b"), TTL: longTTL, Tick: &next})
+	if !equalTimePtr(granted.OwedTick, &m) || granted.OwedReason != leaseapi.TriggerManual {
+		t.Errorf("a grant of the schedule's next tick: got owed %s %q, want the manual tick %s still owed",
+			fmtTime(granted.OwedTick), granted.OwedReason, fmtTime(&m))
+	}
+}
+
+// testCatchUpRegistration: a granted acquire with a schedule registers the
+// catch-up policy and window it sends; one that sends none keeps them; a
+// refused one changes nothing.
+func testCatchUpRegistration(t *testing.T, b *bundle) {
+	ctx, job, a := t.Context(), b.job("catch-up-policy"), b.owner("a")
+	const hourly = "@every 1h"
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, Tick: tickAt(0), Schedule: hourly, Grace: time.Minute,
+		CatchUp: leaseapi.CatchUpLatest, CatchUpWindow: 2 * time.Hour})
+	if l.CatchUp != leaseapi.CatchUpLatest || l.CatchUpWindow != 2*time.Hour {
+		t.Errorf("a grant sending catch-up latest, 2 h: got %q %s", l.CatchUp, l.CatchUpWindow)
+	}
+	_, err := b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: b.owner("b"), TTL: longTTL, Tick: tickAt(0),
+		Schedule: hourly, Grace: time.Minute, CatchUp: leaseapi.CatchUpNone})
+	wantConflict(t, "a refused acquire sending catch-up none", err, leaseapi.ErrLeaseHeld)
+	if got := b.get(t, job); got.CatchUp != leaseapi.CatchUpLatest || got.CatchUpWindow != 2*time.Hour {
+		t.Errorf("after a refused acquire: got %q %s, want latest 2h0m0s", got.CatchUp, got.CatchUpWindow)
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: a, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	l = b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, Tick: tickAt(60), Schedule: hourly, Grace: time.Minute})
+	if l.CatchUp != leaseapi.CatchUpLatest || l.CatchUpWindow != 2*time.Hour {
+		t.Errorf("a grant sending no catch-up: got %q %s, want the stored latest 2h0m0s", l.CatchUp, l.CatchUpWindow)
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: a, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	l = b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, Tick: tickAt(120), Schedule: hourly, Grace: time.Minute,
+		CatchUp: leaseapi.CatchUpNone})
+	if l.CatchUp != leaseapi.CatchUpNone || l.CatchUpWindow != leaseapi.DefaultCatchUpWindow {
+		t.Errorf("a grant sending catch-up none without a window: got %q %s, want none and the default window", l.CatchUp, l.CatchUpWindow)
 	}
 }

@@ -83,6 +83,9 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"TriggerAfterTicks", testTriggerAfterTicks},
 		{"TriggerPaused", testTriggerPaused},
 		{"OwedMany", testOwedMany},
+		{"ClaimManual", testClaimManual},
+		{"ClaimManualNotOwed", testClaimManualNotOwed},
+		{"CatchUpRegistration", testCatchUpRegistration},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -469,13 +470,16 @@ type leaseRow struct {
 	CatchUpWindowMs   int64          `db:"catch_up_window_ms"`
 	OwedTick          sql.NullInt64  `db:"owed_tick"`
 	OwedReason        sql.NullString `db:"owed_reason"`
+	// OwedBy is who triggered the manual tick the job owes, which the run
+	// that claims it records.
+	OwedBy sql.NullString `db:"owed_by"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
-	catch_up, catch_up_window_ms, owed_tick, owed_reason`
+	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_by`
 
 // held reports whether the grant is held at now.
 func (r *leaseRow) held(now int64) bool {
@@ -566,11 +570,18 @@ RETURNING ` + leaseColumns
 
 	// grantQuery starts a new grant on an existing row: token + 1,
 	// release and revocation cleared. $8 is the last outcome, 'expired'
-	// when the previous grant ended by expiry.
+	// when the previous grant ended by expiry; $9 and $10 what started the
+	// grant (decide.Claim), and $11 whether it settles what the job owes.
 	grantQuery = `
 UPDATE leases SET owner = $3, token = token + 1, tick = $4, ttl_ms = $5,
 	acquired_at = $6, renewed_at = $6, expires_at = $7,
-	released_at = NULL, revoked_at = NULL, last_outcome = $8
+	released_at = NULL, revoked_at = NULL, last_outcome = $8,
+	grant_trigger = $9, grant_triggered_by = $10,
+	owed_tick = CASE WHEN $11 THEN NULL ELSE owed_tick END,
+	owed_reason = CASE WHEN $11 THEN NULL ELSE owed_reason END,
+	owed_by = CASE WHEN $11 THEN NULL ELSE owed_by END,
+	owed_trigger_reason = CASE WHEN $11 THEN NULL ELSE owed_trigger_reason END,
+	owed_until = CASE WHEN $11 THEN NULL ELSE owed_until END
 WHERE job_id = $1 AND token = $2
 RETURNING ` + leaseColumns
 
@@ -582,7 +593,7 @@ WHERE job_id = $1 AND owner = $2 AND token = $3
 RETURNING ` + leaseColumns
 
 	insertRunQuery = `
-INSERT INTO runs (job_id, token, owner, tick, started_at, timeline) VALUES ($1, $2, $3, $4, $5, 1)`
+INSERT INTO runs (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by) VALUES ($1, $2, $3, $4, $5, 1, $6, $7)`
 
 	// endRunQuery closes the run of one grant.
 	endRunQuery = `
@@ -605,6 +616,12 @@ UPDATE leases SET
 WHERE job_id = $1
 RETURNING ` + leaseColumns
 
+// registerCatchUpQuery stores the catch-up policy and window a granted
+// acquire sent with its schedule.
+const registerCatchUpQuery = `
+UPDATE leases SET catch_up = $2, catch_up_window_ms = $3 WHERE job_id = $1
+RETURNING ` + leaseColumns
+
 // Acquire grants, renews or refuses the lease. See leaseapi.Store.
 func (s *Store) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
 	if err := stores.ValidateAcquire(p); err != nil {
@@ -621,6 +638,12 @@ func (s *Store) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseap
 		if p.Schedule != "" {
 			if row, err = writeLease(ctx, tx, registerQuery,
 				p.JobID, p.Schedule, p.Grace.Milliseconds(), now); err != nil {
+				return leaseapi.Lease{}, err
+			}
+		}
+		if p.CatchUp != "" {
+			window := cmp.Or(p.CatchUpWindow, leaseapi.DefaultCatchUpWindow)
+			if row, err = writeLease(ctx, tx, registerCatchUpQuery, p.JobID, string(p.CatchUp), window.Milliseconds()); err != nil {
 				return leaseapi.Lease{}, err
 			}
 		}
@@ -648,14 +671,18 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 		if err != nil {
 			return row, err
 		}
-		_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now)
+		_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now, leaseapi.TriggerSchedule, nil)
 		return row, err
 	}
 	// Decided on the row at now, with the tick as it is stored (to the
-	// millisecond), by the rules both stores share.
+	// millisecond), by the rules both stores share: the tick it claims
+	// (an owed manual tick is taken as sent), and what that does to what
+	// the job owes.
+	curLease := cur.lease(now)
+	tick = toNullMs(decide.ClaimedTick(&resolved, curLease))
 	at := *p
 	at.Tick = fromNullMs(tick)
-	renew, refused := decide.Acquire(&at, cur.lease(now))
+	renew, refused := decide.Acquire(&at, curLease)
 	if refused != nil {
 		return cur, refused
 	}
@@ -672,12 +699,17 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 		}
 		lastOutcome = sql.NullString{String: string(leaseapi.OutcomeExpired), Valid: true}
 	}
+	trigger, settles := decide.Claim(at.Tick, curLease.OwedTick, curLease.OwedReason)
+	var triggeredBy sql.NullString
+	if trigger != leaseapi.TriggerSchedule {
+		triggeredBy = cur.OwedBy
+	}
 	row, err := writeLease(ctx, tx, grantQuery,
-		p.JobID, cur.Token, p.Owner, tick, ttl, now, now+ttl, lastOutcome)
+		p.JobID, cur.Token, p.Owner, tick, ttl, now, now+ttl, lastOutcome, trigger, triggeredBy, settles)
 	if err != nil {
 		return row, err
 	}
-	_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now)
+	_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now, trigger, triggeredBy)
 	return row, err
 }
 
@@ -921,7 +953,7 @@ func prefixEnd(prefix string) (string, bool) {
 // runsQuery reads a job's history newest first: by start, or by tick
 // for a missed run (runs_job_at_idx).
 const runsQuery = `
-SELECT token, owner, tick, started_at, ended_at, outcome, revoked_by FROM runs
+SELECT token, owner, tick, started_at, ended_at, outcome, revoked_by, trigger, triggered_by FROM runs
 WHERE job_id = $1
 ORDER BY COALESCE(started_at, tick) DESC, id DESC
 LIMIT $2`
@@ -934,6 +966,9 @@ type runRow struct {
 	EndedAt   sql.NullInt64  `db:"ended_at"`
 	Outcome   string         `db:"outcome"`
 	RevokedBy sql.NullString `db:"revoked_by"`
+	// Trigger and TriggeredBy: what started the run.
+	Trigger     string         `db:"trigger"`
+	TriggeredBy sql.NullString `db:"triggered_by"`
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -958,14 +993,16 @@ func (s *Store) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.R
 		runs = make([]leaseapi.Run, len(rows))
 		for i, r := range rows {
 			run := leaseapi.Run{
-				JobID:     jobID,
-				Token:     r.Token.Int64,
-				Owner:     r.Owner.String,
-				Tick:      fromNullMs(r.Tick),
-				StartedAt: fromNullMs(r.StartedAt),
-				RevokedBy: r.RevokedBy.String,
-				EndedAt:   fromNullMs(r.EndedAt),
-				Outcome:   leaseapi.Outcome(r.Outcome),
+				JobID:       jobID,
+				Token:       r.Token.Int64,
+				Owner:       r.Owner.String,
+				Tick:        fromNullMs(r.Tick),
+				StartedAt:   fromNullMs(r.StartedAt),
+				RevokedBy:   r.RevokedBy.String,
+				EndedAt:     fromNullMs(r.EndedAt),
+				Outcome:     leaseapi.Outcome(r.Outcome),
+				Trigger:     leaseapi.Trigger(r.Trigger),
+				TriggeredBy: r.TriggeredBy.String,
 			}
 			if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token.Int64 == cur.Token {
 				run.Outcome = leaseapi.OutcomeExpired
