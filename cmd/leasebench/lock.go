@@ -27,8 +27,16 @@ import (
 // starts it, reads the window it measures, and reads the servers' CPU
 // time from /proc at the window's two ends.
 
-// lockSystems are the systems of a round, in order.
+// lockSystems are the systems of a round, in order. After the rounds come
+// as many rows of leaseapi-replicated: leaseapi with
+// LEASEAPI_DURABILITY=replicated on a primary with one synchronous standby
+// (see replicatedPair), what replication costs. They run apart, on a pair
+// started after the rounds, so that the other rows are measured as they
+// always were: the pair's writes share the disk.
 var lockSystems = []string{"leaseapi", "etcd", "redis"}
+
+// replicatedSystem is the name of the replicated rows.
+const replicatedSystem = "leaseapi-replicated"
 
 // LockReport is the lock scenario's part of the results.
 type LockReport struct {
@@ -39,8 +47,10 @@ type LockReport struct {
 	// from the servers (Postgres: SHOW; Redis: CONFIG GET).
 	Durability map[string]string `json:"durability"`
 	Versions   map[string]string `json:"versions"`
-	Rows       []LockRow         `json:"rows"`
-	Summary    []LockSummary     `json:"summary"`
+	// ReplicatedSkipped says why there is no leaseapi-replicated row.
+	ReplicatedSkipped string        `json:"replicatedSkipped,omitempty"`
+	Rows              []LockRow     `json:"rows"`
+	Summary           []LockSummary `json:"summary"`
 }
 
 // LockRow is one system in one round.
@@ -116,9 +126,10 @@ func (b *bench) lock(ctx context.Context) error {
 				return err
 			}
 			var row LockRow
-			if system == "leaseapi" {
-				row, err = b.lockLeaseapi(ctx, round)
-			} else {
+			switch system {
+			case "leaseapi":
+				row, err = b.lockLeaseapi(ctx, round, system, o.dsn, nil)
+			default:
 				row, err = b.lockPeer(ctx, peers, system, rep)
 			}
 			if err != nil {
@@ -129,7 +140,42 @@ func (b *bench) lock(ctx context.Context) error {
 			b.logf("  %s", row.brief())
 		}
 	}
+	if err := b.lockReplicated(ctx, rep); err != nil {
+		return err
+	}
 	rep.Summary = summarizeLock(rep.Rows)
+	return nil
+}
+
+// lockReplicated measures the replicated rows, one per round, on a pair
+// started for them, or says in the report why there are none.
+func (b *bench) lockReplicated(ctx context.Context, rep *LockReport) error {
+	pair, err := startReplicatedPair(ctx)
+	if errors.Is(err, errPairUnavailable) {
+		rep.ReplicatedSkipped = err.Error()
+		b.logf("lock: no %s rows: %v", replicatedSystem, err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lock: the synchronous pair of the %s rows: %w", replicatedSystem, err)
+	}
+	defer pair.remove()
+	rep.Durability["postgres-pair"] = pair.durability
+	rep.Versions["postgres-pair"] = pair.version
+	b.logf("lock: synchronous pair up (%s)", pair.durability)
+	for round := 1; round <= b.opts.lockRounds; round++ {
+		b.logf("lock: round %d/%d, %s, %d clients, %s", round, b.opts.lockRounds, replicatedSystem, b.opts.concurrency, b.opts.lockDuration)
+		if err := pair.checkpoint(ctx); err != nil {
+			return err
+		}
+		row, err := b.lockLeaseapi(ctx, round, replicatedSystem, pair.adminDSN, []string{"LEASEAPI_DURABILITY=replicated"})
+		if err != nil {
+			return fmt.Errorf("round %d, %s: %w", round, replicatedSystem, err)
+		}
+		row.Round = round
+		rep.Rows = append(rep.Rows, row)
+		b.logf("  %s", row.brief())
+	}
 	return nil
 }
 
@@ -199,14 +245,15 @@ type cpuSample struct {
 	err                       error
 }
 
-// lockLeaseapi measures one row of leaseapi: a fresh process on a fresh
-// database (as etcd and Redis get a fresh data directory), C clients each
-// on a job of its own: acquire with a new tick, then release with outcome
-// succeeded.
-func (b *bench) lockLeaseapi(ctx context.Context, round int) (row LockRow, err error) {
+// lockLeaseapi measures one row of leaseapi as system: a fresh process
+// (with env added to its settings) on a fresh database of the server
+// adminDSN names (as etcd and Redis get a fresh data directory), C clients
+// each on a job of its own: acquire with a new tick, then release with
+// outcome succeeded.
+func (b *bench) lockLeaseapi(ctx context.Context, round int, system, adminDSN string, env []string) (row LockRow, err error) {
 	o := b.opts
 	b.seq++
-	db, err := createDatabase(ctx, o.dsn, fmt.Sprintf("_lock%d", round))
+	db, err := createDatabase(ctx, adminDSN, fmt.Sprintf("_lock%d", round))
 	if err != nil {
 		return LockRow{}, err
 	}
@@ -226,8 +273,8 @@ func (b *bench) lockLeaseapi(ctx context.Context, round int) (row LockRow, err e
 		acquireMode: "fast",
 		logLevel:    o.logLevel,
 		logDir:      b.tmp,
-		name:        fmt.Sprintf("%02d-lock-%d", b.seq, round),
-		extraEnv:    o.serverEnv,
+		name:        fmt.Sprintf("%02d-%s-%d", b.seq, system, round),
+		extraEnv:    append(slices.Clone(env), o.serverEnv...),
 	})
 	if err != nil {
 		return LockRow{}, err
@@ -278,7 +325,7 @@ func (b *bench) lockLeaseapi(ctx context.Context, round int) (row LockRow, err e
 		return LockRow{}, err
 	}
 	row = LockRow{
-		System:           "leaseapi",
+		System:           system,
 		Cycles:           r.ops,
 		Seconds:          r.elapsed.Seconds(),
 		CyclesPerSec:     r.opsPerSec(),
@@ -531,7 +578,7 @@ func ticks(s string) time.Duration {
 // summarizeLock reduces the rounds to one line per system.
 func summarizeLock(rows []LockRow) []LockSummary {
 	var out []LockSummary
-	for _, system := range lockSystems {
+	for _, system := range append(slices.Clone(lockSystems), replicatedSystem) {
 		var rates, p50s, p99s []float64
 		var cycles, errs int64
 		var cpu, pgCPU float64
@@ -654,7 +701,7 @@ func lockRoundRow(r LockRow) []string {
 // lockDurability is one line of the durability settings in force.
 func lockDurability(l *LockReport) string {
 	var parts []string
-	for _, system := range []string{"postgres", "etcd", "redis"} {
+	for _, system := range []string{"postgres", "postgres-pair", "etcd", "redis"} {
 		if d, ok := l.Durability[system]; ok {
 			parts = append(parts, fmt.Sprintf("%s %s: %s", system, l.Versions[system], d))
 		}

@@ -106,7 +106,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sweepJobs, "sweep-jobs", 1000000, "scheduled jobs in the table during the large sweep pass")
 	fs.IntVar(&o.sweepDue, "sweep-due", 1000, "of them due (the small pass has only these)")
 	fs.DurationVar(&o.lockDuration, "lock-duration", 15*time.Second, "measured time of each row of the lock scenario")
-	fs.IntVar(&o.lockRounds, "lock-rounds", 3, "rounds of the lock scenario (each: leaseapi, etcd, redis)")
+	fs.IntVar(&o.lockRounds, "lock-rounds", 3, "rounds of the lock scenario (each: leaseapi, etcd, redis; then as many rows of leaseapi-replicated, on a synchronous pair, when root)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "LEASEAPI_LOG_LEVEL of the measured leaseapi (info = the default, with the access log)")
 	fs.StringVar(&o.out, "out", "", "JSON results file (default bench/results.json; with -quick, leasebench-quick.json in the temporary directory)")
 	fs.StringVar(&o.doc, "doc", "", "Markdown page whose results section to replace (e.g. docs/performance.md); ignored with -quick")

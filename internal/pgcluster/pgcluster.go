@@ -1,13 +1,14 @@
 // Package pgcluster starts private, throwaway PostgreSQL 15 clusters for
 // tests that must restart, crash, freeze or reconfigure a server: the chaos
-// suite, and the store's tests of synchronous replication. The shared
-// server the other tests use is never touched. It runs the server as the
-// postgres user, so its tests run as root.
+// suite, the store's tests of synchronous replication and the benchmark's
+// replicated row. The shared server the other tests use is never touched.
+// It runs the server as the postgres user, so its callers run as root.
 package pgcluster
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -40,11 +41,82 @@ const pgTimeout = 60 * time.Second
 // postgresql.conf. It is stopped (immediately) and removed at cleanup.
 func Start(t testing.TB, conf []string) *Cluster {
 	t.Helper()
-	c := newDir(t)
-	if out, err := asPostgres(pgTimeout, "initdb", "-D", c.Data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+	c, err := New(conf)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.Port = FreePort(t)
+	t.Cleanup(c.Remove)
+	return c
+}
+
+// StartStandby is NewStandby for a test: the standby is removed at
+// cleanup.
+func StartStandby(t testing.TB, primary *Cluster, name string, conf []string) *Cluster {
+	t.Helper()
+	c, err := NewStandby(primary, name, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Remove)
+	return c
+}
+
+// PostgresUser is the uid and gid of the user postgres, which the Postgres
+// servers of tests run as.
+func PostgresUser(t testing.TB) (uid, gid int) {
+	t.Helper()
+	uid, gid, err := postgresUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uid, gid
+}
+
+// FreePort returns a TCP port nobody listens on right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// Available says why clusters cannot be started here, or nil: they need
+// root (the servers run as the postgres user) and PostgreSQL 15's server
+// binaries.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("private Postgres clusters need root (their servers run as the postgres user)")
+	}
+	if _, _, err := postgresUser(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(pgBin, "initdb")); err != nil {
+		return fmt.Errorf("private Postgres clusters need PostgreSQL 15's server binaries in %s (Debian: postgresql-15): %w", pgBin, err)
+	}
+	return nil
+}
+
+// New creates and starts a cluster with conf appended to its
+// postgresql.conf (later settings win, so conf may undo the defaults
+// below, fsync = off among them). The caller removes it with Remove.
+func New(conf []string) (c *Cluster, err error) {
+	c, err = newDir()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Remove()
+		}
+	}()
+	if out, err := asPostgres(pgTimeout, "initdb", "-D", c.Data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"); err != nil {
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	if c.Port, err = freePort(); err != nil {
+		return nil, err
+	}
 	settings := append([]string{
 		fmt.Sprintf("port = %d", c.Port),
 		"listen_addresses = '127.0.0.1'",
@@ -63,76 +135,87 @@ func Start(t testing.TB, conf []string) *Cluster {
 		"deadlock_timeout = 200ms",
 	}, conf...)
 	if err := c.appendConf(settings); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := c.StartServer(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return c
+	return c, nil
 }
 
-// newDir makes a cluster's directories, owned by the postgres user, and
-// stops the cluster and removes them at cleanup.
-// PostgresUser is the uid and gid of the user postgres, which the Postgres
-// servers of tests run as.
-func PostgresUser(t testing.TB) (uid, gid int) {
-	t.Helper()
-	pg, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatalf("Postgres runs as the postgres user: %v", err)
-	}
-	uid, _ = strconv.Atoi(pg.Uid)
-	gid, _ = strconv.Atoi(pg.Gid)
-	return uid, gid
-}
-
-func newDir(t testing.TB) *Cluster {
-	t.Helper()
-	uid, gid := PostgresUser(t)
-	dir, err := os.MkdirTemp("", "leaseapi-chaos-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &Cluster{Dir: dir, Data: filepath.Join(dir, "data"), Sock: filepath.Join(dir, "sock"), LogFile: filepath.Join(dir, "postgres.log")}
-	for _, d := range []string{dir, c.Sock} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, uid, gid); err != nil {
-			t.Fatalf("chown %s to postgres (the tests must run as root): %v", d, err)
-		}
-	}
-	t.Cleanup(func() {
-		c.StopNow()
-		_ = os.RemoveAll(dir)
-	})
-	return c
-}
-
-// StartStandby makes a streaming standby of primary (pg_basebackup -R: a
+// NewStandby makes a streaming standby of primary (pg_basebackup -R: a
 // copy of its data directory that replicates from it, named name in its
 // primary_conninfo, so that synchronous_standby_names can name it) and
-// starts it. It is removed at cleanup like a cluster Start made.
-func StartStandby(t testing.TB, primary *Cluster, name string, conf []string) *Cluster {
-	t.Helper()
-	c := newDir(t)
+// starts it. The caller removes it with Remove.
+func NewStandby(primary *Cluster, name string, conf []string) (c *Cluster, err error) {
+	c, err = newDir()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Remove()
+		}
+	}()
 	if out, err := asPostgres(pgTimeout, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port), "-U", "postgres",
 		"-D", c.Data, "-R", "-X", "stream", "-c", "fast", "-d", "application_name="+name); err != nil {
-		t.Fatalf("pg_basebackup: %v\n%s", err, out)
+		return nil, fmt.Errorf("pg_basebackup: %w\n%s", err, out)
 	}
-	c.Port = FreePort(t)
+	if c.Port, err = freePort(); err != nil {
+		return nil, err
+	}
 	// The copy has the primary's settings; these, appended, win.
 	if err := c.appendConf(append([]string{
 		fmt.Sprintf("port = %d", c.Port),
 		fmt.Sprintf("unix_socket_directories = '%s'", c.Sock),
 		"hot_standby = on",
 	}, conf...)); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := c.StartServer(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return c
+	return c, nil
+}
+
+// Remove stops the cluster immediately and removes its directory.
+func (c *Cluster) Remove() {
+	c.StopNow()
+	_ = os.RemoveAll(c.Dir)
+}
+
+func postgresUser() (uid, gid int, err error) {
+	pg, err := user.Lookup("postgres")
+	if err != nil {
+		return 0, 0, fmt.Errorf("Postgres runs as the postgres user: %w", err)
+	}
+	uid, _ = strconv.Atoi(pg.Uid)
+	gid, _ = strconv.Atoi(pg.Gid)
+	return uid, gid, nil
+}
+
+// newDir makes a cluster's directories, owned by the postgres user.
+func newDir() (*Cluster, error) {
+	uid, gid, err := postgresUser()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "leaseapi-pg-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, Data: filepath.Join(dir, "data"), Sock: filepath.Join(dir, "sock"), LogFile: filepath.Join(dir, "postgres.log")}
+	for _, d := range []string{dir, c.Sock} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("chown %s to postgres (private clusters need root): %w", d, err)
+		}
+	}
+	return c, nil
 }
 
 // Stop is pg_ctl stop -m fast: a clean shutdown, after which the server
@@ -252,13 +335,12 @@ func (c *Cluster) DSN(db string, params ...string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2%s", c.Port, db, strings.Join(params, ""))
 }
 
-// FreePort returns a TCP port nobody listens on right now.
-func FreePort(t testing.TB) int {
-	t.Helper()
+// freePort returns a TCP port nobody listens on right now.
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
