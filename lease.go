@@ -362,7 +362,10 @@ type Stats struct {
 	// its expiresAt (also while no grant has taken it over yet), a missed
 	// tick at its tick plus its grace, when it was decided missed.
 	Runs24h map[Outcome]int64
-	Now     time.Time
+	// Owed counts the jobs that owe a tick, by reason (TriggerCatchUp,
+	// TriggerManual).
+	Owed map[Trigger]int64
+	Now  time.Time
 }
 
 // RunsWindow is the span of Stats.Runs24h.

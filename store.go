@@ -148,4 +148,7 @@ type Observer interface {
 	TicksSkipped(n int64)
 	// LeasesExpired: n grants passed their expiresAt unreleased.
 	LeasesExpired(n int64)
+	// RunStarted: a grant started a run, for a tick of the schedule or
+	// the owed tick it claimed (trigger).
+	RunStarted(trigger Trigger)
 }

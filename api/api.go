@@ -5,6 +5,7 @@
 package api
 
 import (
+	"cmp"
 	_ "embed"
 	"time"
 
@@ -82,6 +83,12 @@ type Lease struct {
 	MissedTicks       int64             `json:"missedTicks"`
 	SkippedTicks      int64             `json:"skippedTicks"`
 	RevokedBy         *string           `json:"revokedBy"`
+	// CatchUp and CatchUpWindowMs are the job's catch-up policy; OwedTick
+	// and OwedReason the tick it owes (nil when nothing).
+	CatchUp         leaseapi.CatchUp  `json:"catchUp"`
+	CatchUpWindowMs int64             `json:"catchUpWindowMs"`
+	OwedTick        *Time             `json:"owedTick"`
+	OwedReason      *leaseapi.Trigger `json:"owedReason"`
 }
 
 // LeaseList is one page of GET /leases.
@@ -109,6 +116,10 @@ type Run struct {
 	DurationMs *int64 `json:"durationMs"`
 	// RevokedBy names who revoked the run, or nil.
 	RevokedBy *string `json:"revokedBy"`
+	// Trigger is what started the run; TriggeredBy who triggered a manual
+	// tick (nil otherwise, or when the API is open).
+	Trigger     leaseapi.Trigger `json:"trigger"`
+	TriggeredBy *string          `json:"triggeredBy"`
 }
 
 // RunList is the body of GET /leases/{jobId}/runs.
@@ -189,6 +200,53 @@ type AcquireRequest struct {
 	// GraceMs is how long after a tick a replica may still start it, in
 	// milliseconds; nil means the server default. It needs Schedule.
 	GraceMs *int64 `json:"graceMs,omitempty"`
+	// CatchUp is the catch-up policy to register with Schedule ("none" or
+	// "latest"); nil keeps the stored one. CatchUpWindowMs is its window
+	// (1 min to 7 days; nil: 24 h); it needs CatchUp.
+	CatchUp         *string `json:"catchUp,omitempty"`
+	CatchUpWindowMs *int64  `json:"catchUpWindowMs,omitempty"`
+}
+
+// TriggerRequest is the body of POST /leases/{jobId}/trigger.
+type TriggerRequest struct {
+	// Reason says why, at most 256 characters.
+	Reason *string `json:"reason,omitempty"`
+}
+
+// MaxOwedBodyBytes is the largest body of POST /owed (256 KiB), whose
+// 1,000 job ids may be longer than MaxBodyBytes allows.
+const MaxOwedBodyBytes = 256 << 10
+
+// OwedRequest is the body of POST /owed.
+type OwedRequest struct {
+	// Jobs are the job ids to ask about, 1 to leaseapi.MaxOwedJobs.
+	Jobs []string `json:"jobs"`
+}
+
+// OwedList is the answer of POST /owed: the ticks the asked jobs owe, in
+// job id order, without the jobs that owe nothing, are unknown or are out
+// of the caller's scopes.
+type OwedList struct {
+	Owed []Owed `json:"owed"`
+}
+
+// Owed is one tick a job owes.
+type Owed struct {
+	JobID         string           `json:"jobId"`
+	Tick          Time             `json:"tick"`
+	Reason        leaseapi.Trigger `json:"reason"`
+	TriggeredBy   *string          `json:"triggeredBy"`
+	TriggerReason *string          `json:"triggerReason"`
+}
+
+// FromOwed converts what jobs owe to the wire form; never nil.
+func FromOwed(os []leaseapi.Owed) []Owed {
+	out := make([]Owed, 0, len(os))
+	for _, o := range os {
+		out = append(out, Owed{JobID: o.JobID, Tick: NewTime(o.Tick), Reason: o.Reason,
+			TriggeredBy: stringPtr(o.TriggeredBy), TriggerReason: stringPtr(o.TriggerReason)})
+	}
+	return out
 }
 
 // PauseRequest is the body of POST /leases/{jobId}/pause.
@@ -244,6 +302,13 @@ func FromLease(l leaseapi.Lease) Lease {
 		MissedTicks:       l.MissedTicks,
 		SkippedTicks:      l.SkippedTicks,
 		RevokedBy:         stringPtr(l.RevokedBy),
+		CatchUp:           cmp.Or(l.CatchUp, leaseapi.CatchUpNone),
+		CatchUpWindowMs:   cmp.Or(l.CatchUpWindow, leaseapi.DefaultCatchUpWindow).Milliseconds(),
+		OwedTick:          timePtr(l.OwedTick),
+	}
+	if l.OwedReason != "" {
+		r := l.OwedReason
+		out.OwedReason = &r
 	}
 	if l.LastOutcome != "" {
 		o := l.LastOutcome
@@ -287,12 +352,14 @@ func FromLeases(ls []leaseapi.Lease) []Lease {
 // FromRun converts a domain run to its wire form.
 func FromRun(r leaseapi.Run) Run {
 	out := Run{
-		JobID:     r.JobID,
-		Tick:      timePtr(r.Tick),
-		StartedAt: timePtr(r.StartedAt),
-		EndedAt:   timePtr(r.EndedAt),
-		Outcome:   r.Outcome,
-		RevokedBy: stringPtr(r.RevokedBy),
+		JobID:       r.JobID,
+		Tick:        timePtr(r.Tick),
+		StartedAt:   timePtr(r.StartedAt),
+		EndedAt:     timePtr(r.EndedAt),
+		Outcome:     r.Outcome,
+		RevokedBy:   stringPtr(r.RevokedBy),
+		Trigger:     cmp.Or(r.Trigger, leaseapi.TriggerSchedule),
+		TriggeredBy: stringPtr(r.TriggeredBy),
 	}
 	if r.Outcome != leaseapi.OutcomeMissed {
 		token, owner := r.Token, r.Owner

@@ -79,6 +79,18 @@ func (l Lease) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, l.SkippedTicks, 10)
 	b = append(b, `,"revokedBy":`...)
 	b = appendStringPtr(b, l.RevokedBy)
+	b = append(b, `,"catchUp":`...)
+	b = appendString(b, string(l.CatchUp))
+	b = append(b, `,"catchUpWindowMs":`...)
+	b = strconv.AppendInt(b, l.CatchUpWindowMs, 10)
+	b = append(b, `,"owedTick":`...)
+	b = appendTimePtr(b, l.OwedTick)
+	b = append(b, `,"owedReason":`...)
+	if l.OwedReason == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, string(*l.OwedReason))
+	}
 	return append(b, '}')
 }
 

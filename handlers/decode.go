@@ -19,9 +19,11 @@ import (
 	"github.com/leaseapi/leaseapi/api"
 )
 
-var errTooLarge = &requestError{
-	status: http.StatusRequestEntityTooLarge, code: api.CodePayloadTooLarge,
-	detail: fmt.Sprintf("the request body is larger than %d bytes; send a smaller JSON object", api.MaxBodyBytes),
+func tooLarge(limit int64) error {
+	return &requestError{
+		status: http.StatusRequestEntityTooLarge, code: api.CodePayloadTooLarge,
+		detail: fmt.Sprintf("the request body is larger than %d bytes; send a smaller JSON object", limit),
+	}
 }
 
 // decodeBody reads the JSON object of r's body into dst (a pointer to one
@@ -29,19 +31,24 @@ var errTooLarge = &requestError{
 // (415), no Content-Encoding (415), at most api.MaxBodyBytes (413), then
 // decodeJSON's rules (400).
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
+	return decodeBodyUpTo(w, r, dst, api.MaxBodyBytes)
+}
+
+// decodeBodyUpTo is decodeBody with a body of at most limit bytes.
+func decodeBodyUpTo(w http.ResponseWriter, r *http.Request, dst any, limit int64) error {
 	if err := checkContentType(r.Header); err != nil {
 		return err
 	}
-	if r.ContentLength > api.MaxBodyBytes {
-		return errTooLarge // refused without reading it
+	if r.ContentLength > limit {
+		return tooLarge(limit) // refused without reading it
 	}
 	buf := bodyBuffers.Get().(*bytes.Buffer)
 	defer bodyBuffers.Put(buf)
 	buf.Reset()
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return errTooLarge
+			return tooLarge(limit)
 		}
 		// Not %v: the error (a read timeout at the server's ReadTimeout, a
 		// client gone mid-body) names both ends' addresses; the log has it.
@@ -52,7 +59,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 }
 
 // bodyBuffers hold request bodies while they are decoded. A buffer grows
-// to at most api.MaxBodyBytes plus bytes.MinRead.
+// to at most api.MaxOwedBodyBytes plus bytes.MinRead.
 var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // checkContentType accepts application/json with any parameters (such as

@@ -63,6 +63,10 @@ type Options struct {
 	MetricsToken string
 	// MissedGrace is the grace of a schedule whose acquire sends no graceMs.
 	MissedGrace time.Duration
+	// TriggerGrace is how long a manual tick stays claimable at least (the
+	// job's grace when that is longer); zero means
+	// leaseapi.DefaultTriggerGrace.
+	TriggerGrace time.Duration
 	// Now is the clock of the GET /stats cache; nil uses time.Now. The
 	// answers themselves carry the store's clock.
 	Now func() time.Time
@@ -75,6 +79,7 @@ type handler struct {
 	minTTL, maxTTL time.Duration
 	requestTimeout time.Duration
 	missedGrace    time.Duration
+	triggerGrace   time.Duration
 	auth           *authenticator
 	limits         *rateLimiters
 	perms          map[string]permission // by "METHOD pattern"; see authorize
@@ -98,6 +103,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		maxTTL:         orDefault(opts.MaxTTL, DefaultMaxTTL),
 		requestTimeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
 		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
+		triggerGrace:   orDefault(opts.TriggerGrace, leaseapi.DefaultTriggerGrace),
 		logger:         opts.Logger,
 		registry:       opts.Registry,
 		metricsToken:   opts.MetricsToken,
@@ -161,6 +167,9 @@ func (h *handler) routes() http.Handler {
 			{http.MethodPost, "/leases/{jobId}/pause", admin, h.pause},
 			{http.MethodPost, "/leases/{jobId}/resume", admin, h.resume},
 			{http.MethodDelete, "/leases/{jobId}/schedule", admin, h.forgetSchedule},
+			{http.MethodPost, "/leases/{jobId}/trigger", admin, h.trigger},
+			{http.MethodDelete, "/leases/{jobId}/trigger", admin, h.cancelTrigger},
+			{http.MethodPost, "/owed", read, h.owed},
 			{http.MethodPost, "/leases/{jobId}/acquire", lease, h.acquire},
 			{http.MethodPost, "/leases/{jobId}/heartbeat", holder, h.heartbeat},
 			{http.MethodPost, "/leases/{jobId}/release", holder, h.release},
@@ -195,6 +204,9 @@ func (h *handler) checkTTLs() error {
 	}
 	if h.missedGrace <= 0 || h.missedGrace%time.Millisecond != 0 || h.missedGrace > leaseapi.MaxGrace {
 		return fmt.Errorf("MissedGrace must be a positive whole number of milliseconds up to 24h, got %s", h.missedGrace)
+	}
+	if h.triggerGrace < time.Millisecond || h.triggerGrace%time.Millisecond != 0 || h.triggerGrace > leaseapi.MaxGrace {
+		return fmt.Errorf("TriggerGrace must be a positive whole number of milliseconds up to 24h, got %s", h.triggerGrace)
 	}
 	return nil
 }

@@ -81,6 +81,20 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 		ms := min(max(*req.GraceMs, 0), leaseapi.MaxGrace.Milliseconds()+1)
 		p.Grace = time.Duration(ms) * time.Millisecond
 	}
+	if req.CatchUp != nil {
+		p.CatchUp = leaseapi.CatchUp(*req.CatchUp)
+		if p.CatchUp == "" {
+			return nil, &leaseapi.InvalidError{Field: "catchUp", Rule: `must be "none" or "latest"`}
+		}
+	}
+	if req.CatchUpWindowMs != nil {
+		// Clamped to just outside the domain's range first, as graceMs.
+		ms := min(max(*req.CatchUpWindowMs, 0), leaseapi.MaxCatchUpWindow.Milliseconds()+1)
+		if ms == 0 {
+			ms = -1 // zero is no window the domain takes from the wire
+		}
+		p.CatchUpWindow = time.Duration(ms) * time.Millisecond
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

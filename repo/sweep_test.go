@@ -113,7 +113,8 @@ func (o *recordingObserver) RunFinished(outcome leaseapi.Outcome, _ time.Duratio
 	defer o.mu.Unlock()
 	o.finished[outcome]++
 }
-func (o *recordingObserver) TicksSkipped(n int64) { o.mu.Lock(); o.skipped += n; o.mu.Unlock() }
+func (o *recordingObserver) TicksSkipped(n int64)        { o.mu.Lock(); o.skipped += n; o.mu.Unlock() }
+func (o *recordingObserver) RunStarted(leaseapi.Trigger) {}
 func (o *recordingObserver) LeasesExpired(n int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

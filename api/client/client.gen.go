@@ -55,6 +55,24 @@ func (e AcquireConflictProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for AcquireRequestCatchUp.
+const (
+	AcquireRequestCatchUpLatest AcquireRequestCatchUp = "latest"
+	AcquireRequestCatchUpNone   AcquireRequestCatchUp = "none"
+)
+
+// Valid indicates whether the value is a known member of the AcquireRequestCatchUp enum.
+func (e AcquireRequestCatchUp) Valid() bool {
+	switch e {
+	case AcquireRequestCatchUpLatest:
+		return true
+	case AcquireRequestCatchUpNone:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BadRequestProblemCode.
 const (
 	BadRequestProblemCodeInvalidRequest BadRequestProblemCode = "invalid_request"
@@ -175,6 +193,54 @@ func (e InternalProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for JobPausedProblemCode.
+const (
+	JobPausedProblemCodeJobPaused JobPausedProblemCode = "job_paused"
+)
+
+// Valid indicates whether the value is a known member of the JobPausedProblemCode enum.
+func (e JobPausedProblemCode) Valid() bool {
+	switch e {
+	case JobPausedProblemCodeJobPaused:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobPausedProblemStatus.
+const (
+	JobPausedProblemStatusN409 JobPausedProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the JobPausedProblemStatus enum.
+func (e JobPausedProblemStatus) Valid() bool {
+	switch e {
+	case JobPausedProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseCatchUp.
+const (
+	LeaseCatchUpLatest LeaseCatchUp = "latest"
+	LeaseCatchUpNone   LeaseCatchUp = "none"
+)
+
+// Valid indicates whether the value is a known member of the LeaseCatchUp enum.
+func (e LeaseCatchUp) Valid() bool {
+	switch e {
+	case LeaseCatchUpLatest:
+		return true
+	case LeaseCatchUpNone:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseLastOutcome.
 const (
 	LeaseLastOutcomeExpired   LeaseLastOutcome = "expired"
@@ -193,6 +259,24 @@ func (e LeaseLastOutcome) Valid() bool {
 	case LeaseLastOutcomeRevoked:
 		return true
 	case LeaseLastOutcomeSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseOwedReason.
+const (
+	LeaseOwedReasonCatchUp LeaseOwedReason = "catch-up"
+	LeaseOwedReasonManual  LeaseOwedReason = "manual"
+)
+
+// Valid indicates whether the value is a known member of the LeaseOwedReason enum.
+func (e LeaseOwedReason) Valid() bool {
+	switch e {
+	case LeaseOwedReasonCatchUp:
+		return true
+	case LeaseOwedReasonManual:
 		return true
 	default:
 		return false
@@ -253,6 +337,24 @@ const (
 func (e NotFoundProblemStatus) Valid() bool {
 	switch e {
 	case N404:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OwedReason.
+const (
+	OwedReasonCatchUp OwedReason = "catch-up"
+	OwedReasonManual  OwedReason = "manual"
+)
+
+// Valid indicates whether the value is a known member of the OwedReason enum.
+func (e OwedReason) Valid() bool {
+	switch e {
+	case OwedReasonCatchUp:
+		return true
+	case OwedReasonManual:
 		return true
 	default:
 		return false
@@ -448,6 +550,27 @@ func (e RunOutcome) Valid() bool {
 	}
 }
 
+// Defines values for RunTrigger.
+const (
+	RunTriggerCatchUp  RunTrigger = "catch-up"
+	RunTriggerManual   RunTrigger = "manual"
+	RunTriggerSchedule RunTrigger = "schedule"
+)
+
+// Valid indicates whether the value is a known member of the RunTrigger enum.
+func (e RunTrigger) Valid() bool {
+	switch e {
+	case RunTriggerCatchUp:
+		return true
+	case RunTriggerManual:
+		return true
+	case RunTriggerSchedule:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for State.
 const (
 	StateExpired  State = "expired"
@@ -604,6 +727,16 @@ type AcquireConflictProblemStatus int
 
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
+	// CatchUp The catch-up policy, registered with `schedule` (it needs it) when the
+	// acquire is granted: `latest` makes a job whose latest decided tick was
+	// missed, and that has not run since, owe that tick once while it is
+	// within `catchUpWindowMs`; `none` owes nothing. Optional: without it
+	// the stored policy stays (`none` for a new job).
+	CatchUp *AcquireRequestCatchUp `json:"catchUp,omitempty"`
+
+	// CatchUpWindowMs How old a missed tick may be and still be owed (1 min to 7 days). Needs `catchUp`. Optional, default 24 h.
+	CatchUpWindowMs *int64 `json:"catchUpWindowMs,omitempty"`
+
 	// GraceMs How long after a tick a replica may still start it, in milliseconds.
 	// Needs `schedule`. Optional: the server default (60 s unless configured).
 	// The effective grace, shown on the lease, is capped at the shortest
@@ -646,6 +779,13 @@ type AcquireRequest struct {
 	// maximum (1 s and 1 h by default), else 400.
 	TtlMs *int64 `json:"ttlMs,omitempty"`
 }
+
+// AcquireRequestCatchUp The catch-up policy, registered with `schedule` (it needs it) when the
+// acquire is granted: `latest` makes a job whose latest decided tick was
+// missed, and that has not run since, owe that tick once while it is
+// within `catchUpWindowMs`; `none` owes nothing. Optional: without it
+// the stored policy stays (`none` for a new job).
+type AcquireRequestCatchUp string
 
 // BadRequestProblem defines model for BadRequestProblem.
 type BadRequestProblem struct {
@@ -800,10 +940,38 @@ type InternalProblemStatus int
 // JobID defines model for JobID.
 type JobID = string
 
+// JobPausedProblem defines model for JobPausedProblem.
+type JobPausedProblem struct {
+	Code JobPausedProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                 `json:"detail"`
+	Lease  Lease                  `json:"lease"`
+	Status JobPausedProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// JobPausedProblemCode defines model for JobPausedProblem.Code.
+type JobPausedProblemCode string
+
+// JobPausedProblemStatus defines model for JobPausedProblem.Status.
+type JobPausedProblemStatus int
+
 // Lease defines model for Lease.
 type Lease struct {
 	// AcquiredAt Example: 2026-11-30T07:00:00.000Z
 	AcquiredAt Time `json:"acquiredAt"`
+
+	// CatchUp The job's catch-up policy, as the last granted acquire that sent one registered it.
+	CatchUp LeaseCatchUp `json:"catchUp"`
+
+	// CatchUpWindowMs How old a missed tick may be and still be owed under `catchUp` `latest`.
+	CatchUpWindowMs int64 `json:"catchUpWindowMs"`
 
 	// ExpiresAt Example: 2026-11-30T07:00:00.000Z
 	ExpiresAt Time `json:"expiresAt"`
@@ -826,6 +994,12 @@ type Lease struct {
 
 	// NextTick The first tick of the schedule after `serverTime` (or after now); null without a schedule.
 	NextTick *time.Time `json:"nextTick"`
+
+	// OwedReason Why `owedTick` is owed; null when nothing is (null is in the enum as for `lastOutcome`).
+	OwedReason *LeaseOwedReason `json:"owedReason"`
+
+	// OwedTick The tick the job owes, claimed with an ordinary acquire of exactly that tick; null when it owes nothing.
+	OwedTick *time.Time `json:"owedTick"`
 
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 	Owner Owner `json:"owner"`
@@ -881,11 +1055,17 @@ type Lease struct {
 	TtlMs int64 `json:"ttlMs"`
 }
 
+// LeaseCatchUp The job's catch-up policy, as the last granted acquire that sent one registered it.
+type LeaseCatchUp string
+
 // LeaseLastOutcome Outcome of the last finished run that had a holder; null while the
 // first run is going on. Missed runs do not change it. (The enum
 // lists null because in OpenAPI 3.0 `nullable` does not extend an
 // `enum`.)
 type LeaseLastOutcome string
+
+// LeaseOwedReason Why `owedTick` is owed; null when nothing is (null is in the enum as for `lastOutcome`).
+type LeaseOwedReason string
 
 // LeaseList defines model for LeaseList.
 type LeaseList struct {
@@ -941,6 +1121,34 @@ type NotFoundProblemCode string
 
 // NotFoundProblemStatus defines model for NotFoundProblem.Status.
 type NotFoundProblemStatus int
+
+// Owed defines model for Owed.
+type Owed struct {
+	JobId  JobID      `json:"jobId"`
+	Reason OwedReason `json:"reason"`
+
+	// Tick Example: 2026-11-30T07:00:00.000Z
+	Tick Time `json:"tick"`
+
+	// TriggerReason Why, when the trigger said; null otherwise.
+	TriggerReason *string `json:"triggerReason"`
+
+	// TriggeredBy Who triggered a manual tick, when the service knows; null otherwise.
+	TriggeredBy *string `json:"triggeredBy"`
+}
+
+// OwedReason defines model for Owed.Reason.
+type OwedReason string
+
+// OwedList defines model for OwedList.
+type OwedList struct {
+	Owed []Owed `json:"owed"`
+}
+
+// OwedRequest defines model for OwedRequest.
+type OwedRequest struct {
+	Jobs []JobID `json:"jobs"`
+}
 
 // Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
 type Owner = string
@@ -1073,10 +1281,19 @@ type Run struct {
 
 	// Token The grant's fencing token; null for a missed run.
 	Token *int64 `json:"token"`
+
+	// Trigger What started the run: a tick of the schedule (or a job without one), a catch-up tick, or a manual trigger.
+	Trigger RunTrigger `json:"trigger"`
+
+	// TriggeredBy Who triggered a manual run, when the service knows; null otherwise.
+	TriggeredBy *string `json:"triggeredBy"`
 }
 
 // RunOutcome defines model for Run.Outcome.
 type RunOutcome string
+
+// RunTrigger What started the run: a tick of the schedule (or a job without one), a catch-up tick, or a manual trigger.
+type RunTrigger string
 
 // RunList defines model for RunList.
 type RunList struct {
@@ -1130,6 +1347,12 @@ type Time = time.Time
 // `timeline`), and at most 2^53 − 1, so a JSON number keeps it exactly.
 // Compare tokens as numbers; do not assume they are consecutive.
 type Token = int64
+
+// TriggerRequest defines model for TriggerRequest.
+type TriggerRequest struct {
+	// Reason Why the job is triggered (text, no control characters); shown as `triggerReason` in `POST /owed`.
+	Reason *string `json:"reason,omitempty"`
+}
 
 // UnauthorizedProblem defines model for UnauthorizedProblem.
 type UnauthorizedProblem struct {
@@ -1219,6 +1442,9 @@ type Forbidden = ForbiddenProblem
 // Internal defines model for Internal.
 type Internal = InternalProblem
 
+// JobPaused defines model for JobPaused.
+type JobPaused = JobPausedProblem
+
 // LeaseLost defines model for LeaseLost.
 type LeaseLost = LeaseLostProblem
 
@@ -1269,6 +1495,13 @@ type ListRunsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// TriggerJobParams defines parameters for TriggerJob.
+type TriggerJobParams struct {
+	// IdempotencyKey 1–256 printable ASCII characters; send a fresh one per intended run
+	// and the same one on retries of it.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListRecentRunsParams defines parameters for ListRecentRuns.
 type ListRecentRunsParams struct {
 	// Outcome Only runs with one of these outcomes: a comma-separated list of
@@ -1299,6 +1532,12 @@ type ReleaseLeaseJSONRequestBody = ReleaseRequest
 
 // ResumeJobJSONRequestBody defines body for ResumeJob for application/json ContentType.
 type ResumeJobJSONRequestBody = ResumeRequest
+
+// TriggerJobJSONRequestBody defines body for TriggerJob for application/json ContentType.
+type TriggerJobJSONRequestBody = TriggerRequest
+
+// OwedTicksJSONRequestBody defines body for OwedTicks for application/json ContentType.
+type OwedTicksJSONRequestBody = OwedRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1597,6 +1836,61 @@ type ClientInterface interface {
 	// Corresponds with DELETE /leases/{jobId}/schedule (the `ForgetSchedule` operationId).
 	ForgetSchedule(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CancelTrigger Cancel what the job owes. Needs role admin.
+	//
+	// Forgets the tick the job owes, a manual tick or a catch-up debt; a job
+	// that owes nothing answers its lease unchanged. A grant already made for
+	// the tick is not touched (revoke it if it must stop).
+	//
+	// Corresponds with DELETE /leases/{jobId}/trigger (the `CancelTrigger` operationId).
+	CancelTrigger(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TriggerJobWithBody Run now. Needs role admin.
+	//
+	// Makes the job owe one manual tick: the greatest of the database's
+	// clock, `lastCompletedTick` + 1 ms and the lease's `tick` + 1 ms, at
+	// millisecond precision, so that it can always be granted. The answer's
+	// `owedTick` is that tick. A replica claims it with an ordinary acquire
+	// of exactly that tick (`POST /owed` tells replicas what their jobs owe):
+	// exactly one is granted it, its run has `trigger` `manual` and
+	// `triggeredBy` the acting credential's name, and once released
+	// `succeeded` it is never granted again. The tick is claimable for the
+	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+	//
+	// A job owes at most one tick: a trigger replaces a catch-up debt; a
+	// trigger while a manual tick is owed answers that tick; a trigger with
+	// the `Idempotency-Key` of the job's last manual tick answers that tick
+	// whatever became of it, so a retry after a 503 never owes a second run.
+	// A paused job cannot be triggered (409 `job_paused`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
+	TriggerJobWithBody(ctx context.Context, jobId JobID, params *TriggerJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TriggerJob Run now. Needs role admin.
+	//
+	// Makes the job owe one manual tick: the greatest of the database's
+	// clock, `lastCompletedTick` + 1 ms and the lease's `tick` + 1 ms, at
+	// millisecond precision, so that it can always be granted. The answer's
+	// `owedTick` is that tick. A replica claims it with an ordinary acquire
+	// of exactly that tick (`POST /owed` tells replicas what their jobs owe):
+	// exactly one is granted it, its run has `trigger` `manual` and
+	// `triggeredBy` the acting credential's name, and once released
+	// `succeeded` it is never granted again. The tick is claimable for the
+	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+	//
+	// A job owes at most one tick: a trigger replaces a catch-up debt; a
+	// trigger while a manual tick is owed answers that tick; a trigger with
+	// the `Idempotency-Key` of the job's last manual tick answers that tick
+	// whatever became of it, so a retry after a 503 never owes a second run.
+	// A paused job cannot be triggered (409 `job_paused`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
+	TriggerJob(ctx context.Context, jobId JobID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Metrics Prometheus metrics (text exposition format).
 	//
 	// Open unless the server sets `LEASEAPI_METRICS_TOKEN`; then only a
@@ -1612,7 +1906,40 @@ type ClientInterface interface {
 	// Corresponds with GET /openapi.yaml (the `Openapi` operationId).
 	Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// OwedTicksWithBody What the named jobs owe, in one request. Needs role read.
+	//
+	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
+	// job with `catchUp` `latest` after a missed tick), in job id order, one
+	// per job at most. Jobs that owe nothing, are unknown or lie outside the
+	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// Go runner every 10 s, jittered) and claims each tick with an ordinary
+	// acquire of that tick. Bodies up to 256 KiB.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /owed (the `OwedTicks` operationId).
+	OwedTicksWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OwedTicks What the named jobs owe, in one request. Needs role read.
+	//
+	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
+	// job with `catchUp` `latest` after a missed tick), in job id order, one
+	// per job at most. Jobs that owe nothing, are unknown or lie outside the
+	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// Go runner every 10 s, jittered) and claims each tick with an ordinary
+	// acquire of that tick. Bodies up to 256 KiB.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /owed (the `OwedTicks` operationId).
+	OwedTicks(ctx context.Context, body OwedTicksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Readyz The database answers and its schema is current.
+	//
+	// 503 while the database does not answer within the request deadline, or
+	// while the store refuses calls: its `detail` then says why (migrations
+	// pending; with replicated durability, why the primary cannot acknowledge
+	// durably).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2105,6 +2432,91 @@ func (c *Client) ForgetSchedule(ctx context.Context, jobId JobID, reqEditors ...
 	return c.Client.Do(req)
 }
 
+// CancelTrigger Cancel what the job owes. Needs role admin.
+//
+// Forgets the tick the job owes, a manual tick or a catch-up debt; a job
+// that owes nothing answers its lease unchanged. A grant already made for
+// the tick is not touched (revoke it if it must stop).
+//
+// Corresponds with DELETE /leases/{jobId}/trigger (the `CancelTrigger` operationId).
+func (c *Client) CancelTrigger(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelTriggerRequest(c.Server, jobId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TriggerJobWithBody Run now. Needs role admin.
+//
+// Makes the job owe one manual tick: the greatest of the database's
+// clock, `lastCompletedTick` + 1 ms and the lease's `tick` + 1 ms, at
+// millisecond precision, so that it can always be granted. The answer's
+// `owedTick` is that tick. A replica claims it with an ordinary acquire
+// of exactly that tick (`POST /owed` tells replicas what their jobs owe):
+// exactly one is granted it, its run has `trigger` `manual` and
+// `triggeredBy` the acting credential's name, and once released
+// `succeeded` it is never granted again. The tick is claimable for the
+// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+//
+// A job owes at most one tick: a trigger replaces a catch-up debt; a
+// trigger while a manual tick is owed answers that tick; a trigger with
+// the `Idempotency-Key` of the job's last manual tick answers that tick
+// whatever became of it, so a retry after a 503 never owes a second run.
+// A paused job cannot be triggered (409 `job_paused`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
+func (c *Client) TriggerJobWithBody(ctx context.Context, jobId JobID, params *TriggerJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTriggerJobRequestWithBody(c.Server, jobId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TriggerJob Run now. Needs role admin.
+//
+// Makes the job owe one manual tick: the greatest of the database's
+// clock, `lastCompletedTick` + 1 ms and the lease's `tick` + 1 ms, at
+// millisecond precision, so that it can always be granted. The answer's
+// `owedTick` is that tick. A replica claims it with an ordinary acquire
+// of exactly that tick (`POST /owed` tells replicas what their jobs owe):
+// exactly one is granted it, its run has `trigger` `manual` and
+// `triggeredBy` the acting credential's name, and once released
+// `succeeded` it is never granted again. The tick is claimable for the
+// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+//
+// A job owes at most one tick: a trigger replaces a catch-up debt; a
+// trigger while a manual tick is owed answers that tick; a trigger with
+// the `Idempotency-Key` of the job's last manual tick answers that tick
+// whatever became of it, so a retry after a 503 never owes a second run.
+// A paused job cannot be triggered (409 `job_paused`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
+func (c *Client) TriggerJob(ctx context.Context, jobId JobID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTriggerJobRequest(c.Server, jobId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Metrics Prometheus metrics (text exposition format).
 //
 // Open unless the server sets `LEASEAPI_METRICS_TOKEN`; then only a
@@ -2140,7 +2552,60 @@ func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
+// OwedTicksWithBody What the named jobs owe, in one request. Needs role read.
+//
+// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
+// job with `catchUp` `latest` after a missed tick), in job id order, one
+// per job at most. Jobs that owe nothing, are unknown or lie outside the
+// caller's scopes are absent. A replica polls this for all its jobs (the
+// Go runner every 10 s, jittered) and claims each tick with an ordinary
+// acquire of that tick. Bodies up to 256 KiB.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /owed (the `OwedTicks` operationId).
+func (c *Client) OwedTicksWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOwedTicksRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OwedTicks What the named jobs owe, in one request. Needs role read.
+//
+// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
+// job with `catchUp` `latest` after a missed tick), in job id order, one
+// per job at most. Jobs that owe nothing, are unknown or lie outside the
+// caller's scopes are absent. A replica polls this for all its jobs (the
+// Go runner every 10 s, jittered) and claims each tick with an ordinary
+// acquire of that tick. Bodies up to 256 KiB.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /owed (the `OwedTicks` operationId).
+func (c *Client) OwedTicks(ctx context.Context, body OwedTicksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOwedTicksRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Readyz The database answers and its schema is current.
+//
+// 503 while the database does not answer within the request deadline, or
+// while the store refuses calls: its `detail` then says why (migrations
+// pending; with replicated durability, why the primary cannot acknowledge
+// durably).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2938,6 +3403,102 @@ func NewForgetScheduleRequest(server string, jobId JobID) (*http.Request, error)
 	return req, nil
 }
 
+// NewCancelTriggerRequest constructs an http.Request for the CancelTrigger method
+func NewCancelTriggerRequest(server string, jobId JobID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/trigger", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTriggerJobRequest calls the generic TriggerJob builder with application/json body
+func NewTriggerJobRequest(server string, jobId JobID, params *TriggerJobParams, body TriggerJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTriggerJobRequestWithBody(server, jobId, params, "application/json", bodyReader)
+}
+
+// NewTriggerJobRequestWithBody constructs an http.Request for the TriggerJob method, with any body, and a specified content type
+func NewTriggerJobRequestWithBody(server string, jobId JobID, params *TriggerJobParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/trigger", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewMetricsRequest constructs an http.Request for the Metrics method
 func NewMetricsRequest(server string) (*http.Request, error) {
 	var err error
@@ -2988,6 +3549,46 @@ func NewOpenapiRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewOwedTicksRequest calls the generic OwedTicks builder with application/json body
+func NewOwedTicksRequest(server string, body OwedTicksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOwedTicksRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOwedTicksRequestWithBody constructs an http.Request for the OwedTicks method, with any body, and a specified content type
+func NewOwedTicksRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/owed")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3497,6 +4098,63 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /leases/{jobId}/schedule (the `ForgetSchedule` operationId).
 	ForgetScheduleWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*ForgetScheduleResponse, error)
 
+	// CancelTriggerWithResponse Cancel what the job owes. Needs role admin.
+	//
+	// Forgets the tick the job owes, a manual tick or a catch-up debt; a job
+	// that owes nothing answers its lease unchanged. A grant already made for
+	// the tick is not touched (revoke it if it must stop).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /leases/{jobId}/trigger (the `CancelTrigger` operationId).
+	CancelTriggerWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*CancelTriggerResponse, error)
+
+	// TriggerJobWithBodyWithResponse Run now. Needs role admin.
+	//
+	// Makes the job owe one manual tick: the greatest of the database's
+	// clock, `lastCompletedTick` + 1 ms and the lease's `tick` + 1 ms, at
+	// millisecond precision, so that it can always be granted. The answer's
+	// `owedTick` is that tick. A replica claims it with an ordinary acquire
+	// of exactly that tick (`POST /owed` tells replicas what their jobs owe):
+	// exactly one is granted it, its run has `trigger` `manual` and
+	// `triggeredBy` the acting credential's name, and once released
+	// `succeeded` it is never granted again. The tick is claimable for the
+	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+	//
+	// A job owes at most one tick: a trigger replaces a catch-up debt; a
+	// trigger while a manual tick is owed answers that tick; a trigger with
+	// the `Idempotency-Key` of the job's last manual tick answers that tick
+	// whatever became of it, so a retry after a 503 never owes a second run.
+	// A paused job cannot be triggered (409 `job_paused`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
+	TriggerJobWithBodyWithResponse(ctx context.Context, jobId JobID, params *TriggerJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TriggerJobResponse, error)
+
+	// TriggerJobWithResponse Run now. Needs role admin.
+	//
+	// Makes the job owe one manual tick: the greatest of the database's
+	// clock, `lastCompletedTick` + 1 ms and the lease's `tick` + 1 ms, at
+	// millisecond precision, so that it can always be granted. The answer's
+	// `owedTick` is that tick. A replica claims it with an ordinary acquire
+	// of exactly that tick (`POST /owed` tells replicas what their jobs owe):
+	// exactly one is granted it, its run has `trigger` `manual` and
+	// `triggeredBy` the acting credential's name, and once released
+	// `succeeded` it is never granted again. The tick is claimable for the
+	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+	//
+	// A job owes at most one tick: a trigger replaces a catch-up debt; a
+	// trigger while a manual tick is owed answers that tick; a trigger with
+	// the `Idempotency-Key` of the job's last manual tick answers that tick
+	// whatever became of it, so a retry after a 503 never owes a second run.
+	// A paused job cannot be triggered (409 `job_paused`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
+	TriggerJobWithResponse(ctx context.Context, jobId JobID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*TriggerJobResponse, error)
+
 	// MetricsWithResponse Prometheus metrics (text exposition format).
 	//
 	// Open unless the server sets `LEASEAPI_METRICS_TOKEN`; then only a
@@ -3516,7 +4174,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /openapi.yaml (the `Openapi` operationId).
 	OpenapiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*OpenapiResponse, error)
 
+	// OwedTicksWithBodyWithResponse What the named jobs owe, in one request. Needs role read.
+	//
+	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
+	// job with `catchUp` `latest` after a missed tick), in job id order, one
+	// per job at most. Jobs that owe nothing, are unknown or lie outside the
+	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// Go runner every 10 s, jittered) and claims each tick with an ordinary
+	// acquire of that tick. Bodies up to 256 KiB.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /owed (the `OwedTicks` operationId).
+	OwedTicksWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OwedTicksResponse, error)
+
+	// OwedTicksWithResponse What the named jobs owe, in one request. Needs role read.
+	//
+	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
+	// job with `catchUp` `latest` after a missed tick), in job id order, one
+	// per job at most. Jobs that owe nothing, are unknown or lie outside the
+	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// Go runner every 10 s, jittered) and claims each tick with an ordinary
+	// acquire of that tick. Bodies up to 256 KiB.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /owed (the `OwedTicks` operationId).
+	OwedTicksWithResponse(ctx context.Context, body OwedTicksJSONRequestBody, reqEditors ...RequestEditorFn) (*OwedTicksResponse, error)
+
 	// ReadyzWithResponse The database answers and its schema is current.
+	//
+	// 503 while the database does not answer within the request deadline, or
+	// while the store refuses calls: its `detail` then says why (migrations
+	// pending; with replicated durability, why the primary cannot acknowledge
+	// durably).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5205,6 +5896,249 @@ func (r ForgetScheduleResponse) ContentType() string {
 	return ""
 }
 
+// CancelTriggerResponse401Headers the declared response headers of an HTTP 401 response for CancelTrigger
+type CancelTriggerResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CancelTriggerResponse429Headers the declared response headers of an HTTP 429 response for CancelTrigger
+type CancelTriggerResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CancelTriggerResponse503Headers the declared response headers of an HTTP 503 response for CancelTrigger
+type CancelTriggerResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CancelTriggerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lease
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelTriggerResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelTriggerResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CancelTriggerResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelTriggerResponse) GetJSON200() *Lease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CancelTriggerResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelTriggerResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelTriggerResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelTriggerResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CancelTriggerResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CancelTriggerResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CancelTriggerResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelTriggerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelTriggerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelTriggerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelTriggerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TriggerJobResponse401Headers the declared response headers of an HTTP 401 response for TriggerJob
+type TriggerJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// TriggerJobResponse429Headers the declared response headers of an HTTP 429 response for TriggerJob
+type TriggerJobResponse429Headers struct {
+	RetryAfter *int
+}
+
+// TriggerJobResponse503Headers the declared response headers of an HTTP 503 response for TriggerJob
+type TriggerJobResponse503Headers struct {
+	RetryAfter *int
+}
+
+type TriggerJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lease
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *JobPaused
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TriggerJobResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TriggerJobResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TriggerJobResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TriggerJobResponse) GetJSON200() *Lease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON409() *JobPaused {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TriggerJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TriggerJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TriggerJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TriggerJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // MetricsResponse401Headers the declared response headers of an HTTP 401 response for Metrics
 type MetricsResponse401Headers struct {
 	WWWAuthenticate string
@@ -5288,6 +6222,124 @@ func (r OpenapiResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r OpenapiResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OwedTicksResponse401Headers the declared response headers of an HTTP 401 response for OwedTicks
+type OwedTicksResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// OwedTicksResponse429Headers the declared response headers of an HTTP 429 response for OwedTicks
+type OwedTicksResponse429Headers struct {
+	RetryAfter *int
+}
+
+// OwedTicksResponse503Headers the declared response headers of an HTTP 503 response for OwedTicks
+type OwedTicksResponse503Headers struct {
+	RetryAfter *int
+}
+
+type OwedTicksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OwedList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OwedTicksResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OwedTicksResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OwedTicksResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OwedTicksResponse) GetJSON200() *OwedList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r OwedTicksResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r OwedTicksResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r OwedTicksResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r OwedTicksResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r OwedTicksResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r OwedTicksResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r OwedTicksResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r OwedTicksResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r OwedTicksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OwedTicksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OwedTicksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OwedTicksResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6098,6 +7150,81 @@ func (c *ClientWithResponses) ForgetScheduleWithResponse(ctx context.Context, jo
 	return ParseForgetScheduleResponse(rsp)
 }
 
+// CancelTriggerWithResponse Cancel what the job owes. Needs role admin.
+//
+// Forgets the tick the job owes, a manual tick or a catch-up debt; a job
+// that owes nothing answers its lease unchanged. A grant already made for
+// the tick is not touched (revoke it if it must stop).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /leases/{jobId}/trigger (the `CancelTrigger` operationId).
+func (c *ClientWithResponses) CancelTriggerWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*CancelTriggerResponse, error) {
+	rsp, err := c.CancelTrigger(ctx, jobId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelTriggerResponse(rsp)
+}
+
+// TriggerJobWithBodyWithResponse Run now. Needs role admin.
+//
+// Makes the job owe one manual tick: the greatest of the database's
+// clock, `lastCompletedTick` + 1 ms and the lease's `tick` + 1 ms, at
+// millisecond precision, so that it can always be granted. The answer's
+// `owedTick` is that tick. A replica claims it with an ordinary acquire
+// of exactly that tick (`POST /owed` tells replicas what their jobs owe):
+// exactly one is granted it, its run has `trigger` `manual` and
+// `triggeredBy` the acting credential's name, and once released
+// `succeeded` it is never granted again. The tick is claimable for the
+// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+//
+// A job owes at most one tick: a trigger replaces a catch-up debt; a
+// trigger while a manual tick is owed answers that tick; a trigger with
+// the `Idempotency-Key` of the job's last manual tick answers that tick
+// whatever became of it, so a retry after a 503 never owes a second run.
+// A paused job cannot be triggered (409 `job_paused`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
+func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context, jobId JobID, params *TriggerJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TriggerJobResponse, error) {
+	rsp, err := c.TriggerJobWithBody(ctx, jobId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTriggerJobResponse(rsp)
+}
+
+// TriggerJobWithResponse Run now. Needs role admin.
+//
+// Makes the job owe one manual tick: the greatest of the database's
+// clock, `lastCompletedTick` + 1 ms and the lease's `tick` + 1 ms, at
+// millisecond precision, so that it can always be granted. The answer's
+// `owedTick` is that tick. A replica claims it with an ordinary acquire
+// of exactly that tick (`POST /owed` tells replicas what their jobs owe):
+// exactly one is granted it, its run has `trigger` `manual` and
+// `triggeredBy` the acting credential's name, and once released
+// `succeeded` it is never granted again. The tick is claimable for the
+// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+//
+// A job owes at most one tick: a trigger replaces a catch-up debt; a
+// trigger while a manual tick is owed answers that tick; a trigger with
+// the `Idempotency-Key` of the job's last manual tick answers that tick
+// whatever became of it, so a retry after a 503 never owes a second run.
+// A paused job cannot be triggered (409 `job_paused`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
+func (c *ClientWithResponses) TriggerJobWithResponse(ctx context.Context, jobId JobID, params *TriggerJobParams, body TriggerJobJSONRequestBody, reqEditors ...RequestEditorFn) (*TriggerJobResponse, error) {
+	rsp, err := c.TriggerJob(ctx, jobId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTriggerJobResponse(rsp)
+}
+
 // MetricsWithResponse Prometheus metrics (text exposition format).
 //
 // Open unless the server sets `LEASEAPI_METRICS_TOKEN`; then only a
@@ -6129,7 +7256,52 @@ func (c *ClientWithResponses) OpenapiWithResponse(ctx context.Context, reqEditor
 	return ParseOpenapiResponse(rsp)
 }
 
+// OwedTicksWithBodyWithResponse What the named jobs owe, in one request. Needs role read.
+//
+// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
+// job with `catchUp` `latest` after a missed tick), in job id order, one
+// per job at most. Jobs that owe nothing, are unknown or lie outside the
+// caller's scopes are absent. A replica polls this for all its jobs (the
+// Go runner every 10 s, jittered) and claims each tick with an ordinary
+// acquire of that tick. Bodies up to 256 KiB.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /owed (the `OwedTicks` operationId).
+func (c *ClientWithResponses) OwedTicksWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OwedTicksResponse, error) {
+	rsp, err := c.OwedTicksWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOwedTicksResponse(rsp)
+}
+
+// OwedTicksWithResponse What the named jobs owe, in one request. Needs role read.
+//
+// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
+// job with `catchUp` `latest` after a missed tick), in job id order, one
+// per job at most. Jobs that owe nothing, are unknown or lie outside the
+// caller's scopes are absent. A replica polls this for all its jobs (the
+// Go runner every 10 s, jittered) and claims each tick with an ordinary
+// acquire of that tick. Bodies up to 256 KiB.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /owed (the `OwedTicks` operationId).
+func (c *ClientWithResponses) OwedTicksWithResponse(ctx context.Context, body OwedTicksJSONRequestBody, reqEditors ...RequestEditorFn) (*OwedTicksResponse, error) {
+	rsp, err := c.OwedTicks(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOwedTicksResponse(rsp)
+}
+
 // ReadyzWithResponse The database answers and its schema is current.
+//
+// 503 while the database does not answer within the request deadline, or
+// while the store refuses calls: its `detail` then says why (migrations
+// pending; with replicated durability, why the primary cannot acknowledge
+// durably).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7802,6 +8974,243 @@ func ParseForgetScheduleResponse(rsp *http.Response) (*ForgetScheduleResponse, e
 	return response, nil
 }
 
+// ParseCancelTriggerResponse parses an HTTP response from a CancelTriggerWithResponse call
+func ParseCancelTriggerResponse(rsp *http.Response) (*CancelTriggerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelTriggerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CancelTriggerResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CancelTriggerResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CancelTriggerResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTriggerJobResponse parses an HTTP response from a TriggerJobWithResponse call
+func ParseTriggerJobResponse(rsp *http.Response) (*TriggerJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TriggerJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest JobPaused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers TriggerJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers TriggerJobResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TriggerJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseMetricsResponse parses an HTTP response from a MetricsWithResponse call
 func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7862,6 +9271,121 @@ func ParseOpenapiResponse(rsp *http.Response) (*OpenapiResponse, error) {
 		}
 		response.YAML200 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseOwedTicksResponse parses an HTTP response from a OwedTicksWithResponse call
+func ParseOwedTicksResponse(rsp *http.Response) (*OwedTicksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OwedTicksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OwedList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OwedTicksResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers OwedTicksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers OwedTicksResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

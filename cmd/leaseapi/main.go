@@ -426,6 +426,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		Registry:     registry,
 		MetricsToken: cfg.MetricsToken,
 		MissedGrace:  cfg.MissedGrace,
+		TriggerGrace: cfg.TriggerGrace,
 		RateLimit:    cfg.RateLimit,
 	})
 	srv := &http.Server{

@@ -24,6 +24,8 @@ import (
 // leaseapi.Observer.
 type Leases struct {
 	runsFinished   *prometheus.CounterVec
+	runsStarted    *prometheus.CounterVec
+	ticksOwed      *prometheus.GaugeVec
 	runDuration    *prometheus.HistogramVec
 	expirations    prometheus.Counter
 	ticksSkipped   prometheus.Counter
@@ -45,7 +47,9 @@ var _ leaseapi.Observer = (*Leases)(nil)
 var (
 	finishedOutcomes = []leaseapi.Outcome{leaseapi.OutcomeSucceeded, leaseapi.OutcomeFailed,
 		leaseapi.OutcomeExpired, leaseapi.OutcomeRevoked, leaseapi.OutcomeMissed}
-	states = []leaseapi.State{leaseapi.StateHeld, leaseapi.StateReleased, leaseapi.StateExpired, leaseapi.StateRevoked}
+	states   = []leaseapi.State{leaseapi.StateHeld, leaseapi.StateReleased, leaseapi.StateExpired, leaseapi.StateRevoked}
+	triggers = []leaseapi.Trigger{leaseapi.TriggerSchedule, leaseapi.TriggerCatchUp, leaseapi.TriggerManual}
+	owedBy   = []leaseapi.Trigger{leaseapi.TriggerCatchUp, leaseapi.TriggerManual}
 )
 
 // New registers the metrics on reg.
@@ -55,6 +59,14 @@ func New(reg prometheus.Registerer) (*Leases, error) {
 			Name: "leaseapi_runs_finished_total",
 			Help: "Runs by final outcome, counted once when decided: succeeded or failed at release, revoked at revocation, expired when a takeover closes the run, missed by the tick sweep.",
 		}, []string{"outcome"}),
+		runsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaseapi_runs_started_total",
+			Help: "Runs started by a grant, by trigger: schedule (a tick of the schedule, or a job without one), catch-up or manual (the owed tick the grant claimed).",
+		}, []string{"trigger"}),
+		ticksOwed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "leaseapi_ticks_owed",
+			Help: "Jobs that owe a tick, by reason (catch-up or manual), as of the last refresh.",
+		}, []string{"reason"}),
 		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leaseapi_run_duration_seconds",
 			Help:    "Duration of finished runs that had a holder, by outcome.",
@@ -85,7 +97,7 @@ func New(reg prometheus.Registerer) (*Leases, error) {
 			Help: "When the lease gauges were last computed (Unix seconds, the store's clock); 0 before the first time.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.runsFinished, m.runDuration, m.expirations, m.ticksSkipped,
+	for _, c := range []prometheus.Collector{m.runsFinished, m.runsStarted, m.ticksOwed, m.runDuration, m.expirations, m.ticksSkipped,
 		m.leases, m.jobsPaused, m.jobsOverdue, m.statsRefreshed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
@@ -100,6 +112,12 @@ func New(reg prometheus.Registerer) (*Leases, error) {
 	for _, s := range states {
 		m.leases.WithLabelValues(string(s))
 	}
+	for _, tr := range triggers {
+		m.runsStarted.WithLabelValues(string(tr))
+	}
+	for _, r := range owedBy {
+		m.ticksOwed.WithLabelValues(string(r))
+	}
 	return m, nil
 }
 
@@ -109,6 +127,11 @@ func (m *Leases) RunFinished(outcome leaseapi.Outcome, d time.Duration) {
 	if outcome != leaseapi.OutcomeMissed {
 		m.runDuration.WithLabelValues(string(outcome)).Observe(d.Seconds())
 	}
+}
+
+// RunStarted counts a run a grant started for trigger.
+func (m *Leases) RunStarted(trigger leaseapi.Trigger) {
+	m.runsStarted.WithLabelValues(string(trigger)).Inc()
 }
 
 // TicksSkipped counts n skipped ticks.
@@ -124,6 +147,9 @@ func (m *Leases) SetStats(st leaseapi.Stats) {
 	}
 	m.jobsPaused.Set(float64(st.Paused))
 	m.jobsOverdue.Set(float64(st.Overdue))
+	for _, r := range owedBy {
+		m.ticksOwed.WithLabelValues(string(r)).Set(float64(st.Owed[r]))
+	}
 	m.statsRefreshed.Set(float64(st.Now.UnixMilli()) / 1000)
 }
 

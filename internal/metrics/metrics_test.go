@@ -162,3 +162,60 @@ func newMetrics(t *testing.T) (*prometheus.Registry, *metrics.Leases) {
 	}
 	return reg, m
 }
+
+// TestOwedTickMetrics: the refresher counts the jobs that owe a tick by
+// reason, and a grant counts the run it starts by trigger: schedule, or
+// manual for the claim of a triggered tick.
+func TestOwedTickMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	reg, m := newMetrics(t)
+	s := openSQLite(t, m)
+	l, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: "report", Owner: "a", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(ctx, &leaseapi.ReleaseParams{JobID: "report", Owner: "a", Token: l.Token, Outcome: leaseapi.OutcomeSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	owing, err := s.Trigger(ctx, &leaseapi.TriggerParams{JobID: "report", By: "ops", Grace: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := metrics.NewStatsRefresher(s, m, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.RefreshOnce(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	const owed = `
+# HELP leaseapi_ticks_owed Jobs that owe a tick, by reason (catch-up or manual), as of the last refresh.
+# TYPE leaseapi_ticks_owed gauge
+leaseapi_ticks_owed{reason="catch-up"} 0
+leaseapi_ticks_owed{reason="manual"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(owed), "leaseapi_ticks_owed"); err != nil {
+		t.Error(err)
+	}
+	if _, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: "report", Owner: "b", TTL: time.Hour, Tick: owing.OwedTick}); err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.RefreshOnce(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	const started = `
+# HELP leaseapi_runs_started_total Runs started by a grant, by trigger: schedule (a tick of the schedule, or a job without one), catch-up or manual (the owed tick the grant claimed).
+# TYPE leaseapi_runs_started_total counter
+leaseapi_runs_started_total{trigger="catch-up"} 0
+leaseapi_runs_started_total{trigger="manual"} 1
+leaseapi_runs_started_total{trigger="schedule"} 1
+# HELP leaseapi_ticks_owed Jobs that owe a tick, by reason (catch-up or manual), as of the last refresh.
+# TYPE leaseapi_ticks_owed gauge
+leaseapi_ticks_owed{reason="catch-up"} 0
+leaseapi_ticks_owed{reason="manual"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(started), "leaseapi_runs_started_total", "leaseapi_ticks_owed"); err != nil {
+		t.Error(err)
+	}
+}

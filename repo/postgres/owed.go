@@ -9,6 +9,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
 // Owed ticks (leaseapi.Owing): a trigger, its cancellation and the read of
@@ -98,10 +99,10 @@ func (p *Store) CancelOwed(ctx context.Context, jobID string) (leaseapi.Lease, e
 
 // owedQuery reads what the named jobs owe, by primary key: a tick is owed
 // while it is claimable (owed_until).
-const owedQuery = `
+var owedQuery = `
 SELECT job_id, owed_tick, owed_reason, owed_by, owed_trigger_reason
 FROM leases
-WHERE job_id = ANY($1::text[]) AND owed_tick IS NOT NULL AND owed_until > clock_timestamp()
+WHERE job_id = ANY($1::text[]) AND ` + stores.OwedAt(`clock_timestamp()`) + `
 ORDER BY job_id`
 
 // owedRow is one row of owedQuery.

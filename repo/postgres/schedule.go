@@ -338,6 +338,8 @@ counted_leases AS (
 		count(*) FILTER (WHERE revoked_at IS NOT NULL) AS revoked,
 		count(*) FILTER (WHERE paused_at IS NOT NULL) AS paused,
 		count(*) FILTER (WHERE ` + stores.OverdueCondition + `) AS overdue,
+		count(*) FILTER (WHERE ` + stores.OwedAt(`c.now`) + ` AND owed_reason = 'catch-up') AS owed_catch_up,
+		count(*) FILTER (WHERE ` + stores.OwedAt(`c.now`) + ` AND owed_reason = 'manual') AS owed_manual,
 		count(*) FILTER (WHERE ` + stores.ExpiredAt(`c.now`) + `
 			AND expires_at > c.now - interval '24 hours') AS open_expired
 	FROM c LEFT JOIN leases AS l ON job_id >= $1::text AND job_id < $1::text || '~'
@@ -351,7 +353,7 @@ counted_leases AS (
 	FROM c JOIN runs ON ended_at > c.now - interval '24 hours' AND ended_at <= c.now
 		AND job_id >= $1::text AND job_id < $1::text || '~'
 )
-SELECT l.held, l.released, l.expired, l.revoked, l.paused, l.overdue,
+SELECT l.held, l.released, l.expired, l.revoked, l.paused, l.overdue, l.owed_catch_up, l.owed_manual,
 	r.runs_succeeded, r.runs_failed, r.runs_expired + l.open_expired AS runs_expired, r.runs_revoked, r.runs_missed,
 	c.now AS db_now
 FROM c, counted_leases AS l, counted_runs AS r`

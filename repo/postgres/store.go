@@ -409,6 +409,9 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 		}
 		if err == nil && !row.Refused {
 			l := row.toLease()
+			if l.AcquiredAt.Equal(l.RenewedAt) {
+				p.observer.RunStarted(leaseapi.Trigger(row.GrantTrigger))
+			}
 			if l.AcquiredAt.Equal(l.RenewedAt) && l.LastOutcome == leaseapi.OutcomeExpired && l.Token > 1 {
 				// This grant took over a grant that had expired, and
 				// the trigger closed that run as expired.
@@ -428,7 +431,7 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 				stored, now = row.Schedule.String, row.Now
 				continue
 			}
-			return leaseapi.Lease{}, decide.Refusal(&r.Params, row.toLease())
+			return leaseapi.Lease{}, claimRefusal(&r, row.toLease())
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
@@ -467,12 +470,23 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 			}
 		}
 		l := cur.toLease()
-		if conflict := decide.Refusal(&r.Params, l); errors.Is(conflict, leaseapi.ErrTickDone) ||
+		if conflict := claimRefusal(&r, l); errors.Is(conflict, leaseapi.ErrTickDone) ||
 			errors.Is(conflict, leaseapi.ErrJobPaused) ||
 			l.State == leaseapi.StateHeld || attempt == acquireAttempts {
 			return leaseapi.Lease{}, conflict
 		}
 	}
+}
+
+// claimRefusal is the conflict of an acquire resolved as r that the
+// statement refused, from cur, the lease it was refused on: decided with
+// the tick the statement took (decide.ClaimedTick), so that a contender
+// for a claimed manual tick hears lease_held, not tick_done of the
+// schedule's tick it would have snapped to.
+func claimRefusal(r *decide.Resolution, cur leaseapi.Lease) error {
+	p := r.Params
+	p.Tick = decide.ClaimedTick(r, cur)
+	return decide.Refusal(&p, cur)
 }
 
 // errUnresolved is the answer to an acquire whose stored schedule or clock

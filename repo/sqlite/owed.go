@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
 // Owed ticks (leaseapi.Owing), decided under the single writer's lock as
@@ -97,10 +98,10 @@ func (s *Store) CancelOwed(ctx context.Context, jobID string) (leaseapi.Lease, e
 
 // owedQuery reads what the named jobs ($2, a JSON array of ids) owe, by
 // primary key: a tick is owed while it is claimable (owed_until > $1).
-const owedQuery = `
+var owedQuery = `
 SELECT job_id, owed_tick, owed_reason, owed_by, owed_trigger_reason
 FROM leases
-WHERE job_id IN (SELECT value FROM json_each($2)) AND owed_tick IS NOT NULL AND owed_until > $1
+WHERE job_id IN (SELECT value FROM json_each($2)) AND ` + stores.OwedAt(`$1`) + `
 ORDER BY job_id`
 
 // owedRow is one row of owedQuery.

@@ -260,7 +260,7 @@ func decideJob(ctx context.Context, tx *sqlx.Tx, j *dueJob, now int64, ev *store
 // marked running: it is counted as an expired run from the lease, ending
 // at its expiresAt, as the run history shows it.
 var statsQuery = `
-SELECT l.held, l.released, l.expired, l.revoked, l.paused, l.overdue,
+SELECT l.held, l.released, l.expired, l.revoked, l.paused, l.overdue, l.owed_catch_up, l.owed_manual,
 	r.runs_succeeded, r.runs_failed, r.runs_expired + l.open_expired AS runs_expired, r.runs_revoked, r.runs_missed
 FROM (
 	SELECT
@@ -270,6 +270,8 @@ FROM (
 		COALESCE(SUM(revoked_at IS NOT NULL), 0) AS revoked,
 		COALESCE(SUM(paused_at IS NOT NULL), 0) AS paused,
 		COALESCE(SUM(` + stores.OverdueCondition + `), 0) AS overdue,
+		COALESCE(SUM(` + stores.OwedAt(`$1`) + ` AND owed_reason = 'catch-up'), 0) AS owed_catch_up,
+		COALESCE(SUM(` + stores.OwedAt(`$1`) + ` AND owed_reason = 'manual'), 0) AS owed_manual,
 		COALESCE(SUM(` + stores.ExpiredAt(`$1`) + `
 			AND expires_at > $1 - 86400000), 0) AS open_expired
 	FROM leases AS l

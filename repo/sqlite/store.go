@@ -672,6 +672,7 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 			return row, err
 		}
 		_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now, leaseapi.TriggerSchedule, nil)
+		ev.RunStarted(leaseapi.TriggerSchedule)
 		return row, err
 	}
 	// Decided on the row at now, with the tick as it is stored (to the
@@ -710,6 +711,7 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 		return row, err
 	}
 	_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now, trigger, triggeredBy)
+	ev.RunStarted(trigger)
 	return row, err
 }
 

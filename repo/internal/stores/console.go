@@ -15,6 +15,13 @@ import (
 // counts it and the lease list filters by it.
 const OverdueCondition = `(schedule IS NOT NULL AND paused_at IS NULL AND missed_at IS NOT NULL AND acquired_at < missed_at)`
 
+// OwedAt is the one definition, in the SQL of both stores, of a job that
+// owes a tick at now: it has one, and it is still claimable (owed_until).
+// The read of what jobs owe and the owed-tick gauges use it.
+func OwedAt(now string) string {
+	return `(owed_tick IS NOT NULL AND owed_until > ` + now + `)`
+}
+
 // ListFilters are the conditions of the lease list's paused and overdue
 // filters, appended to its WHERE; a store's query refers to the leases
 // row without a qualifier. They are spelled out rather than bound as

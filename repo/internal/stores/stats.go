@@ -15,6 +15,9 @@ type StatsRow struct {
 	Paused   int64 `db:"paused"`
 	Overdue  int64 `db:"overdue"`
 
+	OwedCatchUp int64 `db:"owed_catch_up"`
+	OwedManual  int64 `db:"owed_manual"`
+
 	RunsSucceeded int64 `db:"runs_succeeded"`
 	RunsFailed    int64 `db:"runs_failed"`
 	RunsExpired   int64 `db:"runs_expired"`
@@ -35,6 +38,7 @@ func (r StatsRow) Stats(now time.Time) leaseapi.Stats {
 			leaseapi.OutcomeExpired: r.RunsExpired, leaseapi.OutcomeRevoked: r.RunsRevoked,
 			leaseapi.OutcomeMissed: r.RunsMissed,
 		},
-		Now: now,
+		Owed: map[leaseapi.Trigger]int64{leaseapi.TriggerCatchUp: r.OwedCatchUp, leaseapi.TriggerManual: r.OwedManual},
+		Now:  now,
 	}
 }

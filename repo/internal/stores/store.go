@@ -30,6 +30,7 @@ type Events struct {
 	skipped  int64
 	// Expired counts the grants found past their expiresAt unreleased.
 	Expired int64
+	started []leaseapi.Trigger
 }
 
 type finishedRun struct {
@@ -41,6 +42,9 @@ type finishedRun struct {
 func (e *Events) RunFinished(outcome leaseapi.Outcome, d time.Duration) {
 	e.finished = append(e.finished, finishedRun{outcome, d})
 }
+
+// RunStarted records a run a grant started for trigger.
+func (e *Events) RunStarted(trigger leaseapi.Trigger) { e.started = append(e.started, trigger) }
 
 // Decided records what the sweep decided for one job: each missed tick is
 // a finished run, the skipped ones are counted.
@@ -55,6 +59,9 @@ func (e *Events) Decided(d decide.Decision) {
 func (e *Events) Emit(o leaseapi.Observer) {
 	if e == nil {
 		return
+	}
+	for _, tr := range e.started {
+		o.RunStarted(tr)
 	}
 	for _, f := range e.finished {
 		o.RunFinished(f.outcome, f.d)
@@ -74,6 +81,7 @@ type noObserver struct{}
 func (noObserver) RunFinished(leaseapi.Outcome, time.Duration) {}
 func (noObserver) TicksSkipped(int64)                          {}
 func (noObserver) LeasesExpired(int64)                         {}
+func (noObserver) RunStarted(leaseapi.Trigger)                 {}
 
 // OrNoObserver is o, or an Observer that tells nobody when o is nil.
 func OrNoObserver(o leaseapi.Observer) leaseapi.Observer {

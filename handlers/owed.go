@@ -1,0 +1,83 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+// Owed ticks: run now (trigger, cancel) and what jobs owe.
+
+// trigger makes the job owe a manual tick (admin). A retry with the same
+// Idempotency-Key answers the tick the first call made.
+func (h *handler) trigger(w http.ResponseWriter, r *http.Request) {
+	serve(h, w, r, "trigger", h.triggerParams, h.store.Trigger, func(r *http.Request, l leaseapi.Lease) any {
+		loggerFrom(r.Context()).Info("job triggered", "job_id", l.JobID, "by", principalFrom(r.Context()).name,
+			"owed_tick", l.OwedTick, "owed_reason", l.OwedReason)
+		return api.FromLease(l)
+	})
+}
+
+func (h *handler) triggerParams(w http.ResponseWriter, r *http.Request) (*leaseapi.TriggerParams, error) {
+	id, err := pathAndNoQuery(w, r)
+	if err != nil {
+		return nil, err
+	}
+	var req api.TriggerRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return nil, err
+	}
+	p := &leaseapi.TriggerParams{JobID: id, By: principalFrom(r.Context()).name,
+		Key: r.Header.Get("Idempotency-Key"), Grace: h.triggerGrace}
+	if req.Reason != nil {
+		p.Reason = *req.Reason
+	}
+	return p, p.Validate()
+}
+
+// cancelTrigger cancels what the job owes (admin): a manual tick or a
+// catch-up debt. A job that owes nothing answers its lease as it is.
+func (h *handler) cancelTrigger(w http.ResponseWriter, r *http.Request) {
+	serve(h, w, r, "cancel_owed", pathAndNoQuery, h.store.CancelOwed, func(r *http.Request, l leaseapi.Lease) any {
+		loggerFrom(r.Context()).Info("owed tick cancelled", "job_id", l.JobID, "by", principalFrom(r.Context()).name)
+		return api.FromLease(l)
+	})
+}
+
+// owed answers what the named jobs owe (read). Ids out of the caller's
+// scopes are absent from the answer, as unknown ones are.
+func (h *handler) owed(w http.ResponseWriter, r *http.Request) {
+	serve(h, w, r, "owed", owedParams, func(ctx context.Context, p *leaseapi.OwedParams) ([]leaseapi.Owed, error) {
+		if len(p.JobIDs) == 0 {
+			return nil, nil // none in scope: nothing to ask
+		}
+		return h.store.Owed(ctx, p)
+	}, func(_ *http.Request, os []leaseapi.Owed) any {
+		return api.OwedList{Owed: api.FromOwed(os)}
+	})
+}
+
+func owedParams(w http.ResponseWriter, r *http.Request) (*leaseapi.OwedParams, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
+	var req api.OwedRequest
+	if err := decodeBodyUpTo(w, r, &req, api.MaxOwedBodyBytes); err != nil {
+		return nil, err
+	}
+	p := &leaseapi.OwedParams{JobIDs: req.Jobs}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	caller := principalFrom(r.Context())
+	inScope := p.JobIDs[:0:0]
+	for _, id := range p.JobIDs {
+		if caller.inScope(id) {
+			inScope = append(inScope, id)
+		}
+	}
+	p.JobIDs = inScope
+	return p, nil
+}
