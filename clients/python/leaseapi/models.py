@@ -93,6 +93,15 @@ class Lease:
     missed_ticks: int
     skipped_ticks: int
     revoked_by: Optional[str]
+    #: ``none`` or ``latest``: whether a missed tick is owed once afterwards.
+    catch_up: str
+    #: How old a missed tick may be and still be owed, in seconds.
+    catch_up_window: float
+    #: The tick the job owes (claim it with an acquire of exactly that tick);
+    #: None when it owes nothing.
+    owed_tick: Optional[datetime]
+    #: ``catch-up`` or ``manual`` when a tick is owed.
+    owed_reason: Optional[str]
     raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -121,6 +130,10 @@ class Lease:
             missed_ticks=int(data.get("missedTicks", 0)),
             skipped_ticks=int(data.get("skippedTicks", 0)),
             revoked_by=data.get("revokedBy"),
+            catch_up=data.get("catchUp", "none"),
+            catch_up_window=data.get("catchUpWindowMs", 86_400_000) / 1000,
+            owed_tick=_time(data, "owedTick"),
+            owed_reason=data.get("owedReason"),
             raw=dict(data),
         )
 
@@ -142,6 +155,10 @@ class Run:
     #: Seconds from start to end; None while running and for a missed run.
     duration: Optional[float]
     revoked_by: Optional[str]
+    #: ``schedule``, ``catch-up`` or ``manual``: what started the run.
+    trigger: str
+    #: Who triggered a manual run, when the service knows.
+    triggered_by: Optional[str]
     raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -157,6 +174,8 @@ class Run:
             outcome=data["outcome"],
             duration=_seconds(data, "durationMs"),
             revoked_by=data.get("revokedBy"),
+            trigger=data.get("trigger", "schedule"),
+            triggered_by=data.get("triggeredBy"),
             raw=dict(data),
         )
 

@@ -13,6 +13,7 @@ LEASE = {
     "releasedAt": None, "ttlMs": 30000, "tick": None, "lastCompletedTick": None, "lastOutcome": None,
     "schedule": None, "graceMs": None, "nextTick": None, "paused": False, "pausedAt": None, "pausedBy": None,
     "pausedReason": None, "missedTicks": 0, "skippedTicks": 0, "revokedBy": None,
+    "catchUp": "none", "catchUpWindowMs": 86400000, "owedTick": None, "owedReason": None,
 }
 
 
