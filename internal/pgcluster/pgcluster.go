@@ -187,7 +187,7 @@ func (c *Cluster) Remove() {
 func postgresUser() (uid, gid int, err error) {
 	pg, err := user.Lookup("postgres")
 	if err != nil {
-		return 0, 0, fmt.Errorf("Postgres runs as the postgres user: %w", err)
+		return 0, 0, fmt.Errorf("look up the postgres user (Postgres runs as it): %w", err)
 	}
 	uid, _ = strconv.Atoi(pg.Uid)
 	gid, _ = strconv.Atoi(pg.Gid)
