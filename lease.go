@@ -337,6 +337,10 @@ type SweepResult struct {
 	// Expirations counts grants found past their expiresAt unreleased for
 	// the first time.
 	Expirations int64
+	// Unclaimed counts the owed ticks whose claimable time passed unclaimed
+	// and that were forgotten; each manual one is recorded as a missed run
+	// with trigger manual.
+	Unclaimed int64
 	// More reports whether due work remained beyond this pass's batch.
 	More bool
 }
@@ -346,6 +350,7 @@ func (r *SweepResult) Add(o SweepResult) {
 	r.Jobs += o.Jobs
 	r.Ran, r.Paused, r.Skipped, r.Missed = r.Ran+o.Ran, r.Paused+o.Paused, r.Skipped+o.Skipped, r.Missed+o.Missed
 	r.Expirations += o.Expirations
+	r.Unclaimed += o.Unclaimed
 	r.More = r.More || o.More
 }
 

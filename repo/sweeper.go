@@ -73,10 +73,10 @@ func (s *TickSweeper) Run(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.logger.WarnContext(ctx, "sweeping ticks failed", slog.Any("error", err))
-		case res.Missed > 0 || res.Expirations > 0:
+		case res.Missed > 0 || res.Expirations > 0 || res.Unclaimed > 0:
 			s.logger.InfoContext(ctx, "swept ticks", slog.Int("jobs", res.Jobs),
 				slog.Int64("missed", res.Missed), slog.Int64("skipped", res.Skipped),
-				slog.Int64("expirations", res.Expirations))
+				slog.Int64("expirations", res.Expirations), slog.Int64("unclaimed", res.Unclaimed))
 		}
 	})
 }

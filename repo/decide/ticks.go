@@ -42,6 +42,9 @@ type Grant struct {
 	Tick      *time.Time
 	StartedAt time.Time
 	EndedAt   *time.Time // nil while running
+	// Trigger is what started it: a tick of the schedule, or an owed tick
+	// (catch-up, manual).
+	Trigger leaseapi.Trigger
 }
 
 // Plan is the ticks of a job that are due at now, oldest first, and the
@@ -80,6 +83,16 @@ type Decision struct {
 	LastMissedAt *time.Time
 }
 
+// LastMissedTick is the newest decided tick when it was missed (the tick
+// a catch-up policy owes), nil when it was not.
+func (d Decision) LastMissedTick() *time.Time {
+	if d.LastMissedAt == nil {
+		return nil
+	}
+	t := d.MissedTicks[len(d.MissedTicks)-1]
+	return &t
+}
+
 // Result is d as one job's part of a sweep's result.
 func (d Decision) Result() leaseapi.SweepResult {
 	return leaseapi.SweepResult{Jobs: 1, Ran: d.Ran, Paused: d.Paused, Skipped: d.Skipped, Missed: d.Missed}
@@ -87,9 +100,10 @@ func (d Decision) Result() leaseapi.SweepResult {
 
 // Ticks decides each due tick of j, oldest first: ran when a grant
 // was made for it; else paused when the job was paused by the end of its
-// grace; else skipped when an earlier grant was held at the tick; else
-// missed. runs are j's grants that started in the plan's window and the
-// newest one that started before it.
+// grace; else skipped when an earlier grant was held at the tick, or a
+// grant of an owed tick (catch-up, manual) started within its grace (the
+// job ran); else missed. runs are j's grants that started in the plan's
+// window and the newest one that started before it.
 func Ticks(j *Job, due []time.Time, runs []Grant) Decision {
 	granted := make(map[int64]bool)
 	for _, r := range runs {
@@ -111,6 +125,15 @@ func Ticks(j *Job, due []time.Time, runs []Grant) Decision {
 		}
 		return r.Token == j.Token && j.ExpiresAt.After(t)
 	}
+	// owedGrantWithin: a grant of an owed tick started in [t, end].
+	owedGrantWithin := func(t, end time.Time) bool {
+		for i := sort.Search(len(runs), func(i int) bool { return !runs[i].StartedAt.Before(t) }); i < len(runs) && !runs[i].StartedAt.After(end); i++ {
+			if runs[i].Trigger != "" && runs[i].Trigger != leaseapi.TriggerSchedule {
+				return true
+			}
+		}
+		return false
+	}
 	var d Decision
 	for _, t := range due {
 		end := t.Add(j.Grace)
@@ -120,7 +143,7 @@ func Ticks(j *Job, due []time.Time, runs []Grant) Decision {
 			d.Ran++
 		case j.PausedAt != nil && !j.PausedAt.After(end):
 			d.Paused++
-		case heldAt(t):
+		case heldAt(t) || owedGrantWithin(t, end):
 			d.Skipped++
 		default:
 			d.Missed++

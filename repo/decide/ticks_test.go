@@ -68,6 +68,19 @@ func TestDecideTicks(t *testing.T) {
 			runs: []Grant{{Token: 1, Tick: ptr(at(20)), StartedAt: at(20), EndedAt: ptr(at(21))}},
 			ran:  1, paused: 3,
 		},
+		{
+			// A grant of an owed tick started within a tick's grace: the
+			// job ran, so the tick is skipped; one of a scheduled tick, or
+			// one started after the grace, does not count.
+			name: "OwedGrantWithinTheGraceSkipped",
+			runs: []Grant{
+				{Token: 1, Tick: ptr(at(-50)), StartedAt: at(1), EndedAt: ptr(at(1).Add(time.Millisecond)), Trigger: leaseapi.TriggerCatchUp},
+				{Token: 2, Tick: ptr(at(12)), StartedAt: at(12), EndedAt: ptr(at(12).Add(time.Millisecond)), Trigger: leaseapi.TriggerManual},
+				{Token: 3, Tick: ptr(at(-40)), StartedAt: at(21), EndedAt: ptr(at(21).Add(time.Millisecond)), Trigger: leaseapi.TriggerSchedule},
+				{Token: 4, Tick: ptr(at(33)), StartedAt: at(33), EndedAt: ptr(at(34)), Trigger: leaseapi.TriggerManual},
+			},
+			skipped: 2, missed: 2, lastMissedAt: ptr(at(32)),
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,6 +97,11 @@ func TestDecideTicks(t *testing.T) {
 			}
 			if !equalTimes(d.LastMissedAt, tt.lastMissedAt) {
 				t.Errorf("LastMissedAt: got %v, want %v", d.LastMissedAt, tt.lastMissedAt)
+			}
+			if want := tt.lastMissedAt; want != nil && !equalTimes(d.LastMissedTick(), ptr(want.Add(-grace))) {
+				t.Errorf("LastMissedTick: got %v, want %v", d.LastMissedTick(), want.Add(-grace))
+			} else if want == nil && d.LastMissedTick() != nil {
+				t.Errorf("LastMissedTick: got %v, want nil", d.LastMissedTick())
 			}
 		})
 	}

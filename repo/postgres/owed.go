@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
@@ -37,6 +38,38 @@ WHERE l.job_id = $1 AND l.paused_at IS NULL
 	AND NOT COALESCE(l.manual_key = $4::text, false)
 RETURNING ` + leaseColumns
 
+// expireOwed forgets the debts that the rows of locked (a sub-select of
+// leases ending in FOR UPDATE) name, which are past their claimable time,
+// and records each unclaimed manual tick as a missed run with trigger
+// manual (counted in no counter: it is no tick of the schedule); a
+// catch-up tick was recorded missed when it was decided. It returns how
+// many it forgot.
+func expireOwed(locked string) string {
+	return `
+WITH expired AS (
+	UPDATE leases AS l SET (owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (NULL, NULL, NULL, NULL, NULL)
+	FROM (SELECT job_id, owed_tick, owed_reason, owed_by, owed_until FROM leases ` + locked + `) AS o
+	WHERE l.job_id = o.job_id
+	RETURNING o.job_id, o.owed_tick, o.owed_reason, o.owed_by, o.owed_until
+), missed AS (
+	INSERT INTO runs (job_id, tick, ended_at, outcome, trigger, triggered_by)
+	SELECT job_id, owed_tick, owed_until, 'missed', 'manual', owed_by FROM expired WHERE owed_reason = 'manual'
+)
+SELECT count(*) FROM expired`
+}
+
+var (
+	// expireOwedQuery forgets up to $1 debts past their claimable time, in
+	// the order they expired (leases_owed_idx), skipping the rows an
+	// acquire has locked: the sweep's part.
+	expireOwedQuery = expireOwed(`WHERE owed_tick IS NOT NULL AND owed_until <= statement_timestamp()
+	ORDER BY owed_until LIMIT $1 FOR UPDATE SKIP LOCKED`)
+	// expireJobOwedQuery forgets job $1's debt when it is past its
+	// claimable time: a trigger's first step, so that a manual tick
+	// nobody claimed is recorded before a new one replaces it.
+	expireJobOwedQuery = expireOwed(`WHERE job_id = $1 AND owed_tick IS NOT NULL AND owed_until <= clock_timestamp() FOR UPDATE`)
+)
+
 // Trigger makes a job owe a manual tick. See leaseapi.Owing.
 func (p *Store) Trigger(ctx context.Context, tp *leaseapi.TriggerParams) (leaseapi.Lease, error) {
 	if err := tp.Validate(); err != nil {
@@ -45,19 +78,31 @@ func (p *Store) Trigger(ctx context.Context, tp *leaseapi.TriggerParams) (leasea
 	op := fmt.Sprintf("trigger %q", tp.JobID)
 	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
 		var row leaseRow
-		err := p.db.QueryRowxContext(ctx, triggerQuery, tp.JobID,
-			sql.NullString{String: tp.By, Valid: tp.By != ""},
-			sql.NullString{String: tp.Reason, Valid: tp.Reason != ""},
-			sql.NullString{String: tp.Key, Valid: tp.Key != ""},
-			tp.Grace.Milliseconds()).Scan(row.fields()...)
-		if err == nil {
-			return row.toLease(), nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		triggered := false
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			var expired int
+			if err := tx.GetContext(ctx, &expired, expireJobOwedQuery, tp.JobID); err != nil {
+				return err
+			}
+			err := tx.QueryRowxContext(ctx, triggerQuery, tp.JobID,
+				sql.NullString{String: tp.By, Valid: tp.By != ""},
+				sql.NullString{String: tp.Reason, Valid: tp.Reason != ""},
+				sql.NullString{String: tp.Key, Valid: tp.Key != ""},
+				tp.Grace.Milliseconds()).Scan(row.fields()...)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			triggered = err == nil
+			return err
+		})
+		if err != nil {
 			return leaseapi.Lease{}, interpretError(op, err)
 		}
+		if triggered {
+			return row.toLease(), nil
+		}
 		// Unknown, paused, or answered by the tick it owes or its key made.
-		l, err := p.get(ctx, tp.JobID)
+		l, err := p.echoGet(ctx, tp.JobID)
 		if err != nil {
 			return leaseapi.Lease{}, fmt.Errorf("%s: %w", op, err)
 		}

@@ -182,35 +182,12 @@ WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1`
 	// grantsAroundQuery reads a job's grants that started at or after $2,
 	// and the newest one that started before it (runs_job_at_idx).
 	grantsAroundQuery = `
-(SELECT token, tick, started_at, ended_at FROM runs
+(SELECT token, tick, started_at, ended_at, trigger FROM runs
 	WHERE job_id = $1 AND COALESCE(started_at, tick) >= $2 AND token IS NOT NULL)
 UNION ALL
-(SELECT token, tick, started_at, ended_at FROM runs
+(SELECT token, tick, started_at, ended_at, trigger FROM runs
 	WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL
 	ORDER BY COALESCE(started_at, tick) DESC LIMIT 1)`
-
-	// decideQuery writes what a pass decided for one job, in one statement:
-	// the oldest undecided tick and when it is due, the counters, whether
-	// the newest decided tick was missed ($7: the pass decided a tick, then
-	// $6 is the new missed_at), and a run for each missed tick to record
-	// ($11, with the grace $12). It writes only if the row is still as the
-	// pass read it ($8-$10): a concurrent sweep that decided the same ticks
-	// first, a new spec, or a pause or resume meanwhile make it write
-	// nothing, and the count it returns is 0.
-	decideQuery = `
-WITH decided AS (
-	UPDATE leases SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at) =
-		($2::timestamptz, $3::timestamptz, missed_ticks + $4::bigint, skipped_ticks + $5::bigint,
-		 CASE WHEN $7::boolean THEN $6::timestamptz ELSE missed_at END)
-	WHERE job_id = $1 AND decide_at IS NOT DISTINCT FROM $8::timestamptz AND schedule = $9::text
-		AND paused_at IS NOT DISTINCT FROM $10::timestamptz
-	RETURNING job_id
-), missed AS (
-	INSERT INTO runs (job_id, tick, ended_at, outcome)
-	SELECT d.job_id, t, t + $12::bigint * interval '1 millisecond', 'missed'
-	FROM decided AS d, unnest($11::timestamptz[]) AS t
-)
-SELECT count(*) FROM decided`
 )
 
 // countExpiriesQuery marks, once, the open runs whose grant passed its
@@ -224,15 +201,54 @@ UPDATE runs SET expiry_counted = true WHERE id IN (
 	FOR UPDATE OF r SKIP LOCKED
 )`
 
+// catchUpWindowEnd is when the tick decideQuery decided missed ($13)
+// leaves the job's catch-up window, and owesCatchUp whether the job owes it.
+var (
+	catchUpWindowEnd = `$13::timestamptz + catch_up_window_ms * interval '1 millisecond'`
+	owesCatchUp      = `($13::timestamptz IS NOT NULL AND ` + stores.OwesCatchUp(`$6::timestamptz`, catchUpWindowEnd, `clock_timestamp()`) + `)`
+)
+
+// decideQuery writes what a pass decided for one job, in one statement:
+// the oldest undecided tick and when it is due, the counters, whether
+// the newest decided tick was missed ($7: the pass decided a tick, then
+// $6 is the new missed_at and $13 that tick), what the job owes for it
+// (stores.OwesCatchUp: then that tick, as a catch-up), and a run for each
+// missed tick to record ($11, with the grace $12). It writes only if the
+// row is still as the pass read it ($8-$10): a concurrent sweep that
+// decided the same ticks first, a new spec, or a pause or resume
+// meanwhile make it write nothing, and the count it returns is 0.
+var decideQuery = `
+WITH decided AS (
+	UPDATE leases SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at,
+			owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) =
+		($2::timestamptz, $3::timestamptz, missed_ticks + $4::bigint, skipped_ticks + $5::bigint,
+		 CASE WHEN $7::boolean THEN $6::timestamptz ELSE missed_at END,
+		 CASE WHEN ` + owesCatchUp + ` THEN $13::timestamptz ELSE owed_tick END,
+		 CASE WHEN ` + owesCatchUp + ` THEN 'catch-up' ELSE owed_reason END,
+		 CASE WHEN ` + owesCatchUp + ` THEN NULL ELSE owed_by END,
+		 CASE WHEN ` + owesCatchUp + ` THEN NULL ELSE owed_trigger_reason END,
+		 CASE WHEN ` + owesCatchUp + ` THEN ` + catchUpWindowEnd + ` ELSE owed_until END)
+	WHERE job_id = $1 AND decide_at IS NOT DISTINCT FROM $8::timestamptz AND schedule = $9::text
+		AND paused_at IS NOT DISTINCT FROM $10::timestamptz
+	RETURNING job_id
+), missed AS (
+	INSERT INTO runs (job_id, tick, ended_at, outcome)
+	SELECT d.job_id, t, t + $12::bigint * interval '1 millisecond', 'missed'
+	FROM decided AS d, unnest($11::timestamptz[]) AS t
+)
+SELECT count(*) FROM decided`
+
 type grantRow struct {
 	Token     int64        `db:"token"`
 	Tick      sql.NullTime `db:"tick"`
 	StartedAt time.Time    `db:"started_at"`
 	EndedAt   sql.NullTime `db:"ended_at"`
+	Trigger   string       `db:"trigger"`
 }
 
-// SweepTicks decides the due ticks of up to batch jobs and counts the
-// expired grants. See leaseapi.Store.
+// SweepTicks decides the due ticks of up to batch jobs, counts the expired
+// grants and forgets the owed ticks nobody claimed in time. See
+// leaseapi.Store.
 func (p *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult, error) {
 	if batch < 1 {
 		return leaseapi.SweepResult{}, &leaseapi.InvalidError{Field: "batch", Rule: "must be at least 1"}
@@ -240,6 +256,11 @@ func (p *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 	return bounded(ctx, func(ctx context.Context) (leaseapi.SweepResult, error) {
 		var ev stores.Events
 		var res leaseapi.SweepResult
+		// Unclaimed debts first: a manual tick that expired is recorded
+		// before a decision of this pass could owe a catch-up tick instead.
+		if err := p.db.GetContext(ctx, &res.Unclaimed, expireOwedQuery, batch); err != nil {
+			return res, interpretError("sweep ticks", err)
+		}
 		var due []dueJob
 		if err := p.db.SelectContext(ctx, &due, dueJobsQuery, batch+1); err != nil {
 			return res, interpretError("sweep ticks", err)
@@ -268,7 +289,7 @@ func (p *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 		if res.Expirations, err = r.RowsAffected(); err != nil {
 			return leaseapi.SweepResult{}, interpretError("sweep ticks", err)
 		}
-		res.More = res.More || res.Expirations == int64(batch)
+		res.More = res.More || res.Expirations == int64(batch) || res.Unclaimed == int64(batch)
 		ev.Expired += res.Expirations
 		ev.Emit(p.observer)
 		return res, nil
@@ -295,7 +316,8 @@ func decideJob(ctx context.Context, q sqlx.ExtContext, j *dueJob, now time.Time,
 		}
 		runs := make([]decide.Grant, len(rows))
 		for i, r := range rows {
-			runs[i] = decide.Grant{Token: r.Token, Tick: nullTime(r.Tick), StartedAt: r.StartedAt, EndedAt: nullTime(r.EndedAt)}
+			runs[i] = decide.Grant{Token: r.Token, Tick: nullTime(r.Tick), StartedAt: r.StartedAt, EndedAt: nullTime(r.EndedAt),
+				Trigger: leaseapi.Trigger(r.Trigger)}
 		}
 		d = decide.Ticks(job, plan.Due, runs)
 	}
@@ -311,7 +333,7 @@ func decideJob(ctx context.Context, q sqlx.ExtContext, j *dueJob, now time.Time,
 	var n int
 	if err := sqlx.GetContext(ctx, q, &n, decideQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
 		nullableTime(d.LastMissedAt), len(plan.Due) > 0, j.DecideAt, j.Schedule, j.PausedAt,
-		pq.Array(missed), j.GraceMs); err != nil {
+		pq.Array(missed), j.GraceMs, nullableTime(d.LastMissedTick())); err != nil {
 		return d, false, err
 	}
 	if n == 0 {

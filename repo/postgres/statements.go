@@ -104,14 +104,15 @@ func clockWithin(now, from, until string) string {
 	return `(` + from + ` IS NULL OR ` + now + ` >= ` + from + `) AND (` + until + ` IS NULL OR ` + now + ` < ` + until + `)`
 }
 
-// claimedTick is the tick an acquire takes on l: the tick it sent (sent,
-// as it sent it) when that is the manual tick the job owes or the tick of
-// l's grant, else tick, its tick resolved against the schedule. A manual
-// tick is no tick of the schedule, so resolving it would snap it to an
-// earlier tick of the schedule; its claim, and the claimant's retry after
-// the claim settled it, take it as it is (decide.ClaimedTick).
-func claimedTick(tick, sent string) string {
-	return `(CASE WHEN l.tick = ` + sent + ` OR (l.owed_reason = 'manual' AND l.owed_tick = ` + sent + `)
+// claimedTick is the tick an acquire at now takes on l: the tick it sent
+// (sent, as it sent it) when that is the manual tick the job owes (still
+// claimable at now) or the tick of l's grant, else tick, its tick resolved
+// against the schedule. A manual tick is no tick of the schedule, so
+// resolving it would snap it to an earlier tick of the schedule; its
+// claim, and the claimant's retry after the claim settled it, take it as
+// it is (decide.ClaimedTick).
+func claimedTick(tick, sent, now string) string {
+	return `(CASE WHEN l.tick = ` + sent + ` OR (l.owed_reason = 'manual' AND l.owed_tick = ` + sent + ` AND l.owed_until > ` + now + `)
 		THEN ` + sent + ` ELSE ` + tick + ` END)`
 }
 
@@ -188,18 +189,20 @@ func resolvedOf(col string) string {
 	return `(SELECT g.` + col + ` FROM resolved AS g WHERE g.job_id = l.job_id)`
 }
 
-// claimsOwed: a new grant (not renew) of tick claims the tick l owes: its
-// run has the owed tick's trigger (decide.Claim).
-func claimsOwed(renew, tick string) string {
-	return `COALESCE(NOT ` + renew + ` AND ` + tick + ` = l.owed_tick, false)`
+// claimsOwed: a new grant (not renew) of tick at now claims the tick l
+// owes, while it is claimable: its run has the owed tick's trigger
+// (decide.Claim).
+func claimsOwed(renew, tick, now string) string {
+	return `COALESCE(NOT ` + renew + ` AND ` + tick + ` = l.owed_tick AND l.owed_until > ` + now + `, false)`
 }
 
-// settlesOwed: a new grant of tick settles what l owes: it claims the owed
-// tick, or it is a later tick and the debt a catch-up one (the job ran
-// since the missed tick); a manual tick stays owed until it is claimed,
-// cancelled or expires (decide.Claim).
-func settlesOwed(renew, tick string) string {
-	return `COALESCE(NOT ` + renew + ` AND (` + tick + ` = l.owed_tick OR (l.owed_reason = 'catch-up' AND ` + tick + ` > l.owed_tick)), false)`
+// settlesOwed: a new grant of tick at now settles what l owes: it claims
+// the owed tick, or it is a later tick and the debt a catch-up one (the job
+// ran since the missed tick); a manual tick stays owed until it is
+// claimed, cancelled or expires (decide.Claim).
+func settlesOwed(renew, tick, now string) string {
+	return `COALESCE(NOT ` + renew + ` AND ((` + tick + ` = l.owed_tick AND l.owed_until > ` + now + `)
+		OR (l.owed_reason = 'catch-up' AND ` + tick + ` > l.owed_tick)), false)`
 }
 
 // upsert grants or renews under the row lock, or does nothing. The row
@@ -278,17 +281,17 @@ ON CONFLICT (job_id) DO UPDATE SET
 			CASE WHEN s.renew THEN l.grant_trigger WHEN s.claims THEN l.owed_reason ELSE 'schedule' END,
 			CASE WHEN s.renew THEN l.grant_triggered_by WHEN s.claims THEN l.owed_by END
 		FROM (
-			SELECT t.*, ` + claimsOwed(`t.renew`, `t.tick`) + ` AS claims, ` + settlesOwed(`t.renew`, `t.tick`) + ` AS settles
+			SELECT t.*, ` + claimsOwed(`t.renew`, `t.tick`, `t.now`) + ` AS claims, ` + settlesOwed(`t.renew`, `t.tick`, `t.now`) + ` AS settles
 			FROM (
 				SELECT c.now, k.tick, g.catch_up, g.catch_up_window_ms,
 					` + renewsAt(`c.now`, `EXCLUDED.owner`, `k.tick`, `g.nearest`) + ` AS renew
 				FROM (SELECT clock_timestamp() AS now) AS c, resolved AS g,
-					LATERAL (SELECT ` + claimedTick(`EXCLUDED.tick`, `g.sent`) + ` AS tick) AS k
+					LATERAL (SELECT ` + claimedTick(`EXCLUDED.tick`, `g.sent`, `c.now`) + ` AS tick) AS k
 				WHERE g.job_id = l.job_id
 			) AS t
 		) AS s
 	)
-WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, claimedTick(`EXCLUDED.tick`, resolvedOf(`sent`)), resolvedOf(`nearest`)) + `
+WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, claimedTick(`EXCLUDED.tick`, resolvedOf(`sent`), `clock_timestamp()`), resolvedOf(`nearest`)) + `
 	AND ` + storedAs(resolvedOf(`stored`)) + `
 RETURNING ` + leaseColumns
 }
@@ -329,7 +332,7 @@ func (p statementParts) acquire(in acquireInput) string {
 WITH ` + in.with() + `snapshot AS (
 	SELECT ` + snapshotColumns + `,
 		(NOT (` + storedAs(in.stored) + ` AND ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil) + `)
-			OR ` + p.refused(`c.now`, in.owner, claimedTick(in.tick, in.sent), in.nearest) + `) AS refused` + in.snapshotFrom + `
+			OR ` + p.refused(`c.now`, in.owner, claimedTick(in.tick, in.sent, `c.now`), in.nearest) + `) AS refused` + in.snapshotFrom + `
 ), upsert AS (` + p.upsert(in, true) + `
 )` + grantedRun + `SELECT *, false AS refused FROM upsert
 UNION ALL
@@ -348,7 +351,7 @@ func (p statementParts) naiveAcquire() string {
 const snapshotColumns = `l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 		l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
 		l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline,
-		l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, l.grant_trigger, l.grant_triggered_by, c.now AS db_now`
+		l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, l.owed_until, l.grant_trigger, l.grant_triggered_by, c.now AS db_now`
 
 // heartbeat extends a held grant whose owner and token match (fence); a
 // NULL ttl keeps the grant's. The clock in the WHERE is re-read if the row

@@ -293,6 +293,7 @@ type leaseRow struct {
 	CatchUpWindowMs   int64          `db:"catch_up_window_ms"`
 	OwedTick          sql.NullTime   `db:"owed_tick"`
 	OwedReason        sql.NullString `db:"owed_reason"`
+	OwedUntil         sql.NullTime   `db:"owed_until"`
 	// GrantTrigger and GrantTriggeredBy are what started the current
 	// grant, which its run records (grantedRun).
 	GrantTrigger     string         `db:"grant_trigger"`
@@ -305,7 +306,7 @@ type leaseRow struct {
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
-	catch_up, catch_up_window_ms, owed_tick, owed_reason, grant_trigger, grant_triggered_by, clock_timestamp() AS db_now`
+	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_until, grant_trigger, grant_triggered_by, clock_timestamp() AS db_now`
 
 // fields are the scan targets of leaseColumns, in their order.
 func (r *leaseRow) jobID() string { return r.JobID }
@@ -314,7 +315,7 @@ func (r *leaseRow) fields() []any {
 	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
 		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Timeline,
-		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.GrantTrigger, &r.GrantTriggeredBy, &r.Now}
+		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.OwedUntil, &r.GrantTrigger, &r.GrantTriggeredBy, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -340,8 +341,12 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		SkippedTicks:      r.SkippedTicks,
 		CatchUp:           leaseapi.CatchUp(r.CatchUp),
 		CatchUpWindow:     time.Duration(r.CatchUpWindowMs) * time.Millisecond,
-		OwedTick:          nullTime(r.OwedTick),
-		OwedReason:        leaseapi.Trigger(r.OwedReason.String),
+	}
+	// A debt past its owed_until is no longer claimable: the lease shows
+	// nothing owed, as POST /owed does (stores.OwedAt), until the sweep
+	// clears it.
+	if r.OwedUntil.Valid && r.OwedUntil.Time.After(r.Now) {
+		l.OwedTick, l.OwedReason = nullTime(r.OwedTick), leaseapi.Trigger(r.OwedReason.String)
 	}
 	if r.RevokedAt.Valid {
 		l.RevokedBy = r.RevokedBy.String
@@ -751,7 +756,7 @@ const listQuery = `
 SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
 	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
 	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline,
-	l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, c.now AS db_now
+	l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, l.owed_until, c.now AS db_now
 FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 WHERE l.job_id > $1::text
 	AND ($2::text = '' OR (l.job_id >= $2::text AND l.job_id < $2::text || '~'))

@@ -222,42 +222,7 @@ func testClaimManual(t *testing.T, b *bundle) {
 	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("sched"), Token: first.Token, Outcome: leaseapi.OutcomeSucceeded})
 	m := wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: job, By: "ops", Reason: "rerun the report"}))
 
-	const contenders = 8
-	type result struct {
-		owner string
-		l     leaseapi.Lease
-		err   error
-	}
-	results := make([]result, contenders)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range contenders {
-		wg.Go(func() {
-			owner := b.owner(fmt.Sprint("claimant-", i))
-			<-start
-			l, err := b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: &m})
-			results[i] = result{owner, l, err}
-		})
-	}
-	close(start)
-	wg.Wait()
-	var winner *result
-	for i, r := range results {
-		switch {
-		case r.err == nil:
-			if winner != nil {
-				t.Fatalf("manual tick %s granted twice: to %s (token %d) and %s (token %d)",
-					fmtTime(&m), winner.owner, winner.l.Token, r.owner, r.l.Token)
-			}
-			winner = &results[i]
-		case errors.Is(r.err, leaseapi.ErrLeaseHeld) || errors.Is(r.err, leaseapi.ErrTickDone):
-		default:
-			t.Errorf("contender %s: got error %v, want a grant, lease_held or tick_done", r.owner, r.err)
-		}
-	}
-	if winner == nil {
-		t.Fatalf("manual tick %s granted to none of %d contenders (first error: %v)", fmtTime(&m), contenders, results[0].err)
-	}
+	winner := b.claimOnce(t, job, m, "manual")
 	if l := winner.l; !equalTimePtr(l.Tick, &m) || l.Token != first.Token+1 || l.OwedTick != nil || l.OwedReason != "" {
 		t.Errorf("the claim: got tick %s token %d owed %s %q; want tick %s token %d, owing nothing",
 			fmtTime(l.Tick), l.Token, fmtTime(l.OwedTick), l.OwedReason, fmtTime(&m), first.Token+1)
@@ -284,6 +249,52 @@ func testClaimManual(t *testing.T, b *bundle) {
 	if runs := b.runs(t, job, 1); !equalTimePtr(l.Tick, &next) || len(runs) != 1 || runs[0].Trigger != leaseapi.TriggerSchedule {
 		t.Errorf("the next tick of the schedule: got tick %s, runs %+v; want tick %s with trigger schedule", fmtTime(l.Tick), runs, fmtTime(&next))
 	}
+}
+
+// claim is one contender's acquire of an owed tick.
+type claim struct {
+	owner string
+	l     leaseapi.Lease
+	err   error
+}
+
+// claimOnce has eight contenders acquire tick of job at once, fails the
+// test unless exactly one is granted it and the rest hear lease_held or
+// tick_done, and returns the winner's claim.
+func (b *bundle) claimOnce(t *testing.T, job string, tick time.Time, what string) claim {
+	t.Helper()
+	const contenders = 8
+	results := make([]claim, contenders)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range contenders {
+		wg.Go(func() {
+			owner := b.owner(fmt.Sprint("claimant-", i))
+			<-start
+			l, err := b.store.Acquire(t.Context(), &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: &tick})
+			results[i] = claim{owner, l, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	var winner *claim
+	for i, r := range results {
+		switch {
+		case r.err == nil:
+			if winner != nil {
+				t.Fatalf("%s tick %s granted twice: to %s (token %d) and %s (token %d)",
+					what, fmtTime(&tick), winner.owner, winner.l.Token, r.owner, r.l.Token)
+			}
+			winner = &results[i]
+		case errors.Is(r.err, leaseapi.ErrLeaseHeld) || errors.Is(r.err, leaseapi.ErrTickDone):
+		default:
+			t.Errorf("contender %s: got error %v, want a grant, lease_held or tick_done", r.owner, r.err)
+		}
+	}
+	if winner == nil {
+		t.Fatalf("%s tick %s granted to none of %d contenders (first error: %v)", what, fmtTime(&tick), contenders, results[0].err)
+	}
+	return *winner
 }
 
 // testClaimManualNotOwed: a tick that is not the manual tick the job owes
@@ -336,5 +347,208 @@ func testCatchUpRegistration(t *testing.T, b *bundle) {
 		CatchUp: leaseapi.CatchUpNone})
 	if l.CatchUp != leaseapi.CatchUpNone || l.CatchUpWindow != leaseapi.DefaultCatchUpWindow {
 		t.Errorf("a grant sending catch-up none without a window: got %q %s, want none and the default window", l.CatchUp, l.CatchUpWindow)
+	}
+}
+
+// registerCatchUp gives job a per-second schedule with catch-up latest
+// (the shortest window) through a grant that is released at once.
+func (b *bundle) registerCatchUp(t *testing.T, job string) {
+	t.Helper()
+	owner := b.owner("registrar")
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Schedule: everySecond, Grace: shortGrace,
+		CatchUp: leaseapi.CatchUpLatest, CatchUpWindow: leaseapi.MinCatchUpWindow})
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: owner, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+}
+
+// newestMissed is the newest tick of job's runs that were missed.
+func (b *bundle) newestMissed(t *testing.T, job string) *time.Time {
+	t.Helper()
+	var newest *time.Time
+	for _, r := range b.runs(t, job, 1000) {
+		if r.Outcome == leaseapi.OutcomeMissed && r.Tick != nil && (newest == nil || r.Tick.After(*newest)) {
+			newest = r.Tick
+		}
+	}
+	return newest
+}
+
+// wantCatchUp waits (sweeping) until job owes a catch-up tick after at
+// least two missed ticks, checks that it is the newest missed tick, and
+// that POST /owed's read says the same, and returns it.
+func (b *bundle) wantCatchUp(t *testing.T, job string) time.Time {
+	t.Helper()
+	l := b.sweepUntil(t, job, "a catch-up tick owed after two missed ticks", func(l leaseapi.Lease) bool {
+		return l.MissedTicks >= 2 && l.OwedTick != nil
+	})
+	if l.OwedReason != leaseapi.TriggerCatchUp || !equalTimePtr(l.OwedTick, b.newestMissed(t, job)) {
+		t.Fatalf("after missed ticks: got owed %s %q, want the newest missed tick %s as catch-up",
+			fmtTime(l.OwedTick), l.OwedReason, fmtTime(b.newestMissed(t, job)))
+	}
+	if o := b.owed(t, job); len(o) != 1 || !o[0].Tick.Equal(*l.OwedTick) || o[0].Reason != leaseapi.TriggerCatchUp ||
+		o[0].TriggeredBy != "" {
+		t.Errorf("Owed: got %+v, want the catch-up tick %s", o, fmtTime(l.OwedTick))
+	}
+	return *l.OwedTick
+}
+
+// testCatchUpOwed: with catch-up latest a job whose newest decided tick
+// was missed owes that tick (the newest, once, not one per missed tick);
+// exactly one of many contenders claims it, its run says catch-up, the
+// claim settles it, and once released succeeded it is never granted
+// again. A job without the policy owes nothing for its missed ticks.
+func testCatchUpOwed(t *testing.T, b *bundle) {
+	ctx, job, plain := t.Context(), b.job("catch-up"), b.job("no-catch-up")
+	b.registerCatchUp(t, job)
+	b.register(t, plain, everySecond, shortGrace)
+	owed := b.wantCatchUp(t, job)
+	if l := b.sweepUntil(t, plain, "a missed tick of the job without catch-up", func(l leaseapi.Lease) bool { return l.MissedTicks >= 1 }); l.OwedTick != nil {
+		t.Errorf("a job without catch-up: got owed %s %q after a missed tick, want nothing", fmtTime(l.OwedTick), l.OwedReason)
+	}
+	if o := b.owed(t, plain); len(o) != 0 {
+		t.Errorf("Owed of the job without catch-up: got %+v, want nothing", o)
+	}
+
+	winner := b.claimOnce(t, job, owed, "catch-up")
+	if l := winner.l; !equalTimePtr(l.Tick, &owed) || l.OwedTick != nil {
+		t.Errorf("the claim: got tick %s owed %s, want tick %s, owing nothing", fmtTime(l.Tick), fmtTime(l.OwedTick), fmtTime(&owed))
+	}
+	if runs := b.runs(t, job, 1); len(runs) != 1 || runs[0].Trigger != leaseapi.TriggerCatchUp || runs[0].TriggeredBy != "" {
+		t.Errorf("the claimed run: got %+v, want trigger catch-up", runs)
+	}
+	if o := b.owed(t, job); len(o) != 0 {
+		t.Errorf("Owed after the claim: got %+v, want nothing", o)
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: winner.owner, Token: winner.l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	_, err := b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: b.owner("late"), TTL: longTTL, Tick: &owed})
+	wantConflict(t, "an acquire of the catch-up tick after it succeeded", err, leaseapi.ErrTickDone)
+}
+
+// testCatchUpSettledByLaterTick: a grant of a tick later than the
+// catch-up tick settles it (the job ran since), and its run is a tick of
+// the schedule; cancelling forgets a catch-up debt too.
+func testCatchUpSettledByLaterTick(t *testing.T, b *bundle) {
+	ctx, job, a := t.Context(), b.job("catch-up-later"), b.owner("a")
+	b.registerCatchUp(t, job)
+	owed := b.wantCatchUp(t, job)
+	later := mustSchedule(t, everySecond).Next(owed)
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: a, TTL: longTTL, Tick: &later})
+	if l.OwedTick != nil {
+		t.Errorf("a grant of the later tick %s: got owed %s %q, want the catch-up tick %s settled",
+			fmtTime(&later), fmtTime(l.OwedTick), l.OwedReason, fmtTime(&owed))
+	}
+	if runs := b.runs(t, job, 1); len(runs) != 1 || runs[0].Trigger != leaseapi.TriggerSchedule {
+		t.Errorf("the later tick's run: got %+v, want trigger schedule", runs)
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: a, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+
+	owed = b.wantCatchUp(t, job)
+	c, err := b.store.CancelOwed(ctx, job)
+	if err != nil {
+		t.Fatalf("CancelOwed: %v", err)
+	}
+	if c.OwedTick != nil {
+		t.Errorf("CancelOwed of the catch-up tick %s: got owed %s, want nothing", fmtTime(&owed), fmtTime(c.OwedTick))
+	}
+}
+
+// testManualUnclaimed: a manual tick nobody claims within its grace is no
+// longer owed (the lease and Owed say so at once, and an acquire of it
+// claims nothing); a trigger then records it as a missed run with trigger
+// manual before it owes a new tick, and the sweep records one likewise;
+// neither counts as a missed tick of the schedule.
+func testManualUnclaimed(t *testing.T, b *bundle) {
+	const grace = 200 * time.Millisecond
+	expire := func(job string) time.Time {
+		t.Helper()
+		m := wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: job, By: "ops", Grace: grace}))
+		for range pollAttempts {
+			if b.get(t, job).OwedTick == nil {
+				return m
+			}
+			time.Sleep(pollInterval)
+		}
+		t.Fatalf("manual tick %s still owed after its grace %s", fmtTime(&m), grace)
+		return m
+	}
+	wantUnclaimedRun := func(job string, m time.Time) {
+		t.Helper()
+		for _, r := range b.runs(t, job, 10) {
+			if r.Outcome == leaseapi.OutcomeMissed && equalTimePtr(r.Tick, &m) {
+				if end := m.Add(grace); r.Trigger != leaseapi.TriggerManual || r.TriggeredBy != "ops" || r.Token != 0 || !equalTimePtr(r.EndedAt, &end) {
+					t.Errorf("the unclaimed manual tick's run: got %+v, want missed, trigger manual by ops, no holder, ended %s", r, fmtTime(&end))
+				}
+				return
+			}
+		}
+		t.Errorf("no missed run of the unclaimed manual tick %s: %+v", fmtTime(&m), b.runs(t, job, 10))
+	}
+
+	job := b.job("unclaimed")
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("a"), Outcome: leaseapi.OutcomeSucceeded,
+		Token: b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("a"), TTL: longTTL}).Token})
+	m := expire(job)
+	if o := b.owed(t, job); len(o) != 0 {
+		t.Errorf("Owed after the manual tick's grace: got %+v, want nothing", o)
+	}
+	late := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("late"), TTL: longTTL, Tick: &m})
+	if runs := b.runs(t, job, 1); len(runs) != 1 || runs[0].Trigger != leaseapi.TriggerSchedule {
+		t.Errorf("an acquire of the expired manual tick: got runs %+v, want its run with trigger schedule (it claims nothing)", runs)
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("late"), Token: late.Token, Outcome: leaseapi.OutcomeSucceeded})
+	m = expire(job)
+	m2 := wantManual(t, "a trigger after the manual tick expired", b.trigger(t, leaseapi.TriggerParams{JobID: job, By: "ops"}))
+	if !m2.After(m) {
+		t.Errorf("the new manual tick %s is not after the expired one %s", fmtTime(&m2), fmtTime(&m))
+	}
+	wantUnclaimedRun(job, m)
+
+	swept := b.job("unclaimed-swept")
+	b.register(t, swept, "@every 24h", shortGrace) // the trigger's grace, not the job's, bounds the tick
+	m = expire(swept)
+	// Other subtests sweep the same store at once: any of the passes may
+	// be the one that records it.
+	b.sweepUntil(t, swept, "the unclaimed manual tick recorded", func(leaseapi.Lease) bool {
+		for _, r := range b.runs(t, swept, 10) {
+			if r.Outcome == leaseapi.OutcomeMissed {
+				return true
+			}
+		}
+		return false
+	})
+	wantUnclaimedRun(swept, m)
+	if l := b.get(t, swept); l.MissedTicks != 0 || l.OwedTick != nil {
+		t.Errorf("after the sweep: got %d missed ticks, owed %s; want none", l.MissedTicks, fmtTime(l.OwedTick))
+	}
+}
+
+// testOwedGrantSkipsTick: a tick of the schedule whose grace a grant of an
+// owed tick started in is skipped (the job ran), not missed.
+func testOwedGrantSkipsTick(t *testing.T, b *bundle) {
+	job := b.job("owed-skips")
+	s := mustSchedule(t, everySecond)
+	const grace = 900 * time.Millisecond
+	b.register(t, job, everySecond, grace)
+	tick := s.Next(b.dbClock(t))
+	for b.dbClock(t).Before(tick) {
+		time.Sleep(pollInterval)
+	}
+	m := wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: job}))
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("a"), TTL: longTTL, Tick: &m})
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("a"), Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	if l.AcquiredAt.After(tick.Add(grace)) {
+		t.Skipf("the manual grant started at %s, after the grace of tick %s: too slow a machine to test this", fmtTime(&l.AcquiredAt), fmtTime(&tick))
+	}
+	missed := func() bool {
+		for _, r := range b.runs(t, job, 1000) {
+			if r.Outcome == leaseapi.OutcomeMissed && equalTimePtr(r.Tick, &tick) {
+				return true
+			}
+		}
+		return false
+	}
+	got := b.sweepUntil(t, job, "the tick decided", func(l leaseapi.Lease) bool { return l.SkippedTicks >= 1 || missed() })
+	if missed() || got.SkippedTicks != 1 {
+		t.Errorf("tick %s: got missed %v, %d skipped ticks; want it skipped: the manual grant at %s started within its grace",
+			fmtTime(&tick), missed(), got.SkippedTicks, fmtTime(&l.AcquiredAt))
 	}
 }

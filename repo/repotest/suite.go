@@ -86,6 +86,10 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"ClaimManual", testClaimManual},
 		{"ClaimManualNotOwed", testClaimManualNotOwed},
 		{"CatchUpRegistration", testCatchUpRegistration},
+		{"CatchUpOwed", testCatchUpOwed},
+		{"CatchUpSettledByLaterTick", testCatchUpSettledByLaterTick},
+		{"ManualUnclaimed", testManualUnclaimed},
+		{"OwedGrantSkipsTick", testOwedGrantSkipsTick},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

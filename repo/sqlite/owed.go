@@ -29,6 +29,55 @@ UPDATE leases SET owed_tick = $2, owed_reason = 'manual', owed_by = $3, owed_tri
 	owed_until = $5, manual_tick = $2, manual_key = $6
 WHERE job_id = $1`
 
+const (
+	// expiredOwedQuery reads up to $3 debts past their claimable time at
+	// $1 ($2: of that job only, or of every job when empty), in the order
+	// they expired (leases_owed_idx).
+	expiredOwedQuery = `
+SELECT job_id, owed_tick, owed_reason, owed_by, owed_until FROM leases
+WHERE owed_tick IS NOT NULL AND owed_until <= $1 AND ($2 = '' OR job_id = $2)
+ORDER BY owed_until LIMIT $3`
+
+	// insertUnclaimedRunQuery records a manual tick nobody claimed as a
+	// missed run with trigger manual.
+	insertUnclaimedRunQuery = `
+INSERT INTO runs (job_id, tick, ended_at, outcome, trigger, triggered_by) VALUES ($1, $2, $3, 'missed', 'manual', $4)`
+)
+
+// expiredOwed is one row of expiredOwedQuery.
+type expiredOwed struct {
+	JobID  string         `db:"job_id"`
+	Tick   int64          `db:"owed_tick"`
+	Reason string         `db:"owed_reason"`
+	By     sql.NullString `db:"owed_by"`
+	Until  int64          `db:"owed_until"`
+}
+
+// expireOwed forgets up to limit debts past their claimable time at now
+// (of jobID only, unless it is empty), and records each unclaimed manual
+// tick as a missed run with trigger manual, counted in no counter (it is no
+// tick of the schedule); a catch-up tick was recorded missed when it was
+// decided. It returns how many it forgot. The sweep calls it for every
+// job, and a trigger for its job first, so that a manual tick nobody
+// claimed is recorded before a new one replaces it.
+func expireOwed(ctx context.Context, tx *sqlx.Tx, now int64, jobID string, limit int) (int64, error) {
+	var rows []expiredOwed
+	if err := tx.SelectContext(ctx, &rows, expiredOwedQuery, now, jobID, limit); err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		if r.Reason == string(leaseapi.TriggerManual) {
+			if _, err := tx.ExecContext(ctx, insertUnclaimedRunQuery, r.JobID, r.Tick, r.Until, r.By); err != nil {
+				return 0, err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, cancelOwedQuery, r.JobID); err != nil {
+			return 0, err
+		}
+	}
+	return int64(len(rows)), nil
+}
+
 // Trigger makes a job owe a manual tick. See leaseapi.Owing.
 func (s *Store) Trigger(ctx context.Context, p *leaseapi.TriggerParams) (leaseapi.Lease, error) {
 	if err := p.Validate(); err != nil {
@@ -37,6 +86,9 @@ func (s *Store) Trigger(ctx context.Context, p *leaseapi.TriggerParams) (leaseap
 	op := fmt.Sprintf("trigger %q", p.JobID)
 	key := sql.NullString{String: p.Key, Valid: p.Key != ""}
 	return transact(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
+		if _, err := expireOwed(ctx, tx, now, p.JobID, 1); err != nil {
+			return leaseapi.Lease{}, err
+		}
 		var state struct {
 			Paused     bool `db:"paused"`
 			ManualOwed bool `db:"manual_owed"`

@@ -133,12 +133,12 @@ WHERE decide_at <= $1 ORDER BY decide_at LIMIT $2`
 	// after $2, and the newest one that started before it
 	// (runs_job_at_idx).
 	grantsAroundQuery = `
-SELECT token, tick, started_at, ended_at FROM (
-	SELECT token, tick, started_at, ended_at FROM runs
+SELECT token, tick, started_at, ended_at, trigger FROM (
+	SELECT token, tick, started_at, ended_at, trigger FROM runs
 	WHERE job_id = $1 AND COALESCE(started_at, tick) >= $2 AND token IS NOT NULL
 	UNION ALL
 	SELECT * FROM (
-		SELECT token, tick, started_at, ended_at FROM runs
+		SELECT token, tick, started_at, ended_at, trigger FROM runs
 		WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL
 		ORDER BY COALESCE(started_at, tick) DESC LIMIT 1
 	)
@@ -146,16 +146,32 @@ SELECT token, tick, started_at, ended_at FROM (
 
 	insertMissedRunQuery = `
 INSERT INTO runs (job_id, tick, ended_at, outcome) VALUES ($1, $2, $3, 'missed')`
+)
 
-	// decidedQuery records a pass: the oldest undecided tick, when it
-	// is due, the counters, and whether the newest decided tick was missed
-	// ($7: 1 when the pass decided a tick, then $6 is the new missed_at).
-	decidedQuery = `
+// catchUpWindowEnd is when the tick decidedQuery decided missed ($8)
+// leaves the job's catch-up window, and owesCatchUp whether the job owes
+// it at $9.
+var (
+	catchUpWindowEnd = `$8 + catch_up_window_ms`
+	owesCatchUp      = `($8 IS NOT NULL AND ` + stores.OwesCatchUp(`$6`, catchUpWindowEnd, `$9`) + `)`
+)
+
+// decidedQuery records a pass: the oldest undecided tick, when it is
+// due, the counters, whether the newest decided tick was missed ($7: 1
+// when the pass decided a tick, then $6 is the new missed_at and $8 that
+// tick), and what the job owes for it (stores.OwesCatchUp: then that tick,
+// as a catch-up). SQLite evaluates every SET expression on the row as it
+// was, as Postgres does.
+var decidedQuery = `
 UPDATE leases SET next_tick = $2, decide_at = $3,
 	missed_ticks = missed_ticks + $4, skipped_ticks = skipped_ticks + $5,
-	missed_at = CASE WHEN $7 THEN $6 ELSE missed_at END
+	missed_at = CASE WHEN $7 THEN $6 ELSE missed_at END,
+	owed_tick = CASE WHEN ` + owesCatchUp + ` THEN $8 ELSE owed_tick END,
+	owed_reason = CASE WHEN ` + owesCatchUp + ` THEN 'catch-up' ELSE owed_reason END,
+	owed_by = CASE WHEN ` + owesCatchUp + ` THEN NULL ELSE owed_by END,
+	owed_trigger_reason = CASE WHEN ` + owesCatchUp + ` THEN NULL ELSE owed_trigger_reason END,
+	owed_until = CASE WHEN ` + owesCatchUp + ` THEN ` + catchUpWindowEnd + ` ELSE owed_until END
 WHERE job_id = $1`
-)
 
 // countExpiriesQuery marks, once, the open runs whose grant passed its
 // expiresAt unreleased (runs_running_idx).
@@ -172,6 +188,7 @@ type grantRow struct {
 	Tick      sql.NullInt64 `db:"tick"`
 	StartedAt int64         `db:"started_at"`
 	EndedAt   sql.NullInt64 `db:"ended_at"`
+	Trigger   string        `db:"trigger"`
 }
 
 // SweepTicks decides the due ticks of up to batch jobs and counts the
@@ -183,6 +200,12 @@ func (s *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 	var ev stores.Events
 	return observedTx(ctx, s, "sweep ticks", s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.SweepResult, error) {
 		var res leaseapi.SweepResult
+		// Unclaimed debts first: a manual tick that expired is recorded
+		// before a decision of this pass could owe a catch-up tick instead.
+		var err error
+		if res.Unclaimed, err = expireOwed(ctx, tx, now, "", batch); err != nil {
+			return res, err
+		}
 		var due []dueJob
 		if err := tx.SelectContext(ctx, &due, dueJobsQuery, now, batch+1); err != nil {
 			return res, err
@@ -204,7 +227,7 @@ func (s *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 		if res.Expirations, err = r.RowsAffected(); err != nil {
 			return res, err
 		}
-		res.More = res.More || res.Expirations == int64(batch)
+		res.More = res.More || res.Expirations == int64(batch) || res.Unclaimed == int64(batch)
 		ev.Expired += res.Expirations
 		return res, nil
 	})
@@ -231,7 +254,8 @@ func decideJob(ctx context.Context, tx *sqlx.Tx, j *dueJob, now int64, ev *store
 		}
 		runs := make([]decide.Grant, len(rows))
 		for i, r := range rows {
-			runs[i] = decide.Grant{Token: r.Token, Tick: fromNullMs(r.Tick), StartedAt: fromMs(r.StartedAt), EndedAt: fromNullMs(r.EndedAt)}
+			runs[i] = decide.Grant{Token: r.Token, Tick: fromNullMs(r.Tick), StartedAt: fromMs(r.StartedAt), EndedAt: fromNullMs(r.EndedAt),
+				Trigger: leaseapi.Trigger(r.Trigger)}
 		}
 		d = decide.Ticks(job, plan.Due, runs)
 		for _, t := range d.MissedTicks {
@@ -246,7 +270,7 @@ func decideJob(ctx context.Context, tx *sqlx.Tx, j *dueJob, now int64, ev *store
 		decideAt = sql.NullInt64{Int64: plan.Next.Add(job.Grace).UnixMilli(), Valid: true}
 	}
 	if _, err := tx.ExecContext(ctx, decidedQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
-		toNullMs(d.LastMissedAt), len(plan.Due) > 0); err != nil {
+		toNullMs(d.LastMissedAt), len(plan.Due) > 0, toNullMs(d.LastMissedTick()), now); err != nil {
 		return d, err
 	}
 	ev.Decided(d)

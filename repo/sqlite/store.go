@@ -472,14 +472,15 @@ type leaseRow struct {
 	OwedReason        sql.NullString `db:"owed_reason"`
 	// OwedBy is who triggered the manual tick the job owes, which the run
 	// that claims it records.
-	OwedBy sql.NullString `db:"owed_by"`
+	OwedBy    sql.NullString `db:"owed_by"`
+	OwedUntil sql.NullInt64  `db:"owed_until"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
-	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_by`
+	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_by, owed_until`
 
 // held reports whether the grant is held at now.
 func (r *leaseRow) held(now int64) bool {
@@ -510,8 +511,12 @@ func (r *leaseRow) lease(now int64) leaseapi.Lease {
 		SkippedTicks:      r.SkippedTicks,
 		CatchUp:           leaseapi.CatchUp(r.CatchUp),
 		CatchUpWindow:     time.Duration(r.CatchUpWindowMs) * time.Millisecond,
-		OwedTick:          fromNullMs(r.OwedTick),
-		OwedReason:        leaseapi.Trigger(r.OwedReason.String),
+	}
+	// A debt past its owed_until is no longer claimable: the lease shows
+	// nothing owed, as Owed does (stores.OwedAt), until the sweep clears it;
+	// so an acquire (decide.Claim, decide.ClaimedTick) cannot claim it.
+	if r.OwedUntil.Valid && r.OwedUntil.Int64 > now {
+		l.OwedTick, l.OwedReason = fromNullMs(r.OwedTick), leaseapi.Trigger(r.OwedReason.String)
 	}
 	if r.RevokedAt.Valid {
 		l.RevokedBy = r.RevokedBy.String

@@ -22,6 +22,18 @@ func OwedAt(now string) string {
 	return `(owed_tick IS NOT NULL AND owed_until > ` + now + `)`
 }
 
+// OwesCatchUp is the one definition, in the SQL of both stores, of a job
+// that a sweep pass makes owe the tick it just decided missed, the newest
+// tick it decided: its policy is catch-up latest, it owes no manual tick
+// (a run now outranks a catch-up), no grant started since the tick's grace
+// ended (missedAt), and the tick is still within the window (windowEnd,
+// the tick plus catch_up_window_ms, after now). A NULL missedAt (the
+// newest tick was not missed) owes nothing.
+func OwesCatchUp(missedAt, windowEnd, now string) string {
+	return `(catch_up = 'latest' AND COALESCE(owed_reason, '') <> 'manual' AND acquired_at < ` + missedAt +
+		` AND ` + windowEnd + ` > ` + now + `)`
+}
+
 // ListFilters are the conditions of the lease list's paused and overdue
 // filters, appended to its WHERE; a store's query refers to the leases
 // row without a qualifier. They are spelled out rather than bound as
