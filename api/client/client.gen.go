@@ -998,7 +998,7 @@ type Lease struct {
 	// OwedReason Why `owedTick` is owed; null when nothing is (null is in the enum as for `lastOutcome`).
 	OwedReason *LeaseOwedReason `json:"owedReason"`
 
-	// OwedTick The tick the job owes, claimed with an ordinary acquire of exactly that tick; null when it owes nothing.
+	// OwedTick The tick the job owes, claimed with an ordinary acquire of exactly that tick; null when it owes nothing (also once the tick is past its claimable time, the manual tick's grace or the catch-up window).
 	OwedTick *time.Time `json:"owedTick"`
 
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
@@ -1258,7 +1258,8 @@ type ResumeRequest = map[string]interface{}
 type Role string
 
 // Run One grant of the lease, or one missed tick: a missed run has `tick` and
-// `endedAt` (tick + grace, when it was decided missed) but `token`, `owner`,
+// `endedAt` (tick + grace, when it was decided missed; for a manual tick
+// nobody claimed, the end of its claimable time) but `token`, `owner`,
 // `startedAt` and `durationMs` null.
 type Run struct {
 	// DurationMs endedAt - startedAt in milliseconds; null while running and for a missed run.
@@ -1855,7 +1856,11 @@ type ClientInterface interface {
 	// exactly one is granted it, its run has `trigger` `manual` and
 	// `triggeredBy` the acting credential's name, and once released
 	// `succeeded` it is never granted again. The tick is claimable for the
-	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min); a tick
+	// nobody claimed by then is no longer owed and is recorded as a run
+	// `missed` with `trigger` `manual` (counted in no counter, never
+	// overdue). A scheduled tick whose grace a claimed manual or catch-up
+	// tick started in is `skipped` (the job ran), not missed.
 	//
 	// A job owes at most one tick: a trigger replaces a catch-up debt; a
 	// trigger while a manual tick is owed answers that tick; a trigger with
@@ -1878,7 +1883,11 @@ type ClientInterface interface {
 	// exactly one is granted it, its run has `trigger` `manual` and
 	// `triggeredBy` the acting credential's name, and once released
 	// `succeeded` it is never granted again. The tick is claimable for the
-	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min); a tick
+	// nobody claimed by then is no longer owed and is recorded as a run
+	// `missed` with `trigger` `manual` (counted in no counter, never
+	// overdue). A scheduled tick whose grace a claimed manual or catch-up
+	// tick started in is `skipped` (the job ran), not missed.
 	//
 	// A job owes at most one tick: a trigger replaces a catch-up debt; a
 	// trigger while a manual tick is owed answers that tick; a trigger with
@@ -2461,7 +2470,11 @@ func (c *Client) CancelTrigger(ctx context.Context, jobId JobID, reqEditors ...R
 // exactly one is granted it, its run has `trigger` `manual` and
 // `triggeredBy` the acting credential's name, and once released
 // `succeeded` it is never granted again. The tick is claimable for the
-// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min); a tick
+// nobody claimed by then is no longer owed and is recorded as a run
+// `missed` with `trigger` `manual` (counted in no counter, never
+// overdue). A scheduled tick whose grace a claimed manual or catch-up
+// tick started in is `skipped` (the job ran), not missed.
 //
 // A job owes at most one tick: a trigger replaces a catch-up debt; a
 // trigger while a manual tick is owed answers that tick; a trigger with
@@ -2494,7 +2507,11 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, jobId JobID, params *Tr
 // exactly one is granted it, its run has `trigger` `manual` and
 // `triggeredBy` the acting credential's name, and once released
 // `succeeded` it is never granted again. The tick is claimable for the
-// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min); a tick
+// nobody claimed by then is no longer owed and is recorded as a run
+// `missed` with `trigger` `manual` (counted in no counter, never
+// overdue). A scheduled tick whose grace a claimed manual or catch-up
+// tick started in is `skipped` (the job ran), not missed.
 //
 // A job owes at most one tick: a trigger replaces a catch-up debt; a
 // trigger while a manual tick is owed answers that tick; a trigger with
@@ -4119,7 +4136,11 @@ type ClientWithResponsesInterface interface {
 	// exactly one is granted it, its run has `trigger` `manual` and
 	// `triggeredBy` the acting credential's name, and once released
 	// `succeeded` it is never granted again. The tick is claimable for the
-	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min); a tick
+	// nobody claimed by then is no longer owed and is recorded as a run
+	// `missed` with `trigger` `manual` (counted in no counter, never
+	// overdue). A scheduled tick whose grace a claimed manual or catch-up
+	// tick started in is `skipped` (the job ran), not missed.
 	//
 	// A job owes at most one tick: a trigger replaces a catch-up debt; a
 	// trigger while a manual tick is owed answers that tick; a trigger with
@@ -4142,7 +4163,11 @@ type ClientWithResponsesInterface interface {
 	// exactly one is granted it, its run has `trigger` `manual` and
 	// `triggeredBy` the acting credential's name, and once released
 	// `succeeded` it is never granted again. The tick is claimable for the
-	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+	// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min); a tick
+	// nobody claimed by then is no longer owed and is recorded as a run
+	// `missed` with `trigger` `manual` (counted in no counter, never
+	// overdue). A scheduled tick whose grace a claimed manual or catch-up
+	// tick started in is `skipped` (the job ran), not missed.
 	//
 	// A job owes at most one tick: a trigger replaces a catch-up debt; a
 	// trigger while a manual tick is owed answers that tick; a trigger with
@@ -7177,7 +7202,11 @@ func (c *ClientWithResponses) CancelTriggerWithResponse(ctx context.Context, job
 // exactly one is granted it, its run has `trigger` `manual` and
 // `triggeredBy` the acting credential's name, and once released
 // `succeeded` it is never granted again. The tick is claimable for the
-// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min); a tick
+// nobody claimed by then is no longer owed and is recorded as a run
+// `missed` with `trigger` `manual` (counted in no counter, never
+// overdue). A scheduled tick whose grace a claimed manual or catch-up
+// tick started in is `skipped` (the job ran), not missed.
 //
 // A job owes at most one tick: a trigger replaces a catch-up debt; a
 // trigger while a manual tick is owed answers that tick; a trigger with
@@ -7206,7 +7235,11 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 // exactly one is granted it, its run has `trigger` `manual` and
 // `triggeredBy` the acting credential's name, and once released
 // `succeeded` it is never granted again. The tick is claimable for the
-// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min).
+// longer of the job's grace and `LEASEAPI_TRIGGER_GRACE` (5 min); a tick
+// nobody claimed by then is no longer owed and is recorded as a run
+// `missed` with `trigger` `manual` (counted in no counter, never
+// overdue). A scheduled tick whose grace a claimed manual or catch-up
+// tick started in is `skipped` (the job ran), not missed.
 //
 // A job owes at most one tick: a trigger replaces a catch-up debt; a
 // trigger while a manual tick is owed answers that tick; a trigger with
