@@ -36,6 +36,19 @@
 // holds its lease forever. A job that returns after its deadline cannot
 // claim the tick: its run is reported lost.
 //
+// # Owed ticks
+//
+// A job may owe a tick: a catch-up tick that no replica ran during an
+// outage, or a tick an operator asked for with run now (POST
+// /leases/{jobId}/trigger, leasectl trigger). Serve asks leaseapi what its
+// jobs owe every OwedPollInterval (10 s, jittered), with one POST /owed per
+// 1,000 jobs, and claims each owed tick with an ordinary acquire of that
+// tick, run as a scheduled tick is: exactly one replica is granted it, the
+// others skip quietly. A job that already runs on a replica (its scheduled
+// tick, or an earlier claim) is not claimed there until it is done, so a
+// scheduled tick and an owed tick of one job never run at once on one
+// replica; leaseapi keeps them apart across replicas.
+//
 // # Shutdown
 //
 // When the context of Serve is cancelled the runner takes no new ticks,

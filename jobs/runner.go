@@ -131,6 +131,13 @@ type Config struct {
 	// fire time to, because those schedulers do not tell a wrapper or
 	// locker the time a run was scheduled for. Default 1s.
 	TickPrecision time.Duration
+	// OwedPollInterval is how often Serve asks leaseapi what its jobs owe
+	// (a catch-up tick after an outage, or an operator's run now), with one
+	// POST /owed per 1,000 jobs, each wait jittered by ±20 %; an owed tick
+	// is claimed with an ordinary acquire of that tick and run like a
+	// scheduled one. Default 10s; negative turns polling off (a leaseapi
+	// without owed ticks).
+	OwedPollInterval time.Duration
 	// Logger receives the runner's log; nil discards it.
 	Logger *slog.Logger
 	// Clock is the runner's clock; nil is the real clock. Tests inject a
@@ -155,6 +162,7 @@ type Runner struct {
 	shutdownTimeout   time.Duration
 	location          *time.Location
 	tickPrecision     time.Duration
+	owedPollInterval  time.Duration // 0: off
 	logger            *slog.Logger
 	clock             clockwork.Clock
 	reportFunc        func(Report)
@@ -182,6 +190,7 @@ func New(cfg Config) (*Runner, error) {
 		shutdownTimeout:   cfg.ShutdownTimeout,
 		location:          cfg.Location,
 		tickPrecision:     cfg.TickPrecision,
+		owedPollInterval:  cfg.OwedPollInterval,
 		logger:            cfg.Logger,
 		clock:             cfg.Clock,
 		reportFunc:        cfg.ReportFunc,
@@ -231,6 +240,17 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if r.tickPrecision < time.Millisecond {
 		return nil, fmt.Errorf("new runner: tick precision %s must be at least 1ms", r.tickPrecision)
+	}
+	switch {
+	case r.owedPollInterval == 0:
+		r.owedPollInterval = DefaultOwedPollInterval
+	case r.owedPollInterval < 0:
+		r.owedPollInterval = 0
+	case r.owedPollInterval < 10*time.Millisecond:
+		return nil, fmt.Errorf("new runner: owed poll interval %s must be at least 10ms, or negative to turn polling off", r.owedPollInterval)
+	}
+	if _, ok := baseClient(r.client); r.owedPollInterval > 0 && !ok {
+		return nil, errors.New("new runner: polling owed ticks needs a client made by client.NewClientWithResponses; set OwedPollInterval to -1 to turn it off")
 	}
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)

@@ -37,6 +37,11 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"NegativeMargin", jobs.Config{Client: c, Owner: "a", Margin: -time.Second}, "margin"},
 		{"MarginAboveQuarterTTL", jobs.Config{Client: c, Owner: "a", TTL: 8 * time.Second, Margin: 2*time.Second + time.Millisecond}, "margin"},
 		{"TinyTickPrecision", jobs.Config{Client: c, Owner: "a", TickPrecision: time.Microsecond}, "tick precision"},
+		{"OwedPollingOff", jobs.Config{Client: c, Owner: "a", OwedPollInterval: -1}, ""},
+		{"OwedPollEverySecond", jobs.Config{Client: c, Owner: "a", OwedPollInterval: time.Second}, ""},
+		{"TinyOwedPollInterval", jobs.Config{Client: c, Owner: "a", OwedPollInterval: time.Millisecond}, "owed poll interval"},
+		{"OwedPollingNeedsGeneratedClient", jobs.Config{Client: otherClient{c}, Owner: "a"}, "client.NewClientWithResponses"},
+		{"OtherClientWithPollingOff", jobs.Config{Client: otherClient{c}, Owner: "a", OwedPollInterval: -1}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +55,12 @@ func TestNewValidatesConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// otherClient is a client interface implementation that is not the
+// generated client itself (a wrapper, as an application might write).
+type otherClient struct {
+	client.ClientWithResponsesInterface
 }
 
 func TestRunSucceeded(t *testing.T) {

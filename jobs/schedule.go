@@ -61,7 +61,8 @@ func (r *Runner) Add(jobID, spec string, fn Func, opts ...JobOption) error {
 	return nil
 }
 
-// Serve runs the registered jobs at their ticks until ctx is cancelled.
+// Serve runs the registered jobs at their ticks, and the ticks they owe
+// (polled every OwedPollInterval), until ctx is cancelled.
 // Then it takes no new ticks, cancels the running jobs (cause ErrShutdown),
 // and returns when their leases are released, or with an error when
 // ShutdownTimeout passes first. A Runner serves once.
@@ -82,6 +83,9 @@ func (r *Runner) Serve(ctx context.Context) error {
 	var loops, runs sync.WaitGroup
 	for _, j := range jobs {
 		loops.Go(func() { r.schedule(ctx, j, &runs) })
+	}
+	if r.owedPollInterval > 0 {
+		loops.Go(func() { r.pollOwed(ctx, jobs, &runs) })
 	}
 	// The loops return once ctx is done; after that no run is added.
 	loops.Wait()
