@@ -32,6 +32,9 @@ type runConfig struct {
 	// acquire time (tickAt).
 	tick  time.Time
 	grace time.Duration // zero: not sent, the server's default applies
+	// owed: the tick is the one the job owes (POST /owed), asked for at
+	// start; nothing owed is a quiet skip.
+	owed  bool
 	ttl   time.Duration
 	owner string
 
@@ -83,6 +86,11 @@ lease succeeded when COMMAND exits 0, else failed. On a lost lease, at
 --max-run-time, or on SIGTERM/SIGINT, COMMAND's process group gets SIGTERM,
 then SIGKILL after --kill-grace. COMMAND does not inherit LEASEAPI_TOKEN.
 
+With --owed, the tick is the one JOB owes, if any (a catch-up tick after
+an outage, or an operator's 'leasectl trigger'): one more crontab line,
+every minute, claims it on whichever host asks first:
+  * * * * *  leasectl run --owed JOB -- COMMAND [ARG...]
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -91,6 +99,7 @@ Flags:
 	apiURL, caFile := apiFlags(fs, env)
 	spec := fs.String("schedule", "", "cron spec: acquire its newest tick at or before now (host's zone unless the spec names one with CRON_TZ=)")
 	tick := fs.String("tick", "", "acquire this tick (RFC 3339); without --schedule and --tick the lease is a plain mutex")
+	owed := fs.Bool("owed", false, "claim the tick JOB owes (a catch-up tick or a trigger's), if any, instead of a tick of its own; nothing owed exits --skipped-exit-code quietly")
 	grace := fs.Duration("grace", 0, "with --schedule: how long after a tick a host may still start it (default the server's)")
 	ttl := fs.Duration("ttl", jobs.DefaultTTL, "lease TTL; heartbeats every TTL/3")
 	owner := fs.String("owner", fmt.Sprintf("%s/%d", hostname, pid), "owner of the lease; every invocation is its own by default")
@@ -105,7 +114,7 @@ Flags:
 		return runConfig{}, usageError{err}
 	}
 	c := runConfig{
-		apiURL: *apiURL, caFile: *caFile, spec: *spec, grace: *grace, ttl: *ttl, owner: *owner,
+		apiURL: *apiURL, caFile: *caFile, spec: *spec, grace: *grace, owed: *owed, ttl: *ttl, owner: *owner,
 		maxRunTime: *maxRunTime, killGrace: *killGrace, wait: *wait, skipped: *skippedCode,
 	}
 	rest := fs.Args()
@@ -127,6 +136,9 @@ Flags:
 	}
 	if *spec != "" && *tick != "" {
 		return runConfig{}, usagef("--schedule and --tick exclude each other")
+	}
+	if *owed && *tick != "" {
+		return runConfig{}, usagef("--owed and --tick exclude each other: --owed takes the tick leaseapi says JOB owes")
 	}
 	if *spec != "" {
 		// The fields of a crontab line are read in the host's zone, as cron

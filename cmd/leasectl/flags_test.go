@@ -52,6 +52,12 @@ func TestParseRun(t *testing.T) {
 				t.Fatalf("tick %s grace %s, want %s and 1m", got, c.grace, want)
 			}
 		}},
+		{name: "Owed", args: []string{"--owed", "--schedule", "@hourly", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if !c.owed || c.sent == "" {
+				t.Fatalf("owed %v schedule sent %q, want owed with the schedule sent", c.owed, c.sent)
+			}
+		}},
+		{name: "OwedAndTick", args: []string{"--owed", "--tick", "2026-11-30T07:00:00Z", "job", "--", "true"}, want: "exclude"},
 		{name: "APIFromEnvironment", args: []string{"job", "--", "true"}, check: func(t *testing.T, c runConfig) {}},
 		{name: "NoJob", args: nil, want: "missing JOB"},
 		{name: "NoSeparator", args: []string{"job", "true"}, want: "JOB -- COMMAND"},
@@ -95,6 +101,53 @@ func TestParseRun(t *testing.T) {
 				t.Fatalf("parseRun(%q): exit %d, want 64", tt.args, errorExit(err))
 			}
 		})
+	}
+}
+
+// TestTriggerUsage: a bad trigger command line is exit 64 with a line
+// that names what to change, and nothing is sent (the --api is a port
+// nobody listens on, which would be exit 75).
+func TestTriggerUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"NoJob", nil, "exactly one JOB"},
+		{"TwoJobs", []string{"a", "b"}, "exactly one JOB"},
+		{"InvalidJob", []string{"a/b"}, "invalid JOB"},
+		{"FlagAfterJob", []string{"job", "--reason", "x"}, "exactly one JOB"},
+		{"ReasonTooLong", []string{"--reason", strings.Repeat("r", 257), "job"}, "--reason"},
+		{"KeyTooLong", []string{"--key", strings.Repeat("k", 257), "job"}, "--key"},
+		{"KeyWithNewline", []string{"--key", "a\nb", "job"}, "--key"},
+		{"BadOutput", []string{"-o", "yaml", "job"}, "-o"},
+		{"ZeroWait", []string{"--wait", "0s", "job"}, "--wait"},
+		{"UnknownFlag", []string{"--token", "x", "job"}, "not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr strings.Builder
+			env := environment{apiURL: "http://127.0.0.1:1", stdout: io.Discard, stderr: &stderr}
+			if got := dispatch(append([]string{"trigger"}, tt.args...), env); got != exitUsage {
+				t.Fatalf("exit: got %d, want %d; stderr %q", got, exitUsage, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Fatalf("stderr: got %q, want it to name %q", stderr.String(), tt.want)
+			}
+			if strings.Contains(stderr.String(), "Idempotency-Key leasectl-") {
+				t.Fatalf("stderr: got %q: a trigger was attempted", stderr.String())
+			}
+		})
+	}
+}
+
+func TestIdempotencyKeysDiffer(t *testing.T) {
+	t.Parallel()
+	a, b := newIdempotencyKey(), newIdempotencyKey()
+	if a == b || len(a) > leaseapi.MaxIdempotencyKeyLength || !strings.HasPrefix(a, "leasectl-") {
+		t.Fatalf("keys %q and %q: want two different leasectl- keys of at most 256 bytes", a, b)
 	}
 }
 

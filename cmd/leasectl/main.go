@@ -8,6 +8,8 @@
 //	leasectl revoke report
 //	leasectl pause --reason 'database maintenance' report
 //	leasectl resume report
+//	leasectl trigger --reason 'rerun after the fix' report
+//	leasectl run --owed report -- /usr/local/bin/report.sh
 //
 // `leasectl run` acquires the job's lease with package jobs (the runner the
 // Go replicas use: heartbeats every TTL/3, a local deadline of its own send
@@ -58,6 +60,8 @@ Usage:
   leasectl revoke [flags] JOB                   force-release the lease of JOB (admin)
   leasectl pause [flags] JOB                    pause JOB: acquires answer job_paused (admin)
   leasectl resume [flags] JOB                   resume a paused JOB (admin)
+  leasectl trigger [flags] JOB                  run now: JOB owes one manual tick (admin)
+  leasectl run --owed [flags] JOB -- COMMAND    run COMMAND for the tick JOB owes, if any
 
 Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
 Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token;
@@ -78,6 +82,10 @@ func dispatch(args []string, env environment) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		return readCommand(ctx, cmd, rest, env)
+	case "trigger":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		return triggerCommand(ctx, rest, env)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(env.stdout, usage)
 		return 0

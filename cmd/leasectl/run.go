@@ -90,6 +90,20 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 	}()
 
 	tick := cfg.tickAt(time.Now())
+	if cfg.owed {
+		// The owed tick is claimed with an ordinary acquire of that tick:
+		// exactly one host is granted it, the others skip (lease_held,
+		// tick_done). Nothing owed is the normal case of an every-minute
+		// crontab line: no output, the skipped exit status.
+		owed, ok, err := owedTick(ctx, c, cfg.job)
+		if err != nil {
+			return notStarted(ctx, cfg, env, err)
+		}
+		if !ok {
+			return cfg.skipped
+		}
+		tick = owed
+	}
 	// The schedule and grace go with the acquire, so that leaseapi counts
 	// the ticks that no host started as missed.
 	var opts []jobs.JobOption
