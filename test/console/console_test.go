@@ -646,12 +646,53 @@ func TestConsole(t *testing.T) {
 		ctx := tab(t, bctx)
 		open(t, ctx, closed, "#/jobs/billing:reminders", reader)
 		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#admin-note`)))
-		if buttons := eval[int](t, ctx, `document.querySelectorAll('.actions button, #act-revoke, #act-pause').length`); buttons != 0 {
+		if buttons := eval[int](t, ctx, `document.querySelectorAll('.actions button, #act-revoke, #act-pause, #act-trigger').length`); buttons != 0 {
 			t.Errorf("a read credential sees %d admin buttons", buttons)
 		}
 		if who := textOf(t, ctx, `#who span`); len(who) == 0 || !strings.Contains(who[0], "viewer · read") {
 			t.Errorf("who: %q", who)
 		}
+	})
+
+	t.Run("RunNowAsksFirst", func(t *testing.T) {
+		job := "runnow.asks"
+		openAPI.release(t, openAPI.acquire(t, job, "pod-a", 600000), "succeeded")
+		ctx := tab(t, bctx)
+		open(t, ctx, openAPI, "#/jobs/"+job, "")
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#act-trigger`)))
+		if got := textOf(t, ctx, `#owed-none`); len(got) != 1 || got[0] != "none" {
+			t.Errorf("owed tick of a job that owes nothing: %q, want none", got)
+		}
+		// Cancel and Escape send nothing: no notice (a trigger that was
+		// sent says Triggered, or that it failed) and nothing owed.
+		press(t, ctx, `#act-trigger`)
+		run(t, ctx,
+			chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open] #confirm-reason`)),
+			chromedp.Click(chromedp.CSS(`#confirm-cancel`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`dialog#confirm[open]`)))
+		press(t, ctx, `#act-trigger`)
+		run(t, ctx,
+			chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open]`)),
+			chromedp.KeyEvent(kb.Escape),
+			chromedp.WaitNotPresent(chromedp.CSS(`dialog#confirm[open]`)))
+		if !eval[bool](t, ctx, `document.getElementById('notice').hidden`) {
+			t.Errorf("after cancel: notice %q, want none (nothing sent)", textOf(t, ctx, `#notice`))
+		}
+		var l struct {
+			OwedTick *string `json:"owedTick"`
+		}
+		openAPI.must(t, http.MethodGet, "/leases/"+job, nil, &l)
+		if l.OwedTick != nil {
+			t.Fatalf("after cancel: the job owes %s, want nothing", *l.OwedTick)
+		}
+		// A paused job cannot be triggered: no run now on offer.
+		openAPI.must(t, http.MethodPost, "/leases/"+job+"/pause", map[string]any{}, nil)
+		open(t, ctx, openAPI, "#/jobs/"+job, "")
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#act-resume`)))
+		if n := eval[int](t, ctx, `document.querySelectorAll('#act-trigger').length`); n != 0 {
+			t.Errorf("a paused job offers run now (%d buttons)", n)
+		}
+		noCSPViolations(t, ctx)
 	})
 
 	t.Run("WrongToken", func(t *testing.T) {

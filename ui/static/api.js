@@ -58,8 +58,8 @@ export function offsetInfo() {
 const TIMEOUT_MS = 10000;
 
 /** call sends one request and returns the decoded JSON body, or throws APIError. */
-export async function call(method, path, body) {
-  const headers = { Accept: 'application/json' };
+export async function call(method, path, body, extraHeaders) {
+  const headers = { Accept: 'application/json', ...(extraHeaders || {}) };
   const t = token();
   if (t) headers.Authorization = `Bearer ${t}`;
   const init = { method, headers, credentials: 'omit', cache: 'no-store', redirect: 'error' };
@@ -122,3 +122,9 @@ export const revoke = (id) => call('DELETE', job(id));
 export const pause = (id, reason) => call('POST', `${job(id)}/pause`, reason ? { reason } : {});
 export const resume = (id) => call('POST', `${job(id)}/resume`, {});
 export const forgetSchedule = (id) => call('DELETE', `${job(id)}/schedule`);
+// trigger (run now) makes the job owe one manual tick. The key is the
+// Idempotency-Key of this one confirmed action: sent again, it answers the
+// same tick instead of owing a second run.
+export const trigger = (id, reason, key) =>
+  call('POST', `${job(id)}/trigger`, reason ? { reason } : {}, { 'Idempotency-Key': key });
+export const cancelTrigger = (id) => call('DELETE', `${job(id)}/trigger`);

@@ -50,7 +50,8 @@ export function leaseTable(leases, caption) {
   const rows = leases.map((l) =>
     h('tr', { 'data-job': l.jobId },
       h('th', { scope: 'row' }, h('a', { href: jobHref(l.jobId), 'data-focus': `job:${l.jobId}` }, l.jobId)),
-      h('td', null, badge('state', l.state), l.paused ? [' ', badge('flag', 'paused')] : null),
+      h('td', null, badge('state', l.state), l.paused ? [' ', badge('flag', 'paused')] : null,
+        l.owedTick ? [' ', h('span', { class: 'badge flag-owed', title: `owes ${fmtTime(l.owedTick)} (${l.owedReason})` }, 'owed')] : null),
       h('td', { class: 'owner' }, l.owner),
       h('td', { class: 'num' }, String(l.token)),
       timeCell(l.tick),
@@ -277,9 +278,21 @@ const ACTIONS = {
     text: (id) => `Pause ${id}: every acquire is refused until it is resumed; a run in progress is not stopped.` },
   resume: { label: 'Resume', title: 'Resume this job?', done: 'Resumed', call: (id) => api.resume(id),
     text: (id) => `Resume ${id}: acquires are granted again from the next tick; ticks that fell while paused are not run.` },
+  trigger: { label: 'Run now', title: 'Run this job now?', done: 'Triggered', reason: true,
+    call: (id, reason) => api.trigger(id, reason, newKey()),
+    text: (id) => `Run ${id} now: it owes one manual tick, which the next replica that claims owed ticks runs once. It runs in addition to its schedule, not instead of it.` },
+  cancelTrigger: { label: 'Cancel run now', title: 'Cancel the run now?', done: 'Cancelled the run now of', call: (id) => api.cancelTrigger(id),
+    text: (id) => `Cancel the manual tick ${id} owes: no replica will claim it. A run already started is not stopped.` },
   forget: { label: 'Forget schedule', title: 'Forget the schedule?', done: 'Forgot the schedule of', call: (id) => api.forgetSchedule(id),
     text: (id) => `Forget the schedule of ${id}: no more missed-tick accounting until a replica sends a schedule again.` },
 };
+
+/** newKey is a fresh Idempotency-Key for one confirmed trigger. */
+function newKey() {
+  // getRandomValues, unlike randomUUID, works on a plain-http origin too.
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return `console-${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
+}
 
 export function job(ctx, route) {
   const id = route.id;
@@ -302,11 +315,14 @@ export function job(ctx, route) {
     if (!canAdmin(ctx.who(), id)) {
       const who = ctx.who();
       return h('p', { class: 'muted', id: 'admin-note' }, who && !who.open
-        ? `Admin actions (revoke, pause, resume, forget schedule) need a credential of role admin for this job; yours is ${who.role}.`
+        ? `Admin actions (run now, revoke, pause, resume, forget schedule) need a credential of role admin for this job; yours is ${who.role}.`
         : '');
     }
     const btn = (kind, cls) => h('button', { type: 'button', id: `act-${kind}`, class: cls, onclick: () => act(kind) }, ACTIONS[kind].label);
+    // A paused job cannot be triggered; a manual tick owed can be cancelled.
     return h('div', { class: 'actions', role: 'group', 'aria-label': 'Admin actions' },
+      lease.paused ? null : btn('trigger'),
+      lease.owedReason === 'manual' ? btn('cancelTrigger') : null,
       lease.state === 'held' ? btn('revoke', 'danger') : null,
       lease.paused ? btn('resume') : btn('pause'),
       lease.schedule ? btn('forget') : null);
@@ -358,6 +374,10 @@ export function job(ctx, route) {
             ['Schedule', lease.schedule ? h('code', null, lease.schedule) : h('span', { class: 'muted' }, 'none (no missed-tick accounting)')],
             ['Grace', lease.graceMs === null ? '—' : fmtDuration(lease.graceMs)],
             ['Next tick', when(lease.nextTick, true)],
+            ['Owed tick', lease.owedTick
+              ? [h('time', { id: 'owed-tick', datetime: lease.owedTick }, fmtTime(lease.owedTick)), ' ',
+                  h('span', { class: 'badge flag-owed', id: 'owed-reason' }, lease.owedReason === 'manual' ? 'run now' : lease.owedReason)]
+              : h('span', { class: 'muted', id: 'owed-none' }, 'none')],
             ['Missed ticks', h('span', { id: 'missed' }, fmtCount(lease.missedTicks))],
             ['Skipped ticks', h('span', { id: 'skipped' }, fmtCount(lease.skippedTicks))],
             ['Paused', lease.paused ? 'yes' : 'no'],
