@@ -239,7 +239,7 @@ type adapterJob struct {
 }
 
 func (r *Runner) adapterJob(opts []JobOption) (adapterJob, error) {
-	cfg, err := newJobConfig(opts)
+	cfg, err := newScheduledJobConfig(opts)
 	if err != nil {
 		return adapterJob{}, err
 	}

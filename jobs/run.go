@@ -37,7 +37,7 @@ const (
 // When the lease was acquired, the Report describes the run, and the error
 // is nil only when it succeeded.
 func (r *Runner) Run(ctx context.Context, jobID string, tick time.Time, fn Func, opts ...JobOption) (Report, error) {
-	jc, err := newJobConfig(opts)
+	jc, err := newScheduledJobConfig(opts)
 	if err != nil {
 		return Report{}, fmt.Errorf("run %q: %w", jobID, err)
 	}
@@ -144,6 +144,7 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.requestTimeout)
 		lease, err := postAcquire(reqCtx, r.client, &acquireRequest{
 			jobID: jobID, owner: r.owner, ttl: r.ttl, tick: tick, schedule: jc.schedule, grace: jc.grace,
+			catchUp: jc.catchUp, catchUpWindow: jc.catchUpWindow,
 		})
 		cancel()
 		if err == nil {

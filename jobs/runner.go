@@ -249,9 +249,6 @@ func New(cfg Config) (*Runner, error) {
 	case r.owedPollInterval < 10*time.Millisecond:
 		return nil, fmt.Errorf("new runner: owed poll interval %s must be at least 10ms, or negative to turn polling off", r.owedPollInterval)
 	}
-	if _, ok := baseClient(r.client); r.owedPollInterval > 0 && !ok {
-		return nil, errors.New("new runner: polling owed ticks needs a client made by client.NewClientWithResponses; set OwedPollInterval to -1 to turn it off")
-	}
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
 	}
@@ -274,6 +271,10 @@ type jobConfig struct {
 	// every acquire, so that leaseapi can tell when a tick did not run.
 	schedule string
 	grace    time.Duration
+	// catchUp and catchUpWindow (zero: the server's default) are sent
+	// with the schedule when CatchUp is given; "" leaves the stored policy.
+	catchUp       leaseapi.CatchUp
+	catchUpWindow time.Duration
 }
 
 // Schedule sends spec, the job's schedule as leaseapi reads it (package
@@ -305,6 +306,23 @@ func Grace(d time.Duration) JobOption {
 	}
 }
 
+// CatchUp makes leaseapi owe the job's latest missed tick once, while it is
+// at most window old (1 min to 7 days; zero for the server's default of
+// 24 h): after an outage of every replica the job runs once for the latest
+// tick nobody ran, claimed by the owed-tick poll (Config.OwedPollInterval),
+// instead of waiting for its next tick. It needs a schedule (Schedule, or
+// Runner.Add's). Without it the job's stored policy stays (none for a new
+// job).
+func CatchUp(window time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if err := leaseapi.ValidateCatchUp(leaseapi.CatchUpLatest, window); err != nil {
+			return fmt.Errorf("catch-up window %s must be zero or from 1m to 168h", window)
+		}
+		c.catchUp, c.catchUpWindow = leaseapi.CatchUpLatest, window
+		return nil
+	}
+}
+
 // MaxRunTime cancels the job (cause ErrMaxRunTime) when it has run for d,
 // and stops heartbeating: a stuck job gives its lease up instead of holding
 // it forever. The run is released failed as soon as the job returns, or at
@@ -331,6 +349,20 @@ func ProgressWindow(d time.Duration) JobOption {
 		c.progressWindow = d
 		return nil
 	}
+}
+
+// errCatchUpWithoutSchedule: the server owes a missed tick only of a job
+// whose schedule it knows.
+var errCatchUpWithoutSchedule = errors.New("catch-up needs the job's schedule: add Schedule(spec), or use Runner.Add")
+
+// newScheduledJobConfig is newJobConfig for a run whose schedule comes only
+// from the options (Run and the adapters, not Runner.Add).
+func newScheduledJobConfig(opts []JobOption) (jobConfig, error) {
+	c, err := newJobConfig(opts)
+	if err == nil && c.catchUp != "" && c.schedule == "" {
+		err = errCatchUpWithoutSchedule
+	}
+	return c, err
 }
 
 func newJobConfig(opts []JobOption) (jobConfig, error) {

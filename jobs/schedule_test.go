@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	_ "time/tzdata" // Europe/Berlin and America/New_York without a system zone database
@@ -202,5 +203,69 @@ func TestServeShutdownDeadline(t *testing.T) {
 	clock.Advance(testTTL)
 	if rep := receive(t, reports, "the run"); rep.Result != jobs.ResultFailed || !errors.Is(rep.Err, jobs.ErrAbandoned) {
 		t.Fatalf("report: got %+v, want failed, abandoned", rep)
+	}
+}
+
+// TestServeClaimsRunNow: three replicas serving a yearly job poll what it
+// owes; after a run now (POST /leases/{jobId}/trigger) exactly one of them
+// runs the manual tick, once, and its run says manual.
+func TestServeClaimsRunNow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const job = "year-end"
+	var ran atomic.Int32
+	ticks := make(chan time.Time, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const replicas = 3
+	served := make(chan error, replicas)
+	for i := range replicas {
+		r := b.runner(t, "replica-"+string(rune('a'+i)), clockwork.NewRealClock(), func(c *jobs.Config) {
+			c.OwedPollInterval = 20 * time.Millisecond
+		})
+		if err := r.Add(job, "0 0 1 1 *", func(ctx context.Context) error {
+			ran.Add(1)
+			if l, ok := jobs.LeaseFromContext(ctx); ok && l.Tick != nil {
+				ticks <- *l.Tick
+			}
+			return nil
+		}, jobs.CatchUp(0)); err != nil {
+			t.Fatal(err)
+		}
+		go func() { served <- r.Serve(ctx) }()
+	}
+	// The job needs a lease row to be triggered: one ordinary run.
+	b.release(t, job, "setup", b.acquire(t, job, "setup", epoch).Token)
+	resp, err := b.client.TriggerJobWithResponse(ctx, job, nil, client.TriggerRequest{})
+	if err != nil || resp.JSON200 == nil || resp.JSON200.OwedTick == nil {
+		t.Fatalf("trigger: %v %s", err, resp.Body)
+	}
+	manual := *resp.JSON200.OwedTick
+	if got := receive(t, ticks, "the manual tick's run"); !got.Equal(manual) {
+		t.Fatalf("ran tick %s, want the manual tick %s", got, manual)
+	}
+	// Once it ran nothing is owed; a replica whose poll answered before
+	// the claim is refused by the service.
+	for i := 0; ; i++ {
+		if l := b.lease(t, job); l.OwedTick == nil && l.State == client.StateReleased {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("the manual tick's run was never released")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	for range replicas {
+		if err := receive(t, served, "Serve to return"); err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	}
+	if n := ran.Load(); n != 1 {
+		t.Fatalf("the manual tick ran %d times, want once", n)
+	}
+	runs := b.runs(t, job)
+	if len(runs) != 2 || runs[0].Trigger != client.RunTriggerManual || runs[0].Outcome != client.RunOutcomeSucceeded {
+		t.Fatalf("runs: got %+v, want the manual run, succeeded, after the setup run", runs)
 	}
 }

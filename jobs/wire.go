@@ -1,15 +1,12 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
@@ -76,11 +73,13 @@ type leaseClient = client.ClientWithResponsesInterface
 
 // acquireRequest is what one acquire sends.
 type acquireRequest struct {
-	jobID, owner string
-	ttl          time.Duration
-	tick         time.Time // zero: no tick
-	schedule     string    // "": none
-	grace        time.Duration
+	jobID, owner  string
+	ttl           time.Duration
+	tick          time.Time // zero: no tick
+	schedule      string    // "": none
+	grace         time.Duration
+	catchUp       leaseapi.CatchUp // "": keep the stored policy
+	catchUpWindow time.Duration
 }
 
 // postAcquire asks for the lease of a.jobID for a.tick.
@@ -98,6 +97,14 @@ func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseap
 		if a.grace > 0 {
 			ms := a.grace.Milliseconds()
 			body.GraceMs = &ms
+		}
+		if a.catchUp != "" {
+			policy := client.AcquireRequestCatchUp(a.catchUp)
+			body.CatchUp = &policy
+			if a.catchUpWindow > 0 {
+				ms := a.catchUpWindow.Milliseconds()
+				body.CatchUpWindowMs = &ms
+			}
 		}
 	}
 	resp, err := c.AcquireLeaseWithResponse(ctx, jobID, body)
@@ -199,74 +206,24 @@ func fromWire(l client.Lease) leaseapi.Lease {
 	return out
 }
 
-// owedWire is the body of POST /owed's answer.
-type owedWire struct {
-	Owed []struct {
-		JobID         string    `json:"jobId"`
-		Tick          time.Time `json:"tick"`
-		Reason        string    `json:"reason"`
-		TriggeredBy   *string   `json:"triggeredBy"`
-		TriggerReason *string   `json:"triggerReason"`
-	} `json:"owed"`
-}
-
-// baseClient returns the generated client under c, whose server URL, HTTP
-// client and request editors (the bearer token) a request the generated
-// client has no operation for goes through.
-func baseClient(c leaseClient) (*client.Client, bool) {
-	cw, ok := c.(*client.ClientWithResponses)
-	if !ok {
-		return nil, false
-	}
-	base, ok := cw.ClientInterface.(*client.Client)
-	return base, ok
-}
-
 // postOwed asks what the jobs ids (1 to 1,000) owe: POST /owed.
 func postOwed(ctx context.Context, c leaseClient, ids []string) ([]leaseapi.Owed, error) {
-	base, ok := baseClient(c)
-	if !ok {
-		return nil, errors.New("owed: the client was not made by client.NewClientWithResponses")
-	}
-	body, err := json.Marshal(map[string][]string{"jobs": ids})
-	if err != nil {
-		return nil, fmt.Errorf("owed: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base.Server, "/")+"/owed", bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("owed: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for _, edit := range base.RequestEditors {
-		if err := edit(ctx, req); err != nil {
-			return nil, fmt.Errorf("owed: %w", err)
-		}
-	}
-	resp, err := base.Client.Do(req)
+	resp, err := c.OwedTicksWithResponse(ctx, client.OwedRequest{Jobs: ids})
 	if err != nil {
 		return nil, fmt.Errorf("owed: %w: %w", leaseapi.ErrUnavailable, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("owed: %w: %w", leaseapi.ErrUnavailable, err)
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNotFound, http.StatusMethodNotAllowed:
+	switch {
+	case resp.JSON200 != nil:
+	case resp.StatusCode() == http.StatusNotFound, resp.StatusCode() == http.StatusMethodNotAllowed:
 		// POST /owed never answers 404 (unknown ids are absent from the
 		// answer): the route itself is missing.
 		return nil, fmt.Errorf("owed: %w", errNoOwedRoute)
 	default:
-		return nil, fmt.Errorf("owed: %w", responseError(resp, b))
+		return nil, fmt.Errorf("owed: %w", responseError(resp.HTTPResponse, resp.Body))
 	}
-	var w owedWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return nil, fmt.Errorf("owed: %w: unreadable answer: %w", leaseapi.ErrUnavailable, err)
-	}
-	out := make([]leaseapi.Owed, 0, len(w.Owed))
-	for _, o := range w.Owed {
-		owed := leaseapi.Owed{JobID: o.JobID, Tick: o.Tick, Reason: leaseapi.Trigger(o.Reason)}
+	out := make([]leaseapi.Owed, 0, len(resp.JSON200.Owed))
+	for _, o := range resp.JSON200.Owed {
+		owed := leaseapi.Owed{JobID: o.JobId, Tick: o.Tick, Reason: leaseapi.Trigger(o.Reason)}
 		if o.TriggeredBy != nil {
 			owed.TriggeredBy = *o.TriggeredBy
 		}

@@ -32,6 +32,10 @@ type runConfig struct {
 	// acquire time (tickAt).
 	tick  time.Time
 	grace time.Duration // zero: not sent, the server's default applies
+	// catchUp: register catch-up latest with the schedule, with the window
+	// catchUpWindow (zero: the server's default).
+	catchUp       bool
+	catchUpWindow time.Duration
 	// owed: the tick is the one the job owes (POST /owed), asked for at
 	// start; nothing owed is a quiet skip.
 	owed  bool
@@ -101,6 +105,7 @@ Flags:
 	tick := fs.String("tick", "", "acquire this tick (RFC 3339); without --schedule and --tick the lease is a plain mutex")
 	owed := fs.Bool("owed", false, "claim the tick JOB owes (a catch-up tick or a trigger's), if any, instead of a tick of its own; nothing owed exits --skipped-exit-code quietly")
 	grace := fs.Duration("grace", 0, "with --schedule: how long after a tick a host may still start it (default the server's)")
+	catchUp := fs.Duration("catch-up", 0, "with --schedule: after an outage JOB owes its latest missed tick once, while it is at most this old (1m to 168h), for a 'run --owed' line to claim (default off; a policy registered before stays)")
 	ttl := fs.Duration("ttl", jobs.DefaultTTL, "lease TTL; heartbeats every TTL/3")
 	owner := fs.String("owner", fmt.Sprintf("%s/%d", hostname, pid), "owner of the lease; every invocation is its own by default")
 	maxRunTime := fs.Duration("max-run-time", 0, "stop COMMAND after it ran this long (default no limit)")
@@ -115,6 +120,7 @@ Flags:
 	}
 	c := runConfig{
 		apiURL: *apiURL, caFile: *caFile, spec: *spec, grace: *grace, owed: *owed, ttl: *ttl, owner: *owner,
+		catchUp: *catchUp != 0, catchUpWindow: *catchUp,
 		maxRunTime: *maxRunTime, killGrace: *killGrace, wait: *wait, skipped: *skippedCode,
 	}
 	rest := fs.Args()
@@ -185,6 +191,14 @@ func (c *runConfig) validateDurations() error {
 		}
 		if c.grace < time.Millisecond || c.grace > leaseapi.MaxGrace || c.grace%time.Millisecond != 0 {
 			return usagef("--grace %s: want whole milliseconds from 1ms to %s", c.grace, leaseapi.MaxGrace)
+		}
+	}
+	if c.catchUp {
+		if c.schedule == nil {
+			return usagef("--catch-up needs --schedule")
+		}
+		if err := leaseapi.ValidateCatchUp(leaseapi.CatchUpLatest, c.catchUpWindow); err != nil {
+			return usagef("--catch-up %s: want a window from %s to %s", c.catchUpWindow, leaseapi.MinCatchUpWindow, leaseapi.MaxCatchUpWindow)
 		}
 	}
 	if c.maxRunTime < 0 {

@@ -46,6 +46,11 @@ func TestParseRun(t *testing.T) {
 				t.Fatalf("tick %s, want %s", c.tickAt(time.Now()), want)
 			}
 		}},
+		{name: "CatchUp", args: []string{"--schedule", "@hourly", "--catch-up", "6h", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if !c.catchUp || c.catchUpWindow != 6*time.Hour {
+				t.Errorf("catch-up: got %v %s, want on with a 6h window", c.catchUp, c.catchUpWindow)
+			}
+		}},
 		{name: "Schedule", args: []string{"--schedule", "CRON_TZ=UTC */5 * * * *", "--grace", "1m", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
 			now := time.Date(2026, 11, 30, 7, 8, 9, 0, time.UTC)
 			if got, want := c.tickAt(now), time.Date(2026, 11, 30, 7, 5, 0, 0, time.UTC); !got.Equal(want) || c.grace != time.Minute {
@@ -72,6 +77,9 @@ func TestParseRun(t *testing.T) {
 		{name: "BadTick", args: []string{"--tick", "tomorrow", "job", "--", "true"}, want: "--tick"},
 		{name: "SubMillisecondTick", args: []string{"--tick", "2026-11-30T07:00:00.0001Z", "job", "--", "true"}, want: "milliseconds"},
 		{name: "GraceWithoutSchedule", args: []string{"--grace", "1m", "job", "--", "true"}, want: "needs --schedule"},
+		{name: "CatchUpWithoutSchedule", args: []string{"--catch-up", "24h", "job", "--", "true"}, want: "--catch-up needs --schedule"},
+		{name: "CatchUpTooShort", args: []string{"--schedule", "@hourly", "--catch-up", "30s", "job", "--", "true"}, want: "--catch-up 30s"},
+		{name: "CatchUpTooLong", args: []string{"--schedule", "@hourly", "--catch-up", "169h", "job", "--", "true"}, want: "--catch-up 169h"},
 		{name: "GraceTooLong", args: []string{"--schedule", "@hourly", "--grace", "25h", "job", "--", "true"}, want: "--grace"},
 		{name: "NegativeGrace", args: []string{"--schedule", "@hourly", "--grace", "-1s", "job", "--", "true"}, want: "--grace"},
 		{name: "NegativeMaxRunTime", args: []string{"--max-run-time", "-1s", "job", "--", "true"}, want: "--max-run-time"},

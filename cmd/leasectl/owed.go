@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,8 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
@@ -23,51 +20,12 @@ import (
 // Owed ticks: `leasectl trigger JOB` makes a job owe a manual tick (run
 // now), and `leasectl run --owed JOB -- COMMAND` claims what a job owes.
 
-// rawSend returns a send function for do that sends method path with body
-// as JSON through c's server URL, HTTP client and request editors (the
-// bearer token): the generated client has no operation for the owed-tick
-// routes yet.
-func rawSend(c *client.ClientWithResponses, method, path string, body any, header http.Header) func(context.Context) (*http.Response, error) {
-	return func(ctx context.Context) (*http.Response, error) {
-		base, ok := c.ClientInterface.(*client.Client)
-		if !ok {
-			return nil, errors.New("the client is not the generated one")
-		}
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base.Server, "/")+path, bytes.NewReader(b))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range header {
-			req.Header[k] = v
-		}
-		for _, edit := range base.RequestEditors {
-			if err := edit(ctx, req); err != nil {
-				return nil, err
-			}
-		}
-		return base.Client.Do(req)
-	}
-}
-
 // newIdempotencyKey is the Idempotency-Key of one `leasectl trigger`: its
 // own retries send it again, so a retry after a 503 never owes a second run.
 func newIdempotencyKey() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	return "leasectl-" + hex.EncodeToString(b)
-}
-
-// triggerWire is the part of the Lease a trigger answers that leasectl
-// prints.
-type triggerWire struct {
-	JobID      string     `json:"jobId"`
-	OwedTick   *time.Time `json:"owedTick"`
-	OwedReason *string    `json:"owedReason"`
 }
 
 // triggerCommand is `leasectl trigger`; it returns the exit status.
@@ -139,28 +97,28 @@ Flags:
 		return err
 	}
 	fmt.Fprintf(env.stderr, "leasectl trigger: %s: Idempotency-Key %s\n", job, *key)
-	body := map[string]string{}
+	var body client.TriggerRequest
 	if *reason != "" {
-		body["reason"] = *reason
+		body.Reason = reason
 	}
-	send := rawSend(c, http.MethodPost, "/leases/"+url.PathEscape(job)+"/trigger", body,
-		http.Header{"Idempotency-Key": {*key}})
-	answer, err := retrying(ctx, *wait, send)
+	answer, err := retrying(ctx, *wait, func(ctx context.Context) (*http.Response, error) {
+		return c.TriggerJob(ctx, job, &client.TriggerJobParams{IdempotencyKey: key}, body)
+	})
 	if err != nil {
 		return err
 	}
 	if *output == "json" {
 		return printJSON(env.stdout, answer)
 	}
-	var l triggerWire
+	var l client.Lease
 	if err := json.Unmarshal(answer, &l); err != nil || l.OwedTick == nil {
 		return fmt.Errorf("leaseapi answered a lease without an owed tick: %s", answer)
 	}
-	reasonText := "manual"
+	reasonText := client.LeaseOwedReasonManual
 	if l.OwedReason != nil {
 		reasonText = *l.OwedReason
 	}
-	_, err = fmt.Fprintf(env.stdout, "job %q owes tick %s (%s)\n", l.JobID, api.FormatTime(*l.OwedTick), reasonText)
+	_, err = fmt.Fprintf(env.stdout, "job %q owes tick %s (%s)\n", l.JobId, api.FormatTime(*l.OwedTick), reasonText)
 	return err
 }
 
@@ -201,7 +159,9 @@ func retryableErr(err error) bool {
 // owedTick asks leaseapi what job owes (POST /owed), retrying until ctx is
 // done; ok is false when it owes nothing.
 func owedTick(ctx context.Context, c *client.ClientWithResponses, job string) (tick time.Time, ok bool, err error) {
-	send := rawSend(c, http.MethodPost, "/owed", map[string][]string{"jobs": {job}}, nil)
+	send := func(ctx context.Context) (*http.Response, error) {
+		return c.OwedTicks(ctx, client.OwedRequest{Jobs: []string{job}})
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		body, err := do(ctx, send)

@@ -112,6 +112,9 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 		if cfg.grace > 0 {
 			opts = append(opts, jobs.Grace(cfg.grace))
 		}
+		if cfg.catchUp {
+			opts = append(opts, jobs.CatchUp(cfg.catchUpWindow))
+		}
 	}
 
 	// The runner retries what may be retried (5xx, 429, the network) after

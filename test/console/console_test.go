@@ -695,6 +695,48 @@ func TestConsole(t *testing.T) {
 		noCSPViolations(t, ctx)
 	})
 
+	t.Run("RunNowTriggers", func(t *testing.T) {
+		job := "runnow.triggers"
+		closed.release(t, closed.acquire(t, job, "pod-a", 600000), "succeeded")
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/jobs/"+job, closed.admin)
+		press(t, ctx, `#act-trigger`)
+		run(t, ctx,
+			chromedp.WaitVisible(chromedp.CSS(`#confirm-reason`)),
+			chromedp.SendKeys(chromedp.CSS(`#confirm-reason`), "rerun after the fix"),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+			chromedp.WaitVisible(chromedp.CSS(`#owed-tick`)))
+		var l struct {
+			OwedTick   *string `json:"owedTick"`
+			OwedReason *string `json:"owedReason"`
+		}
+		closed.must(t, http.MethodGet, "/leases/"+job, nil, &l)
+		if l.OwedTick == nil || l.OwedReason == nil || *l.OwedReason != "manual" {
+			t.Fatalf("after run now: owedTick %v owedReason %v, want a manual tick", l.OwedTick, l.OwedReason)
+		}
+		if got := eval[string](t, ctx, `document.getElementById('owed-tick').getAttribute('datetime')`); got != *l.OwedTick {
+			t.Errorf("owed tick shown %q, want %q", got, *l.OwedTick)
+		}
+		if got := textOf(t, ctx, `#owed-reason`); len(got) != 1 || got[0] != "run now" {
+			t.Errorf("owed reason shown %q, want run now", got)
+		}
+		open(t, ctx, closed, "#/leases?prefix=runnow.", closed.admin)
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.leases tbody tr .flag-owed`)))
+		// Cancel run now, confirmed: nothing owed any more.
+		open(t, ctx, closed, "#/jobs/"+job, closed.admin)
+		press(t, ctx, `#act-cancelTrigger`)
+		run(t, ctx,
+			chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open]`)),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+			chromedp.WaitVisible(chromedp.CSS(`#owed-none`)))
+		l.OwedTick = nil
+		closed.must(t, http.MethodGet, "/leases/"+job, nil, &l)
+		if l.OwedTick != nil {
+			t.Errorf("after cancel run now: the job owes %s", *l.OwedTick)
+		}
+		noCSPViolations(t, ctx)
+	})
+
 	t.Run("WrongToken", func(t *testing.T) {
 		ctx := tab(t, bctx)
 		open(t, ctx, closed, "#/leases", "lk_000000000000.wrong")
