@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,4 +197,61 @@ func TestOwedScopes(t *testing.T) {
 	if o := b.owed(t, reader, "team-b:report"); len(o.Owed) != 0 {
 		t.Errorf("POST /owed of team-b only: got %+v, want nothing", o.Owed)
 	}
+}
+
+// TestRunNowAcrossInstances: two instances on one database; a manual tick
+// triggered on one is granted to exactly one of eight replicas spread over
+// both, and once released succeeded to none.
+func TestRunNowAcrossInstances(t *testing.T) {
+	t.Parallel()
+	forEachFreshStore(t, func(t *testing.T, store leaseapi.Store, reopen func(*testing.T) leaseapi.Store) {
+		one := setup(t, store, defaultOptions())
+		two := setup(t, reopen(t), defaultOptions())
+		instances := []*testBundle{one, two}
+		job := one.job("run-now-shared")
+		wantLease(t, one.release(t, job, api.ReleaseRequest{Owner: "setup",
+			Token: wantLease(t, one.acquire(t, job, api.AcquireRequest{Owner: "setup"})).Token}))
+		triggered := wantLease(t, one.trigger(t, job, `{}`, nil))
+		if triggered.OwedTick == nil {
+			t.Fatalf("trigger: no owed tick")
+		}
+		claim := api.FormatTime(triggered.OwedTick.Time)
+		if o := two.owed(t, nil, job); len(o.Owed) != 1 || !o.Owed[0].Tick.Equal(triggered.OwedTick.Time) {
+			t.Fatalf("POST /owed on the other instance: got %+v, want the manual tick %s", o.Owed, claim)
+		}
+
+		const replicas = 8
+		answers := make([]response, replicas)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range replicas {
+			wg.Go(func() {
+				<-start
+				answers[i] = instances[i%2].acquire(t, job, api.AcquireRequest{Owner: fmt.Sprint("replica-", i), Tick: &claim})
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, a := range answers {
+			switch {
+			case a.status == http.StatusOK && winner >= 0:
+				t.Fatalf("the manual tick %s was granted to replica-%d and replica-%d", claim, winner, i)
+			case a.status == http.StatusOK:
+				winner = i
+			case a.status == http.StatusConflict:
+			default:
+				t.Errorf("replica-%d: got %d %s, want 200 or 409", i, a.status, a.body)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("the manual tick %s was granted to none of %d replicas", claim, replicas)
+		}
+		won := wantLease(t, answers[winner])
+		wantLease(t, instances[winner%2].release(t, job, api.ReleaseRequest{Owner: won.Owner, Token: won.Token}))
+		for i, b := range instances {
+			wantProblem(t, b.acquire(t, job, api.AcquireRequest{Owner: fmt.Sprint("late-", i), Tick: &claim}),
+				http.StatusConflict, api.CodeTickDone)
+		}
+	})
 }
