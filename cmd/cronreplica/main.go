@@ -88,6 +88,8 @@ func run(ctx context.Context, args []string, envToken string, stderr io.Writer) 
 	token := fs.String("token", envToken, "bearer token for leaseapi (default $LEASEAPI_TOKEN)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 0, "how long shutdown waits for running jobs (default ttl)")
+	catchUp := fs.Duration("catch-up", 0, "register catch-up latest for every job with this window (1m to 168h): after an outage a job runs its latest missed tick once (default off)")
+	owedPoll := fs.Duration("owed-poll", 0, "how often to ask leaseapi what the jobs owe (default 10s; negative: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -132,6 +134,7 @@ func run(ctx context.Context, args []string, envToken string, stderr io.Writer) 
 		HeartbeatInterval: *heartbeat,
 		RequestTimeout:    *requestTimeout,
 		ShutdownTimeout:   *shutdownTimeout,
+		OwedPollInterval:  *owedPoll,
 		Logger:            logger,
 		ReportFunc: func(rep jobs.Report) {
 			if rec == nil {
@@ -145,8 +148,12 @@ func run(ctx context.Context, args []string, envToken string, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	var opts []jobs.JobOption
+	if *catchUp != 0 {
+		opts = append(opts, jobs.CatchUp(*catchUp))
+	}
 	for i, name := range jobFlags.names {
-		if err := runner.Add(name, jobFlags.specs[i], simulatedWork(*work)); err != nil {
+		if err := runner.Add(name, jobFlags.specs[i], simulatedWork(*work), opts...); err != nil {
 			return err
 		}
 	}
