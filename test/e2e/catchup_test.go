@@ -15,10 +15,11 @@ import (
 
 // TestCatchUpEndToEnd: replicas run a job every 2 s with catch-up latest;
 // every replica is killed across several ticks, which are recorded missed,
-// and the job owes the newest of them. The replicas come back: exactly one
-// of them runs that tick once (trigger catch-up), and no tick is granted
-// twice. A catch-up run after the first one is only for a tick missed
-// after that run started (the replicas were still starting).
+// and the job owes the newest of them. Three replicas come back: exactly
+// one of them runs that tick once (trigger catch-up), then the schedule
+// runs as usual; an operator's trigger runs once on one of them; no tick
+// is granted twice. A catch-up run after the first one is only for a tick
+// missed after that run started (the replicas were still starting).
 func TestCatchUpEndToEnd(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -88,6 +89,21 @@ func TestCatchUpEndToEnd(t *testing.T) {
 		l := getLease(t, c, job)
 		return l.OwedTick == nil && l.LastCompletedTick != nil && l.LastCompletedTick.After(backAt) && len(catchUpRuns(t, c, job)) > 0
 	})
+
+	// An operator's run now: one of the three replicas runs it, once.
+	trig, err := c.TriggerJobWithResponse(context.Background(), job, nil, client.TriggerRequest{})
+	if err != nil || trig.JSON200 == nil || trig.JSON200.OwedTick == nil {
+		t.Fatalf("trigger: %v %v", err, trig)
+	}
+	manual := *trig.JSON200.OwedTick
+	poll(t, "the manual tick ran", 45*time.Second, func() bool {
+		for _, r := range allRuns(t, c, job) {
+			if r.Trigger == client.RunTriggerManual && r.Tick != nil && r.Tick.Equal(manual) && r.Outcome == client.RunOutcomeSucceeded {
+				return true
+			}
+		}
+		return false
+	})
 	for _, p := range reps {
 		p.signal(syscall.SIGTERM)
 	}
@@ -108,6 +124,18 @@ func TestCatchUpEndToEnd(t *testing.T) {
 				t.Errorf("tick %s was granted twice", r.Tick)
 			}
 		}
+	}
+	manuals := 0
+	for _, r := range runs {
+		if r.Trigger == client.RunTriggerManual {
+			manuals++
+			if r.Token == nil || r.Tick == nil || !r.Tick.Equal(manual) {
+				t.Errorf("manual run %+v: want a grant of the triggered tick %s", r, manual)
+			}
+		}
+	}
+	if manuals != 1 {
+		t.Errorf("the triggered tick ran %d times, want once", manuals)
 	}
 	ups := catchUpRuns(t, c, job)
 	first := ups[0]
