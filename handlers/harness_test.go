@@ -356,7 +356,7 @@ func (b *testBundle) send(t *testing.T, r request, validRequest bool) response {
 			t.Fatalf("%s: the request does not match the spec: %v", r, err)
 		}
 	}
-	client := *b.server.Client() // a copy: concurrent requests set their own bound
+	client := *b.server.Client()      // a copy: concurrent requests set their own bound
 	client.Timeout = 30 * time.Second // a bound, not a measurement
 	httpResp, err := client.Do(req)
 	if err != nil {
