@@ -51,17 +51,7 @@ func (r *Runner) pollOwed(ctx context.Context, jobs []*job, runs *sync.WaitGroup
 		ids = append(ids, j.id)
 	}
 	wait := rand.N(r.owedPollInterval + 1)
-	for {
-		timer := r.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.Chan():
-		}
-		if ctx.Err() != nil {
-			return // both were ready: shutdown wins
-		}
+	for r.sleep(ctx, wait) {
 		r.pollOnce(ctx, ids, byID, runs)
 		wait = pollJitter(r.owedPollInterval)
 	}

@@ -168,15 +168,24 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 			return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w; the tick is no longer current", err)
 		}
 		log.Warn("acquire failed, retrying", slog.Any("error", err), slog.Duration("backoff", wait))
-		t := r.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !r.sleep(ctx, wait) {
 			return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w (%w)", ErrShutdown, err)
-		case <-t.Chan():
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// sleep waits d on the runner's clock; it returns false, at once, when ctx
+// is done first (or both are ready: shutdown wins).
+func (r *Runner) sleep(ctx context.Context, d time.Duration) bool {
+	timer := r.clock.NewTimer(d)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return false
+	case <-timer.Chan():
+	}
+	return ctx.Err() == nil
 }
 
 // jitter returns a duration in [d/2, d): replicas that failed together do

@@ -113,15 +113,8 @@ func (r *Runner) Serve(ctx context.Context) error {
 func (r *Runner) schedule(ctx context.Context, j *job, runs *sync.WaitGroup) {
 	next := j.schedule.Next(r.clock.Now())
 	for !next.IsZero() {
-		timer := r.clock.NewTimer(next.Sub(r.clock.Now()))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !r.sleep(ctx, next.Sub(r.clock.Now())) {
 			return
-		case <-timer.Chan():
-		}
-		if ctx.Err() != nil {
-			return // both were ready: shutdown wins
 		}
 		// After a pause (a stopped process, a suspended machine) several
 		// ticks may be due: only the newest runs, the others are past.

@@ -104,17 +104,7 @@ func TestFailover(t *testing.T) {
 			cfg.Name, cfg.Control = "failover-async", true
 			cfg.InstanceEnv = map[int][]string{0: {"LEASEAPI_DURABILITY=local"}, 1: {"LEASEAPI_DURABILITY=local"}}
 			r, art := runFailover(t, cfg, false, []checker.FaultKind{checker.WALStallKill})
-			if !r.Caught("I1") {
-				t.Errorf("asynchronous replication with a stalled, killed leader was not caught by I1 (%s); artifacts in %s", r.SummaryLine(), art)
-				return
-			}
-			for _, v := range r.Violations {
-				if v.Invariant == "I1" {
-					t.Logf("caught, as it must be: %s", v)
-					break
-				}
-			}
-			_ = os.RemoveAll(art)
+			wantLostWrite(t, r, art, "asynchronous replication with a stalled, killed leader")
 		})
 	}
 	for _, seed := range controls {
@@ -122,17 +112,7 @@ func TestFailover(t *testing.T) {
 			cfg := failoverConfig(seed)
 			cfg.Name, cfg.Control, cfg.Mutant, cfg.WALStall = "failover-unguarded", true, "unguarded", unguardedStall
 			r, art := runFailover(t, cfg, true, []checker.FaultKind{checker.WALStallKill})
-			if !r.Caught("I1") {
-				t.Errorf("the unguarded build with a stalled, killed leader was not caught by I1 (%s); artifacts in %s", r.SummaryLine(), art)
-				return
-			}
-			for _, v := range r.Violations {
-				if v.Invariant == "I1" {
-					t.Logf("caught, as it must be: %s", v)
-					break
-				}
-			}
-			_ = os.RemoveAll(art)
+			wantLostWrite(t, r, art, "the unguarded build with a stalled, killed leader")
 		})
 	}
 }
@@ -452,4 +432,22 @@ func (e *env) failoverFault(pc *patroniCluster, k checker.FaultKind) (checker.Pr
 	p.NewLeader, p.NewTimeline = now.Name, now.Timeline
 	e.addFault(f)
 	return p, nil
+}
+
+// wantLostWrite fails the test unless r, a negative control's run, was
+// caught losing an acknowledged write (I1); the artifacts in art are kept
+// when it was not, and removed when it was.
+func wantLostWrite(t *testing.T, r *checker.Report, art, what string) {
+	t.Helper()
+	if !r.Caught("I1") {
+		t.Errorf("%s was not caught by I1 (%s); artifacts in %s", what, r.SummaryLine(), art)
+		return
+	}
+	for _, v := range r.Violations {
+		if v.Invariant == "I1" {
+			t.Logf("caught, as it must be: %s", v)
+			break
+		}
+	}
+	_ = os.RemoveAll(art)
 }

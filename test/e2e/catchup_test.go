@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi/api/client"
-	"github.com/leaseapi/leaseapi/repo/repotest"
 )
 
 // TestCatchUpEndToEnd: replicas run a job every 2 s with catch-up latest;
@@ -31,27 +30,7 @@ func TestCatchUpEndToEnd(t *testing.T) {
 		ttl   = 2 * time.Second
 		job   = "catch-up-report"
 	)
-	dsn := repotest.NewPostgresURL(t)
-	bin := buildBinaries(t)
-	procs := &processes{t: t, dir: t.TempDir()}
-	t.Cleanup(procs.killAll)
-
-	addr := freeAddr(t)
-	baseURL := "http://" + addr
-	service := procs.start("leaseapi-catch-up", filepath.Join(bin, "leaseapi"), nil,
-		"LEASEAPI_ADDR="+addr,
-		"LEASEAPI_DATABASE_URL="+dsn,
-		"LEASEAPI_LOG_LEVEL=warn",
-		"LEASEAPI_MIN_TTL=1s",
-		"LEASEAPI_REQUEST_TIMEOUT=2s",
-		"LEASEAPI_MISSED_GRACE="+grace.String(),
-		"LEASEAPI_MISSED_SWEEP="+sweep.String(),
-	)
-	waitReady(t, baseURL, service)
-	c, err := client.NewClientWithResponses(baseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, procs, baseURL, c := startSweepingService(t, "leaseapi-catch-up", grace, sweep)
 	args := []string{"-api", baseURL, "-ttl", ttl.String(), "-heartbeat", "300ms", "-request-timeout", "1s",
 		"-work", "100ms", "-log-level", "warn", "-catch-up", "1m", "-owed-poll", "200ms",
 		"-job", job + "=*/2 * * * * *"}

@@ -36,28 +36,7 @@ func TestMissedTicksEndToEnd(t *testing.T) {
 	// A database of its own: every leaseapi on a database sweeps all of
 	// its scheduled jobs, and this test compares one instance's counter
 	// with the jobs' counters.
-	dsn := repotest.NewPostgresURL(t)
-	bin := buildBinaries(t)
-	dir := t.TempDir()
-	procs := &processes{t: t, dir: dir}
-	t.Cleanup(procs.killAll)
-
-	addr := freeAddr(t)
-	baseURL := "http://" + addr
-	service := procs.start("leaseapi-missed", filepath.Join(bin, "leaseapi"), nil,
-		"LEASEAPI_ADDR="+addr,
-		"LEASEAPI_DATABASE_URL="+dsn,
-		"LEASEAPI_LOG_LEVEL=warn",
-		"LEASEAPI_MIN_TTL=1s",
-		"LEASEAPI_REQUEST_TIMEOUT=2s",
-		"LEASEAPI_MISSED_GRACE="+grace.String(),
-		"LEASEAPI_MISSED_SWEEP="+sweep.String(),
-	)
-	waitReady(t, baseURL, service)
-	c, err := client.NewClientWithResponses(baseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, procs, baseURL, c := startSweepingService(t, "leaseapi-missed", grace, sweep)
 
 	jobIDs := []string{"missed-job-a", "missed-job-b", "missed-job-c"}
 	args := []string{"-api", baseURL, "-ttl", ttl.String(), "-heartbeat", "300ms",
@@ -162,6 +141,35 @@ func TestMissedTicksEndToEnd(t *testing.T) {
 		t.Logf("missed: counter %v, leases %d, runs %d", counted, fromLeases, recorded)
 		return counted == float64(fromLeases) && recorded == fromLeases
 	})
+}
+
+// startSweepingService builds the binaries and starts one leaseapi named
+// name on a database of its own, with the missed-tick grace and sweep
+// interval given; it returns where the binaries are, the processes (which
+// the test's cleanup kills), the service's URL and a client of it.
+func startSweepingService(t *testing.T, name string, grace, sweep time.Duration) (string, *processes, string, *client.ClientWithResponses) {
+	t.Helper()
+	dsn := repotest.NewPostgresURL(t)
+	bin := buildBinaries(t)
+	procs := &processes{t: t, dir: t.TempDir()}
+	t.Cleanup(procs.killAll)
+	addr := freeAddr(t)
+	baseURL := "http://" + addr
+	service := procs.start(name, filepath.Join(bin, "leaseapi"), nil,
+		"LEASEAPI_ADDR="+addr,
+		"LEASEAPI_DATABASE_URL="+dsn,
+		"LEASEAPI_LOG_LEVEL=warn",
+		"LEASEAPI_MIN_TTL=1s",
+		"LEASEAPI_REQUEST_TIMEOUT=2s",
+		"LEASEAPI_MISSED_GRACE="+grace.String(),
+		"LEASEAPI_MISSED_SWEEP="+sweep.String(),
+	)
+	waitReady(t, baseURL, service)
+	c, err := client.NewClientWithResponses(baseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, procs, baseURL, c
 }
 
 // allRuns returns the whole run history of jobID, missed runs included.
