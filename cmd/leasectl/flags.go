@@ -112,11 +112,8 @@ Flags:
 	killGrace := fs.Duration("kill-grace", 0, "time between SIGTERM and SIGKILL when stopping COMMAND (default min(10s, TTL/2), at most TTL)")
 	wait := fs.Duration("wait", 10*time.Second, "how long to retry while leaseapi is unreachable or unavailable")
 	skippedCode := fs.Int("skipped-exit-code", 0, "exit status when the lease is not won (lease_held, tick_done, job_paused)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return runConfig{}, err
-		}
-		return runConfig{}, usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return runConfig{}, err
 	}
 	c := runConfig{
 		apiURL: *apiURL, caFile: *caFile, spec: *spec, grace: *grace, owed: *owed, ttl: *ttl, owner: *owner,
@@ -250,4 +247,14 @@ func hostname() string {
 		return "localhost"
 	}
 	return h
+}
+
+// parseFlags parses args into fs: flag.ErrHelp as it is (-h asked for
+// help), any other error as a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return usageError{err}
+	}
+	return err
 }

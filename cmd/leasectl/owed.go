@@ -63,11 +63,8 @@ Flags:
 	reason := fs.String("reason", "", "why the job is run now (at most 256 characters), shown with the owed tick as triggerReason")
 	key := fs.String("key", "", "the Idempotency-Key to send (default a new one per invocation)")
 	wait := fs.Duration("wait", 10*time.Second, "how long to retry while leaseapi is unreachable or unavailable")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *output != "" && *output != "json" {
 		return usagef("-o %q: want json (or nothing for one line)", *output)

@@ -50,11 +50,8 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 		fs.StringVar(&owner, "owner", "", "only leases whose current or last holder is this owner")
 		fs.StringVar(&prefix, "prefix", "", "only leases whose job id starts with this prefix")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *output != "" && *output != "json" {
 		return usagef("-o %q: want json (or nothing for a table)", *output)

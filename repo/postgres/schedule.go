@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -201,12 +202,14 @@ UPDATE runs SET expiry_counted = true WHERE id IN (
 	FOR UPDATE OF r SKIP LOCKED
 )`
 
-// catchUpWindowEnd is when the tick decideQuery decided missed ($13)
-// leaves the job's catch-up window, and owesCatchUp whether the job owes it.
-var (
-	catchUpWindowEnd = `$13::timestamptz + catch_up_window_ms * interval '1 millisecond'`
-	owesCatchUp      = `($13::timestamptz IS NOT NULL AND ` + stores.OwesCatchUp(`$6::timestamptz`, catchUpWindowEnd, `clock_timestamp()`) + `)`
-)
+// catchUpColumns and catchUpValues are what decideQuery writes to what
+// the job owes: the tick it decided missed ($13), while that tick is in
+// the job's catch-up window, when the job owes it (stores.OwesCatchUp).
+var catchUpColumns, catchUpValues = func() ([]string, []string) {
+	windowEnd := `$13::timestamptz + catch_up_window_ms * interval '1 millisecond'`
+	owes := `($13::timestamptz IS NOT NULL AND ` + stores.OwesCatchUp(`$6::timestamptz`, windowEnd, `clock_timestamp()`) + `)`
+	return stores.CatchUpDebt(owes, `$13::timestamptz`, windowEnd)
+}()
 
 // decideQuery writes what a pass decided for one job, in one statement:
 // the oldest undecided tick and when it is due, the counters, whether
@@ -220,14 +223,10 @@ var (
 var decideQuery = `
 WITH decided AS (
 	UPDATE leases SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at,
-			owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) =
+			` + strings.Join(catchUpColumns, ", ") + `) =
 		($2::timestamptz, $3::timestamptz, missed_ticks + $4::bigint, skipped_ticks + $5::bigint,
 		 CASE WHEN $7::boolean THEN $6::timestamptz ELSE missed_at END,
-		 CASE WHEN ` + owesCatchUp + ` THEN $13::timestamptz ELSE owed_tick END,
-		 CASE WHEN ` + owesCatchUp + ` THEN 'catch-up' ELSE owed_reason END,
-		 CASE WHEN ` + owesCatchUp + ` THEN NULL ELSE owed_by END,
-		 CASE WHEN ` + owesCatchUp + ` THEN NULL ELSE owed_trigger_reason END,
-		 CASE WHEN ` + owesCatchUp + ` THEN ` + catchUpWindowEnd + ` ELSE owed_until END)
+		 ` + strings.Join(catchUpValues, ",\n\t\t ") + `)
 	WHERE job_id = $1 AND decide_at IS NOT DISTINCT FROM $8::timestamptz AND schedule = $9::text
 		AND paused_at IS NOT DISTINCT FROM $10::timestamptz
 	RETURNING job_id

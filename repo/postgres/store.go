@@ -342,12 +342,7 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		CatchUp:           leaseapi.CatchUp(r.CatchUp),
 		CatchUpWindow:     time.Duration(r.CatchUpWindowMs) * time.Millisecond,
 	}
-	// A debt past its owed_until is no longer claimable: the lease shows
-	// nothing owed, as POST /owed does (stores.OwedAt), until the sweep
-	// clears it.
-	if r.OwedUntil.Valid && r.OwedUntil.Time.After(r.Now) {
-		l.OwedTick, l.OwedReason = nullTime(r.OwedTick), leaseapi.Trigger(r.OwedReason.String)
-	}
+	stores.SetOwed(&l, nullTime(r.OwedTick), r.OwedReason.String, nullTime(r.OwedUntil), r.Now)
 	if r.RevokedAt.Valid {
 		l.RevokedBy = r.RevokedBy.String
 	}

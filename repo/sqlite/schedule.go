@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -148,13 +149,19 @@ SELECT token, tick, started_at, ended_at, trigger FROM (
 INSERT INTO runs (job_id, tick, ended_at, outcome) VALUES ($1, $2, $3, 'missed')`
 )
 
-// catchUpWindowEnd is when the tick decidedQuery decided missed ($8)
-// leaves the job's catch-up window, and owesCatchUp whether the job owes
-// it at $9.
-var (
-	catchUpWindowEnd = `$8 + catch_up_window_ms`
-	owesCatchUp      = `($8 IS NOT NULL AND ` + stores.OwesCatchUp(`$6`, catchUpWindowEnd, `$9`) + `)`
-)
+// catchUpSet is what decidedQuery writes to what the job owes: the tick
+// it decided missed ($8), while that tick is in the job's catch-up window,
+// when the job owes it at $9 (stores.OwesCatchUp).
+var catchUpSet = func() string {
+	windowEnd := `$8 + catch_up_window_ms`
+	owes := `($8 IS NOT NULL AND ` + stores.OwesCatchUp(`$6`, windowEnd, `$9`) + `)`
+	columns, values := stores.CatchUpDebt(owes, `$8`, windowEnd)
+	set := make([]string, len(columns))
+	for i := range columns {
+		set[i] = columns[i] + ` = ` + values[i]
+	}
+	return strings.Join(set, ",\n\t")
+}()
 
 // decidedQuery records a pass: the oldest undecided tick, when it is
 // due, the counters, whether the newest decided tick was missed ($7: 1
@@ -166,11 +173,7 @@ var decidedQuery = `
 UPDATE leases SET next_tick = $2, decide_at = $3,
 	missed_ticks = missed_ticks + $4, skipped_ticks = skipped_ticks + $5,
 	missed_at = CASE WHEN $7 THEN $6 ELSE missed_at END,
-	owed_tick = CASE WHEN ` + owesCatchUp + ` THEN $8 ELSE owed_tick END,
-	owed_reason = CASE WHEN ` + owesCatchUp + ` THEN 'catch-up' ELSE owed_reason END,
-	owed_by = CASE WHEN ` + owesCatchUp + ` THEN NULL ELSE owed_by END,
-	owed_trigger_reason = CASE WHEN ` + owesCatchUp + ` THEN NULL ELSE owed_trigger_reason END,
-	owed_until = CASE WHEN ` + owesCatchUp + ` THEN ` + catchUpWindowEnd + ` ELSE owed_until END
+	` + catchUpSet + `
 WHERE job_id = $1`
 
 // countExpiriesQuery marks, once, the open runs whose grant passed its

@@ -512,12 +512,7 @@ func (r *leaseRow) lease(now int64) leaseapi.Lease {
 		CatchUp:           leaseapi.CatchUp(r.CatchUp),
 		CatchUpWindow:     time.Duration(r.CatchUpWindowMs) * time.Millisecond,
 	}
-	// A debt past its owed_until is no longer claimable: the lease shows
-	// nothing owed, as Owed does (stores.OwedAt), until the sweep clears it;
-	// so an acquire (decide.Claim, decide.ClaimedTick) cannot claim it.
-	if r.OwedUntil.Valid && r.OwedUntil.Int64 > now {
-		l.OwedTick, l.OwedReason = fromNullMs(r.OwedTick), leaseapi.Trigger(r.OwedReason.String)
-	}
+	stores.SetOwed(&l, fromNullMs(r.OwedTick), r.OwedReason.String, fromNullMs(r.OwedUntil), fromMs(now))
 	if r.RevokedAt.Valid {
 		l.RevokedBy = r.RevokedBy.String
 	}

@@ -34,6 +34,22 @@ func OwesCatchUp(missedAt, windowEnd, now string) string {
 		` AND ` + windowEnd + ` > ` + now + `)`
 }
 
+// CatchUpDebt is what a sweep's decision writes to what the job owes, in
+// the SQL of both stores: the owed_* columns and, in their order, each
+// one's new value: the catch-up debt of tick, claimable until windowEnd,
+// when owes (OwesCatchUp) holds, else the row's own value.
+func CatchUpDebt(owes, tick, windowEnd string) (columns, values []string) {
+	debt := []struct{ column, value string }{
+		{"owed_tick", tick}, {"owed_reason", "'catch-up'"}, {"owed_by", "NULL"},
+		{"owed_trigger_reason", "NULL"}, {"owed_until", windowEnd},
+	}
+	for _, d := range debt {
+		columns = append(columns, d.column)
+		values = append(values, `CASE WHEN `+owes+` THEN `+d.value+` ELSE `+d.column+` END`)
+	}
+	return columns, values
+}
+
 // ListFilters are the conditions of the lease list's paused and overdue
 // filters, appended to its WHERE; a store's query refers to the leases
 // row without a qualifier. They are spelled out rather than bound as

@@ -103,3 +103,14 @@ func ValidateAcquire(p *leaseapi.AcquireParams) error {
 	}
 	return nil
 }
+
+// SetOwed sets what l owes from its row: tick and reason while the debt is
+// claimable at now (until after now, as OwedAt says), else nothing. A debt
+// past its claimable time is no longer owed, so the lease shows none, and
+// an acquire decided on the lease (decide.Claim, decide.ClaimedTick)
+// cannot claim it, until the sweep clears it.
+func SetOwed(l *leaseapi.Lease, tick *time.Time, reason string, until *time.Time, now time.Time) {
+	if tick != nil && until != nil && until.After(now) {
+		l.OwedTick, l.OwedReason = tick, leaseapi.Trigger(reason)
+	}
+}
