@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/leaseapi/leaseapi/internal/pgcluster"
 )
 
 // noopServeFlag makes leasebench serve the calibration handler instead of
@@ -54,7 +56,7 @@ func startNoop(ctx context.Context, logDir string) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("calibration server: %w", err)
 	}
-	port, err := freePort()
+	port, err := pgcluster.PickPort()
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leaseapi/leaseapi/internal/pgcluster"
 )
 
 // buildLeaseapi builds cmd/leaseapi into dir and returns the binary's path.
@@ -62,7 +64,7 @@ type serverConfig struct {
 // LEASEAPI_ settings of cfg (inherited ones are dropped), and waits until
 // /readyz answers 200.
 func startServer(ctx context.Context, cfg serverConfig) (*server, error) {
-	port, err := freePort()
+	port, err := pgcluster.PickPort()
 	if err != nil {
 		return nil, err
 	}
@@ -105,16 +107,6 @@ func startServer(ctx context.Context, cfg serverConfig) (*server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitReady polls /readyz every 50 ms until it answers 200, the process

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -72,10 +73,11 @@ func PostgresUser(t testing.TB) (uid, gid int) {
 	return uid, gid
 }
 
-// FreePort returns a TCP port nobody listens on right now.
+// FreePort returns a loopback TCP port nobody listens on right now, below
+// the kernel's ephemeral range (see PickPort).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	port, err := freePort()
+	port, err := PickPort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func New(conf []string) (c *Cluster, err error) {
 	if out, err := asPostgres(pgTimeout, "initdb", "-D", c.Data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"); err != nil {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	if c.Port, err = freePort(); err != nil {
+	if c.Port, err = PickPort(); err != nil {
 		return nil, err
 	}
 	settings := append([]string{
@@ -161,7 +163,7 @@ func NewStandby(primary *Cluster, name string, conf []string) (c *Cluster, err e
 		"-D", c.Data, "-R", "-X", "stream", "-c", "fast", "-d", "application_name="+name); err != nil {
 		return nil, fmt.Errorf("pg_basebackup: %w\n%s", err, out)
 	}
-	if c.Port, err = freePort(); err != nil {
+	if c.Port, err = PickPort(); err != nil {
 		return nil, err
 	}
 	// The copy has the primary's settings; these, appended, win.
@@ -335,12 +337,48 @@ func (c *Cluster) DSN(db string, params ...string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2%s", c.Port, db, strings.Join(params, ""))
 }
 
-// freePort returns a TCP port nobody listens on right now.
-func freePort() (int, error) {
+// PickPort returns a loopback TCP port nobody listens on right now, for a
+// server that binds it a moment later. It is drawn from below the kernel's
+// ephemeral range: a port of that range (what listening on port 0 returns)
+// can be handed to an outgoing connection or another port-0 listener before
+// the server binds it, and the server then fails to start.
+func PickPort() (int, error) {
+	lo := ephemeralLow()
+	const from = 20000
+	for range 100 {
+		if lo <= from {
+			break
+		}
+		port := from + rand.IntN(lo-from)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken; draw again
+		}
+		_ = l.Close()
+		return port, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux:
+// net.ipv4.ip_local_port_range), 32768 when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return lo
 }

@@ -336,7 +336,8 @@ func (e *env) startInstance(inst *instance) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if !p.alive() {
-			return fmt.Errorf("leaseapi instance %d exited at start; see %s", inst.i, e.art)
+			log := filepath.Join(e.art, fmt.Sprintf("leaseapi-%d.log", inst.i))
+			return fmt.Errorf("leaseapi instance %d exited at start (%v); the end of %s:\n%s", inst.i, p.exitError(), log, tail(log, 20))
 		}
 		resp, err := e.httpc.Get(url)
 		if err == nil {

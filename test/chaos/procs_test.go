@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,6 +63,27 @@ func startProcIn(name, path string, args, env []string, logPath string, cred *sy
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// exitError is how the process ended (nil while it runs, or when it exited
+// with status 0).
+func (p *proc) exitError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+// tail returns the last n lines of the file at path, or why it cannot.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
 
 func (p *proc) alive() bool {
 	select {
