@@ -63,8 +63,10 @@
 // tick is released with outcome succeeded it becomes the lease's
 // lastCompletedTick, and an acquire for that tick or an earlier one is
 // refused with tick_done: a replica that wakes up late does not run a tick
-// that already ran. A tick released failed, or whose holder expired, can be
-// acquired again. The same owner acquiring the same tick again while it
+// that already ran. The one exception is a tick the job owes and nobody has
+// claimed yet (a manual run, a catch-up): it has not run, so a later tick
+// of the schedule that completed first does not make it done. A tick
+// released failed, or whose holder expired, can be acquired again. The same owner acquiring the same tick again while it
 // holds the lease is an idempotent retry: same token, renewed expiry.
 //
 // An acquire may also carry the job's schedule (a cron spec, package

@@ -12,9 +12,13 @@ func Renews(p *leaseapi.AcquireParams, cur leaseapi.Lease) bool {
 }
 
 // TickDone reports whether p's tick is at or before cur's last completed
-// tick: it ran already, and is never granted again.
+// tick: it ran already, and is never granted again. The tick cur owes
+// (shown only while it is claimable) is not done whatever later tick
+// completed: it has not run (a manual tick a later tick of the schedule
+// overtook before any replica claimed it).
 func TickDone(p *leaseapi.AcquireParams, cur leaseapi.Lease) bool {
-	return p.Tick != nil && cur.LastCompletedTick != nil && !p.Tick.After(*cur.LastCompletedTick)
+	return p.Tick != nil && cur.LastCompletedTick != nil && !p.Tick.After(*cur.LastCompletedTick) &&
+		(cur.OwedTick == nil || !p.Tick.Equal(*cur.OwedTick))
 }
 
 // Acquire decides an acquire p against the lease cur as it is at the

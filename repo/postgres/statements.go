@@ -23,9 +23,16 @@ func renewsAt(now, owner, tick, nearest string) string {
 	return `(` + stores.HeldAt(now) + ` AND ` + holderOf(owner, tick, nearest) + `)`
 }
 
-// tickDone: tick ran already (decide.TickDone).
-func tickDone(tick string) string {
-	return `COALESCE(` + tick + ` <= l.last_completed_tick, false)`
+// tickDone: tick ran already at now: it is at or before the last completed
+// tick, and it is not the tick l owes, which has not run whatever later
+// tick completed (decide.TickDone).
+func tickDone(tick, now string) string {
+	return `(COALESCE(` + tick + ` <= l.last_completed_tick, false) AND NOT COALESCE(` + owesTick(tick, now) + `, false))`
+}
+
+// owesTick: tick is the tick l owes, still claimable at now.
+func owesTick(tick, now string) string {
+	return `(` + tick + ` = l.owed_tick AND l.owed_until > ` + now + `)`
 }
 
 // walTimeline is the primary's current WAL timeline, read as Patroni reads
@@ -78,7 +85,7 @@ var productionParts = statementParts{
 // tick ran already, or the grant is held by someone else, or the job is
 // paused and this is not the holder's renewal.
 func (p statementParts) refused(now, owner, tick, nearest string) string {
-	return `(` + tickDone(tick) + `
+	return `(` + tickDone(tick, now) + `
 			OR (` + p.heldAgainst(now) + ` AND NOT ` + holderOf(owner, tick, nearest) + `)
 			OR (l.paused_at IS NOT NULL AND NOT ` + renewsAt(now, owner, tick, nearest) + `))`
 }
@@ -193,7 +200,7 @@ func resolvedOf(col string) string {
 // owes, while it is claimable: its run has the owed tick's trigger
 // (decide.Claim).
 func claimsOwed(renew, tick, now string) string {
-	return `COALESCE(NOT ` + renew + ` AND ` + tick + ` = l.owed_tick AND l.owed_until > ` + now + `, false)`
+	return `COALESCE(NOT ` + renew + ` AND ` + owesTick(tick, now) + `, false)`
 }
 
 // settlesOwed: a new grant of tick at now settles what l owes: it claims
@@ -201,7 +208,7 @@ func claimsOwed(renew, tick, now string) string {
 // ran since the missed tick); a manual tick stays owed until it is
 // claimed, cancelled or expires (decide.Claim).
 func settlesOwed(renew, tick, now string) string {
-	return `COALESCE(NOT ` + renew + ` AND ((` + tick + ` = l.owed_tick AND l.owed_until > ` + now + `)
+	return `COALESCE(NOT ` + renew + ` AND (` + owesTick(tick, now) + `
 		OR (l.owed_reason = 'catch-up' AND ` + tick + ` > l.owed_tick)), false)`
 }
 
