@@ -1692,7 +1692,8 @@ type ClientInterface interface {
 	// request has no tick) this is an idempotent retry: same token, expiresAt =
 	// now + ttl. While the job is paused every other acquire is refused with
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
-	// `tick_done`; a lease held by another owner, or by the same owner for
+	// `tick_done`, except the `owedTick` (it has not run, even when a later
+	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
 	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
@@ -1717,7 +1718,8 @@ type ClientInterface interface {
 	// request has no tick) this is an idempotent retry: same token, expiresAt =
 	// now + ttl. While the job is paused every other acquire is refused with
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
-	// `tick_done`; a lease held by another owner, or by the same owner for
+	// `tick_done`, except the `owedTick` (it has not run, even when a later
+	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
 	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
@@ -2176,7 +2178,8 @@ func (c *Client) GetLease(ctx context.Context, jobId JobID, reqEditors ...Reques
 // request has no tick) this is an idempotent retry: same token, expiresAt =
 // now + ttl. While the job is paused every other acquire is refused with
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
-// `tick_done`; a lease held by another owner, or by the same owner for
+// `tick_done`, except the `owedTick` (it has not run, even when a later
+// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
 // another tick, with `lease_held` and `Retry-After`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
@@ -2211,7 +2214,8 @@ func (c *Client) AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentT
 // request has no tick) this is an idempotent retry: same token, expiresAt =
 // now + ttl. While the job is paused every other acquire is refused with
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
-// `tick_done`; a lease held by another owner, or by the same owner for
+// `tick_done`, except the `owedTick` (it has not run, even when a later
+// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
 // another tick, with `lease_held` and `Retry-After`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
@@ -3966,7 +3970,8 @@ type ClientWithResponsesInterface interface {
 	// request has no tick) this is an idempotent retry: same token, expiresAt =
 	// now + ttl. While the job is paused every other acquire is refused with
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
-	// `tick_done`; a lease held by another owner, or by the same owner for
+	// `tick_done`, except the `owedTick` (it has not run, even when a later
+	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
 	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
@@ -3991,7 +3996,8 @@ type ClientWithResponsesInterface interface {
 	// request has no tick) this is an idempotent retry: same token, expiresAt =
 	// now + ttl. While the job is paused every other acquire is refused with
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
-	// `tick_done`; a lease held by another owner, or by the same owner for
+	// `tick_done`, except the `owedTick` (it has not run, even when a later
+	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
 	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
@@ -6954,7 +6960,8 @@ func (c *ClientWithResponses) GetLeaseWithResponse(ctx context.Context, jobId Jo
 // request has no tick) this is an idempotent retry: same token, expiresAt =
 // now + ttl. While the job is paused every other acquire is refused with
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
-// `tick_done`; a lease held by another owner, or by the same owner for
+// `tick_done`, except the `owedTick` (it has not run, even when a later
+// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
 // another tick, with `lease_held` and `Retry-After`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
@@ -6985,7 +6992,8 @@ func (c *ClientWithResponses) AcquireLeaseWithBodyWithResponse(ctx context.Conte
 // request has no tick) this is an idempotent retry: same token, expiresAt =
 // now + ttl. While the job is paused every other acquire is refused with
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
-// `tick_done`; a lease held by another owner, or by the same owner for
+// `tick_done`, except the `owedTick` (it has not run, even when a later
+// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
 // another tick, with `lease_held` and `Retry-After`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
