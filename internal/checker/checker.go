@@ -124,10 +124,13 @@ type Stats struct {
 	FaultFreePct     float64 `json:"faultFreePct"`
 	FaultFreeTicks   int     `json:"faultFreeTicks"`
 
-	DuplicateTickRuns int           `json:"duplicateTickRuns"`
-	FencedRejections  int           `json:"fencedRejections"`
-	BeliefOverlaps    int           `json:"beliefOverlaps"`
-	MaxBeliefOverlap  time.Duration `json:"maxBeliefOverlap"`
+	DuplicateTickRuns int `json:"duplicateTickRuns"`
+	// RunsByTrigger counts the grants in the run history by what started
+	// them (schedule, catch-up, manual).
+	RunsByTrigger    map[string]int `json:"runsByTrigger,omitempty"`
+	FencedRejections int            `json:"fencedRejections"`
+	BeliefOverlaps   int            `json:"beliefOverlaps"`
+	MaxBeliefOverlap time.Duration  `json:"maxBeliefOverlap"`
 
 	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
 	Linearizability map[string]string `json:"linearizability,omitempty"`
@@ -223,6 +226,9 @@ func (r *Report) SummaryLine() string {
 		s.ExecutedPct, s.OutsideFaultsPct, s.FaultFreePct, s.FaultFreeTicks)
 	fmt.Fprintf(&b, " | %d calls, %d uncertain (%d acquires, %d of them granted, %d retried while granted), %d fenced writes rejected, %d belief overlaps (max %s)",
 		s.Ops, s.Uncertain, s.UncertainAcquires, s.UncertainAcquiresGranted, s.UncertainAcquiresRetried, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
+	if n := s.RunsByTrigger[TriggerCatchUp] + s.RunsByTrigger[TriggerManual]; n > 0 {
+		fmt.Fprintf(&b, " | owed ticks run: %d catch-up, %d manual", s.RunsByTrigger[TriggerCatchUp], s.RunsByTrigger[TriggerManual])
+	}
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, " %s=%d", inv, r.Counts[inv])

@@ -139,6 +139,30 @@ type Run struct {
 	StartedAt time.Time
 	EndedAt   time.Time // zero while running
 	Outcome   string
+	// Trigger is what started the run: "schedule", "catch-up" (the tick
+	// a job owed after a missed tick) or "manual" (an operator's
+	// trigger); "" for a store that does not record it. TriggeredBy names
+	// who triggered a manual run.
+	Trigger     string
+	TriggeredBy string
+}
+
+// The triggers of a run.
+const (
+	TriggerSchedule = "schedule"
+	TriggerCatchUp  = "catch-up"
+	TriggerManual   = "manual"
+)
+
+// TriggerCall is one operator's trigger (POST /leases/{jobId}/trigger)
+// the harness sent: the manual tick it answered is owed once.
+type TriggerCall struct {
+	Job          string
+	Call, Return time.Time
+	// Status is the HTTP status (0 without an answer); Tick the owed
+	// manual tick of a 200.
+	Status int
+	Tick   time.Time
 }
 
 // LeaseRow is one row of the leases table, read after the run.
@@ -263,8 +287,18 @@ type History struct {
 	// fault that starts within MaxRun after a tick can still cost it.
 	MaxRun time.Duration
 
-	Ops       []Op
-	Runs      []Run
+	Ops  []Op
+	Runs []Run
+	// Missed are the runs without a holder the sweep recorded (outcome
+	// missed), which the checks of grants do not see.
+	Missed []Run
+	// Triggers are the operator's triggers the harness sent; nil when it
+	// sent none (then manual runs are not matched with triggers).
+	Triggers []TriggerCall
+	// Grace is the jobs' effective grace (zero: Period): a scheduled tick
+	// whose lease an owed tick's grant took within [tick, tick + grace]
+	// is skipped, not missed.
+	Grace     time.Duration
 	Leases    []LeaseRow
 	Witness   []WitnessRun
 	Rejected  []Rejection
