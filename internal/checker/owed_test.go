@@ -138,3 +138,58 @@ func TestOwedGrantSkipsTheScheduledTick(t *testing.T) {
 		t.Errorf("with a schedule grant: busy %d, scheduled %d; want 0, 3", r.Stats.TicksBusy, r.Stats.TicksScheduled)
 	}
 }
+
+// lateClaims is a job whose manual tick M (between ticks 1 and 2) b runs
+// and fails; c claims M late, when it is no longer owed, and the service
+// snaps it to tick 1, which c is granted and completes; d claims M later
+// still and is refused tick_done (tick 1 is done, M itself is not).
+func lateClaims() *History {
+	m := at(2600)
+	l1 := lease("a", 1, 2, 2, 0, -1)
+	l2 := &Lease{Owner: "b", Token: 2, State: "held", AcquiredAt: at(2702), RenewedAt: at(2702), ExpiresAt: at(2702).Add(ttl), TTL: ttl, Tick: m, LastCompletedTick: tick(0)}
+	l3 := lease("c", 3, 3002, 3002, 1, 0)
+	rel2 := releaseOp("b", 2, 2800, 2805, ResultOK, releasedLease(l2, 2802, 0))
+	rel2.Outcome = "failed"
+	claim := func(client string, call int, res Result, l *Lease) Op {
+		o := acquireOp(client, -1, call, call+5, res, l)
+		o.Tick = m
+		return o
+	}
+	return &History{
+		Jobs: []string{"j"}, Period: period, TTL: ttl, HeartbeatInterval: time.Second, MaxTTL: time.Hour,
+		Ops: []Op{
+			acquireOp("a", 0, 0, 5, ResultOK, l1),
+			releaseOp("a", 1, 1000, 1005, ResultOK, releasedLease(l1, 1002, 0)),
+			claim("b", 2700, ResultOK, l2),
+			rel2,
+			claim("c", 3000, ResultOK, l3),
+			releaseOp("c", 3, 3200, 3205, ResultOK, releasedLease(l3, 3202, 1)),
+			claim("d", 3500, ResultTickDone, releasedLease(l3, 3202, 1)),
+		},
+		Runs: []Run{
+			{ID: 1, Job: "j", Token: 1, Owner: "a", Tick: tick(0), StartedAt: at(2), EndedAt: at(1002), Outcome: "succeeded", Trigger: TriggerSchedule},
+			{ID: 2, Job: "j", Token: 2, Owner: "b", Tick: m, StartedAt: at(2702), EndedAt: at(2802), Outcome: "failed", Trigger: TriggerManual},
+			{ID: 3, Job: "j", Token: 3, Owner: "c", Tick: tick(1), StartedAt: at(3002), EndedAt: at(3202), Outcome: "succeeded", Trigger: TriggerSchedule},
+		},
+		Leases: []LeaseRow{{Job: "j", Owner: "c", Token: 3, ExpiresAt: at(3202)}},
+	}
+}
+
+// TestLateClaimOfAManualTickIsSnapped: I4's model knows that an acquire of
+// a tick off the schedule may be answered for the schedule's tick before
+// it; without the schedule's period it could not explain the history.
+func TestLateClaimOfAManualTickIsSnapped(t *testing.T) {
+	t.Parallel()
+	r := check(t, lateClaims())
+	for _, v := range r.Violations {
+		t.Errorf("violation in a legal history: %s", v)
+	}
+	if got := r.Stats.Linearizability["j"]; got != "Ok" {
+		t.Errorf("porcupine: got %s, want Ok", got)
+	}
+	h := lateClaims()
+	h.Period = 0
+	if r := check(t, h); r.Stats.Linearizability["j"] != "Illegal" {
+		t.Errorf("without the schedule: porcupine %s, want Illegal", r.Stats.Linearizability["j"])
+	}
+}
