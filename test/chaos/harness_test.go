@@ -746,6 +746,23 @@ FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// The missed ticks: a catch-up run must be of one of them (I6).
+	rows, err = e.leases().QueryContext(ctx, `SELECT id, job_id, tick, ended_at, outcome FROM runs WHERE token IS NULL ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read missed runs: %w", err)
+	}
+	for rows.Next() {
+		var r checker.Run
+		var tick, ended sql.NullTime
+		if err := rows.Scan(&r.ID, &r.Job, &tick, &ended, &r.Outcome); err != nil {
+			return err
+		}
+		r.Tick, r.EndedAt = nullTime(tick), nullTime(ended)
+		h.Missed = append(h.Missed, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
 	rows, err = e.leases().QueryContext(ctx, `SELECT job_id, owner, token, expires_at FROM leases WHERE `+workloadJobs+` ORDER BY job_id`)
 	if err != nil {
 		return fmt.Errorf("read leases: %w", err)
