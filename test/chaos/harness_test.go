@@ -75,6 +75,14 @@ type runConfig struct {
 	LinearizabilityTimeout time.Duration
 }
 
+// The bearer tokens of a chaos run: replicas, the zombie and the probe
+// lease with leaseToken; the harness's operator (triggers, webhooks) acts
+// with adminToken.
+const (
+	leaseToken = "chaos-lease-token"
+	adminToken = "chaos-admin-token"
+)
+
 // workMax is the longest job body of the replicas (their -work-max).
 const workMax = 1500 * time.Millisecond
 
@@ -313,6 +321,8 @@ func (e *env) instanceEnv(i, port int) []string {
 		"LEASEAPI_SHUTDOWN_TIMEOUT=5s",
 		"LEASEAPI_LOG_LEVEL=info",
 		"LEASEAPI_LOG_FORMAT=json",
+		"LEASEAPI_API_TOKENS="+leaseToken,
+		"LEASEAPI_ADMIN_TOKENS="+adminToken,
 	)
 	if e.cfg.Mutant != "" {
 		env = append(env, "LEASEAPI_MUTANT="+e.cfg.Mutant)
@@ -389,6 +399,7 @@ func (e *env) startReplica(slot *replicaSlot) error {
 		"-ttl", e.cfg.TTL.String(), "-heartbeat", e.cfg.Heartbeat.String(),
 		"-request-timeout", e.cfg.ClientTimeout.String(),
 		"-work-max", workMax.String(),
+		"-token", leaseToken,
 		"-witness", dsn,
 		"-record", filepath.Join(e.art, "ops-"+owner+".jsonl"),
 		"-seed", fmt.Sprint(e.cfg.Seed*1000 + uint64(slot.i*100+slot.incarnation)),
@@ -484,6 +495,7 @@ func (e *env) call(client string, inst int, job, kind string, body map[string]an
 	url := fmt.Sprintf("http://127.0.0.1:%d/leases/%s/%s", e.insts[inst].port, job, kind)
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+leaseToken)
 	resp, err := e.httpc.Do(req)
 	ret := &record.Event{Ev: "ret", ID: id}
 	if err != nil {

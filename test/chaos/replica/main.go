@@ -11,7 +11,7 @@
 // recorder, and calls spread over several leaseapi instances at random.
 //
 //	replica -api http://127.0.0.1:8001,http://127.0.0.1:8002 -owner r1/ab12 \
-//	    -jobs 20 -period 2s -ttl 3s -witness postgres://... -record ops.jsonl
+//	    -jobs 20 -period 2s -ttl 3s -token T -witness postgres://... -record ops.jsonl
 //
 // SIGTERM stops it: running jobs are cancelled and their leases released.
 package main
@@ -68,6 +68,7 @@ type config struct {
 	workMin        time.Duration
 	workMax        time.Duration
 	jitter         time.Duration
+	token          string
 	witness        string
 	record         string
 	seed           uint64
@@ -88,6 +89,7 @@ func parse(args []string) (config, error) {
 	fs.DurationVar(&c.workMin, "work-min", 50*time.Millisecond, "shortest job body")
 	fs.DurationVar(&c.workMax, "work-max", 1500*time.Millisecond, "longest job body")
 	fs.DurationVar(&c.jitter, "jitter", 50*time.Millisecond, "random delay before each acquire")
+	fs.StringVar(&c.token, "token", "", "bearer token for leaseapi")
 	fs.StringVar(&c.witness, "witness", "", "DSN of the witness schema (direct, not through a proxy)")
 	fs.StringVar(&c.record, "record", "", "append the call history to this file")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the replica's randomness")
@@ -140,7 +142,7 @@ func run(ctx context.Context, args []string) error {
 			IdleConnTimeout:     30 * time.Second,
 		}},
 	}
-	c, err := client.NewClientWithResponses(cfg.apis[0].String(), client.WithHTTPClient(d))
+	c, err := client.NewClientWithResponses(cfg.apis[0].String(), client.WithHTTPClient(d), client.WithBearerToken(cfg.token))
 	if err != nil {
 		return err
 	}
