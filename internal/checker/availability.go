@@ -145,6 +145,11 @@ func checkAvailability(h *History, r *Report, opts Options) {
 			timeouts = append(timeouts, fmt.Sprintf("%s %s by %s to instance %d at %s", o.Kind, o.Job, o.Client, o.Instance, fmtTime(o.Call)))
 		}
 	}
+	for i := range h.Triggers {
+		if c := &h.Triggers[i]; c.Result == ResultError {
+			errs = append(errs, fmt.Sprintf("%s %s by %s at %s: %d", c.Kind, c.Job, c.Client, fmtTime(c.Call), c.Status))
+		}
+	}
 	if len(errs) > 0 {
 		r.add("I9", "", "%d calls answered with a 5xx other than 503: %s", len(errs), listed(errs))
 	}

@@ -154,15 +154,44 @@ const (
 	TriggerManual   = "manual"
 )
 
-// TriggerCall is one operator's trigger (POST /leases/{jobId}/trigger)
-// the harness sent: the manual tick it answered is owed once.
+// TriggerKind is an operator's call about what a job owes.
+type TriggerKind string
+
+// The operator's calls.
+const (
+	// RunNow is POST /leases/{jobId}/trigger: the job owes a manual tick.
+	RunNow TriggerKind = "trigger"
+	// CancelOwed is DELETE /leases/{jobId}/trigger: the job owes nothing.
+	CancelOwed TriggerKind = "cancel_trigger"
+)
+
+// TriggerCall is one call of the harness acting as an operator: a run now
+// (with its Idempotency-Key) or the cancellation of what a job owes. The
+// lease of a 200 says what the job owes after it: for a run now, the
+// manual tick the call made or answered (a retry with the key of the last
+// manual tick answers it whatever became of it, so then possibly nothing).
 type TriggerCall struct {
-	Job          string
-	Call, Return time.Time
-	// Status is the HTTP status (0 without an answer); Tick the owed
-	// manual tick of a 200.
-	Status int
-	Tick   time.Time
+	Kind     TriggerKind
+	Client   string
+	Instance int
+	Job      string
+	// Key is a run now's Idempotency-Key.
+	Key          string
+	Call, Return time.Time // Return is zero for a call that never returned
+	Status       int
+	Result       Result
+	// OwedTick and OwedReason are what the answered lease owes (zero and
+	// "" when nothing, or no lease was answered).
+	OwedTick   time.Time
+	OwedReason string
+}
+
+// ManualTick is the manual tick the answer of a run now named, or zero.
+func (c *TriggerCall) ManualTick() time.Time {
+	if c.Kind != RunNow || c.Result != ResultOK || c.OwedReason != TriggerManual {
+		return time.Time{}
+	}
+	return c.OwedTick
 }
 
 // LeaseRow is one row of the leases table, read after the run.
@@ -290,15 +319,22 @@ type History struct {
 	Ops  []Op
 	Runs []Run
 	// Missed are the runs without a holder the sweep recorded (outcome
-	// missed), which the checks of grants do not see.
+	// missed): the ticks of the schedule nobody ran (Trigger schedule),
+	// which a catch-up run must be of, and the manual ticks nobody claimed
+	// (Trigger manual). The checks of grants do not see them.
 	Missed []Run
-	// Triggers are the operator's triggers the harness sent; nil when it
-	// sent none (then manual runs are not matched with triggers).
+	// Triggers are the calls of the harness acting as an operator; nil when
+	// the history does not record them (then manual runs are not matched
+	// with them).
 	Triggers []TriggerCall
+	// CatchUpJobs are the jobs the replicas registered with catch-up
+	// latest; nil when the history does not say.
+	CatchUpJobs []string
 	// Grace is the jobs' effective grace (zero: Period): a scheduled tick
 	// whose lease an owed tick's grant took within [tick, tick + grace]
 	// is skipped, not missed.
-	Grace     time.Duration
+	Grace time.Duration
+
 	Leases    []LeaseRow
 	Witness   []WitnessRun
 	Rejected  []Rejection

@@ -249,8 +249,10 @@ func checkHolderOnly(h *History, idx *index, r *Report) {
 }
 
 // checkTicks is I6: a tick released succeeded is never granted or run
-// again, whatever owed it (the schedule, a catch-up, a trigger). The run history has at most one succeeded run per tick and no
-// grant of the tick after it; no client is granted the tick after seeing
+// again, whatever owed it (the schedule, a catch-up, a trigger), and no
+// tick before it is granted after it (lastCompletedTick). The run history
+// has at most one succeeded run per tick and no grant of the tick, or of
+// an earlier one, after it; no client is granted the tick after seeing
 // its release succeed; the fenced effects run a tick twice only when the
 // earlier run did not succeed (and never in the fault-free phase).
 func checkTicks(h *History, idx *index, r *Report) {
@@ -271,13 +273,23 @@ func checkTicks(h *History, idx *index, r *Report) {
 			}
 			done[k] = run
 		}
-		for _, run := range runs {
+		// Grants follow each other in token order, so a run succeeded
+		// before every grant of a greater token: from then on its tick,
+		// and every tick before it (lastCompletedTick), is done.
+		var last *Run // the succeeded run of the newest tick so far
+		for i, run := range runs {
 			if run.Tick.IsZero() {
 				continue
 			}
 			if d, ok := done[tickKey{job, run.Tick.UnixMilli()}]; ok && run.Token > d.Token {
 				r.add("I6", job, "tick %s granted again (token %d at %s) after token %d released it succeeded at %s",
 					fmtTime(run.Tick), run.Token, fmtTime(run.StartedAt), d.Token, fmtTime(d.EndedAt))
+			} else if last != nil && run.Tick.Before(last.Tick) {
+				r.add("I6", job, "tick %s granted (token %d at %s) after the later tick %s was released succeeded (token %d at %s): it was done",
+					fmtTime(run.Tick), run.Token, fmtTime(run.StartedAt), fmtTime(last.Tick), last.Token, fmtTime(last.EndedAt))
+			}
+			if run.Outcome == "succeeded" && (last == nil || run.Tick.After(last.Tick)) {
+				last = &runs[i]
 			}
 		}
 	}
@@ -327,72 +339,6 @@ func checkTicks(h *History, idx *index, r *Report) {
 			if !h.FaultFreeUntil.IsZero() && ws[i].StartedAt.Before(h.FaultFreeUntil) {
 				r.add("I6", k.job, "tick %s executed twice (tokens %d and %d) without any fault",
 					fmtTime(prev.Tick), prev.Token, ws[i].Token)
-			}
-		}
-	}
-}
-
-// checkOwedTicks is I6 for owed ticks: a catch-up run is of a tick the
-// sweep recorded missed before it started, a manual run of a tick one of
-// the harness's triggers was answered with (when the history has them); a
-// manual tick, once granted, is not owed again, so no second grant of it
-// follows a grant that succeeded (the rule above) — and every run's
-// trigger is counted.
-func checkOwedTicks(h *History, idx *index, r *Report) {
-	type tickKey struct {
-		job  string
-		tick int64
-	}
-	missedAt := make(map[tickKey]time.Time)
-	for _, m := range h.Missed {
-		if !m.Tick.IsZero() {
-			missedAt[tickKey{m.Job, m.Tick.UnixMilli()}] = m.EndedAt
-		}
-	}
-	triggered := make(map[tickKey]time.Time)
-	for _, tc := range h.Triggers {
-		if tc.Status == 200 && !tc.Tick.IsZero() {
-			k := tickKey{tc.Job, tc.Tick.UnixMilli()}
-			if t, ok := triggered[k]; !ok || tc.Call.Before(t) {
-				triggered[k] = tc.Call
-			}
-		}
-	}
-	for job, runs := range idx.runs {
-		for _, run := range runs {
-			if run.Trigger != "" {
-				if r.Stats.RunsByTrigger == nil {
-					r.Stats.RunsByTrigger = make(map[string]int)
-				}
-				r.Stats.RunsByTrigger[run.Trigger]++
-			}
-			k := tickKey{job, run.Tick.UnixMilli()}
-			switch run.Trigger {
-			case TriggerCatchUp:
-				at, ok := missedAt[k]
-				switch {
-				case run.Tick.IsZero():
-					r.add("I6", job, "catch-up run of token %d has no tick", run.Token)
-				case !ok:
-					r.add("I6", job, "catch-up run of token %d (%s) is of tick %s, which was never recorded missed",
-						run.Token, run.Owner, fmtTime(run.Tick))
-				case run.StartedAt.Add(clockTolerance).Before(at):
-					r.add("I6", job, "catch-up run of token %d started at %s, before its tick %s was recorded missed at %s",
-						run.Token, fmtTime(run.StartedAt), fmtTime(run.Tick), fmtTime(at))
-				}
-			case TriggerManual:
-				if h.Triggers == nil {
-					continue
-				}
-				at, ok := triggered[k]
-				switch {
-				case run.Tick.IsZero() || !ok:
-					r.add("I6", job, "manual run of token %d (%s) is of tick %s, which no trigger was answered with",
-						run.Token, run.Owner, fmtTime(run.Tick))
-				case run.StartedAt.Add(clockTolerance).Before(at):
-					r.add("I6", job, "manual run of token %d started at %s, before its trigger was sent at %s",
-						run.Token, fmtTime(run.StartedAt), fmtTime(at))
-				}
 			}
 		}
 	}
