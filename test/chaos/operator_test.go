@@ -47,24 +47,31 @@ func (s opStep) String() string {
 // operatorPlan is the operator's seeded schedule: a step every
 // U(TriggerEvery/2, 3·TriggerEvery/2) from the end of the warm-up until
 // 6 s before the end (so that the replicas claim the last tick during the
-// run); a quarter of the steps repeat the call with its key after up to
-// 2 s, a quarter cancel after up to 600 ms (racing the replicas' claim).
+// run). Of every four steps, in a seeded order, one repeats the call with
+// its key after up to 2 s, one cancels after up to 600 ms (racing the
+// replicas' claim), and two do neither: every seed has each kind.
 func operatorPlan(cfg *runConfig, rng *rand.Rand) []opStep {
 	if cfg.TriggerEvery <= 0 {
 		return nil
 	}
 	var steps []opStep
+	var kinds []int
 	for at := cfg.WarmUp + uniform(rng, 0, cfg.TriggerEvery); at < cfg.Duration-6*time.Second; at += uniform(rng, cfg.TriggerEvery/2, cfg.TriggerEvery*3/2) {
 		s := opStep{At: at, Job: rng.IntN(cfg.Jobs)}
 		if rng.IntN(2) == 0 {
 			s.Reason = "chaos run now"
 		}
-		switch rng.IntN(4) {
+		if len(kinds) == 0 {
+			kinds = []int{0, 1, 2, 2}
+			rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		}
+		switch kinds[0] {
 		case 0:
 			s.Retry = uniform(rng, 0, 2*time.Second)
 		case 1:
 			s.Cancel = uniform(rng, 0, 600*time.Millisecond)
 		}
+		kinds = kinds[1:]
 		steps = append(steps, s)
 	}
 	return steps
