@@ -138,6 +138,10 @@ type Stats struct {
 	TriggersAnswered int  `json:"triggersAnswered"`
 	TriggerRetries   int  `json:"triggerRetries"`
 	Cancels          int  `json:"cancels"`
+	// ManualUnclaimed are the manual ticks run-now calls were answered
+	// with that no run claimed and no cancellation followed: reported,
+	// not judged.
+	ManualUnclaimed int `json:"manualUnclaimed"`
 
 	FencedRejections int           `json:"fencedRejections"`
 	BeliefOverlaps   int           `json:"beliefOverlaps"`
@@ -238,8 +242,8 @@ func (r *Report) SummaryLine() string {
 	fmt.Fprintf(&b, " | %d calls, %d uncertain (%d acquires, %d of them granted, %d retried while granted), %d fenced writes rejected, %d belief overlaps (max %s)",
 		s.Ops, s.Uncertain, s.UncertainAcquires, s.UncertainAcquiresGranted, s.UncertainAcquiresRetried, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
 	if s.TriggersRecorded || s.RunsByTrigger[TriggerCatchUp]+s.RunsByTrigger[TriggerManual] > 0 {
-		fmt.Fprintf(&b, " | owed ticks: %d catch-up claims granted; %d run-now triggers (%d answered with a manual tick, %d retried with their key), %d cancelled, %d manual claims granted",
-			s.RunsByTrigger[TriggerCatchUp], s.Triggers, s.TriggersAnswered, s.TriggerRetries, s.Cancels, s.RunsByTrigger[TriggerManual])
+		fmt.Fprintf(&b, " | owed ticks: %d catch-up claims granted; %d run-now triggers (%d answered with a manual tick, %d retried with their key), %d cancelled, %d manual claims granted, %d manual ticks never claimed nor cancelled",
+			s.RunsByTrigger[TriggerCatchUp], s.Triggers, s.TriggersAnswered, s.TriggerRetries, s.Cancels, s.RunsByTrigger[TriggerManual], s.ManualUnclaimed)
 	}
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {

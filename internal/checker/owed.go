@@ -99,6 +99,39 @@ func checkOwedTicks(h *History, idx *index, r *Report) {
 	for job, cs := range triggers {
 		checkTriggerRetries(r, job, cs)
 	}
+	countUnclaimed(h, triggers, r)
+}
+
+// countUnclaimed counts the manual ticks that run-now calls were answered
+// with and that no run claimed, though no cancellation followed
+// (Stats.ManualUnclaimed). It is reported, not judged: a tick answered
+// near the end of a run may be claimed after it.
+func countUnclaimed(h *History, triggers map[string][]*TriggerCall, r *Report) {
+	type tickKey struct {
+		job  string
+		tick int64
+	}
+	ran := make(map[tickKey]bool)
+	for _, run := range h.Runs {
+		if run.Trigger == TriggerManual && !run.Tick.IsZero() {
+			ran[tickKey{run.Job, run.Tick.UnixMilli()}] = true
+		}
+	}
+	for job, cs := range triggers {
+		counted := make(map[int64]bool)
+		for i, c := range cs {
+			m := c.ManualTick()
+			if m.IsZero() || counted[m.UnixMilli()] || ran[tickKey{job, m.UnixMilli()}] {
+				continue
+			}
+			counted[m.UnixMilli()] = true
+			cancelled := false
+			for _, x := range cs[i+1:] {
+				cancelled = cancelled || x.Kind == CancelOwed
+			}
+			r.Stats.ManualUnclaimed += boolInt(!cancelled)
+		}
+	}
 }
 
 // checkCatchUp holds catch-up run c of job to the rules of a catch-up

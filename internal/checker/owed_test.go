@@ -128,7 +128,16 @@ func TestOwedTicksLegalHistoryPasses(t *testing.T) {
 		t.Errorf("operator's calls: got %d run-now (%d answered, %d retried), %d cancelled; want 4 (3, 2), 1",
 			s.Triggers, s.TriggersAnswered, s.TriggerRetries, s.Cancels)
 	}
-	want1 := "owed ticks: 1 catch-up claims granted; 4 run-now triggers (3 answered with a manual tick, 2 retried with their key), 1 cancelled, 1 manual claims granted"
+	if s.ManualUnclaimed != 0 {
+		t.Errorf("manual ticks never claimed nor cancelled: got %d, want 0 (the second one was cancelled)", s.ManualUnclaimed)
+	}
+	h := owedHistory()
+	h.Triggers = h.Triggers[:4] // no cancellation: the second manual tick is never claimed
+	if r := check(t, h); r.Stats.ManualUnclaimed != 1 || r.Failed() {
+		t.Errorf("without the cancellation: %d manual ticks never claimed nor cancelled, violations %v; want 1, none (reported, not judged)",
+			r.Stats.ManualUnclaimed, r.Violations)
+	}
+	want1 := "owed ticks: 1 catch-up claims granted; 4 run-now triggers (3 answered with a manual tick, 2 retried with their key), 1 cancelled, 1 manual claims granted, 0 manual ticks never claimed nor cancelled"
 	if line := r.SummaryLine(); !strings.Contains(line, want1) {
 		t.Errorf("summary line %q lacks %q", line, want1)
 	}
