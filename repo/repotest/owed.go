@@ -320,6 +320,34 @@ func testClaimManualNotOwed(t *testing.T, b *bundle) {
 	}
 }
 
+// testClaimManualAfterLaterTick: a manual tick stays owed across a grant of
+// a later tick of the schedule (testClaimManualNotOwed), and stays
+// claimable once that tick has completed: the job owes the run, which has
+// not happened, so an acquire of the manual tick is granted (trigger
+// manual), not refused tick_done because a later tick completed. (The
+// chaos suite's run now during a pause of every replica found it: the
+// replicas ran the schedule's tick first, and then every claim of the
+// manual tick was refused tick_done until it expired.)
+func testClaimManualAfterLaterTick(t *testing.T, b *bundle) {
+	job := b.job("claim-after-later")
+	const hourly = "@every 1h"
+	hour := b.dbClock(t).Truncate(time.Hour)
+	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("a"), TTL: longTTL, Tick: &hour, Schedule: hourly, Grace: time.Minute})
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("a"), Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	m := wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: job, By: "ops"}))
+	next := hour.Add(time.Hour)
+	later := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("b"), TTL: longTTL, Tick: &next})
+	done := b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: b.owner("b"), Token: later.Token, Outcome: leaseapi.OutcomeSucceeded})
+	if !equalTimePtr(done.OwedTick, &m) || done.OwedReason != leaseapi.TriggerManual {
+		t.Fatalf("after the schedule's later tick completed: got owed %s %q, want the manual tick %s still owed",
+			fmtTime(done.OwedTick), done.OwedReason, fmtTime(&m))
+	}
+	winner := b.claimOnce(t, job, m, "manual")
+	if runs := b.runs(t, job, 1); !equalTimePtr(winner.l.Tick, &m) || len(runs) != 1 || runs[0].Trigger != leaseapi.TriggerManual {
+		t.Errorf("the claim: got tick %s, runs %+v; want the manual tick %s, run with trigger manual", fmtTime(winner.l.Tick), runs, fmtTime(&m))
+	}
+}
+
 // testCatchUpRegistration: a granted acquire with a schedule registers the
 // catch-up policy and window it sends; one that sends none keeps them; a
 // refused one changes nothing.

@@ -85,6 +85,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"OwedMany", testOwedMany},
 		{"ClaimManual", testClaimManual},
 		{"ClaimManualNotOwed", testClaimManualNotOwed},
+		{"ClaimManualAfterLaterTick", testClaimManualAfterLaterTick},
 		{"CatchUpRegistration", testCatchUpRegistration},
 		{"CatchUpOwed", testCatchUpOwed},
 		{"CatchUpSettledByLaterTick", testCatchUpSettledByLaterTick},
