@@ -145,6 +145,11 @@ func checkAvailability(h *History, r *Report, opts Options) {
 			timeouts = append(timeouts, fmt.Sprintf("%s %s by %s to instance %d at %s", o.Kind, o.Job, o.Client, o.Instance, fmtTime(o.Call)))
 		}
 	}
+	for i := range h.Triggers {
+		if c := &h.Triggers[i]; c.Result == ResultError {
+			errs = append(errs, fmt.Sprintf("%s %s by %s at %s: %d", c.Kind, c.Job, c.Client, fmtTime(c.Call), c.Status))
+		}
+	}
 	if len(errs) > 0 {
 		r.add("I9", "", "%d calls answered with a 5xx other than 503: %s", len(errs), listed(errs))
 	}
@@ -225,7 +230,8 @@ func checkAvailability(h *History, r *Report, opts Options) {
 
 // checkProgress is I10: the scheduled ticks of every job ran (their fenced
 // effect was accepted, start and end). A tick that an earlier tick's run
-// still held the lease for is skipped by design and not counted. Ticks in
+// still held the lease for, or whose lease an owed tick's grant took within
+// its grace, is skipped by design and not counted. Ticks in
 // the fault-free warm-up must all run; ticks away from fault windows must
 // run at the rate the plan sets. A fault window is [start - MaxRun, end +
 // TTL + 2·heartbeat] of an outage, and of a replica fault for the jobs the
@@ -276,8 +282,18 @@ func checkProgress(h *History, r *Report, opts Options) {
 		}
 		return false
 	}
+	grace := h.Grace
+	if grace <= 0 {
+		grace = h.Period
+	}
 	busy := func(job string, t time.Time) bool {
 		for _, run := range runs[job] {
+			if (run.Trigger == TriggerCatchUp || run.Trigger == TriggerManual) &&
+				!run.StartedAt.Before(t) && !run.StartedAt.After(t.Add(grace)) {
+				// An owed tick's grant took the lease within the tick's
+				// grace: the tick is skipped, the job ran.
+				return true
+			}
 			if run.Tick.IsZero() || !run.Tick.Before(t) || (run.Outcome != "succeeded" && run.Outcome != "failed") {
 				continue
 			}

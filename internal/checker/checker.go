@@ -17,7 +17,7 @@ var invariantTitles = map[string]string{
 	"I3":  "only the current holder heartbeats or releases",
 	"I4":  "every job's history is linearizable (porcupine)",
 	"I5":  "fenced side effects never overlap",
-	"I6":  "a tick released succeeded is never run again",
+	"I6":  "a tick released succeeded is never run again; an owed tick is owed once, and only as owed",
 	"I7":  "no lost or stuck lease rows; every job grantable at the end",
 	"I8":  "overlapping unfenced beliefs only after a pause of the holder",
 	"I9":  "503 within the deadline during database faults, no 500s, recovery",
@@ -124,10 +124,28 @@ type Stats struct {
 	FaultFreePct     float64 `json:"faultFreePct"`
 	FaultFreeTicks   int     `json:"faultFreeTicks"`
 
-	DuplicateTickRuns int           `json:"duplicateTickRuns"`
-	FencedRejections  int           `json:"fencedRejections"`
-	BeliefOverlaps    int           `json:"beliefOverlaps"`
-	MaxBeliefOverlap  time.Duration `json:"maxBeliefOverlap"`
+	DuplicateTickRuns int `json:"duplicateTickRuns"`
+	// RunsByTrigger counts the grants in the run history by what started
+	// them (schedule, catch-up, manual): the catch-up and manual ones are
+	// the owed ticks claimed.
+	RunsByTrigger map[string]int `json:"runsByTrigger,omitempty"`
+	// The operator's calls, when the history records them
+	// (TriggersRecorded): run-now calls (Triggers), those answered with a
+	// manual tick (TriggersAnswered), those that repeated an earlier
+	// call's Idempotency-Key (TriggerRetries), and cancellations (Cancels).
+	TriggersRecorded bool `json:"triggersRecorded,omitempty"`
+	Triggers         int  `json:"triggers"`
+	TriggersAnswered int  `json:"triggersAnswered"`
+	TriggerRetries   int  `json:"triggerRetries"`
+	Cancels          int  `json:"cancels"`
+	// ManualUnclaimed are the manual ticks run-now calls were answered
+	// with that no run claimed and no cancellation followed: reported,
+	// not judged.
+	ManualUnclaimed int `json:"manualUnclaimed"`
+
+	FencedRejections int           `json:"fencedRejections"`
+	BeliefOverlaps   int           `json:"beliefOverlaps"`
+	MaxBeliefOverlap time.Duration `json:"maxBeliefOverlap"`
 
 	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
 	Linearizability map[string]string `json:"linearizability,omitempty"`
@@ -223,6 +241,10 @@ func (r *Report) SummaryLine() string {
 		s.ExecutedPct, s.OutsideFaultsPct, s.FaultFreePct, s.FaultFreeTicks)
 	fmt.Fprintf(&b, " | %d calls, %d uncertain (%d acquires, %d of them granted, %d retried while granted), %d fenced writes rejected, %d belief overlaps (max %s)",
 		s.Ops, s.Uncertain, s.UncertainAcquires, s.UncertainAcquiresGranted, s.UncertainAcquiresRetried, s.FencedRejections, s.BeliefOverlaps, fmtDur(s.MaxBeliefOverlap))
+	if s.TriggersRecorded || s.RunsByTrigger[TriggerCatchUp]+s.RunsByTrigger[TriggerManual] > 0 {
+		fmt.Fprintf(&b, " | owed ticks: %d catch-up claims granted; %d run-now triggers (%d answered with a manual tick, %d retried with their key), %d cancelled, %d manual claims granted, %d manual ticks never claimed nor cancelled",
+			s.RunsByTrigger[TriggerCatchUp], s.Triggers, s.TriggersAnswered, s.TriggerRetries, s.Cancels, s.RunsByTrigger[TriggerManual], s.ManualUnclaimed)
+	}
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, " %s=%d", inv, r.Counts[inv])
@@ -245,7 +267,7 @@ type index struct {
 	// exist: the return of a call whose answer showed it, or the start
 	// of its run in the database.
 	firstSeen map[string]map[int64]time.Time
-	// runs per job, sorted by token.
+	// runs per job, sorted by token (a reused one in insertion order).
 	runs map[string][]Run
 }
 
@@ -280,7 +302,12 @@ func newIndex(h *History) *index {
 		seen(run.Job, run.Token, run.StartedAt)
 	}
 	for _, runs := range idx.runs {
-		sort.Slice(runs, func(i, j int) bool { return runs[i].Token < runs[j].Token })
+		sort.Slice(runs, func(i, j int) bool {
+			if runs[i].Token != runs[j].Token {
+				return runs[i].Token < runs[j].Token
+			}
+			return runs[i].ID < runs[j].ID
+		})
 	}
 	return idx
 }

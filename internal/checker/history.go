@@ -139,6 +139,59 @@ type Run struct {
 	StartedAt time.Time
 	EndedAt   time.Time // zero while running
 	Outcome   string
+	// Trigger is what started the run: "schedule", "catch-up" (the tick
+	// a job owed after a missed tick) or "manual" (an operator's
+	// trigger); "" for a store that does not record it. TriggeredBy names
+	// who triggered a manual run.
+	Trigger     string
+	TriggeredBy string
+}
+
+// The triggers of a run.
+const (
+	TriggerSchedule = "schedule"
+	TriggerCatchUp  = "catch-up"
+	TriggerManual   = "manual"
+)
+
+// TriggerKind is an operator's call about what a job owes.
+type TriggerKind string
+
+// The operator's calls.
+const (
+	// RunNow is POST /leases/{jobId}/trigger: the job owes a manual tick.
+	RunNow TriggerKind = "trigger"
+	// CancelOwed is DELETE /leases/{jobId}/trigger: the job owes nothing.
+	CancelOwed TriggerKind = "cancel_trigger"
+)
+
+// TriggerCall is one call of the harness acting as an operator: a run now
+// (with its Idempotency-Key) or the cancellation of what a job owes. The
+// lease of a 200 says what the job owes after it: for a run now, the
+// manual tick the call made or answered (a retry with the key of the last
+// manual tick answers it whatever became of it, so then possibly nothing).
+type TriggerCall struct {
+	Kind     TriggerKind
+	Client   string
+	Instance int
+	Job      string
+	// Key is a run now's Idempotency-Key.
+	Key          string
+	Call, Return time.Time // Return is zero for a call that never returned
+	Status       int
+	Result       Result
+	// OwedTick and OwedReason are what the answered lease owes (zero and
+	// "" when nothing, or no lease was answered).
+	OwedTick   time.Time
+	OwedReason string
+}
+
+// ManualTick is the manual tick the answer of a run now named, or zero.
+func (c *TriggerCall) ManualTick() time.Time {
+	if c.Kind != RunNow || c.Result != ResultOK || c.OwedReason != TriggerManual {
+		return time.Time{}
+	}
+	return c.OwedTick
 }
 
 // LeaseRow is one row of the leases table, read after the run.
@@ -263,8 +316,25 @@ type History struct {
 	// fault that starts within MaxRun after a tick can still cost it.
 	MaxRun time.Duration
 
-	Ops       []Op
-	Runs      []Run
+	Ops  []Op
+	Runs []Run
+	// Missed are the runs without a holder the sweep recorded (outcome
+	// missed): the ticks of the schedule nobody ran (Trigger schedule),
+	// which a catch-up run must be of, and the manual ticks nobody claimed
+	// (Trigger manual). The checks of grants do not see them.
+	Missed []Run
+	// Triggers are the calls of the harness acting as an operator; nil when
+	// the history does not record them (then manual runs are not matched
+	// with them).
+	Triggers []TriggerCall
+	// CatchUpJobs are the jobs the replicas registered with catch-up
+	// latest; nil when the history does not say.
+	CatchUpJobs []string
+	// Grace is the jobs' effective grace (zero: Period): a scheduled tick
+	// whose lease an owed tick's grant took within [tick, tick + grace]
+	// is skipped, not missed.
+	Grace time.Duration
+
 	Leases    []LeaseRow
 	Witness   []WitnessRun
 	Rejected  []Rejection

@@ -56,11 +56,15 @@ type mState struct {
 
 // mInput is a call.
 type mInput struct {
-	Kind      OpKind
-	Client    string
-	Owner     string
-	Token     int64
-	Tick      int64 // unix ms; 0: none
+	Kind   OpKind
+	Client string
+	Owner  string
+	Token  int64
+	Tick   int64 // unix ms; 0: none
+	// Snap is the newest tick of the schedule before Tick when Tick is
+	// not one (a manual tick), else 0: an acquire of a manual tick that
+	// is no longer owed is snapped to it, as any off-schedule tick is.
+	Snap      int64
 	TTL       int64 // ns
 	Succeeded bool  // release outcome
 	Call      int64 // unix ns
@@ -145,6 +149,14 @@ func heldBySame(s mState, in mInput) bool {
 }
 
 func step(s mState, in mInput, out mOutput) []mState {
+	if in.Snap != 0 {
+		// The service decides whether the tick is still owed (then it is
+		// asked for as it is) or not (then it is snapped); both are legal.
+		snapped := in
+		snapped.Tick, snapped.Snap = in.Snap, 0
+		in.Snap = 0
+		return append(step(s, in, out), step(s, snapped, out)...)
+	}
 	if out.Result.Uncertain() {
 		return append([]mState{s}, effects(s, in)...)
 	}
@@ -508,8 +520,11 @@ func timelines(h *History) []int64 {
 
 // toOperations turns the calls of one job into porcupine operations. Calls
 // that never reached the service or were refused as bad input had no effect
-// and are left out.
-func toOperations(ops []*Op, horizon int64, timelines []int64) []porcupine.Operation {
+// and are left out. timelines are the WAL timelines the history's answers
+// named. period is the jobs' schedule (every period since the epoch; zero
+// for none): an acquire of a tick between two of its ticks may be snapped
+// to the earlier one.
+func toOperations(ops []*Op, horizon int64, timelines []int64, period time.Duration) []porcupine.Operation {
 	clients := make(map[string]int)
 	var out []porcupine.Operation
 	for _, o := range ops {
@@ -525,6 +540,9 @@ func toOperations(ops []*Op, horizon int64, timelines []int64) []porcupine.Opera
 			Kind: o.Kind, Client: o.Client, Owner: o.Owner, Token: o.Token, Tick: unixMS(o.Tick),
 			TTL: int64(o.TTL), Succeeded: o.Outcome != "failed", Call: o.Call.UnixNano(), Return: horizon,
 			Timelines: timelines,
+		}
+		if p := period.Milliseconds(); p > 0 && in.Tick != 0 && in.Tick%p != 0 {
+			in.Snap = in.Tick - in.Tick%p
 		}
 		res := mOutput{Result: o.Result}
 		if o.Result.Uncertain() || o.Return.IsZero() {
@@ -593,7 +611,13 @@ func checkLinearizable(h *History, r *Report, timeout time.Duration) {
 			if o.Kind != Acquire {
 				k = runKey{o.Job, o.Owner, 0, o.Token}
 			}
-			if !runs[k] {
+			// An acquire of a manual tick may have been snapped to the
+			// schedule's tick before it (see toOperations).
+			snapped := k
+			if p := h.Period.Milliseconds(); o.Kind == Acquire && p > 0 && k.tick%p != 0 {
+				snapped.tick -= k.tick % p
+			}
+			if !runs[k] && !runs[snapped] {
 				continue
 			}
 		}
@@ -620,7 +644,7 @@ func checkLinearizable(h *History, r *Report, timeout time.Duration) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			ops := toOperations(byJob[job], horizon, tls)
+			ops := toOperations(byJob[job], horizon, tls, h.Period)
 			res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 			results <- verdict{job, res, ops}
 		}()

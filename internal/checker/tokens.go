@@ -249,8 +249,10 @@ func checkHolderOnly(h *History, idx *index, r *Report) {
 }
 
 // checkTicks is I6: a tick released succeeded is never granted or run
-// again. The run history has at most one succeeded run per tick and no
-// grant of the tick after it; no client is granted the tick after seeing
+// again, whatever owed it (the schedule, a catch-up, a trigger), and no
+// tick before it is granted after it (lastCompletedTick). The run history
+// has at most one succeeded run per tick and no grant of the tick, or of
+// an earlier one, after it; no client is granted the tick after seeing
 // its release succeed; the fenced effects run a tick twice only when the
 // earlier run did not succeed (and never in the fault-free phase).
 func checkTicks(h *History, idx *index, r *Report) {
@@ -271,13 +273,23 @@ func checkTicks(h *History, idx *index, r *Report) {
 			}
 			done[k] = run
 		}
-		for _, run := range runs {
+		// Grants follow each other in token order, so a run succeeded
+		// before every grant of a greater token: from then on its tick,
+		// and every tick before it (lastCompletedTick), is done.
+		var last *Run // the succeeded run of the newest tick so far
+		for i, run := range runs {
 			if run.Tick.IsZero() {
 				continue
 			}
 			if d, ok := done[tickKey{job, run.Tick.UnixMilli()}]; ok && run.Token > d.Token {
 				r.add("I6", job, "tick %s granted again (token %d at %s) after token %d released it succeeded at %s",
 					fmtTime(run.Tick), run.Token, fmtTime(run.StartedAt), d.Token, fmtTime(d.EndedAt))
+			} else if last != nil && run.Tick.Before(last.Tick) {
+				r.add("I6", job, "tick %s granted (token %d at %s) after the later tick %s was released succeeded (token %d at %s): it was done",
+					fmtTime(run.Tick), run.Token, fmtTime(run.StartedAt), fmtTime(last.Tick), last.Token, fmtTime(last.EndedAt))
+			}
+			if run.Outcome == "succeeded" && (last == nil || run.Tick.After(last.Tick)) {
+				last = &runs[i]
 			}
 		}
 	}
@@ -297,6 +309,8 @@ func checkTicks(h *History, idx *index, r *Report) {
 			}
 		}
 	}
+
+	checkOwedTicks(h, idx, r)
 
 	runOutcome := make(map[grantKey]string)
 	for _, run := range h.Runs {

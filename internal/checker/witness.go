@@ -129,7 +129,7 @@ func checkBeliefs(h *History, r *Report) {
 		}
 		for i := range h.Ops {
 			o := &h.Ops[i]
-			if o.Kind == Acquire && o.Job == k.job && o.Owner == k.owner && o.Tick.Equal(run.Tick) &&
+			if o.Kind == Acquire && o.Job == k.job && o.Owner == k.owner && askedFor(o, run, h.Period) &&
 				!o.Call.After(run.StartedAt) && o.Call.Before(from) {
 				from = o.Call
 			}

@@ -34,17 +34,21 @@ import (
 
 // prConfig is the PR tier, scaled to this 2-core machine (see
 // docs/reliability.md, Fault tiers): 5 replica processes, 20 jobs every
-// 2 s, 2 leaseapi instances, TTL 3 s with heartbeats every second, 100 s
-// per seed.
+// 2 s (every second one with catch-up, all with a grace of 500 ms, owed
+// ticks polled every second, ticks decided every 250 ms), 2 leaseapi
+// instances, TTL 3 s with heartbeats every second, an operator's run now
+// every 5 s or so, 110 s per seed.
 func prConfig(seed uint64) *runConfig {
 	return &runConfig{
 		Name: "pr", Seed: seed,
-		Duration: 100 * time.Second, WarmUp: 15 * time.Second,
+		Duration: 110 * time.Second, WarmUp: 15 * time.Second,
 		Instances: 2, Replicas: 5, Jobs: 20,
 		Period: 2 * time.Second, TTL: 3 * time.Second, Heartbeat: time.Second,
 		RequestTimeout: time.Second, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
 		Plan:        prPlan,
 		ZombieEvery: 700 * time.Millisecond,
+		Grace:       500 * time.Millisecond, CatchUpEvery: 2, OwedPoll: time.Second,
+		MissedSweep: 250 * time.Millisecond, TriggerEvery: 5 * time.Second,
 	}
 }
 
@@ -79,9 +83,34 @@ func TestChaos(t *testing.T) {
 					seed, seed, art, strings.Join(lines, "\n"))
 				return
 			}
+			if missing := notExercised(cfg, r); missing != "" {
+				t.Errorf("seed %d: the owed-tick workload was not exercised: %s, so I6's rules for owed ticks judged nothing; reproduce with CHAOS_SEEDS=%d; artifacts in %s",
+					seed, missing, seed, art)
+				return
+			}
 			_ = os.RemoveAll(art)
 		})
 	}
+}
+
+// notExercised says what the owed-tick workload of a run with cfg should
+// have made and did not ("" when it made everything): run-now calls
+// answered with a manual tick and manual claims granted (with an
+// operator), catch-up claims granted (with jobs that catch up and a plan
+// that pauses every replica).
+func notExercised(cfg *runConfig, r *checker.Report) string {
+	var missing []string
+	s := r.Stats
+	if cfg.TriggerEvery > 0 && s.TriggersAnswered == 0 {
+		missing = append(missing, "no run now was answered with a manual tick")
+	}
+	if cfg.TriggerEvery > 0 && s.RunsByTrigger[checker.TriggerManual] == 0 {
+		missing = append(missing, "no manual tick was claimed")
+	}
+	if cfg.CatchUpEvery > 0 && cfg.planned(replicasPause) && s.RunsByTrigger[checker.TriggerCatchUp] == 0 {
+		missing = append(missing, "no catch-up tick was claimed")
+	}
+	return strings.Join(missing, "; ")
 }
 
 // parseSeeds reads the comma-separated seeds in the environment variable
@@ -138,9 +167,14 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 		}
 		plan = kept
 	}
+	cfg.plan = plan
+	steps := operatorPlan(cfg, rand.New(rand.NewPCG(cfg.Seed, 0x6f706572)))
 	var planText strings.Builder
 	for _, ev := range plan {
 		planText.WriteString(ev.String() + "\n")
+	}
+	for _, s := range steps {
+		planText.WriteString(s.String() + "\n")
 	}
 	_ = os.WriteFile(filepath.Join(art, "plan.txt"), []byte(planText.String()), 0o644)
 
@@ -152,7 +186,7 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 		}
 	}
 	e.start = time.Now()
-	e.logf("replicas started; %d faults planned over %s", len(plan), cfg.Duration)
+	e.logf("replicas started; %d faults and %d run-now steps planned over %s", len(plan), len(steps), cfg.Duration)
 
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
@@ -160,6 +194,10 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	if cfg.ZombieEvery > 0 {
 		zrng := rand.New(rand.NewPCG(cfg.Seed, 0x7a6f6d62))
 		bg.Go(func() { every(stop, cfg.ZombieEvery, func() { e.zombie(zrng) }) })
+	}
+	if len(steps) > 0 {
+		orng := rand.New(rand.NewPCG(cfg.Seed, 0x61646d69))
+		bg.Go(func() { e.operator(steps, orng, stop) })
 	}
 	e.nemesis(plan)
 	if rest := time.Until(e.start.Add(cfg.Duration)); rest > 0 {

@@ -73,7 +73,41 @@ type runConfig struct {
 	WALStall time.Duration
 	// LinearizabilityTimeout bounds porcupine per job (zero: the default).
 	LinearizabilityTimeout time.Duration
+
+	// The owed-tick workload. Grace is what the replicas send with every
+	// job's schedule (zero: the server's default, capped at the period);
+	// every CatchUpEvery-th job registers catch-up latest (zero: none);
+	// OwedPoll is how often the replicas ask what their jobs owe (zero:
+	// the runner's default); MissedSweep how often the instances decide the
+	// fate of due ticks (zero: their default). TriggerEvery is the mean gap
+	// between the operator's run-now steps (zero: no operator).
+	Grace        time.Duration
+	CatchUpEvery int
+	OwedPoll     time.Duration
+	MissedSweep  time.Duration
+	TriggerEvery time.Duration
+
+	// plan is the schedule the run injected (set by runChaos).
+	plan []event
 }
+
+// planned reports whether the run's schedule has a fault of kind k.
+func (cfg *runConfig) planned(k checker.FaultKind) bool {
+	for _, ev := range cfg.plan {
+		if ev.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// The bearer tokens of a chaos run: replicas, the zombie and the probe
+// lease with leaseToken; the harness's operator (triggers, webhooks) acts
+// with adminToken.
+const (
+	leaseToken = "chaos-lease-token"
+	adminToken = "chaos-admin-token"
+)
 
 // workMax is the longest job body of the replicas (their -work-max).
 const workMax = 1500 * time.Millisecond
@@ -313,7 +347,12 @@ func (e *env) instanceEnv(i, port int) []string {
 		"LEASEAPI_SHUTDOWN_TIMEOUT=5s",
 		"LEASEAPI_LOG_LEVEL=info",
 		"LEASEAPI_LOG_FORMAT=json",
+		"LEASEAPI_API_TOKENS="+leaseToken,
+		"LEASEAPI_ADMIN_TOKENS="+adminToken,
 	)
+	if e.cfg.MissedSweep > 0 {
+		env = append(env, "LEASEAPI_MISSED_SWEEP="+e.cfg.MissedSweep.String())
+	}
 	if e.cfg.Mutant != "" {
 		env = append(env, "LEASEAPI_MUTANT="+e.cfg.Mutant)
 	}
@@ -389,6 +428,9 @@ func (e *env) startReplica(slot *replicaSlot) error {
 		"-ttl", e.cfg.TTL.String(), "-heartbeat", e.cfg.Heartbeat.String(),
 		"-request-timeout", e.cfg.ClientTimeout.String(),
 		"-work-max", workMax.String(),
+		"-token", leaseToken,
+		"-grace", e.cfg.Grace.String(), "-catch-up-every", fmt.Sprint(e.cfg.CatchUpEvery),
+		"-owed-poll", e.cfg.OwedPoll.String(),
 		"-witness", dsn,
 		"-record", filepath.Join(e.art, "ops-"+owner+".jsonl"),
 		"-seed", fmt.Sprint(e.cfg.Seed*1000 + uint64(slot.i*100+slot.incarnation)),
@@ -474,18 +516,25 @@ func (e *env) sample() {
 // call sends one recorded lease call from the harness (zombie, probe).
 func (e *env) call(client string, inst int, job, kind string, body map[string]any) (string, *api.Lease) {
 	b, _ := json.Marshal(body)
-	id := e.hids.Add(1)
-	ev := &record.Event{Ev: "call", ID: id, T: time.Now().UnixNano(), Client: client, Instance: inst, Job: job, Kind: kind}
+	ev := &record.Event{Ev: "call", Client: client, Instance: inst, Job: job, Kind: kind}
 	ev.Owner, _ = body["owner"].(string)
 	ev.Token, _ = body["token"].(int64)
 	ev.TTLMs, _ = body["ttlMs"].(int64)
 	ev.Outcome, _ = body["outcome"].(string)
-	_ = e.hrec.Write(ev)
 	url := fmt.Sprintf("http://127.0.0.1:%d/leases/%s/%s", e.insts[inst].port, job, kind)
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+leaseToken)
+	return e.send(ev, req)
+}
+
+// send sends req and records it in the harness's history: ev, completed
+// with its id and time, when it is sent, and the answer when it returns.
+func (e *env) send(ev *record.Event, req *http.Request) (string, *api.Lease) {
+	ev.ID, ev.T = e.hids.Add(1), time.Now().UnixNano()
+	_ = e.hrec.Write(ev)
 	resp, err := e.httpc.Do(req)
-	ret := &record.Event{Ev: "ret", ID: id}
+	ret := &record.Event{Ev: "ret", ID: ev.ID}
 	if err != nil {
 		ret.T, ret.Result, ret.Err = time.Now().UnixNano(), "unknown", err.Error()
 		_ = e.hrec.Write(ret)
@@ -598,13 +647,32 @@ func (e *env) collect(probes []checker.Probe) (*checker.History, error) {
 	h.Samples = append(h.Samples, e.samples...)
 	e.samplesM.Unlock()
 
+	// The owed-tick workload: the jobs with catch-up, their grace (the
+	// server caps it at the schedule's gap; its default is longer), and
+	// the operator's calls (none recorded: an empty list, not nil).
+	h.Grace = cfg.Period
+	if cfg.Grace > 0 && cfg.Grace < cfg.Period {
+		h.Grace = cfg.Grace
+	}
+	for i := range cfg.Jobs {
+		if cfg.CatchUpEvery > 0 && i%cfg.CatchUpEvery == 0 {
+			h.CatchUpJobs = append(h.CatchUpJobs, e.jobID(i))
+		}
+	}
+	if cfg.CatchUpEvery > 0 && h.CatchUpJobs == nil {
+		h.CatchUpJobs = []string{}
+	}
+	if cfg.TriggerEvery > 0 {
+		h.Triggers = []checker.TriggerCall{}
+	}
 	files, _ := filepath.Glob(filepath.Join(e.art, "ops-*.jsonl"))
 	for _, f := range files {
-		ops, err := readOps(f)
+		ops, triggers, err := readOps(f)
 		if err != nil {
 			return nil, err
 		}
 		h.Ops = append(h.Ops, ops...)
+		h.Triggers = append(h.Triggers, triggers...)
 	}
 	if err := e.readTables(h); err != nil {
 		return nil, err
@@ -635,15 +703,17 @@ func scanPanics(path string) string {
 	return ""
 }
 
-// readOps pairs the call and return lines of one history file.
-func readOps(path string) ([]checker.Op, error) {
+// readOps pairs the call and return lines of one history file: the lease
+// calls, and the operator's calls about what jobs owe.
+func readOps(path string) ([]checker.Op, []checker.TriggerCall, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	calls := make(map[int64]*checker.Op)
-	var order []int64
+	triggers := make(map[int64]*checker.TriggerCall)
+	var order, torder []int64
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -651,8 +721,14 @@ func readOps(path string) ([]checker.Op, error) {
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			continue // a torn last line of a killed process
 		}
-		switch ev.Ev {
-		case "call":
+		switch {
+		case ev.Ev == "call" && (ev.Kind == string(checker.RunNow) || ev.Kind == string(checker.CancelOwed)):
+			triggers[ev.ID] = &checker.TriggerCall{
+				Kind: checker.TriggerKind(ev.Kind), Client: ev.Client, Instance: ev.Instance, Job: ev.Job,
+				Key: ev.Key, Call: time.Unix(0, ev.T), Result: checker.ResultUnknown,
+			}
+			torder = append(torder, ev.ID)
+		case ev.Ev == "call":
 			o := &checker.Op{
 				Client: ev.Client, Instance: ev.Instance, Job: ev.Job, Kind: checker.OpKind(ev.Kind),
 				Owner: ev.Owner, Token: ev.Token, TTL: time.Duration(ev.TTLMs) * time.Millisecond,
@@ -665,7 +741,13 @@ func readOps(path string) ([]checker.Op, error) {
 			}
 			calls[ev.ID] = o
 			order = append(order, ev.ID)
-		case "ret":
+		case ev.Ev == "ret" && triggers[ev.ID] != nil:
+			c := triggers[ev.ID]
+			c.Return, c.Status, c.Result = time.Unix(0, ev.T), ev.Status, checker.Result(ev.Result)
+			if l := ev.Lease; l != nil && l.OwedTick != nil && l.OwedReason != nil {
+				c.OwedTick, c.OwedReason = l.OwedTick.Time, string(*l.OwedReason)
+			}
+		case ev.Ev == "ret":
 			o := calls[ev.ID]
 			if o == nil {
 				continue
@@ -677,13 +759,17 @@ func readOps(path string) ([]checker.Op, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	out := make([]checker.Op, 0, len(order))
 	for _, id := range order {
 		out = append(out, *calls[id])
 	}
-	return out, nil
+	tout := make([]checker.TriggerCall, 0, len(torder))
+	for _, id := range torder {
+		tout = append(tout, *triggers[id])
+	}
+	return out, tout, nil
 }
 
 func toLease(l *api.Lease) *checker.Lease {
@@ -729,7 +815,7 @@ func (e *env) readTables(h *checker.History) error {
 	defer cancel()
 	// The grants: the missed ticks the sweep records are runs without a
 	// holder, which no invariant of the lease is about.
-	rows, err := e.leases().QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome
+	rows, err := e.leases().QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome, trigger, triggered_by
 FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read runs: %w", err)
@@ -737,11 +823,29 @@ FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	for rows.Next() {
 		var r checker.Run
 		var tick, ended sql.NullTime
-		if err := rows.Scan(&r.ID, &r.Job, &r.Token, &r.Owner, &tick, &r.StartedAt, &ended, &r.Outcome); err != nil {
+		var by sql.NullString
+		if err := rows.Scan(&r.ID, &r.Job, &r.Token, &r.Owner, &tick, &r.StartedAt, &ended, &r.Outcome, &r.Trigger, &by); err != nil {
+			return err
+		}
+		r.Tick, r.EndedAt, r.TriggeredBy = nullTime(tick), nullTime(ended), by.String
+		h.Runs = append(h.Runs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// The missed ticks: a catch-up run must be of one of them (I6).
+	rows, err = e.leases().QueryContext(ctx, `SELECT id, job_id, tick, ended_at, outcome, trigger FROM runs WHERE token IS NULL ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read missed runs: %w", err)
+	}
+	for rows.Next() {
+		var r checker.Run
+		var tick, ended sql.NullTime
+		if err := rows.Scan(&r.ID, &r.Job, &tick, &ended, &r.Outcome, &r.Trigger); err != nil {
 			return err
 		}
 		r.Tick, r.EndedAt = nullTime(tick), nullTime(ended)
-		h.Runs = append(h.Runs, r)
+		h.Missed = append(h.Missed, r)
 	}
 	if err := rows.Err(); err != nil {
 		return err

@@ -33,11 +33,23 @@ type event struct {
 	AfterAck bool
 }
 
+// replicasPause is a plan's pause of every replica at once: an outage of
+// the whole fleet, after which a job with catch-up owes the tick nobody
+// ran. It is injected as one replica_pause fault per replica, aligned on
+// the schedule: it starts TTL + 600 ms before a tick T (every lease has
+// expired by T, so T is missed, not skipped) and ends Dur after T, which
+// must lie between T's grace plus a sweep and the next tick, so that T is
+// decided missed, and so owed, while every replica is stopped, and the
+// replicas resume with T the current tick.
+const replicasPause checker.FaultKind = "replicas_pause"
+
 func (ev event) String() string {
 	s := fmt.Sprintf("+%5.1fs %-14s", ev.At.Seconds(), ev.Kind)
 	switch ev.Kind {
 	case checker.ReplicaPause, checker.ReplicaKill:
 		s += fmt.Sprintf(" replica %d", ev.Target)
+	case replicasPause:
+		return s + fmt.Sprintf(" every replica, from TTL+600ms before a tick to %s after it", ev.Dur)
 	case checker.PGRestart, checker.PGCrash, checker.PGFreeze:
 	default:
 		s += fmt.Sprintf(" instance %d", ev.Target)
@@ -59,7 +71,8 @@ func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 }
 
 // prPlan is the PR tier's schedule (docs/reliability.md, scaled to the run's
-// length): after the fault-free warm-up, six major faults spread evenly in
+// length): after the fault-free warm-up, every replica paused across a
+// tick (replicasPause, alone in the first 10 s), then six major faults spread evenly in
 // a seeded order (Postgres fast restart at about 40 % and crash at about
 // 80 % of the chaos phase; reset_peer 2 s and blackhole 3 s on one
 // instance's database proxy; one instance SIGKILLed and restarted; one
@@ -67,14 +80,17 @@ func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // between, a replica SIGSTOPped for U(0.5 s, 6 s) every 5–10 s, and a
 // replica SIGKILLed and restarted every 20 s.
 func prPlan(cfg *runConfig, rng *rand.Rand) []event {
-	var evs []event
-	chaos := cfg.Duration - cfg.WarmUp - 8*time.Second // leave the end to recover
+	// The fleet's outage first, alone: a replica fault meanwhile would let
+	// that replica run the tick, a database fault delay its decision.
+	evs := []event{{At: cfg.WarmUp + time.Second, Kind: replicasPause, Dur: cfg.Period * 3 / 4}}
+	start := cfg.WarmUp + allPausedSlot
+	chaos := cfg.Duration - start - 8*time.Second // leave the end to recover
 	slot := chaos / 6
 	others := []checker.FaultKind{checker.DBReset, checker.DBBlackhole, checker.InstanceKill, checker.InstancePause}
 	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
 	majors := []checker.FaultKind{others[0], others[1], checker.PGRestart, others[2], checker.PGCrash, others[3]}
 	for i, k := range majors {
-		at := cfg.WarmUp + time.Duration(i)*slot + uniform(rng, slot/4, slot/2)
+		at := start + time.Duration(i)*slot + uniform(rng, slot/4, slot/2)
 		ev := event{At: at, Kind: k, Target: rng.IntN(cfg.Instances)}
 		switch k {
 		case checker.DBReset:
@@ -93,16 +109,21 @@ func prPlan(cfg *runConfig, rng *rand.Rand) []event {
 				Target: rng.IntN(cfg.Instances), Latency: 100, Jitter: 50})
 		}
 	}
-	for at := cfg.WarmUp + uniform(rng, 2*time.Second, 5*time.Second); at < cfg.Duration-6*time.Second; at += uniform(rng, 5*time.Second, 10*time.Second) {
+	for at := start + uniform(rng, 2*time.Second, 5*time.Second); at < cfg.Duration-6*time.Second; at += uniform(rng, 5*time.Second, 10*time.Second) {
 		evs = append(evs, event{At: at, Kind: checker.ReplicaPause, Target: rng.IntN(cfg.Replicas),
 			Dur: uniform(rng, 500*time.Millisecond, 6*time.Second)})
 	}
-	for at := cfg.WarmUp + 10*time.Second; at < cfg.Duration-5*time.Second; at += 20 * time.Second {
+	for at := start + 10*time.Second; at < cfg.Duration-5*time.Second; at += 20 * time.Second {
 		evs = append(evs, event{At: at + uniform(rng, 0, 2*time.Second), Kind: checker.ReplicaKill,
 			Target: rng.IntN(cfg.Replicas), Dur: 500 * time.Millisecond})
 	}
 	return evs
 }
+
+// allPausedSlot is the part of the chaos phase that prPlan keeps for the
+// pause of every replica: up to a period to align it on a tick, TTL +
+// 600 ms before the tick and up to a period after it, and a second left.
+const allPausedSlot = 10 * time.Second
 
 // nemesis runs the schedule: every fault in its own goroutine at its time.
 // It returns when the last fault has healed.
@@ -124,6 +145,10 @@ func (e *env) nemesis(evs []event) {
 func (e *env) inject(ev event) {
 	f := checker.Fault{Kind: ev.Kind, Instance: -1}
 	switch ev.Kind {
+	case replicasPause:
+		e.pauseAll(ev)
+		return
+
 	case checker.ReplicaPause, checker.ReplicaKill:
 		slot := e.reps[ev.Target%len(e.reps)]
 		slot.mu.Lock()
@@ -220,6 +245,34 @@ func (e *env) inject(ev event) {
 	}
 	e.addFault(f)
 	e.logf("fault %s: %s-%s", ev, f.Start.Format("15:04:05.000"), f.End.Format("15:04:05.000"))
+}
+
+// pauseAll stops every replica across a tick (replicasPause) and records
+// one replica_pause fault per replica.
+func (e *env) pauseAll(ev event) {
+	for _, slot := range e.reps {
+		slot.mu.Lock()
+		defer slot.mu.Unlock()
+	}
+	lead := e.cfg.TTL + 600*time.Millisecond
+	p := e.cfg.Period.Milliseconds()
+	first := time.Now().Add(lead).UnixMilli()
+	tick := time.UnixMilli((first + p - 1) / p * p) // the first tick at least lead away
+	time.Sleep(time.Until(tick.Add(-lead)))
+	start := time.Now()
+	for _, slot := range e.reps {
+		slot.p.signal(syscall.SIGSTOP)
+	}
+	time.Sleep(time.Until(tick.Add(ev.Dur)))
+	for _, slot := range e.reps {
+		slot.p.signal(syscall.SIGCONT)
+	}
+	end := time.Now()
+	for _, slot := range e.reps {
+		e.addFault(checker.Fault{Kind: checker.ReplicaPause, Target: slot.owner, Instance: -1, Start: start, End: end})
+	}
+	e.logf("fault %s: every replica paused %s-%s across the tick %s", ev, start.Format("15:04:05.000"),
+		end.Format("15:04:05.000"), tick.UTC().Format("15:04:05.000"))
 }
 
 func (e *env) addToxics(p *toxiproxy.Proxy, toxics []string) []string {

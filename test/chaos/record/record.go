@@ -34,6 +34,9 @@ type Event struct {
 	TTLMs    int64  `json:"ttlMs,omitempty"`
 	Tick     string `json:"tick,omitempty"`
 	Outcome  string `json:"outcome,omitempty"`
+	// Key is the Idempotency-Key of an operator's run now (kind
+	// "trigger"; "cancel_trigger" is its cancellation).
+	Key string `json:"key,omitempty"`
 
 	// Return fields. Result is one of checker.Result.
 	Status int        `json:"status,omitempty"`

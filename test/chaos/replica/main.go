@@ -11,7 +11,13 @@
 // recorder, and calls spread over several leaseapi instances at random.
 //
 //	replica -api http://127.0.0.1:8001,http://127.0.0.1:8002 -owner r1/ab12 \
-//	    -jobs 20 -period 2s -ttl 3s -witness postgres://... -record ops.jsonl
+//	    -jobs 20 -period 2s -ttl 3s -token T -witness postgres://... -record ops.jsonl \
+//	    -grace 500ms -catch-up-every 2 -owed-poll 1s
+//
+// With -catch-up-every k, every k-th job (job 0, k, 2k, ...) registers
+// catch-up latest with its schedule; every replica polls POST /owed every
+// -owed-poll and claims what its jobs owe (a catch-up tick, an operator's
+// run now) with an ordinary acquire of that tick, recorded like the rest.
 //
 // SIGTERM stops it: running jobs are cancelled and their leases released.
 package main
@@ -68,6 +74,11 @@ type config struct {
 	workMin        time.Duration
 	workMax        time.Duration
 	jitter         time.Duration
+	grace          time.Duration
+	catchUpEvery   int
+	catchUpWindow  time.Duration
+	owedPoll       time.Duration
+	token          string
 	witness        string
 	record         string
 	seed           uint64
@@ -88,6 +99,11 @@ func parse(args []string) (config, error) {
 	fs.DurationVar(&c.workMin, "work-min", 50*time.Millisecond, "shortest job body")
 	fs.DurationVar(&c.workMax, "work-max", 1500*time.Millisecond, "longest job body")
 	fs.DurationVar(&c.jitter, "jitter", 50*time.Millisecond, "random delay before each acquire")
+	fs.DurationVar(&c.grace, "grace", 0, "grace sent with every job's schedule (0: the server's default)")
+	fs.IntVar(&c.catchUpEvery, "catch-up-every", 0, "every k-th job registers catch-up latest (0: none)")
+	fs.DurationVar(&c.catchUpWindow, "catch-up-window", 2*time.Minute, "catch-up window of those jobs")
+	fs.DurationVar(&c.owedPoll, "owed-poll", 0, "how often owed ticks are polled (0: the runner's default, negative: never)")
+	fs.StringVar(&c.token, "token", "", "bearer token for leaseapi")
 	fs.StringVar(&c.witness, "witness", "", "DSN of the witness schema (direct, not through a proxy)")
 	fs.StringVar(&c.record, "record", "", "append the call history to this file")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the replica's randomness")
@@ -140,7 +156,7 @@ func run(ctx context.Context, args []string) error {
 			IdleConnTimeout:     30 * time.Second,
 		}},
 	}
-	c, err := client.NewClientWithResponses(cfg.apis[0].String(), client.WithHTTPClient(d))
+	c, err := client.NewClientWithResponses(cfg.apis[0].String(), client.WithHTTPClient(d), client.WithBearerToken(cfg.token))
 	if err != nil {
 		return err
 	}
@@ -152,6 +168,7 @@ func run(ctx context.Context, args []string) error {
 		HeartbeatInterval: cfg.heartbeat,
 		Margin:            cfg.margin,
 		RequestTimeout:    cfg.requestTimeout,
+		OwedPollInterval:  cfg.owedPoll,
 		Logger:            logger,
 		ReportFunc: func(r jobs.Report) {
 			e := &record.Event{Ev: "report", T: time.Now().UnixNano(), Job: r.JobID, Token: r.Token,
@@ -167,13 +184,24 @@ func run(ctx context.Context, args []string) error {
 	}
 	spec := "@every " + cfg.period.String()
 	for i := range cfg.jobs {
-		if err := runner.Add(fmt.Sprintf("%s%02d", cfg.prefix, i), spec, w.run); err != nil {
+		var opts []jobs.JobOption
+		if cfg.grace > 0 {
+			opts = append(opts, jobs.Grace(cfg.grace))
+		}
+		if catchesUp(i, cfg.catchUpEvery) {
+			opts = append(opts, jobs.CatchUp(cfg.catchUpWindow))
+		}
+		if err := runner.Add(fmt.Sprintf("%s%02d", cfg.prefix, i), spec, w.run, opts...); err != nil {
 			return err
 		}
 	}
 	logger.Info("replica started", slog.String("owner", cfg.owner), slog.Int("jobs", cfg.jobs))
 	return runner.Serve(ctx)
 }
+
+// catchesUp reports whether job i registers catch-up latest with
+// -catch-up-every k.
+func catchesUp(i, k int) bool { return k > 0 && i%k == 0 }
 
 // worker is the job body: a fenced, two-phase write to the witness schema
 // around a random amount of work, plus unfenced beliefs.
