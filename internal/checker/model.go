@@ -46,6 +46,12 @@ type mState struct {
 	// Ended: released by its holder. (The suite revokes nothing.)
 	Ended    bool
 	LastDone int64 // unix ms of lastCompletedTick; 0: none
+	// TickOwed: the grant took its tick as it was owed (a manual tick);
+	// OwedDone is the newest such tick released succeeded (unix ms; 0:
+	// none). Manual ticks only grow, so one that is not after it was owed
+	// and has run: it is done whatever lastCompletedTick says.
+	TickOwed bool
+	OwedDone int64
 	// Now is a lower bound of the store clock when the last write (in
 	// linearization order) executed. Writes take the row lock, so their
 	// execution times follow their order. Refusals do not move it: a
@@ -64,7 +70,12 @@ type mInput struct {
 	// Snap is the newest tick of the schedule before Tick when Tick is
 	// not one (a manual tick), else 0: an acquire of a manual tick that
 	// is no longer owed is snapped to it, as any off-schedule tick is.
-	Snap      int64
+	Snap int64
+	// Owed: the branch of an acquire of a manual tick that takes it as it
+	// is, because the job owes it. An owed tick has not run, so it is not
+	// done when a later tick completed before its claim; whether it was
+	// owed at all is judged apart (checkOwedTicks).
+	Owed      bool
 	TTL       int64 // ns
 	Succeeded bool  // release outcome
 	Call      int64 // unix ns
@@ -142,6 +153,15 @@ func tickDone(s mState, tick int64) bool {
 	return tick != 0 && s.LastDone != 0 && tick <= s.LastDone
 }
 
+// doneFor is tickDone for the acquire in: the tick of an owed branch is
+// done only once it ran as an owed tick (OwedDone).
+func doneFor(s mState, in mInput) bool {
+	if in.Owed {
+		return in.Tick != 0 && in.Tick <= s.OwedDone
+	}
+	return tickDone(s, in.Tick)
+}
+
 // heldBySame reports whether the caller would renew: it holds the lease for
 // the same tick (or asks for none).
 func heldBySame(s mState, in mInput) bool {
@@ -154,7 +174,7 @@ func step(s mState, in mInput, out mOutput) []mState {
 		// asked for as it is) or not (then it is snapped); both are legal.
 		snapped := in
 		snapped.Tick, snapped.Snap = in.Snap, 0
-		in.Snap = 0
+		in.Snap, in.Owed = 0, true
 		return append(step(s, in, out), step(s, snapped, out)...)
 	}
 	if out.Result.Uncertain() {
@@ -177,7 +197,7 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 	case ResultOK:
 		l := out.Lease
 		tw := l.RenewedAt
-		if !window(s, in, tw) || l.Owner != in.Owner || tickDone(s, in.Tick) || l.LastDone != s.LastDone {
+		if !window(s, in, tw) || l.Owner != in.Owner || (doneFor(s, in) && !heldBySame(s, in)) || l.LastDone != s.LastDone {
 			return nil
 		}
 		ns := s
@@ -197,10 +217,10 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 		if s.Exists && !s.Ended && s.ExpLo >= tw+msNS {
 			return nil
 		}
-		ns.Exists, ns.Owner, ns.Token, ns.Tick, ns.Ended = true, in.Owner, l.Token, in.Tick, false
+		ns.Exists, ns.Owner, ns.Token, ns.Tick, ns.Ended, ns.TickOwed = true, in.Owner, l.Token, in.Tick, false, in.Owed
 		return []mState{ns}
 	case ResultHeld:
-		if !s.Exists || s.Ended || tickDone(s, in.Tick) || heldBySame(s, in) || t0 > in.Return {
+		if !s.Exists || s.Ended || doneFor(s, in) || heldBySame(s, in) || t0 > in.Return {
 			return nil
 		}
 		if l := out.Lease; out.HasLease && l.State == "held" {
@@ -369,6 +389,9 @@ func released(s mState, in mInput) mState {
 	if in.Succeeded && s.Tick != 0 && s.Tick > s.LastDone {
 		ns.LastDone = s.Tick
 	}
+	if in.Succeeded && s.TickOwed && s.Tick > s.OwedDone {
+		ns.OwedDone = s.Tick
+	}
 	return ns
 }
 
@@ -394,7 +417,7 @@ func effects(s mState, in mInput) []mState {
 	var out []mState
 	switch in.Kind {
 	case Acquire:
-		if tickDone(s, in.Tick) {
+		if doneFor(s, in) {
 			return nil
 		}
 		if heldBySame(s, in) && s.ExpHi > t0 {
@@ -417,6 +440,7 @@ func effects(s mState, in mInput) []mState {
 			out = append(out, mState{
 				Exists: true, Owner: in.Owner, Token: tok, Tick: in.Tick,
 				ExpLo: d + in.TTL, ExpHi: never, LastDone: s.LastDone, Now: d,
+				TickOwed: in.Owed, OwedDone: s.OwedDone,
 			})
 		}
 	case Heartbeat:
@@ -453,7 +477,7 @@ func leaseModel() porcupine.Model {
 		Hash: func(state interface{}) uint64 {
 			s := state.(mState)
 			h := fnv.New64a()
-			fmt.Fprintf(h, "%t|%s|%d|%d|%d|%d|%t|%d|%d", s.Exists, s.Owner, s.Token, s.Tick, s.ExpLo, s.ExpHi, s.Ended, s.LastDone, s.Now)
+			fmt.Fprintf(h, "%t|%s|%d|%d|%d|%d|%t|%d|%t|%d|%d", s.Exists, s.Owner, s.Token, s.Tick, s.ExpLo, s.ExpHi, s.Ended, s.LastDone, s.TickOwed, s.OwedDone, s.Now)
 			return h.Sum64()
 		},
 		DescribeOperation: func(input, output interface{}) string {

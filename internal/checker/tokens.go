@@ -250,7 +250,8 @@ func checkHolderOnly(h *History, idx *index, r *Report) {
 
 // checkTicks is I6: a tick released succeeded is never granted or run
 // again, whatever owed it (the schedule, a catch-up, a trigger), and no
-// tick before it is granted after it (lastCompletedTick). The run history
+// tick before it is granted after it (lastCompletedTick) but an owed manual
+// tick. The run history
 // has at most one succeeded run per tick and no grant of the tick, or of
 // an earlier one, after it; no client is granted the tick after seeing
 // its release succeed; the fenced effects run a tick twice only when the
@@ -284,7 +285,10 @@ func checkTicks(h *History, idx *index, r *Report) {
 			if d, ok := done[tickKey{job, run.Tick.UnixMilli()}]; ok && run.Token > d.Token {
 				r.add("I6", job, "tick %s granted again (token %d at %s) after token %d released it succeeded at %s",
 					fmtTime(run.Tick), run.Token, fmtTime(run.StartedAt), d.Token, fmtTime(d.EndedAt))
-			} else if last != nil && run.Tick.Before(last.Tick) {
+			} else if last != nil && run.Tick.Before(last.Tick) && run.Trigger != TriggerManual {
+				// (A manual tick the job owed has not run: a later tick
+				// that completed before its claim does not make it done.
+				// That it was owed is checkOwedTicks' to judge.)
 				r.add("I6", job, "tick %s granted (token %d at %s) after the later tick %s was released succeeded (token %d at %s): it was done",
 					fmtTime(run.Tick), run.Token, fmtTime(run.StartedAt), fmtTime(last.Tick), last.Token, fmtTime(last.EndedAt))
 			}
@@ -294,6 +298,12 @@ func checkTicks(h *History, idx *index, r *Report) {
 		}
 	}
 
+	// A grant's trigger, from the run history: a manual tick before a
+	// succeeded tick may be granted when it was owed (checkOwedTicks).
+	trigger := make(map[grantKey]string)
+	for _, run := range h.Runs {
+		trigger[grantKey{run.Job, run.Token}] = run.Trigger
+	}
 	for job, ops := range idx.byJob {
 		for _, rel := range ops {
 			if rel.Kind != Release || rel.Result != ResultOK || rel.Outcome != "succeeded" ||
@@ -302,7 +312,8 @@ func checkTicks(h *History, idx *index, r *Report) {
 			}
 			for _, g := range ops {
 				if isGrant(g) && g.Call.After(rel.Return) && !g.Lease.Tick.IsZero() &&
-					!g.Lease.Tick.After(rel.Lease.Tick) && g.Lease.Token > rel.Token {
+					!g.Lease.Tick.After(rel.Lease.Tick) && g.Lease.Token > rel.Token &&
+					(g.Lease.Tick.Equal(rel.Lease.Tick) || trigger[grantKey{job, g.Lease.Token}] != TriggerManual) {
 					r.add("I6", job, "tick %s granted to %s (token %d) after %s saw its release succeed",
 						fmtTime(g.Lease.Tick), g.Owner, g.Lease.Token, rel.Client)
 				}

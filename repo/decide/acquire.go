@@ -24,15 +24,18 @@ func TickDone(p *leaseapi.AcquireParams, cur leaseapi.Lease) bool {
 // Acquire decides an acquire p against the lease cur as it is at the
 // instant of the decision. The rules, in order: a paused job refuses
 // everyone but the holder's renewal (job_paused); a done tick is refused
-// (tick_done); the holder's renewal renews (renew true); a held lease
-// refuses everyone else (lease_held); anything else is granted (a new
-// token; renew false). A refusal is a *leaseapi.ConflictError holding cur.
+// to everyone but the holder's renewal (tick_done); the holder's renewal
+// renews (renew true); a held lease refuses everyone else (lease_held);
+// anything else is granted (a new token; renew false). A refusal is a
+// *leaseapi.ConflictError holding cur. (A grant's tick is done while it is
+// held only when it was owed and a later tick completed before its claim:
+// the claimant's retry after a lost answer must still find its grant.)
 func Acquire(p *leaseapi.AcquireParams, cur leaseapi.Lease) (renew bool, refused error) {
 	renew = Renews(p, cur)
 	switch {
 	case cur.Paused() && !renew:
 		return false, &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: cur}
-	case TickDone(p, cur):
+	case TickDone(p, cur) && !renew:
 		return false, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur}
 	case renew:
 		return true, nil

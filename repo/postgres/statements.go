@@ -82,12 +82,11 @@ var productionParts = statementParts{
 }
 
 // refused is the acquire's refusal in SQL, the rules of decide.Acquire: the
-// tick ran already, or the grant is held by someone else, or the job is
-// paused and this is not the holder's renewal.
+// tick ran already or the job is paused, and this is not the holder's
+// renewal; or the grant is held by someone else.
 func (p statementParts) refused(now, owner, tick, nearest string) string {
-	return `(` + tickDone(tick, now) + `
-			OR (` + p.heldAgainst(now) + ` AND NOT ` + holderOf(owner, tick, nearest) + `)
-			OR (l.paused_at IS NOT NULL AND NOT ` + renewsAt(now, owner, tick, nearest) + `))`
+	return `(((` + tickDone(tick, now) + ` OR l.paused_at IS NOT NULL) AND NOT ` + renewsAt(now, owner, tick, nearest) + `)
+			OR (` + p.heldAgainst(now) + ` AND NOT ` + holderOf(owner, tick, nearest) + `))`
 }
 
 // The store resolves an acquire's tick against the job's schedule before

@@ -346,6 +346,19 @@ func testClaimManualAfterLaterTick(t *testing.T, b *bundle) {
 	if runs := b.runs(t, job, 1); !equalTimePtr(winner.l.Tick, &m) || len(runs) != 1 || runs[0].Trigger != leaseapi.TriggerManual {
 		t.Errorf("the claim: got tick %s, runs %+v; want the manual tick %s, run with trigger manual", fmtTime(winner.l.Tick), runs, fmtTime(&m))
 	}
+	// The claim settled the debt, and its tick is still before the last
+	// completed one: the claimant's retry (its answer was lost) renews its
+	// grant all the same, and nobody else gets the tick.
+	retry := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: winner.owner, TTL: longTTL, Tick: &m})
+	if retry.Token != winner.l.Token || !equalTimePtr(retry.Tick, &m) {
+		t.Errorf("the claimant's retry: got token %d tick %s, want its grant (token %d, tick %s)",
+			retry.Token, fmtTime(retry.Tick), winner.l.Token, fmtTime(&m))
+	}
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: winner.owner, Token: winner.l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	for _, owner := range []string{winner.owner, b.owner("late")} {
+		_, err := b.store.Acquire(t.Context(), &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: &m})
+		wantConflict(t, "an acquire of the overtaken manual tick after it succeeded", err, leaseapi.ErrTickDone)
+	}
 }
 
 // testCatchUpRegistration: a granted acquire with a schedule registers the
