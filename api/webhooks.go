@@ -26,8 +26,8 @@ type Webhook struct {
 	// CreatedBy names the credential that created it, nil in open mode.
 	CreatedBy *string `json:"createdBy"`
 	CreatedAt Time    `json:"createdAt"`
-	// LastDelivery is its newest attempt, nil before the first.
-	LastDelivery *WebhookDelivery `json:"lastDelivery"`
+	// LastDelivery is its newest attempt, absent before the first.
+	LastDelivery *WebhookDelivery `json:"lastDelivery,omitempty"`
 }
 
 // CreatedWebhook is the answer of POST /webhooks: the webhook and its
