@@ -83,8 +83,7 @@ $$;
 -- expiry is told once, by whichever decides it first). Triggers rather than
 -- the statements: every writer (both kinds of sweep pass, the batched and
 -- single statements, a session of an older version during an upgrade) is
--- covered by one definition. With no webhook, the function returns after
--- one look at an empty table; the WHEN clauses keep grants, heartbeats,
+-- covered by one definition. The WHEN clauses keep grants, heartbeats,
 -- renewals and revocations out of it altogether.
 -- +goose StatementBegin
 CREATE FUNCTION runs_webhook_events() RETURNS trigger
@@ -156,3 +155,15 @@ CREATE TRIGGER leases_webhook_overdue AFTER UPDATE ON leases
           AND NOT COALESCE(OLD.schedule IS NOT NULL AND OLD.paused_at IS NULL AND OLD.missed_at IS NOT NULL
                            AND OLD.acquired_at < OLD.missed_at, false))
     EXECUTE FUNCTION leases_webhook_overdue();
+
+-- The three triggers are disabled while no webhook exists, so that the
+-- lease calls do not pay for them: an enabled trigger costs every release
+-- a call of runs_webhook_events (an AFTER trigger event, a plpgsql call and
+-- its look at webhooks), tens of microseconds of a cycle of about two
+-- hundred. The store enables them in the transaction that creates the
+-- first webhook and disables them in the one that deletes the last, both
+-- under a lock on webhooks that serializes the two (repo/postgres,
+-- webhooks.go). Enabled with no webhook (a hand-run ENABLE TRIGGER ALL),
+-- they only cost: each function looks for a webhook first.
+ALTER TABLE runs DISABLE TRIGGER runs_webhook_insert, DISABLE TRIGGER runs_webhook_update;
+ALTER TABLE leases DISABLE TRIGGER leases_webhook_overdue;

@@ -24,6 +24,30 @@ INSERT INTO webhooks (id, url, url_redacted, secret, events, scopes, format, cre
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING created_at`
 
+	// The outbox triggers of migrations/postgres/0008 are enabled only
+	// while a webhook exists: the lease calls pay nothing for them
+	// otherwise. A create or a delete first locks webhooks against the
+	// others (SHARE ROW EXCLUSIVE conflicts with itself, not with the
+	// triggers' reads), so the count it reads holds until it commits, and
+	// switches the triggers in its own transaction: a webhook is never
+	// committed without its triggers. Switching takes a lock on runs and
+	// leases that waits for the lease calls in flight and holds the next
+	// ones until the commit, so it is done only when the state changes,
+	// and waits at most webhookLockTimeout (then 503, nothing done).
+	lockWebhooksQuery            = `LOCK TABLE webhooks IN SHARE ROW EXCLUSIVE MODE`
+	webhookLockTimeoutQuery      = `SET LOCAL lock_timeout = '500ms'`
+	disabledWebhookTriggersQuery = `
+SELECT count(*) FROM pg_trigger
+WHERE tgrelid IN ('runs'::regclass, 'leases'::regclass)
+	AND tgname IN ('runs_webhook_insert', 'runs_webhook_update', 'leases_webhook_overdue') AND tgenabled = 'D'`
+	enableWebhookTriggersQuery = `
+ALTER TABLE runs ENABLE TRIGGER runs_webhook_insert, ENABLE TRIGGER runs_webhook_update;
+ALTER TABLE leases ENABLE TRIGGER leases_webhook_overdue`
+	anyWebhookQuery             = `SELECT EXISTS (SELECT 1 FROM webhooks)`
+	disableWebhookTriggersQuery = `
+ALTER TABLE runs DISABLE TRIGGER runs_webhook_insert, DISABLE TRIGGER runs_webhook_update;
+ALTER TABLE leases DISABLE TRIGGER leases_webhook_overdue`
+
 	// claimEventsQuery claims up to $1 due events that no live claim
 	// holds, for $2 milliseconds, and counts the attempt, in one short
 	// statement: SKIP LOCKED passes over the rows another instance is
@@ -60,7 +84,8 @@ INSERT INTO webhook_deliveries (webhook_id, event_id, type, job_id, attempt, att
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 )
 
-// CreateWebhook stores a webhook. See leaseapi.WebhookStore.
+// CreateWebhook stores a webhook, and enables the outbox triggers if it is
+// the first. See leaseapi.WebhookStore.
 func (p *Store) CreateWebhook(ctx context.Context, w *leaseapi.Webhook) error {
 	if err := w.Validate(); err != nil {
 		return err
@@ -71,8 +96,25 @@ func (p *Store) CreateWebhook(ctx context.Context, w *leaseapi.Webhook) error {
 	}
 	_, err = bounded(ctx, func(ctx context.Context) (struct{}, error) {
 		var at time.Time
-		if err := p.db.GetContext(ctx, &at, insertWebhookQuery, w.ID, w.URL, w.URLRedacted, w.Secret,
-			events, scopes, w.Format, w.CreatedBy); err != nil {
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			if err := lockWebhooks(ctx, tx); err != nil {
+				return err
+			}
+			if err := tx.GetContext(ctx, &at, insertWebhookQuery, w.ID, w.URL, w.URLRedacted, w.Secret,
+				events, scopes, w.Format, w.CreatedBy); err != nil {
+				return err
+			}
+			var disabled int
+			if err := tx.GetContext(ctx, &disabled, disabledWebhookTriggersQuery); err != nil {
+				return err
+			}
+			if disabled > 0 {
+				_, err := tx.ExecContext(ctx, enableWebhookTriggersQuery)
+				return err
+			}
+			return nil
+		})
+		if err != nil {
 			return struct{}{}, interpretError("create webhook", err)
 		}
 		w.CreatedAt = at.UTC()
@@ -81,22 +123,48 @@ func (p *Store) CreateWebhook(ctx context.Context, w *leaseapi.Webhook) error {
 	return err
 }
 
-// DeleteWebhook deletes a webhook. See leaseapi.WebhookStore.
+// lockWebhooks serializes the creates and deletes of webhooks.
+func lockWebhooks(ctx context.Context, tx *sqlx.Tx) error {
+	if _, err := tx.ExecContext(ctx, webhookLockTimeoutQuery); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, lockWebhooksQuery)
+	return err
+}
+
+// DeleteWebhook deletes a webhook, and disables the outbox triggers if it
+// was the last. See leaseapi.WebhookStore.
 func (p *Store) DeleteWebhook(ctx context.Context, id string) error {
 	if !leaseapi.ValidWebhookID(id) {
 		return leaseapi.ErrWebhookNotFound
 	}
 	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
-		res, err := p.db.ExecContext(ctx, stores.DeleteWebhookQuery, id)
-		if err != nil {
-			return struct{}{}, interpretError("delete webhook", err)
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			if err := lockWebhooks(ctx, tx); err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, stores.DeleteWebhookQuery, id)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				return leaseapi.ErrWebhookNotFound
+			}
+			var remain bool
+			if err := tx.GetContext(ctx, &remain, anyWebhookQuery); err != nil {
+				return err
+			}
+			if !remain {
+				_, err = tx.ExecContext(ctx, disableWebhookTriggersQuery)
+			}
+			return err
+		})
+		if errors.Is(err, leaseapi.ErrWebhookNotFound) {
+			return struct{}{}, err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return struct{}{}, interpretError("delete webhook", err)
-		} else if n == 0 {
-			return struct{}{}, leaseapi.ErrWebhookNotFound
-		}
-		return struct{}{}, nil
+		return struct{}{}, interpretError("delete webhook", err)
 	})
 	return err
 }
