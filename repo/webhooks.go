@@ -223,7 +223,8 @@ func (d *WebhookDeliverer) attempt(ctx context.Context, e *leaseapi.WebhookEvent
 	defer cancel()
 	if err := d.store.FinishWebhookAttempt(reportCtx, a); err != nil {
 		if errors.Is(err, leaseapi.ErrClaimLost) {
-			log.InfoContext(ctx, "webhook attempt reported after its claim passed; the event is tried again", slog.Int("status", res.Status))
+			log.InfoContext(ctx, "webhook attempt not recorded: its claim had passed and the event was claimed again (it is tried again), or its webhook was deleted",
+				slog.Int("status", res.Status))
 		}
 		return "", err
 	}
