@@ -34,8 +34,8 @@ type Webhook struct {
 	LastDelivery *WebhookDelivery
 }
 
-// The events a webhook can subscribe to, and its formats; package webhook
-// names the same (its tests hold the two lists equal).
+// WebhookEvents are the events a webhook can subscribe to; package webhook
+// names the same, and its tests hold the two lists equal.
 var WebhookEvents = []string{"run.failed", "run.expired", "run.missed", "job.overdue", "run.succeeded", "job.recovered"}
 
 // The formats of a webhook's deliveries.

@@ -127,8 +127,8 @@ func NewWebhookDeliverer(store leaseapi.WebhookStore, cfg WebhookDelivererConfig
 	}, nil
 }
 
-// WebhookPass is what one pass did.
-type WebhookPass struct {
+// webhookPass is what one pass did.
+type webhookPass struct {
 	Delivered, Failed, GaveUp int
 	// Lost counts the attempts whose report came after their claim had
 	// passed and the event was claimed again (tried again, so perhaps
@@ -152,8 +152,8 @@ func (d *WebhookDeliverer) Run(ctx context.Context) {
 
 // runOnce claims and delivers batches until the outbox has no due event
 // left, and returns what it did.
-func (d *WebhookDeliverer) runOnce(ctx context.Context) (WebhookPass, error) {
-	var total WebhookPass
+func (d *WebhookDeliverer) runOnce(ctx context.Context) (webhookPass, error) {
+	var total webhookPass
 	var mu sync.Mutex
 	for range maxWebhookBatchesPerPass {
 		claimCtx, cancel := context.WithTimeout(ctx, reportTimeout)
