@@ -176,15 +176,7 @@ func (p *Store) Webhooks(ctx context.Context) ([]leaseapi.Webhook, error) {
 		if err := p.db.SelectContext(ctx, &rows, stores.WebhooksQuery); err != nil {
 			return nil, interpretError("read webhooks", err)
 		}
-		out := make([]leaseapi.Webhook, 0, len(rows))
-		for i := range rows {
-			w, err := rows[i].Webhook()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, w)
-		}
-		return out, nil
+		return stores.WebhooksOf(rows)
 	})
 }
 
@@ -207,10 +199,7 @@ func (p *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.We
 			if err := tx.SelectContext(ctx, &rows, stores.WebhookDeliveriesQuery, id, leaseapi.MaxWebhookDeliveries); err != nil {
 				return err
 			}
-			out = make([]leaseapi.WebhookDelivery, len(rows))
-			for i := range rows {
-				out[i] = rows[i].Delivery()
-			}
+			out = stores.DeliveriesOf(rows)
 			return nil
 		})
 		if errors.Is(err, leaseapi.ErrWebhookNotFound) {
@@ -222,7 +211,7 @@ func (p *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.We
 
 // ClaimWebhookEvents claims due events. See leaseapi.WebhookStore.
 func (p *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Duration) ([]leaseapi.WebhookEvent, error) {
-	if err := validateClaim(limit, claim); err != nil {
+	if err := stores.ValidateClaim(limit, claim); err != nil {
 		return nil, err
 	}
 	return bounded(ctx, func(ctx context.Context) ([]leaseapi.WebhookEvent, error) {
@@ -230,27 +219,8 @@ func (p *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Du
 		if err := p.db.SelectContext(ctx, &rows, claimEventsQuery, limit, claim.Milliseconds()); err != nil {
 			return nil, interpretError("claim webhook events", err)
 		}
-		out := make([]leaseapi.WebhookEvent, len(rows))
-		for i := range rows {
-			e, err := rows[i].Event()
-			if err != nil {
-				return nil, err
-			}
-			out[i] = e
-		}
-		return out, nil
+		return stores.EventsOf(rows)
 	})
-}
-
-// validateClaim checks the parameters of ClaimWebhookEvents.
-func validateClaim(limit int, claim time.Duration) error {
-	if limit < 1 {
-		return &leaseapi.InvalidError{Field: "limit", Rule: "must be at least 1"}
-	}
-	if claim < time.Millisecond {
-		return &leaseapi.InvalidError{Field: "claim", Rule: "must be at least 1ms"}
-	}
-	return nil
 }
 
 // FinishWebhookAttempt records an attempt. See leaseapi.WebhookStore.

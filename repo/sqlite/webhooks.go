@@ -87,15 +87,7 @@ func (s *Store) Webhooks(ctx context.Context) ([]leaseapi.Webhook, error) {
 		if err := tx.SelectContext(ctx, &rows, stores.WebhooksQuery); err != nil {
 			return nil, err
 		}
-		out := make([]leaseapi.Webhook, 0, len(rows))
-		for i := range rows {
-			w, err := rows[i].Webhook()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, w)
-		}
-		return out, nil
+		return stores.WebhooksOf(rows)
 	})
 }
 
@@ -116,39 +108,26 @@ func (s *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.We
 		if err := tx.SelectContext(ctx, &rows, stores.WebhookDeliveriesQuery, id, leaseapi.MaxWebhookDeliveries); err != nil {
 			return nil, err
 		}
-		out := make([]leaseapi.WebhookDelivery, len(rows))
-		for i := range rows {
-			out[i] = rows[i].Delivery()
-		}
-		return out, nil
+		return stores.DeliveriesOf(rows), nil
 	})
 }
 
 // ClaimWebhookEvents claims due events. See leaseapi.WebhookStore.
 func (s *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Duration) ([]leaseapi.WebhookEvent, error) {
-	if limit < 1 {
-		return nil, &leaseapi.InvalidError{Field: "limit", Rule: "must be at least 1"}
-	}
-	if claim < time.Millisecond {
-		return nil, &leaseapi.InvalidError{Field: "claim", Rule: "must be at least 1ms"}
+	if err := stores.ValidateClaim(limit, claim); err != nil {
+		return nil, err
 	}
 	return transact(ctx, s, "claim webhook events", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) ([]leaseapi.WebhookEvent, error) {
 		var rows []stores.OutboxRow
 		if err := tx.SelectContext(ctx, &rows, dueEventsQuery, now, limit); err != nil {
 			return nil, err
 		}
-		out := make([]leaseapi.WebhookEvent, len(rows))
 		for i := range rows {
 			if _, err := tx.ExecContext(ctx, claimEventQuery, rows[i].ID, now+claim.Milliseconds(), rows[i].Attempts); err != nil {
 				return nil, err
 			}
-			e, err := rows[i].Event()
-			if err != nil {
-				return nil, err
-			}
-			out[i] = e
 		}
-		return out, nil
+		return stores.EventsOf(rows)
 	})
 }
 

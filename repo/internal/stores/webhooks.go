@@ -330,6 +330,52 @@ DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id <= (
 	SELECT id FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
 )
 
+// ValidateClaim checks the parameters of ClaimWebhookEvents.
+func ValidateClaim(limit int, claim time.Duration) error {
+	if limit < 1 {
+		return &leaseapi.InvalidError{Field: "limit", Rule: "must be at least 1"}
+	}
+	if claim < time.Millisecond {
+		return &leaseapi.InvalidError{Field: "claim", Rule: "must be at least 1ms"}
+	}
+	return nil
+}
+
+// WebhooksOf are the webhooks of rows.
+func WebhooksOf(rows []WebhookRow) ([]leaseapi.Webhook, error) {
+	out := make([]leaseapi.Webhook, 0, len(rows))
+	for i := range rows {
+		w, err := rows[i].Webhook()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// EventsOf are the events of claimed rows.
+func EventsOf(rows []OutboxRow) ([]leaseapi.WebhookEvent, error) {
+	out := make([]leaseapi.WebhookEvent, len(rows))
+	for i := range rows {
+		e, err := rows[i].Event()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// DeliveriesOf are the attempts of rows.
+func DeliveriesOf(rows []DeliveryRow) []leaseapi.WebhookDelivery {
+	out := make([]leaseapi.WebhookDelivery, len(rows))
+	for i := range rows {
+		out[i] = rows[i].Delivery()
+	}
+	return out
+}
+
 // AttemptStatus and AttemptError are the stored forms of an attempt's
 // answer: NULL for none, the error clipped to MaxWebhookErrorLen.
 func AttemptStatus(a *leaseapi.WebhookAttempt) *int {
