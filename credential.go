@@ -128,7 +128,7 @@ func (c *Credential) Validate() error {
 	case !c.Role.Valid():
 		return &InvalidError{Field: "role", Rule: "must be read, lease or admin"}
 	case len(c.Scopes) == 0 || len(c.Scopes) > MaxScopes || slices.ContainsFunc(c.Scopes, func(s string) bool { return !ValidScope(s) }):
-		return &InvalidError{Field: "scopes", Rule: "must be 1 to 32 scopes, each * or a job id prefix ending in : or ."}
+		return &InvalidError{Field: "scopes", Rule: scopesRule}
 	case c.RatePerSecond != nil && (*c.RatePerSecond < 0 || *c.RatePerSecond > 1e6 || math.IsNaN(*c.RatePerSecond)):
 		return &InvalidError{Field: "ratePerSecond", Rule: "must be from 0 (no limit) to 1000000"}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/ui"
+	"github.com/leaseapi/leaseapi/webhook"
 )
 
 // Defaults for the zero values of Options.
@@ -70,6 +71,15 @@ type Options struct {
 	// Now is the clock of the GET /stats cache; nil uses time.Now. The
 	// answers themselves carry the store's clock.
 	Now func() time.Time
+	// Webhooks keeps the webhooks; nil uses the store when it is a
+	// leaseapi.WebhookStore (both stores are).
+	Webhooks leaseapi.WebhookStore
+	// WebhookSealer encrypts the URL and secret of a webhook before they
+	// are stored; nil stores them as given.
+	WebhookSealer *webhook.Sealer
+	// WebhookAllowPrivate accepts webhook URLs whose host is a loopback,
+	// private, link-local or otherwise non-public IP address.
+	WebhookAllowPrivate bool
 }
 
 // handler holds the dependencies of every route; the routes are its methods.
@@ -89,6 +99,10 @@ type handler struct {
 	metrics        *metrics
 	now            func() time.Time
 	statsCache     statsCache
+
+	webhooks            leaseapi.WebhookStore
+	webhookSealer       *webhook.Sealer
+	webhookAllowPrivate bool
 }
 
 // New returns the HTTP handler of the API, serving store. It panics when the
@@ -108,6 +122,10 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		registry:       opts.Registry,
 		metricsToken:   opts.MetricsToken,
 		now:            opts.Now,
+
+		webhooks:            opts.Webhooks,
+		webhookSealer:       opts.WebhookSealer,
+		webhookAllowPrivate: opts.WebhookAllowPrivate,
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -117,6 +135,9 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 	}
 	if h.registry == nil {
 		h.registry = prometheus.NewRegistry()
+	}
+	if ws, ok := store.(leaseapi.WebhookStore); ok && h.webhooks == nil {
+		h.webhooks = ws
 	}
 	credentials := opts.Credentials
 	if cs, ok := store.(leaseapi.CredentialStore); ok && credentials == nil {
@@ -179,6 +200,10 @@ func (h *handler) routes() http.Handler {
 			{http.MethodPost, "/credentials", manage, h.createCredential},
 			{http.MethodGet, "/credentials", manage, h.listCredentials},
 			{http.MethodDelete, "/credentials/{id}", manage, h.deleteCredential},
+			{http.MethodPost, "/webhooks", admin, h.createWebhook},
+			{http.MethodGet, "/webhooks", admin, h.listWebhooks},
+			{http.MethodDelete, "/webhooks/{id}", admin, h.deleteWebhook},
+			{http.MethodGet, "/webhooks/{id}/deliveries", admin, h.webhookDeliveries},
 		} {
 			h.perms[rt.method+" "+rt.pattern] = rt.perm
 			r.Method(rt.method, rt.pattern, rt.handler)

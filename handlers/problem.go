@@ -88,6 +88,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, leaseapi.ErrCredentialNotFound):
 		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
 		p.Detail = "no credential with this id exists within your scopes; GET /credentials lists them"
+	case errors.Is(err, leaseapi.ErrWebhookNotFound):
+		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
+		p.Detail = "no webhook with this id exists within your scopes; GET /webhooks lists them"
 	case errors.Is(err, leaseapi.ErrCredentialExists):
 		p.Status, p.Code = http.StatusConflict, api.CodeCredentialExists
 		p.Detail = "a credential of this name exists; choose another name or revoke that one first"

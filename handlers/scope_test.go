@@ -362,7 +362,7 @@ func TestRevocationAcrossInstances(t *testing.T) {
 }
 
 // TestEveryRouteAuthorized walks the router: every API route (/leases,
-// /runs, /stats, /credentials, /whoami) refuses a caller without a token on a
+// /runs, /stats, /credentials, /webhooks, /whoami) refuses a caller without a token on a
 // closed API, refuses a role too weak for it, and hides a job out of
 // scope; and it is in this table of the roles each route needs, so a new
 // route is not added without deciding its role here.
@@ -381,13 +381,16 @@ func TestEveryRouteAuthorized(t *testing.T) {
 		"POST /leases/{jobId}/trigger": leaseapi.RoleAdmin, "DELETE /leases/{jobId}/trigger": leaseapi.RoleAdmin,
 		"POST /owed":        leaseapi.RoleRead,
 		"POST /credentials": leaseapi.RoleAdmin, "GET /credentials": leaseapi.RoleAdmin, "DELETE /credentials/{id}": leaseapi.RoleAdmin,
+		"POST /webhooks": leaseapi.RoleAdmin, "GET /webhooks": leaseapi.RoleAdmin, "DELETE /webhooks/{id}": leaseapi.RoleAdmin,
+		"GET /webhooks/{id}/deliveries": leaseapi.RoleAdmin,
 	}
 	h := handlers.New(store, defaultOptions())
 	b := setupHandler(t, store, defaultOptions(), func(o handlers.Options) http.Handler { return handlers.New(store, o) })
 	seen := 0
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if !strings.HasPrefix(route, "/leases") && !strings.HasPrefix(route, "/stats") && !strings.HasPrefix(route, "/runs") &&
-			!strings.HasPrefix(route, "/credentials") && !strings.HasPrefix(route, "/whoami") && route != "/owed" {
+			!strings.HasPrefix(route, "/credentials") && !strings.HasPrefix(route, "/whoami") && route != "/owed" &&
+			!strings.HasPrefix(route, "/webhooks") {
 			return nil
 		}
 		seen++

@@ -2,9 +2,11 @@ package webhook_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/webhook"
 )
 
@@ -64,5 +66,21 @@ func TestNextAttemptBacksOffAndGivesUp(t *testing.T) {
 	}
 	if last := gaps[len(gaps)-1]; last < webhook.MaxRetryInterval {
 		t.Errorf("last gap %v, want hours (the cap %v)", last, webhook.MaxRetryInterval)
+	}
+}
+
+// The domain's list of events (leaseapi.WebhookEvents, which the stores
+// and the API check names against) is this package's.
+func TestEventsAgreeWithTheDomain(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, e := range webhook.Events {
+		names = append(names, string(e))
+	}
+	if !slices.Equal(names, leaseapi.WebhookEvents) {
+		t.Errorf("webhook.Events %q, leaseapi.WebhookEvents %q: want the same", names, leaseapi.WebhookEvents)
+	}
+	if string(webhook.FormatStandard) != leaseapi.WebhookFormatStandard || string(webhook.FormatSlack) != leaseapi.WebhookFormatSlack {
+		t.Errorf("formats differ")
 	}
 }

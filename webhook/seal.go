@@ -84,3 +84,13 @@ func (s *Sealer) Open(stored, aad string) (string, error) {
 	}
 	return string(plain), nil
 }
+
+// The fields of a webhook that are sealed.
+const (
+	FieldURL    = "url"
+	FieldSecret = "secret"
+)
+
+// AAD is the additional data that binds a sealed field to its webhook, so
+// that a sealed value copied to another row or field does not open.
+func AAD(webhookID, field string) string { return webhookID + "/" + field }

@@ -139,3 +139,18 @@ func NewClient(allowPrivate bool) *http.Client {
 		},
 	}
 }
+
+// Redact is how a webhook's URL is shown after its creation: the scheme
+// and the host (with its port), and "…" for whatever followed, since a
+// path or query may hold a secret (a Slack URL's path is its credential).
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "…"
+	}
+	out := u.Scheme + "://" + u.Host + "/"
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		out += "…"
+	}
+	return out
+}

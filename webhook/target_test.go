@@ -125,3 +125,20 @@ func TestClientRefusesLoopbackAndRedirects(t *testing.T) {
 		t.Fatalf("paths reached %v (+%d more), want /hook then /redirect only", got, len(hits))
 	}
 }
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"https://hooks.slack.com/services/T000/B000/XXXX": "https://hooks.slack.com/…",
+		"http://10.0.0.1:8080/hook?token=abc":             "http://10.0.0.1:8080/…",
+		"https://example.com":                             "https://example.com/",
+		"https://example.com/":                            "https://example.com/",
+		"https://example.com/#frag":                       "https://example.com/…",
+		"https://[2001:db8::1]:443/x":                     "https://[2001:db8::1]:443/…",
+		"::not a url":                                     "…",
+	} {
+		if got := webhook.Redact(raw); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

@@ -703,6 +703,54 @@ func (e UnsupportedMediaTypeProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for WebhookEventType.
+const (
+	JobOverdue   WebhookEventType = "job.overdue"
+	JobRecovered WebhookEventType = "job.recovered"
+	RunExpired   WebhookEventType = "run.expired"
+	RunFailed    WebhookEventType = "run.failed"
+	RunMissed    WebhookEventType = "run.missed"
+	RunSucceeded WebhookEventType = "run.succeeded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEventType enum.
+func (e WebhookEventType) Valid() bool {
+	switch e {
+	case JobOverdue:
+		return true
+	case JobRecovered:
+		return true
+	case RunExpired:
+		return true
+	case RunFailed:
+		return true
+	case RunMissed:
+		return true
+	case RunSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookFormat.
+const (
+	Slack    WebhookFormat = "slack"
+	Standard WebhookFormat = "standard"
+)
+
+// Valid indicates whether the value is a known member of the WebhookFormat enum.
+func (e WebhookFormat) Valid() bool {
+	switch e {
+	case Slack:
+		return true
+	case Standard:
+		return true
+	default:
+		return false
+	}
+}
+
 // AcquireConflictProblem defines model for AcquireConflictProblem.
 type AcquireConflictProblem struct {
 	Code AcquireConflictProblemCode `json:"code"`
@@ -822,6 +870,20 @@ type CreateCredentialRequest struct {
 	Scopes        []Scope  `json:"scopes"`
 }
 
+// CreateWebhookRequest defines model for CreateWebhookRequest.
+type CreateWebhookRequest struct {
+	Events []WebhookEventType `json:"events"`
+
+	// Format `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
+	Format *WebhookFormat `json:"format,omitempty"`
+
+	// Scopes The jobs whose events it gets; within the caller's own scopes.
+	Scopes []Scope `json:"scopes"`
+
+	// Url Absolute http or https URL the events are POSTed to.
+	Url string `json:"url"`
+}
+
 // CreatedCredential A Credential and its token.
 type CreatedCredential struct {
 	// CreatedAt Example: 2026-11-30T07:00:00.000Z
@@ -834,6 +896,28 @@ type CreatedCredential struct {
 
 	// Token `<id>.<secret>`, the bearer token; shown only in this answer.
 	Token string `json:"token"`
+}
+
+// CreatedWebhook A Webhook (without `lastDelivery`, since nothing was delivered yet) and its signing secret.
+type CreatedWebhook struct {
+	// CreatedAt Example: 2026-11-30T07:00:00.000Z
+	CreatedAt Time               `json:"createdAt"`
+	CreatedBy *string            `json:"createdBy"`
+	Events    []WebhookEventType `json:"events"`
+
+	// Format `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
+	Format WebhookFormat `json:"format"`
+	Id     string        `json:"id"`
+
+	// LastDelivery One attempt at delivering an event.
+	LastDelivery *WebhookDelivery `json:"lastDelivery,omitempty"`
+	Scopes       []Scope          `json:"scopes"`
+
+	// Secret `whsec_` and the base64 of 24 random bytes: the key of the `webhook-signature` HMAC (its base64-decoded bytes). Shown only in this answer.
+	Secret string `json:"secret"`
+
+	// Url The URL redacted to its scheme and host.
+	Url string `json:"url"`
 }
 
 // Credential defines model for Credential.
@@ -1421,6 +1505,115 @@ type UnsupportedMediaTypeProblemCode string
 // UnsupportedMediaTypeProblemStatus defines model for UnsupportedMediaTypeProblem.Status.
 type UnsupportedMediaTypeProblemStatus int
 
+// Webhook A webhook; `lastDelivery`, its newest delivery attempt, is absent before the first.
+type Webhook struct {
+	// CreatedAt Example: 2026-11-30T07:00:00.000Z
+	CreatedAt Time `json:"createdAt"`
+
+	// CreatedBy The name of the credential that created it; null when the API was open.
+	CreatedBy *string            `json:"createdBy"`
+	Events    []WebhookEventType `json:"events"`
+
+	// Format `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
+	Format WebhookFormat `json:"format"`
+	Id     string        `json:"id"`
+
+	// LastDelivery One attempt at delivering an event.
+	LastDelivery *WebhookDelivery `json:"lastDelivery,omitempty"`
+	Scopes       []Scope          `json:"scopes"`
+
+	// Url The URL redacted to its scheme and host (`https://hooks.slack.com/…`).
+	Url string `json:"url"`
+}
+
+// WebhookDelivery One attempt at delivering an event.
+type WebhookDelivery struct {
+	// At Example: 2026-11-30T07:00:00.000Z
+	At      Time `json:"at"`
+	Attempt int  `json:"attempt"`
+
+	// Delivered The receiver answered 2xx.
+	Delivered bool `json:"delivered"`
+
+	// Error Why the attempt failed without an answer (or, for a 3xx, that redirects are not followed); null otherwise.
+	Error *string `json:"error"`
+
+	// EventId The event's `webhook-id`, the same on every attempt.
+	EventId string `json:"eventId"`
+
+	// EventType `run.failed`, `run.succeeded` (a release), `run.expired` (a grant
+	// passed its expiresAt unreleased: told when the sweep counts it, or
+	// when a takeover closes it first), `run.missed` (a tick no replica
+	// started, one event per missed tick), `job.overdue` (the job's latest
+	// tick was missed and it has not run since: once, when it becomes
+	// overdue), `job.recovered` (a run succeeded after the job's previous
+	// finished run failed, expired or was missed).
+	EventType WebhookEventType `json:"eventType"`
+	JobId     JobID            `json:"jobId"`
+
+	// Status The receiver's HTTP status; null when no answer came.
+	Status *int `json:"status"`
+}
+
+// WebhookDeliveryList defines model for WebhookDeliveryList.
+type WebhookDeliveryList struct {
+	Deliveries []WebhookDelivery `json:"deliveries"`
+}
+
+// WebhookEvent The body leaseapi POSTs to a webhook of format `standard` (not an
+// answer of this API), per the Standard Webhooks specification: headers
+// `webhook-id` (the event's id, the same on every retry: deduplicate on
+// it), `webhook-timestamp` (the attempt's Unix seconds) and
+// `webhook-signature` (`v1,` and the base64 of HMAC-SHA256 over
+// `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the base64-decoded
+// part of the secret after `whsec_`). A 2xx answer delivers it; any other
+// answer, none within 10 s, or a redirect is retried with backoff (5 s,
+// then four times longer each time up to 4 h) for 24 h after the event.
+type WebhookEvent struct {
+	// Data The job; the run the event is about (for job.overdue the job's
+	// newest run, the missed one); the job's lease. Both as they were
+	// when the event was decided, in the schemas of this API.
+	Data struct {
+		JobId JobID `json:"jobId"`
+		Lease Lease `json:"lease"`
+
+		// Run One grant of the lease, or one missed tick: a missed run has `tick` and
+		// `endedAt` (tick + grace, when it was decided missed; for a manual tick
+		// nobody claimed, the end of its claimable time) but `token`, `owner`,
+		// `startedAt` and `durationMs` null.
+		Run Run `json:"run"`
+	} `json:"data"`
+
+	// Timestamp When the event was decided.
+	Timestamp time.Time `json:"timestamp"`
+
+	// Type `run.failed`, `run.succeeded` (a release), `run.expired` (a grant
+	// passed its expiresAt unreleased: told when the sweep counts it, or
+	// when a takeover closes it first), `run.missed` (a tick no replica
+	// started, one event per missed tick), `job.overdue` (the job's latest
+	// tick was missed and it has not run since: once, when it becomes
+	// overdue), `job.recovered` (a run succeeded after the job's previous
+	// finished run failed, expired or was missed).
+	Type WebhookEventType `json:"type"`
+}
+
+// WebhookEventType `run.failed`, `run.succeeded` (a release), `run.expired` (a grant
+// passed its expiresAt unreleased: told when the sweep counts it, or
+// when a takeover closes it first), `run.missed` (a tick no replica
+// started, one event per missed tick), `job.overdue` (the job's latest
+// tick was missed and it has not run since: once, when it becomes
+// overdue), `job.recovered` (a run succeeded after the job's previous
+// finished run failed, expired or was missed).
+type WebhookEventType string
+
+// WebhookFormat `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
+type WebhookFormat string
+
+// WebhookList defines model for WebhookList.
+type WebhookList struct {
+	Webhooks []Webhook `json:"webhooks"`
+}
+
 // Whoami defines model for Whoami.
 type Whoami struct {
 	Name *string `json:"name,omitempty"`
@@ -1516,6 +1709,18 @@ type ListRecentRunsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ReceiveWebhookEventParams defines parameters for ReceiveWebhookEvent.
+type ReceiveWebhookEventParams struct {
+	// WebhookId The event's id (`msg_` and 32 hex digits), the same on every retry.
+	WebhookId string `json:"webhook-id"`
+
+	// WebhookTimestamp The attempt's time, Unix seconds.
+	WebhookTimestamp int `json:"webhook-timestamp"`
+
+	// WebhookSignature `v1,` and the base64 of HMAC-SHA256 over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the base64-decoded secret after `whsec_`.
+	WebhookSignature string `json:"webhook-signature"`
+}
+
 // CreateCredentialJSONRequestBody defines body for CreateCredential for application/json ContentType.
 type CreateCredentialJSONRequestBody = CreateCredentialRequest
 
@@ -1539,6 +1744,12 @@ type TriggerJobJSONRequestBody = TriggerRequest
 
 // OwedTicksJSONRequestBody defines body for OwedTicks for application/json ContentType.
 type OwedTicksJSONRequestBody = OwedRequest
+
+// CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
+type CreateWebhookJSONRequestBody = CreateWebhookRequest
+
+// ReceiveWebhookEventJSONRequestBody defines body for ReceiveWebhookEvent for application/json ContentType.
+type ReceiveWebhookEventJSONRequestBody = WebhookEvent
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2003,6 +2214,59 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
 	ConsoleAsset(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhooks List the webhooks within the caller's scopes, URLs redacted, never a secret. Needs role admin.
+	//
+	// Corresponds with GET /webhooks (the `ListWebhooks` operationId).
+	ListWebhooks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateWebhookWithBody Subscribe a URL to the events of the jobs in some scopes, and answer its signing secret, the only time it is shown. Needs role admin.
+	//
+	// The scopes must lie within the caller's own (else 403 `forbidden`).
+	// The URL must be absolute `http` or `https` with a host and no user
+	// information, at most 2048 characters; an IP literal that is not a
+	// public address (loopback, private, link-local, multicast, CGNAT,
+	// reserved, or an IPv6 form of one) is refused with 400 unless the
+	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// checked on every address it resolves to each time a delivery
+	// connects, and an attempt refused so is recorded with its error. The
+	// URL is shown redacted from then on (scheme and host only).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
+	CreateWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateWebhook Subscribe a URL to the events of the jobs in some scopes, and answer its signing secret, the only time it is shown. Needs role admin.
+	//
+	// The scopes must lie within the caller's own (else 403 `forbidden`).
+	// The URL must be absolute `http` or `https` with a host and no user
+	// information, at most 2048 characters; an IP literal that is not a
+	// public address (loopback, private, link-local, multicast, CGNAT,
+	// reserved, or an IPv6 form of one) is refused with 400 unless the
+	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// checked on every address it resolves to each time a delivery
+	// connects, and an attempt refused so is recorded with its error. The
+	// URL is shown redacted from then on (scheme and host only).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
+	CreateWebhook(ctx context.Context, body CreateWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWebhook Delete a webhook within the caller's scopes, with the events still waiting for it and its log. Needs role admin.
+	//
+	// A webhook outside the caller's scopes is 404, as one that does not exist.
+	//
+	// Corresponds with DELETE /webhooks/{id} (the `DeleteWebhook` operationId).
+	DeleteWebhook(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookDeliveries The last 100 delivery attempts of a webhook within the caller's scopes, newest first. Needs role admin.
+	//
+	// A webhook outside the caller's scopes is 404, as one that does not exist. Response bodies are never kept.
+	//
+	// Corresponds with GET /webhooks/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveries(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Whoami The caller's credential (name, role, scopes), or open mode. Needs role read.
 	//
@@ -2720,6 +2984,109 @@ func (c *Client) ConsoleRedirectSlash(ctx context.Context, reqEditors ...Request
 // Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
 func (c *Client) ConsoleAsset(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewConsoleAssetRequest(c.Server, asset)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhooks List the webhooks within the caller's scopes, URLs redacted, never a secret. Needs role admin.
+//
+// Corresponds with GET /webhooks (the `ListWebhooks` operationId).
+func (c *Client) ListWebhooks(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhooksRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateWebhookWithBody Subscribe a URL to the events of the jobs in some scopes, and answer its signing secret, the only time it is shown. Needs role admin.
+//
+// The scopes must lie within the caller's own (else 403 `forbidden`).
+// The URL must be absolute `http` or `https` with a host and no user
+// information, at most 2048 characters; an IP literal that is not a
+// public address (loopback, private, link-local, multicast, CGNAT,
+// reserved, or an IPv6 form of one) is refused with 400 unless the
+// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// checked on every address it resolves to each time a delivery
+// connects, and an attempt refused so is recorded with its error. The
+// URL is shown redacted from then on (scheme and host only).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
+func (c *Client) CreateWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateWebhook Subscribe a URL to the events of the jobs in some scopes, and answer its signing secret, the only time it is shown. Needs role admin.
+//
+// The scopes must lie within the caller's own (else 403 `forbidden`).
+// The URL must be absolute `http` or `https` with a host and no user
+// information, at most 2048 characters; an IP literal that is not a
+// public address (loopback, private, link-local, multicast, CGNAT,
+// reserved, or an IPv6 form of one) is refused with 400 unless the
+// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// checked on every address it resolves to each time a delivery
+// connects, and an attempt refused so is recorded with its error. The
+// URL is shown redacted from then on (scheme and host only).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
+func (c *Client) CreateWebhook(ctx context.Context, body CreateWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWebhook Delete a webhook within the caller's scopes, with the events still waiting for it and its log. Needs role admin.
+//
+// A webhook outside the caller's scopes is 404, as one that does not exist.
+//
+// Corresponds with DELETE /webhooks/{id} (the `DeleteWebhook` operationId).
+func (c *Client) DeleteWebhook(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWebhookRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookDeliveries The last 100 delivery attempts of a webhook within the caller's scopes, newest first. Needs role admin.
+//
+// A webhook outside the caller's scopes is 404, as one that does not exist. Response bodies are never kept.
+//
+// Corresponds with GET /webhooks/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+func (c *Client) ListWebhookDeliveries(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookDeliveriesRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3807,6 +4174,141 @@ func NewConsoleAssetRequest(server string, asset string) (*http.Request, error) 
 	return req, nil
 }
 
+// NewListWebhooksRequest constructs an http.Request for the ListWebhooks method
+func NewListWebhooksRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateWebhookRequest calls the generic CreateWebhook builder with application/json body
+func NewCreateWebhookRequest(server string, body CreateWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateWebhookRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateWebhookRequestWithBody constructs an http.Request for the CreateWebhook method, with any body, and a specified content type
+func NewCreateWebhookRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteWebhookRequest constructs an http.Request for the DeleteWebhook method
+func NewDeleteWebhookRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListWebhookDeliveriesRequest constructs an http.Request for the ListWebhookDeliveries method
+func NewListWebhookDeliveriesRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/webhooks/%s/deliveries", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWhoamiRequest constructs an http.Request for the Whoami method
 func NewWhoamiRequest(server string) (*http.Request, error) {
 	var err error
@@ -4301,6 +4803,65 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /ui/{asset} (the `ConsoleAsset` operationId).
 	ConsoleAssetWithResponse(ctx context.Context, asset string, reqEditors ...RequestEditorFn) (*ConsoleAssetResponse, error)
+
+	// ListWebhooksWithResponse List the webhooks within the caller's scopes, URLs redacted, never a secret. Needs role admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /webhooks (the `ListWebhooks` operationId).
+	ListWebhooksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhooksResponse, error)
+
+	// CreateWebhookWithBodyWithResponse Subscribe a URL to the events of the jobs in some scopes, and answer its signing secret, the only time it is shown. Needs role admin.
+	//
+	// The scopes must lie within the caller's own (else 403 `forbidden`).
+	// The URL must be absolute `http` or `https` with a host and no user
+	// information, at most 2048 characters; an IP literal that is not a
+	// public address (loopback, private, link-local, multicast, CGNAT,
+	// reserved, or an IPv6 form of one) is refused with 400 unless the
+	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// checked on every address it resolves to each time a delivery
+	// connects, and an attempt refused so is recorded with its error. The
+	// URL is shown redacted from then on (scheme and host only).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
+	CreateWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookResponse, error)
+
+	// CreateWebhookWithResponse Subscribe a URL to the events of the jobs in some scopes, and answer its signing secret, the only time it is shown. Needs role admin.
+	//
+	// The scopes must lie within the caller's own (else 403 `forbidden`).
+	// The URL must be absolute `http` or `https` with a host and no user
+	// information, at most 2048 characters; an IP literal that is not a
+	// public address (loopback, private, link-local, multicast, CGNAT,
+	// reserved, or an IPv6 form of one) is refused with 400 unless the
+	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// checked on every address it resolves to each time a delivery
+	// connects, and an attempt refused so is recorded with its error. The
+	// URL is shown redacted from then on (scheme and host only).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
+	CreateWebhookWithResponse(ctx context.Context, body CreateWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookResponse, error)
+
+	// DeleteWebhookWithResponse Delete a webhook within the caller's scopes, with the events still waiting for it and its log. Needs role admin.
+	//
+	// A webhook outside the caller's scopes is 404, as one that does not exist.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /webhooks/{id} (the `DeleteWebhook` operationId).
+	DeleteWebhookWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteWebhookResponse, error)
+
+	// ListWebhookDeliveriesWithResponse The last 100 delivery attempts of a webhook within the caller's scopes, newest first. Needs role admin.
+	//
+	// A webhook outside the caller's scopes is 404, as one that does not exist. Response bodies are never kept.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /webhooks/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveriesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error)
 
 	// WhoamiWithResponse The caller's credential (name, role, scopes), or open mode. Needs role read.
 	//
@@ -6717,6 +7278,464 @@ func (r ConsoleAssetResponse) ContentType() string {
 	return ""
 }
 
+// ListWebhooksResponse401Headers the declared response headers of an HTTP 401 response for ListWebhooks
+type ListWebhooksResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListWebhooksResponse429Headers the declared response headers of an HTTP 429 response for ListWebhooks
+type ListWebhooksResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListWebhooksResponse503Headers the declared response headers of an HTTP 503 response for ListWebhooks
+type ListWebhooksResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListWebhooksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWebhooksResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWebhooksResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListWebhooksResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhooksResponse) GetJSON200() *WebhookList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListWebhooksResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWebhooksResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWebhooksResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListWebhooksResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListWebhooksResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListWebhooksResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListWebhooksResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhooksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhooksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhooksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhooksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateWebhookResponse201Headers the declared response headers of an HTTP 201 response for CreateWebhook
+type CreateWebhookResponse201Headers struct {
+	Location *string
+}
+
+// CreateWebhookResponse401Headers the declared response headers of an HTTP 401 response for CreateWebhook
+type CreateWebhookResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CreateWebhookResponse429Headers the declared response headers of an HTTP 429 response for CreateWebhook
+type CreateWebhookResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CreateWebhookResponse503Headers the declared response headers of an HTTP 503 response for CreateWebhook
+type CreateWebhookResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CreatedWebhook
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateWebhookResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateWebhookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateWebhookResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateWebhookResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateWebhookResponse) GetJSON201() *CreatedWebhook {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteWebhookResponse401Headers the declared response headers of an HTTP 401 response for DeleteWebhook
+type DeleteWebhookResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DeleteWebhookResponse429Headers the declared response headers of an HTTP 429 response for DeleteWebhook
+type DeleteWebhookResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DeleteWebhookResponse503Headers the declared response headers of an HTTP 503 response for DeleteWebhook
+type DeleteWebhookResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteWebhookResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteWebhookResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteWebhookResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteWebhookResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteWebhookResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteWebhookResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteWebhookResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteWebhookResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteWebhookResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteWebhookResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListWebhookDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListWebhookDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListWebhookDeliveriesResponse503Headers the declared response headers of an HTTP 503 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListWebhookDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookDeliveryList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWebhookDeliveriesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWebhookDeliveriesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListWebhookDeliveriesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON200() *WebhookDeliveryList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WhoamiResponse401Headers the declared response headers of an HTTP 401 response for Whoami
 type WhoamiResponse401Headers struct {
 	WWWAuthenticate string
@@ -7434,6 +8453,95 @@ func (c *ClientWithResponses) ConsoleAssetWithResponse(ctx context.Context, asse
 		return nil, err
 	}
 	return ParseConsoleAssetResponse(rsp)
+}
+
+// ListWebhooksWithResponse List the webhooks within the caller's scopes, URLs redacted, never a secret. Needs role admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /webhooks (the `ListWebhooks` operationId).
+func (c *ClientWithResponses) ListWebhooksWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWebhooksResponse, error) {
+	rsp, err := c.ListWebhooks(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhooksResponse(rsp)
+}
+
+// CreateWebhookWithBodyWithResponse Subscribe a URL to the events of the jobs in some scopes, and answer its signing secret, the only time it is shown. Needs role admin.
+//
+// The scopes must lie within the caller's own (else 403 `forbidden`).
+// The URL must be absolute `http` or `https` with a host and no user
+// information, at most 2048 characters; an IP literal that is not a
+// public address (loopback, private, link-local, multicast, CGNAT,
+// reserved, or an IPv6 form of one) is refused with 400 unless the
+// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// checked on every address it resolves to each time a delivery
+// connects, and an attempt refused so is recorded with its error. The
+// URL is shown redacted from then on (scheme and host only).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
+func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookResponse, error) {
+	rsp, err := c.CreateWebhookWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateWebhookResponse(rsp)
+}
+
+// CreateWebhookWithResponse Subscribe a URL to the events of the jobs in some scopes, and answer its signing secret, the only time it is shown. Needs role admin.
+//
+// The scopes must lie within the caller's own (else 403 `forbidden`).
+// The URL must be absolute `http` or `https` with a host and no user
+// information, at most 2048 characters; an IP literal that is not a
+// public address (loopback, private, link-local, multicast, CGNAT,
+// reserved, or an IPv6 form of one) is refused with 400 unless the
+// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// checked on every address it resolves to each time a delivery
+// connects, and an attempt refused so is recorded with its error. The
+// URL is shown redacted from then on (scheme and host only).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
+func (c *ClientWithResponses) CreateWebhookWithResponse(ctx context.Context, body CreateWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookResponse, error) {
+	rsp, err := c.CreateWebhook(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateWebhookResponse(rsp)
+}
+
+// DeleteWebhookWithResponse Delete a webhook within the caller's scopes, with the events still waiting for it and its log. Needs role admin.
+//
+// A webhook outside the caller's scopes is 404, as one that does not exist.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /webhooks/{id} (the `DeleteWebhook` operationId).
+func (c *ClientWithResponses) DeleteWebhookWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteWebhookResponse, error) {
+	rsp, err := c.DeleteWebhook(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWebhookResponse(rsp)
+}
+
+// ListWebhookDeliveriesWithResponse The last 100 delivery attempts of a webhook within the caller's scopes, newest first. Needs role admin.
+//
+// A webhook outside the caller's scopes is 404, as one that does not exist. Response bodies are never kept.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /webhooks/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+func (c *ClientWithResponses) ListWebhookDeliveriesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error) {
+	rsp, err := c.ListWebhookDeliveries(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookDeliveriesResponse(rsp)
 }
 
 // WhoamiWithResponse The caller's credential (name, role, scopes), or open mode. Needs role read.
@@ -9751,6 +10859,458 @@ func ParseConsoleAssetResponse(rsp *http.Response) (*ConsoleAssetResponse, error
 	return response, nil
 }
 
+// ParseListWebhooksResponse parses an HTTP response from a ListWebhooksWithResponse call
+func ParseListWebhooksResponse(rsp *http.Response) (*ListWebhooksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhooksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListWebhooksResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListWebhooksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListWebhooksResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateWebhookResponse parses an HTTP response from a CreateWebhookWithResponse call
+func ParseCreateWebhookResponse(rsp *http.Response) (*CreateWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CreatedWebhook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateWebhookResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateWebhookResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateWebhookResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateWebhookResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWebhookResponse parses an HTTP response from a DeleteWebhookWithResponse call
+func ParseDeleteWebhookResponse(rsp *http.Response) (*DeleteWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteWebhookResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteWebhookResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteWebhookResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWebhookDeliveriesResponse parses an HTTP response from a ListWebhookDeliveriesWithResponse call
+func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookDeliveryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListWebhookDeliveriesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListWebhookDeliveriesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListWebhookDeliveriesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWhoamiResponse parses an HTTP response from a WhoamiWithResponse call
 func ParseWhoamiResponse(rsp *http.Response) (*WhoamiResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9843,4 +11403,162 @@ func ParseWhoamiResponse(rsp *http.Response) (*WhoamiResponse, error) {
 	}
 
 	return response, nil
+}
+
+// CallbackInitiator sends OpenAPI callback requests to target URLs.
+// Modeled on the generated Client, but with no stored Server -- the full
+// target URL is provided per-call by the caller (typically discovered
+// from a callback expression on the parent operation's request body,
+// e.g. `{$request.body#/callbackUrl}`).
+type CallbackInitiator struct {
+	// Doer for performing requests, typically a *http.Client with any
+	// customized settings, such as certificate chains.
+	Client HttpRequestDoer
+
+	// A list of callbacks for modifying requests which are generated before sending over
+	// the network.
+	RequestEditors []RequestEditorFn
+}
+
+// CallbackInitiatorOption allows setting custom parameters during construction.
+type CallbackInitiatorOption func(*CallbackInitiator) error
+
+// NewCallbackInitiator creates a new CallbackInitiator with reasonable defaults.
+func NewCallbackInitiator(opts ...CallbackInitiatorOption) (*CallbackInitiator, error) {
+	initiator := CallbackInitiator{}
+	for _, o := range opts {
+		if err := o(&initiator); err != nil {
+			return nil, err
+		}
+	}
+	if initiator.Client == nil {
+		initiator.Client = &http.Client{}
+	}
+	return &initiator, nil
+}
+
+// WithCallbackHTTPClient allows overriding the default Doer, which is
+// automatically created using http.Client. This is useful for tests.
+func WithCallbackHTTPClient(doer HttpRequestDoer) CallbackInitiatorOption {
+	return func(p *CallbackInitiator) error {
+		p.Client = doer
+		return nil
+	}
+}
+
+// WithCallbackRequestEditorFn allows setting up a callback function, which
+// will be called right before sending the callback request. This can be
+// used to mutate the request, e.g. to add signature headers.
+func WithCallbackRequestEditorFn(fn RequestEditorFn) CallbackInitiatorOption {
+	return func(p *CallbackInitiator) error {
+		p.RequestEditors = append(p.RequestEditors, fn)
+		return nil
+	}
+}
+
+func (p *CallbackInitiator) applyCallbackEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
+	for _, r := range p.RequestEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	for _, r := range additionalEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CallbackInitiatorInterface is the interface specification for the callback initiator.
+type CallbackInitiatorInterface interface {
+	// ReceiveWebhookEventWithBody fires the event callback with any body
+	ReceiveWebhookEventWithBody(ctx context.Context, targetURL string, params *ReceiveWebhookEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	ReceiveWebhookEvent(ctx context.Context, targetURL string, params *ReceiveWebhookEventParams, body ReceiveWebhookEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (p *CallbackInitiator) ReceiveWebhookEventWithBody(ctx context.Context, targetURL string, params *ReceiveWebhookEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveWebhookEventCallbackRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *CallbackInitiator) ReceiveWebhookEvent(ctx context.Context, targetURL string, params *ReceiveWebhookEventParams, body ReceiveWebhookEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveWebhookEventCallbackRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+// NewReceiveWebhookEventCallbackRequest builds a application/json POST request for the event callback
+func NewReceiveWebhookEventCallbackRequest(targetURL string, params *ReceiveWebhookEventParams, body ReceiveWebhookEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReceiveWebhookEventCallbackRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewReceiveWebhookEventCallbackRequestWithBody builds a POST request for the event callback with any body
+func NewReceiveWebhookEventCallbackRequestWithBody(targetURL string, params *ReceiveWebhookEventParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
 }

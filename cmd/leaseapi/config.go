@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/postgres"
+	"github.com/leaseapi/leaseapi/webhook"
 )
 
 // envPrefix is the prefix of every setting: LEASEAPI_ADDR, LEASEAPI_MIN_TTL, ...
@@ -26,36 +28,40 @@ const envPrefix = "leaseapi"
 // Every field has a desc tag for `leaseapi -h` and a default tag, except the
 // ones whose default is empty on purpose (DATABASE_URL: the embedded store;
 // API_TOKENS and ADMIN_TOKENS: an open API; METRICS_TOKEN: an open /metrics;
-// TLS_CERT_FILE and TLS_KEY_FILE: plain HTTP). README.md's configuration table
+// TLS_CERT_FILE and TLS_KEY_FILE: plain HTTP; WEBHOOK_KEY: webhook secrets
+// stored as given; PUBLIC_URL: no console link in slack messages). README.md's configuration table
 // is checked against these tags by TestREADMEConfigTable.
 type Config struct {
-	Addr             string        `envconfig:"ADDR" default:":8080" desc:"TCP address to listen on"`
-	DatabaseURL      string        `envconfig:"DATABASE_URL" desc:"Postgres DSN, e.g. postgres://user:pass@host:5432/db?sslmode=disable; empty = the embedded SQLite store"`
-	SQLitePath       string        `envconfig:"SQLITE_PATH" default:"leaseapi.db" desc:"file of the embedded store, used when LEASEAPI_DATABASE_URL is empty; it serves one leaseapi instance"`
-	DefaultTTL       time.Duration `envconfig:"DEFAULT_TTL" default:"30s" desc:"lease TTL of a request without ttlMs"`
-	MinTTL           time.Duration `envconfig:"MIN_TTL" default:"1s" desc:"smallest ttlMs a request may ask for"`
-	MaxTTL           time.Duration `envconfig:"MAX_TTL" default:"1h" desc:"largest ttlMs a request may ask for"`
-	RequestTimeout   time.Duration `envconfig:"REQUEST_TIMEOUT" default:"1s" desc:"deadline of one request; past it the answer is 503 unavailable"`
-	HistoryRetention time.Duration `envconfig:"HISTORY_RETENTION" default:"168h" desc:"how long finished runs are kept"`
-	PruneInterval    time.Duration `envconfig:"PRUNE_INTERVAL" default:"1m" desc:"how often finished runs older than the retention are deleted"`
-	APITokens        []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens required on /leases; with no API or admin tokens the API is open"`
-	AdminTokens      []string      `envconfig:"ADMIN_TOKENS" desc:"comma-separated bearer tokens of unscoped admin credentials: everything an API token may do, plus revoke, pause, resume, forget schedules and manage credentials"`
-	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error; info logs an access line for the unexpected answers (4xx other than 409, 5xx), debug one for every request"`
-	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
-	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
-	MaxInFlight      int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 overloaded at once, without touching the database (load shedding)"`
-	MissedGrace      time.Duration `envconfig:"MISSED_GRACE" default:"60s" desc:"grace of a schedule whose acquires send no graceMs: how long after a tick a replica may still start it before it counts as missed (capped at the schedule's shortest gap)"`
-	TriggerGrace     time.Duration `envconfig:"TRIGGER_GRACE" default:"5m" desc:"how long a manual tick (POST /leases/{jobId}/trigger) stays claimable at least; the job's grace when that is longer"`
-	MissedSweep      time.Duration `envconfig:"MISSED_SWEEP" default:"10s" desc:"how often the fate of due ticks is decided (missed, skipped) and grants past their expiry are counted"`
-	RateLimit        float64       `envconfig:"RATE_LIMIT" default:"0" desc:"calls per second per instance of a credential without a ratePerSecond of its own (heartbeats and releases are never limited); 0 = no limit"`
-	TLSCertFile      string        `envconfig:"TLS_CERT_FILE" desc:"PEM file of the certificate (and chain) to serve HTTPS with, TLS 1.2 or later and HTTP/2; read again when it changes (a cert-manager renewal), without a restart; empty = plain HTTP"`
-	TLSKeyFile       string        `envconfig:"TLS_KEY_FILE" desc:"PEM file of the private key of LEASEAPI_TLS_CERT_FILE; set both or neither"`
-	Durability       string        `envconfig:"DURABILITY" default:"local" desc:"local or replicated (Postgres): replicated acknowledges a write only while the primary has a synchronous standby and synchronous_commit is on or remote_apply, else answers 503 unavailable; see docs/high-availability.md"`
-	StartTimeout     time.Duration `envconfig:"START_TIMEOUT" default:"50s" desc:"how long a start keeps retrying a Postgres that is unreachable or read-only (a failover in progress) before it exits"`
-	StatsInterval    time.Duration `envconfig:"STATS_INTERVAL" default:"15s" desc:"how often the gauges of /metrics (leases by state, paused and overdue jobs, and the per-job series) are computed"`
-	MetricsToken     string        `envconfig:"METRICS_TOKEN" desc:"bearer token /metrics requires; empty = /metrics is open (it then carries no job id)"`
-	JobMetrics       bool          `envconfig:"JOB_METRICS" default:"false" desc:"serve per-job series on /metrics (leaseapi_job_*, labels job_id and team); requires LEASEAPI_METRICS_TOKEN"`
-	JobMetricsLimit  int           `envconfig:"JOB_METRICS_LIMIT" default:"10000" desc:"how many jobs, the first in job id order, have per-job series; leaseapi_job_metrics_truncated counts the others"`
+	Addr                string        `envconfig:"ADDR" default:":8080" desc:"TCP address to listen on"`
+	DatabaseURL         string        `envconfig:"DATABASE_URL" desc:"Postgres DSN, e.g. postgres://user:pass@host:5432/db?sslmode=disable; empty = the embedded SQLite store"`
+	SQLitePath          string        `envconfig:"SQLITE_PATH" default:"leaseapi.db" desc:"file of the embedded store, used when LEASEAPI_DATABASE_URL is empty; it serves one leaseapi instance"`
+	DefaultTTL          time.Duration `envconfig:"DEFAULT_TTL" default:"30s" desc:"lease TTL of a request without ttlMs"`
+	MinTTL              time.Duration `envconfig:"MIN_TTL" default:"1s" desc:"smallest ttlMs a request may ask for"`
+	MaxTTL              time.Duration `envconfig:"MAX_TTL" default:"1h" desc:"largest ttlMs a request may ask for"`
+	RequestTimeout      time.Duration `envconfig:"REQUEST_TIMEOUT" default:"1s" desc:"deadline of one request; past it the answer is 503 unavailable"`
+	HistoryRetention    time.Duration `envconfig:"HISTORY_RETENTION" default:"168h" desc:"how long finished runs are kept"`
+	PruneInterval       time.Duration `envconfig:"PRUNE_INTERVAL" default:"1m" desc:"how often finished runs older than the retention are deleted"`
+	APITokens           []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens required on /leases; with no API or admin tokens the API is open"`
+	AdminTokens         []string      `envconfig:"ADMIN_TOKENS" desc:"comma-separated bearer tokens of unscoped admin credentials: everything an API token may do, plus revoke, pause, resume, forget schedules and manage credentials"`
+	LogLevel            string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error; info logs an access line for the unexpected answers (4xx other than 409, 5xx), debug one for every request"`
+	LogFormat           string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	ShutdownTimeout     time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"10s" desc:"how long shutdown waits for requests in flight"`
+	MaxInFlight         int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 overloaded at once, without touching the database (load shedding)"`
+	MissedGrace         time.Duration `envconfig:"MISSED_GRACE" default:"60s" desc:"grace of a schedule whose acquires send no graceMs: how long after a tick a replica may still start it before it counts as missed (capped at the schedule's shortest gap)"`
+	TriggerGrace        time.Duration `envconfig:"TRIGGER_GRACE" default:"5m" desc:"how long a manual tick (POST /leases/{jobId}/trigger) stays claimable at least; the job's grace when that is longer"`
+	MissedSweep         time.Duration `envconfig:"MISSED_SWEEP" default:"10s" desc:"how often the fate of due ticks is decided (missed, skipped) and grants past their expiry are counted"`
+	RateLimit           float64       `envconfig:"RATE_LIMIT" default:"0" desc:"calls per second per instance of a credential without a ratePerSecond of its own (heartbeats and releases are never limited); 0 = no limit"`
+	TLSCertFile         string        `envconfig:"TLS_CERT_FILE" desc:"PEM file of the certificate (and chain) to serve HTTPS with, TLS 1.2 or later and HTTP/2; read again when it changes (a cert-manager renewal), without a restart; empty = plain HTTP"`
+	TLSKeyFile          string        `envconfig:"TLS_KEY_FILE" desc:"PEM file of the private key of LEASEAPI_TLS_CERT_FILE; set both or neither"`
+	Durability          string        `envconfig:"DURABILITY" default:"local" desc:"local or replicated (Postgres): replicated acknowledges a write only while the primary has a synchronous standby and synchronous_commit is on or remote_apply, else answers 503 unavailable; see docs/high-availability.md"`
+	StartTimeout        time.Duration `envconfig:"START_TIMEOUT" default:"50s" desc:"how long a start keeps retrying a Postgres that is unreachable or read-only (a failover in progress) before it exits"`
+	StatsInterval       time.Duration `envconfig:"STATS_INTERVAL" default:"15s" desc:"how often the gauges of /metrics (leases by state, paused and overdue jobs, and the per-job series) are computed"`
+	MetricsToken        string        `envconfig:"METRICS_TOKEN" desc:"bearer token /metrics requires; empty = /metrics is open (it then carries no job id)"`
+	JobMetrics          bool          `envconfig:"JOB_METRICS" default:"false" desc:"serve per-job series on /metrics (leaseapi_job_*, labels job_id and team); requires LEASEAPI_METRICS_TOKEN"`
+	JobMetricsLimit     int           `envconfig:"JOB_METRICS_LIMIT" default:"10000" desc:"how many jobs, the first in job id order, have per-job series; leaseapi_job_metrics_truncated counts the others"`
+	WebhookKey          string        `envconfig:"WEBHOOK_KEY" desc:"base64 of 32 random bytes (openssl rand -base64 32): webhook secrets and URLs are stored encrypted with it (AES-256-GCM); empty = stored as given, and leaseapi warns at start"`
+	WebhookAllowPrivate bool          `envconfig:"WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"let webhooks reach loopback, private, link-local and other non-public addresses (refused by default, at creation for an IP literal and whenever a delivery connects)"`
+	PublicURL           string        `envconfig:"PUBLIC_URL" desc:"leaseapi's base URL as its users reach it (e.g. https://leaseapi.example.com), for the console link of slack webhook messages; empty = no link"`
 }
 
 // loadConfig reads the configuration from the environment and validates it.
@@ -177,6 +183,16 @@ func (c *Config) Validate() error {
 	}
 	if c.JobMetricsLimit < 1 || c.JobMetricsLimit > leaseapi.MaxJobHealthLimit {
 		add("%s (%d) must be from 1 to %d", key("JOB_METRICS_LIMIT"), c.JobMetricsLimit, leaseapi.MaxJobHealthLimit)
+	}
+	// The key is a secret: a problem never shows it.
+	if _, err := webhook.NewSealer(c.WebhookKey); err != nil {
+		add("%s must be the base64 of 32 random bytes (openssl rand -base64 32)", key("WEBHOOK_KEY"))
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.RawQuery != "" || u.Fragment != "" {
+			add("%s (%q) must be an absolute http or https URL without query, such as https://leaseapi.example.com", key("PUBLIC_URL"), c.PublicURL)
+		}
 	}
 	if strings.ContainsFunc(c.MetricsToken, func(r rune) bool { return r <= ' ' || r == 0x7F }) {
 		add("%s contains a space or control character", key("METRICS_TOKEN"))

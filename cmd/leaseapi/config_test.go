@@ -72,6 +72,24 @@ func TestValidate(t *testing.T) {
 			modify: func(c *Config) { c.JobMetricsLimit = 0 },
 			want:   []string{"LEASEAPI_JOB_METRICS_LIMIT (0) must be from 1 to 1000000"},
 		},
+		{name: "WebhookKey", modify: func(c *Config) { c.WebhookKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" }},
+		{
+			// The message never shows the key, which is a secret.
+			name:   "WebhookKeyShort",
+			modify: func(c *Config) { c.WebhookKey = "c2VjcmV0LWtleQ==" },
+			want:   []string{"LEASEAPI_WEBHOOK_KEY must be the base64 of 32 random bytes (openssl rand -base64 32)"},
+		},
+		{
+			name:   "WebhookKeyNotBase64",
+			modify: func(c *Config) { c.WebhookKey = "not base64!" },
+			want:   []string{"LEASEAPI_WEBHOOK_KEY must be the base64 of 32 random bytes"},
+		},
+		{name: "PublicURL", modify: func(c *Config) { c.PublicURL = "https://leaseapi.example.com/base" }},
+		{
+			name:   "PublicURLRelative",
+			modify: func(c *Config) { c.PublicURL = "leaseapi.example.com" },
+			want:   []string{`LEASEAPI_PUBLIC_URL ("leaseapi.example.com") must be an absolute http or https URL`},
+		},
 		{
 			name:   "MetricsTokenWithSpace",
 			modify: func(c *Config) { c.MetricsToken = "a b" },
@@ -249,33 +267,36 @@ func TestLoadConfigDefaults(t *testing.T) {
 func TestLoadConfigFromEnv(t *testing.T) {
 	clearEnv(t)
 	env := map[string]string{
-		"LEASEAPI_ADDR":              "127.0.0.1:9999",
-		"LEASEAPI_DATABASE_URL":      "postgres://postgres@127.0.0.1:5432/leases?sslmode=disable",
-		"LEASEAPI_SQLITE_PATH":       "/var/lib/leaseapi/leases.db",
-		"LEASEAPI_DEFAULT_TTL":       "45s",
-		"LEASEAPI_MIN_TTL":           "500ms",
-		"LEASEAPI_MAX_TTL":           "2h",
-		"LEASEAPI_REQUEST_TIMEOUT":   "3s",
-		"LEASEAPI_HISTORY_RETENTION": "24h",
-		"LEASEAPI_PRUNE_INTERVAL":    "30s",
-		"LEASEAPI_API_TOKENS":        "tok-a,tok-b",
-		"LEASEAPI_ADMIN_TOKENS":      "adm",
-		"LEASEAPI_LOG_LEVEL":         "debug",
-		"LEASEAPI_LOG_FORMAT":        "text",
-		"LEASEAPI_SHUTDOWN_TIMEOUT":  "20s",
-		"LEASEAPI_MAX_IN_FLIGHT":     "64",
-		"LEASEAPI_MISSED_GRACE":      "90s",
-		"LEASEAPI_TRIGGER_GRACE":     "10m",
-		"LEASEAPI_MISSED_SWEEP":      "5s",
-		"LEASEAPI_RATE_LIMIT":        "2.5",
-		"LEASEAPI_TLS_CERT_FILE":     "/etc/leaseapi/tls/tls.crt",
-		"LEASEAPI_TLS_KEY_FILE":      "/etc/leaseapi/tls/tls.key",
-		"LEASEAPI_DURABILITY":        "replicated",
-		"LEASEAPI_START_TIMEOUT":     "2m",
-		"LEASEAPI_STATS_INTERVAL":    "1s",
-		"LEASEAPI_METRICS_TOKEN":     "scrape",
-		"LEASEAPI_JOB_METRICS":       "true",
-		"LEASEAPI_JOB_METRICS_LIMIT": "500",
+		"LEASEAPI_ADDR":                  "127.0.0.1:9999",
+		"LEASEAPI_DATABASE_URL":          "postgres://postgres@127.0.0.1:5432/leases?sslmode=disable",
+		"LEASEAPI_SQLITE_PATH":           "/var/lib/leaseapi/leases.db",
+		"LEASEAPI_DEFAULT_TTL":           "45s",
+		"LEASEAPI_MIN_TTL":               "500ms",
+		"LEASEAPI_MAX_TTL":               "2h",
+		"LEASEAPI_REQUEST_TIMEOUT":       "3s",
+		"LEASEAPI_HISTORY_RETENTION":     "24h",
+		"LEASEAPI_PRUNE_INTERVAL":        "30s",
+		"LEASEAPI_API_TOKENS":            "tok-a,tok-b",
+		"LEASEAPI_ADMIN_TOKENS":          "adm",
+		"LEASEAPI_LOG_LEVEL":             "debug",
+		"LEASEAPI_LOG_FORMAT":            "text",
+		"LEASEAPI_SHUTDOWN_TIMEOUT":      "20s",
+		"LEASEAPI_MAX_IN_FLIGHT":         "64",
+		"LEASEAPI_MISSED_GRACE":          "90s",
+		"LEASEAPI_TRIGGER_GRACE":         "10m",
+		"LEASEAPI_MISSED_SWEEP":          "5s",
+		"LEASEAPI_RATE_LIMIT":            "2.5",
+		"LEASEAPI_TLS_CERT_FILE":         "/etc/leaseapi/tls/tls.crt",
+		"LEASEAPI_TLS_KEY_FILE":          "/etc/leaseapi/tls/tls.key",
+		"LEASEAPI_DURABILITY":            "replicated",
+		"LEASEAPI_START_TIMEOUT":         "2m",
+		"LEASEAPI_STATS_INTERVAL":        "1s",
+		"LEASEAPI_METRICS_TOKEN":         "scrape",
+		"LEASEAPI_JOB_METRICS":           "true",
+		"LEASEAPI_JOB_METRICS_LIMIT":     "500",
+		"LEASEAPI_WEBHOOK_KEY":           "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+		"LEASEAPI_WEBHOOK_ALLOW_PRIVATE": "true",
+		"LEASEAPI_PUBLIC_URL":            "https://leaseapi.example.com",
 	}
 	keys := settingKeys(t)
 	for k, v := range env {
@@ -292,33 +313,36 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		t.Fatalf("loadConfig() error = %v", err)
 	}
 	want := Config{
-		Addr:             "127.0.0.1:9999",
-		DatabaseURL:      "postgres://postgres@127.0.0.1:5432/leases?sslmode=disable",
-		SQLitePath:       "/var/lib/leaseapi/leases.db",
-		DefaultTTL:       45 * time.Second,
-		MinTTL:           500 * time.Millisecond,
-		MaxTTL:           2 * time.Hour,
-		RequestTimeout:   3 * time.Second,
-		HistoryRetention: 24 * time.Hour,
-		PruneInterval:    30 * time.Second,
-		APITokens:        []string{"tok-a", "tok-b"},
-		AdminTokens:      []string{"adm"},
-		LogLevel:         "debug",
-		LogFormat:        "text",
-		ShutdownTimeout:  20 * time.Second,
-		MaxInFlight:      64,
-		MissedGrace:      90 * time.Second,
-		TriggerGrace:     10 * time.Minute,
-		MissedSweep:      5 * time.Second,
-		RateLimit:        2.5,
-		TLSCertFile:      "/etc/leaseapi/tls/tls.crt",
-		TLSKeyFile:       "/etc/leaseapi/tls/tls.key",
-		Durability:       "replicated",
-		StartTimeout:     2 * time.Minute,
-		StatsInterval:    time.Second,
-		MetricsToken:     "scrape",
-		JobMetrics:       true,
-		JobMetricsLimit:  500,
+		Addr:                "127.0.0.1:9999",
+		DatabaseURL:         "postgres://postgres@127.0.0.1:5432/leases?sslmode=disable",
+		SQLitePath:          "/var/lib/leaseapi/leases.db",
+		DefaultTTL:          45 * time.Second,
+		MinTTL:              500 * time.Millisecond,
+		MaxTTL:              2 * time.Hour,
+		RequestTimeout:      3 * time.Second,
+		HistoryRetention:    24 * time.Hour,
+		PruneInterval:       30 * time.Second,
+		APITokens:           []string{"tok-a", "tok-b"},
+		AdminTokens:         []string{"adm"},
+		LogLevel:            "debug",
+		LogFormat:           "text",
+		ShutdownTimeout:     20 * time.Second,
+		MaxInFlight:         64,
+		MissedGrace:         90 * time.Second,
+		TriggerGrace:        10 * time.Minute,
+		MissedSweep:         5 * time.Second,
+		RateLimit:           2.5,
+		TLSCertFile:         "/etc/leaseapi/tls/tls.crt",
+		TLSKeyFile:          "/etc/leaseapi/tls/tls.key",
+		Durability:          "replicated",
+		StartTimeout:        2 * time.Minute,
+		StatsInterval:       time.Second,
+		MetricsToken:        "scrape",
+		JobMetrics:          true,
+		JobMetricsLimit:     500,
+		WebhookKey:          "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+		WebhookAllowPrivate: true,
+		PublicURL:           "https://leaseapi.example.com",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("loadConfig() = %+v, want %+v", got, want)
@@ -388,7 +412,8 @@ func TestLoadConfigErrors(t *testing.T) {
 // and has a default, except those whose empty default has a meaning.
 func TestConfigTags(t *testing.T) {
 	t.Parallel()
-	emptyDefault := []string{"DATABASE_URL", "API_TOKENS", "ADMIN_TOKENS", "METRICS_TOKEN", "TLS_CERT_FILE", "TLS_KEY_FILE"}
+	emptyDefault := []string{"DATABASE_URL", "API_TOKENS", "ADMIN_TOKENS", "METRICS_TOKEN", "TLS_CERT_FILE", "TLS_KEY_FILE",
+		"WEBHOOK_KEY", "PUBLIC_URL"}
 	typ := reflect.TypeFor[Config]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
@@ -444,5 +469,15 @@ func TestREADMEConfigTable(t *testing.T) {
 	}
 	if !slices.Equal(got, want[2:]) || !strings.Contains(string(readme), strings.Join(want, "\n")) {
 		t.Errorf("README.md's configuration table differs from Config; it should read:\n\n%s", strings.Join(want, "\n"))
+	}
+}
+
+// TestValidateHidesTheWebhookKey: a bad key is named, never shown.
+func TestValidateHidesTheWebhookKey(t *testing.T) {
+	t.Parallel()
+	cfg := validConfig()
+	cfg.WebhookKey = "c2VjcmV0LWtleQ=="
+	if err := cfg.Validate(); err == nil || strings.Contains(err.Error(), cfg.WebhookKey) {
+		t.Errorf("Validate() = %v, want an error that does not show the key", err)
 	}
 }

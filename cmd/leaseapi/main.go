@@ -34,11 +34,13 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
 	"github.com/leaseapi/leaseapi/internal/metrics"
 	"github.com/leaseapi/leaseapi/repo"
 	"github.com/leaseapi/leaseapi/repo/postgres"
 	"github.com/leaseapi/leaseapi/repo/sqlite"
+	"github.com/leaseapi/leaseapi/webhook"
 )
 
 func main() {
@@ -181,6 +183,7 @@ func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
 type store interface {
 	leaseapi.Store
 	leaseapi.CredentialStore
+	leaseapi.WebhookStore
 	Migrate(ctx context.Context) error
 }
 
@@ -399,8 +402,25 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		logger.Warn("no API or admin tokens configured: the API is open to anyone who can reach it; set " +
 			key("API_TOKENS") + " and " + key("ADMIN_TOKENS"))
 	}
+	sealer, err := webhook.NewSealer(cfg.WebhookKey) // validated with the configuration
+	if err != nil {
+		return fmt.Errorf("%s: %w", key("WEBHOOK_KEY"), err)
+	}
+	if sealer == nil {
+		logger.Warn(key("WEBHOOK_KEY") + " is not set: webhook signing secrets and URLs are stored as given, so a copy of the " +
+			"database is enough to sign messages its receivers trust and to post to its Slack URLs; set it to the output of " +
+			"openssl rand -base64 32 (webhooks created before then stay readable)")
+	}
+	if cfg.WebhookAllowPrivate {
+		logger.Warn(key("WEBHOOK_ALLOW_PRIVATE") + "=true: webhooks may reach loopback, private and link-local addresses, " +
+			"this host and its network included")
+	}
+	webhookMetrics, err := metrics.NewWebhooks(registry)
+	if err != nil {
+		return err
+	}
 
-	loops, err := backgroundLoops(cfg, s, leaseMetrics, logger)
+	loops, err := backgroundLoops(cfg, s, leaseMetrics, webhookMetrics, sealer, logger)
 	if err != nil {
 		return err
 	}
@@ -428,6 +448,10 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		MissedGrace:  cfg.MissedGrace,
 		TriggerGrace: cfg.TriggerGrace,
 		RateLimit:    cfg.RateLimit,
+		// Like the credentials, from the store itself.
+		Webhooks:            s,
+		WebhookSealer:       sealer,
+		WebhookAllowPrivate: cfg.WebhookAllowPrivate,
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -513,9 +537,9 @@ func replicationMonitor(pg *postgres.Store, reg prometheus.Registerer, logger *s
 type loop interface{ Run(ctx context.Context) }
 
 // backgroundLoops are the service's loops: the run-history pruner, the
-// tick sweeper and the refresher of the lease gauges. Each is safe to run
-// on every instance at once.
-func backgroundLoops(cfg Config, s leaseapi.Store, m *metrics.Leases, logger *slog.Logger) ([]loop, error) {
+// tick sweeper, the refresher of the gauges and the webhook deliverer.
+// Each is safe to run on every instance at once.
+func backgroundLoops(cfg Config, s store, m *metrics.Leases, wm *metrics.Webhooks, sealer *webhook.Sealer, logger *slog.Logger) ([]loop, error) {
 	pruner, err := repo.NewRunPruner(s, repo.RunPrunerConfig{
 		Retention: cfg.HistoryRetention,
 		Interval:  cfg.PruneInterval,
@@ -532,5 +556,17 @@ func backgroundLoops(cfg Config, s leaseapi.Store, m *metrics.Leases, logger *sl
 	if err != nil {
 		return nil, err
 	}
-	return []loop{pruner, sweeper, stats}, nil
+	stats.CountOutbox(s, wm)
+	// Every instance delivers; each attempt is claimed by one of them.
+	deliverer, err := repo.NewWebhookDeliverer(s, repo.WebhookDelivererConfig{
+		AllowPrivate: cfg.WebhookAllowPrivate,
+		PublicURL:    cfg.PublicURL,
+		Sealer:       sealer,
+		DataFunc:     api.MarshalWebhookData,
+		Observer:     wm,
+	}, logger)
+	if err != nil {
+		return nil, err
+	}
+	return []loop{pruner, sweeper, stats, deliverer}, nil
 }

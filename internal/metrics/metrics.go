@@ -155,12 +155,15 @@ func (m *Leases) SetStats(st leaseapi.Stats) {
 
 // StatsRefresher computes the gauges of the lease table at start and then
 // every interval: a count of the table on a timer, never one per scrape;
-// with the per-job series enabled, also one read of the jobs' health.
+// with the per-job series enabled, also one read of the jobs' health, and
+// with CountOutbox, a count of the webhook outbox.
 type StatsRefresher struct {
 	store    leaseapi.Store
 	metrics  *Leases
 	interval time.Duration
 	logger   *slog.Logger
+	// outbox counts the webhook outbox; nil unless CountOutbox was called.
+	outbox func(context.Context) error
 }
 
 // DefaultStatsInterval is how often the gauges are computed.
@@ -213,6 +216,9 @@ func (r *StatsRefresher) runOnce(ctx context.Context) error {
 			r.metrics.SetJobHealth(page)
 		}
 		err = errors.Join(err, jerr)
+	}
+	if r.outbox != nil {
+		err = errors.Join(err, r.outbox(ctx))
 	}
 	if errors.Is(err, context.Canceled) {
 		return nil

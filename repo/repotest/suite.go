@@ -33,8 +33,9 @@ const (
 // Postgres store: one database per test package) or not (a SQLite file per
 // subtest); subtests isolate themselves by unique job ids and owners.
 //
-// The PruneRuns subtest deletes finished runs store-wide. It runs before the
-// parallel subtests, so call RunStoreSuite from a test that is not parallel
+// The PruneRuns subtest deletes finished runs store-wide, and the webhook
+// subtests claim every due webhook event. They run before the parallel
+// subtests, so call RunStoreSuite from a test that is not parallel
 // and do not share the store's data with parallel tests that read run
 // history.
 func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
@@ -43,6 +44,9 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 	// Sequential: nothing else runs while they prune or read every job.
 	t.Run("PruneRuns", func(t *testing.T) { testPruneRuns(t, setup(t, open)) })
 	t.Run("JobHealth", func(t *testing.T) { testJobHealth(t, setup(t, open)) })
+	// They claim every due webhook event of the store.
+	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, setup(t, open)) })
+	t.Run("WebhookSweepEvents", func(t *testing.T) { testWebhookSweepEvents(t, setup(t, open)) })
 
 	for _, tc := range []struct {
 		name string

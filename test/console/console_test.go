@@ -21,9 +21,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -214,7 +216,9 @@ func startServer(t *testing.T, closed bool) *server {
 	addr := l.Addr().String()
 	l.Close()
 	s := &server{url: "http://" + addr, dsn: repotest.NewPostgresURL(t)}
-	env := []string{"LEASEAPI_ADDR=" + addr, "LEASEAPI_DATABASE_URL=" + s.dsn, "LEASEAPI_LOG_LEVEL=warn", "LEASEAPI_MIN_TTL=1s"}
+	// Private webhook targets allowed: the tests' receivers are on loopback.
+	env := []string{"LEASEAPI_ADDR=" + addr, "LEASEAPI_DATABASE_URL=" + s.dsn, "LEASEAPI_LOG_LEVEL=warn", "LEASEAPI_MIN_TTL=1s",
+		"LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true"}
 	if closed {
 		s.admin = "admin-" + randomHex(16)
 		env = append(env, "LEASEAPI_ADMIN_TOKENS="+s.admin)
@@ -787,6 +791,84 @@ func TestConsole(t *testing.T) {
 			t.Errorf("injected markup: __xss=%v, %d elements", injected.XSS, injected.Elements)
 		}
 		noCSPViolations(t, ctx)
+	})
+
+	t.Run("WebhooksReadOnly", func(t *testing.T) {
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		t.Cleanup(receiver.Close)
+		var billing, reports struct {
+			ID     string `json:"id"`
+			Secret string `json:"secret"`
+		}
+		closed.must(t, http.MethodPost, "/webhooks", map[string]any{
+			"url": receiver.URL + "/hooks/billing-secret-path", "events": []string{"run.failed", "job.overdue"}, "scopes": []string{"billing:"},
+		}, &billing)
+		closed.must(t, http.MethodPost, "/webhooks", map[string]any{
+			"url": "https://hooks.slack.example/services/T0/B0/reports-secret", "events": []string{"job.overdue"}, "scopes": []string{"reports."},
+			"format": "slack",
+		}, &reports)
+		// One delivered event for billing's webhook.
+		l := closed.acquire(t, "billing:payouts", "pod-w", 600000)
+		closed.release(t, l, "failed")
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			var log struct {
+				Deliveries []struct {
+					Delivered bool `json:"delivered"`
+				} `json:"deliveries"`
+			}
+			closed.must(t, http.MethodGet, "/webhooks/"+billing.ID+"/deliveries", nil, &log)
+			if len(log.Deliveries) > 0 && log.Deliveries[0].Delivered {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the run.failed of billing:payouts was not delivered: %+v", log)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		billingAdmin := closed.credential(t, "billing-admin", "admin", "billing:")
+
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/webhooks", billingAdmin)
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.webhooks tbody tr`)))
+		screenshot(t, ctx, "webhooks")
+		if ids := textOf(t, ctx, `table.webhooks tbody th`); len(ids) != 1 || ids[0] != billing.ID {
+			t.Errorf("billing-admin sees webhooks %q, want only %s", ids, billing.ID)
+		}
+		row := textOf(t, ctx, `table.webhooks tbody tr[data-webhook="`+billing.ID+`"] td`)
+		want := []string{"http://" + strings.TrimPrefix(receiver.URL, "http://") + "/…", "run.failed, job.overdue", "standard", "billing:"}
+		if len(row) != 5 || !slices.Equal(row[:4], want) || !strings.HasPrefix(row[4], "delivered HTTP 204 run.failed of billing:payouts, attempt 1") {
+			t.Errorf("billing's row: %q, want %q and its delivery", row, want)
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll('main button, main form, main input').length`); n != 0 {
+			t.Errorf("the webhook list offers %d controls, want none (read-only)", n)
+		}
+		page := eval[string](t, ctx, `document.body.innerText`)
+		for _, secret := range []string{billing.Secret, "whsec_", "billing-secret-path"} {
+			if strings.Contains(page, secret) {
+				t.Errorf("the page shows %q", secret)
+			}
+		}
+		if hidden := eval[bool](t, ctx, `document.getElementById('nav-webhooks').hidden`); hidden {
+			t.Error("an admin has no link to the webhooks")
+		}
+
+		// The unscoped admin sees both, the other one not delivered yet.
+		ctx = tab(t, bctx)
+		open(t, ctx, closed, "#/webhooks", closed.admin)
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.webhooks tbody tr[data-webhook="`+reports.ID+`"]`)))
+		if got := textOf(t, ctx, `tr[data-webhook="`+reports.ID+`"] td`); len(got) != 5 ||
+			got[0] != "https://hooks.slack.example/…" || got[2] != "slack" || got[4] != "none yet" {
+			t.Errorf("reports' row: %q", got)
+		}
+		noCSPViolations(t, ctx)
+
+		// A reader is offered no link, and the page says what it needs.
+		ctx = tab(t, bctx)
+		open(t, ctx, closed, "#/webhooks", reader)
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`#webhooks-forbidden`)))
+		if hidden := eval[bool](t, ctx, `document.getElementById('nav-webhooks').hidden`); !hidden {
+			t.Error("a reader is offered the webhooks link")
+		}
 	})
 
 	t.Run("StaleWhenServerStops", func(t *testing.T) {

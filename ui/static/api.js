@@ -128,3 +128,6 @@ export const forgetSchedule = (id) => call('DELETE', `${job(id)}/schedule`);
 export const trigger = (id, reason, key) =>
   call('POST', `${job(id)}/trigger`, reason ? { reason } : {}, { 'Idempotency-Key': key });
 export const cancelTrigger = (id) => call('DELETE', `${job(id)}/trigger`);
+// The webhooks within the caller's scopes (admin): URLs redacted, never a
+// secret. The console only lists them.
+export const listWebhooks = () => call('GET', '/webhooks');

@@ -1,10 +1,11 @@
-// app.js wires the console: hash routing (#/, #/leases?…, #/jobs/{id}),
+// app.js wires the console: hash routing (#/, #/leases?…, #/jobs/{id},
+// #/webhooks),
 // the token prompt on 401, the 5 s refresh that can be paused, and the
 // status line that says when the data on screen is stale.
 
 import * as api from './api.js';
 import { h, replace, fmtShortTime, fmtDuration } from './dom.js';
-import { overview, leases, job } from './views.js';
+import { overview, leases, job, webhooks } from './views.js';
 
 const REFRESH_MS = 5000;
 // Data older than this is marked stale: two refreshes missed.
@@ -38,6 +39,7 @@ function parseRoute() {
   const params = new URLSearchParams(q < 0 ? '' : raw.slice(q + 1));
   if (path === '/' || path === '') return { name: 'overview', params };
   if (path === '/leases') return { name: 'leases', params };
+  if (path === '/webhooks') return { name: 'webhooks', params };
   const m = /^\/jobs\/(.+)$/.exec(path);
   if (m) {
     let id = m[1];
@@ -124,6 +126,8 @@ function confirmDialog({ title, text, ok, reason }) {
 
 function showWho() {
   const w = state.who;
+  // Webhooks are an admin's: the link is offered to admins (and in open mode).
+  document.getElementById('nav-webhooks').hidden = !(w && (w.open || w.role === 'admin'));
   if (!w) {
     replace(whoEl);
     return;
@@ -293,7 +297,7 @@ function route() {
     main.setAttribute('aria-busy', 'false');
     return;
   }
-  state.view = { overview, leases, job }[r.name](ctx, r);
+  state.view = { overview, leases, job, webhooks }[r.name](ctx, r);
   document.title = `${state.view.title} · leaseapi console`;
   load();
 }

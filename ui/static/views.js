@@ -1,4 +1,4 @@
-// views.js renders the three views (overview, lease table, job) from the
+// views.js renders the views (overview, lease table, job, webhooks) from the
 // API's answers. Every view is an object with load() (fetch and render,
 // throws APIError) and tick() (once a second: times to expiry). Data is
 // only ever written as text.
@@ -394,5 +394,56 @@ export function job(ctx, route) {
     tick() {
       if (root) tickExpiries(root);
     },
+  };
+}
+
+// ---- webhooks ---------------------------------------------------------
+
+/** deliveryCell describes a webhook's newest attempt: delivered, the status that refused it, or the error. */
+function deliveryCell(d) {
+  if (!d) return h('td', { class: 'muted', 'data-delivery': 'none' }, 'none yet');
+  const what = d.delivered
+    ? badge('delivery', 'delivered')
+    : h('span', { class: 'badge delivery-failed' }, 'failed');
+  const why = d.status !== null ? `HTTP ${d.status}` : (d.error || 'no answer');
+  return h('td', { 'data-delivery': d.delivered ? 'delivered' : 'failed' },
+    what, ' ', h('span', { class: 'why' }, why), ' ',
+    h('span', { class: 'muted' }, `${d.eventType} of `, h('a', { href: jobHref(d.jobId) }, d.jobId),
+      `, attempt ${d.attempt}, `, h('time', { datetime: d.at }, fmtTime(d.at))));
+}
+
+/** webhooks lists the webhooks within the caller's scopes, read-only: they are managed through the API. */
+export function webhooks(ctx) {
+  return {
+    title: 'Webhooks',
+    async load() {
+      let list;
+      try {
+        list = (await api.listWebhooks()).webhooks;
+      } catch (e) {
+        if (e.status !== 403) throw e;
+        ctx.render(h('div', null, h('h1', { tabindex: '-1' }, 'Webhooks'),
+          h('p', { class: 'empty', id: 'webhooks-forbidden' }, `Webhooks need a credential of role admin. ${e.detail || ''}`)));
+        return;
+      }
+      const rows = list.map((w) => h('tr', { 'data-webhook': w.id },
+        h('th', { scope: 'row' }, h('code', null, w.id)),
+        h('td', { class: 'url' }, w.url),
+        h('td', null, w.events.join(', ')),
+        h('td', null, w.format),
+        h('td', null, w.scopes.join(' ')),
+        deliveryCell(w.lastDelivery)));
+      ctx.render(h('div', null,
+        h('h1', { tabindex: '-1' }, 'Webhooks'),
+        h('p', { class: 'muted' }, 'The webhooks within your scopes, read-only: create and delete them with POST and DELETE /webhooks. URLs are shown redacted; secrets are shown only once, when a webhook is created.'),
+        list.length
+          ? h('table', { class: 'webhooks' },
+            h('caption', null, `${list.length} webhook${list.length === 1 ? '' : 's'}, by id`),
+            h('thead', null, h('tr', null,
+              ['Id', 'URL', 'Events', 'Format', 'Scopes', 'Last delivery'].map((c) => h('th', { scope: 'col' }, c)))),
+            h('tbody', null, rows))
+          : empty('No webhooks within your scopes. A team subscribes one with POST /webhooks.')));
+    },
+    tick() {},
   };
 }

@@ -1,0 +1,404 @@
+package stores
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// What both stores share of the webhooks: the rows, the statements they
+// run as written, and the reading of the run and lease an event carries.
+
+// WebhookRow is a webhooks row of either store, with its newest attempt
+// (the d_ columns, NULL before the first): events and scopes are JSON
+// arrays; times are timestamptz in Postgres, Unix milliseconds in SQLite.
+type WebhookRow struct {
+	ID          string `db:"id"`
+	URLRedacted string `db:"url_redacted"`
+	Events      []byte `db:"events"`
+	Scopes      []byte `db:"scopes"`
+	Format      string `db:"format"`
+	CreatedBy   string `db:"created_by"`
+	CreatedAt   any    `db:"created_at"`
+
+	DEventID   *string `db:"d_event_id"`
+	DType      *string `db:"d_type"`
+	DJobID     *string `db:"d_job_id"`
+	DAttempt   *int    `db:"d_attempt"`
+	DAt        any     `db:"d_attempted_at"`
+	DStatus    *int    `db:"d_status"`
+	DError     *string `db:"d_error"`
+	DDelivered *bool   `db:"d_delivered"`
+}
+
+// WebhookArrays are the JSON arrays of w's events and scopes, as stored.
+func WebhookArrays(w *leaseapi.Webhook) (events, scopes string, err error) {
+	e, err := json.Marshal(w.Events)
+	if err != nil {
+		return "", "", fmt.Errorf("webhook events: %w", err)
+	}
+	s, err := json.Marshal(w.Scopes)
+	if err != nil {
+		return "", "", fmt.Errorf("webhook scopes: %w", err)
+	}
+	return string(e), string(s), nil
+}
+
+// Webhook is the webhook of r, without its URL and secret (a list never
+// reads them).
+func (r *WebhookRow) Webhook() (leaseapi.Webhook, error) {
+	w := leaseapi.Webhook{ID: r.ID, URLRedacted: r.URLRedacted, Format: r.Format, CreatedBy: r.CreatedBy,
+		CreatedAt: AnyTime(r.CreatedAt)}
+	if err := json.Unmarshal(r.Events, &w.Events); err != nil {
+		return w, fmt.Errorf("webhook %s events: %w", r.ID, err)
+	}
+	if err := json.Unmarshal(r.Scopes, &w.Scopes); err != nil {
+		return w, fmt.Errorf("webhook %s scopes: %w", r.ID, err)
+	}
+	if r.DEventID != nil {
+		d := DeliveryRow{EventID: *r.DEventID, Type: deref(r.DType), JobID: deref(r.DJobID), AttemptedAt: r.DAt,
+			Status: r.DStatus, Error: r.DError}
+		if r.DAttempt != nil {
+			d.Attempt = *r.DAttempt
+		}
+		if r.DDelivered != nil {
+			d.Delivered = *r.DDelivered
+		}
+		last := d.Delivery()
+		w.LastDelivery = &last
+	}
+	return w, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// AnyTime reads a time column of either store: a time.Time (Postgres) or
+// Unix milliseconds (SQLite).
+func AnyTime(v any) time.Time {
+	switch at := v.(type) {
+	case time.Time:
+		return at.UTC()
+	case int64:
+		return time.UnixMilli(at).UTC()
+	}
+	return time.Time{}
+}
+
+// OutboxRow is a claimed outbox row with its webhook's URL, secret and
+// format; run and lease are JSON (to_jsonb of the rows in Postgres, the
+// views of migrations/sqlite/0008 in SQLite).
+type OutboxRow struct {
+	ID        string `db:"id"`
+	WebhookID string `db:"webhook_id"`
+	Type      string `db:"type"`
+	JobID     string `db:"job_id"`
+	Run       []byte `db:"run"`
+	Lease     []byte `db:"lease"`
+	CreatedAt any    `db:"created_at"`
+	Attempts  int    `db:"attempts"`
+	URL       string `db:"url"`
+	Secret    string `db:"secret"`
+	Format    string `db:"format"`
+}
+
+// Event is the event of r: its run and lease as the domain sees them at
+// the event's instant.
+func (r *OutboxRow) Event() (leaseapi.WebhookEvent, error) {
+	e := leaseapi.WebhookEvent{ID: r.ID, WebhookID: r.WebhookID, Type: r.Type, JobID: r.JobID,
+		CreatedAt: AnyTime(r.CreatedAt), Attempt: r.Attempts, URL: r.URL, Secret: r.Secret, Format: r.Format}
+	if notNull(r.Lease) {
+		var s leaseSnapshot
+		if err := json.Unmarshal(r.Lease, &s); err != nil {
+			return e, fmt.Errorf("webhook event %s lease: %w", r.ID, err)
+		}
+		l := s.lease(e.CreatedAt)
+		e.Lease = &l
+	}
+	if notNull(r.Run) {
+		var s runSnapshot
+		if err := json.Unmarshal(r.Run, &s); err != nil {
+			return e, fmt.Errorf("webhook event %s run: %w", r.ID, err)
+		}
+		run := s.run(e.JobID, e.Lease, e.CreatedAt)
+		e.Run = &run
+	}
+	return e, nil
+}
+
+func notNull(b []byte) bool { return len(b) > 0 && !bytes.Equal(b, []byte("null")) }
+
+// snapTime is a time of a row snapshot: an RFC 3339 string (Postgres's
+// to_jsonb), Unix milliseconds (the SQLite views) or null.
+type snapTime struct{ t *time.Time }
+
+func (s *snapTime) UnmarshalJSON(b []byte) error {
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		s.t = nil
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var t time.Time
+		if err := json.Unmarshal(b, &t); err != nil {
+			return err
+		}
+		t = t.UTC()
+		s.t = &t
+		return nil
+	}
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return err
+	}
+	t := time.UnixMilli(ms).UTC()
+	s.t = &t
+	return nil
+}
+
+// or is the time, or the zero time for null.
+func (s snapTime) or() time.Time {
+	if s.t == nil {
+		return time.Time{}
+	}
+	return *s.t
+}
+
+// leaseSnapshot is what an event carries of a leases row, under its
+// column names.
+type leaseSnapshot struct {
+	JobID             string   `json:"job_id"`
+	Owner             string   `json:"owner"`
+	Token             int64    `json:"token"`
+	Timeline          *int64   `json:"timeline"`
+	Tick              snapTime `json:"tick"`
+	TTLMs             int64    `json:"ttl_ms"`
+	AcquiredAt        snapTime `json:"acquired_at"`
+	RenewedAt         snapTime `json:"renewed_at"`
+	ExpiresAt         snapTime `json:"expires_at"`
+	ReleasedAt        snapTime `json:"released_at"`
+	RevokedAt         snapTime `json:"revoked_at"`
+	LastCompletedTick snapTime `json:"last_completed_tick"`
+	LastOutcome       *string  `json:"last_outcome"`
+	Schedule          *string  `json:"schedule"`
+	GraceMs           *int64   `json:"grace_ms"`
+	PausedAt          snapTime `json:"paused_at"`
+	PausedBy          *string  `json:"paused_by"`
+	PausedReason      *string  `json:"paused_reason"`
+	MissedTicks       int64    `json:"missed_ticks"`
+	SkippedTicks      int64    `json:"skipped_ticks"`
+	RevokedBy         *string  `json:"revoked_by"`
+	CatchUp           *string  `json:"catch_up"`
+	CatchUpWindowMs   int64    `json:"catch_up_window_ms"`
+	OwedTick          snapTime `json:"owed_tick"`
+	OwedReason        *string  `json:"owed_reason"`
+	OwedUntil         snapTime `json:"owed_until"`
+}
+
+// lease is the snapshot as the domain sees it at now, as the stores read a
+// row (state, what it owes, its next tick).
+func (s *leaseSnapshot) lease(now time.Time) leaseapi.Lease {
+	l := leaseapi.Lease{
+		JobID:             s.JobID,
+		Owner:             s.Owner,
+		Token:             s.Token,
+		AcquiredAt:        s.AcquiredAt.or(),
+		RenewedAt:         s.RenewedAt.or(),
+		ExpiresAt:         s.ExpiresAt.or(),
+		ReleasedAt:        s.ReleasedAt.t,
+		TTL:               time.Duration(s.TTLMs) * time.Millisecond,
+		Tick:              s.Tick.t,
+		LastCompletedTick: s.LastCompletedTick.t,
+		LastOutcome:       leaseapi.Outcome(deref(s.LastOutcome)),
+		Schedule:          deref(s.Schedule),
+		PausedAt:          s.PausedAt.t,
+		PausedBy:          deref(s.PausedBy),
+		PausedReason:      deref(s.PausedReason),
+		MissedTicks:       s.MissedTicks,
+		SkippedTicks:      s.SkippedTicks,
+		CatchUp:           leaseapi.CatchUp(deref(s.CatchUp)),
+		CatchUpWindow:     time.Duration(s.CatchUpWindowMs) * time.Millisecond,
+	}
+	if s.Timeline != nil {
+		l.Timeline = *s.Timeline
+	}
+	if s.GraceMs != nil {
+		l.Grace = time.Duration(*s.GraceMs) * time.Millisecond
+	}
+	SetOwed(&l, s.OwedTick.t, deref(s.OwedReason), s.OwedUntil.t, now)
+	if s.RevokedAt.t != nil {
+		l.RevokedBy = deref(s.RevokedBy)
+	}
+	l.SetState(s.RevokedAt.t != nil, now)
+	SetNextTick(&l, now)
+	return l
+}
+
+// runSnapshot is what an event carries of a runs row.
+type runSnapshot struct {
+	Token       *int64   `json:"token"`
+	Owner       *string  `json:"owner"`
+	Tick        snapTime `json:"tick"`
+	StartedAt   snapTime `json:"started_at"`
+	EndedAt     snapTime `json:"ended_at"`
+	Outcome     string   `json:"outcome"`
+	RevokedBy   *string  `json:"revoked_by"`
+	Trigger     string   `json:"trigger"`
+	TriggeredBy *string  `json:"triggered_by"`
+}
+
+// run is the snapshot as the run history shows it at now: a run still
+// marked running whose grant (l's) has expired is expired, ending at its
+// expiry.
+func (s *runSnapshot) run(jobID string, l *leaseapi.Lease, now time.Time) leaseapi.Run {
+	r := leaseapi.Run{
+		JobID:       jobID,
+		Owner:       deref(s.Owner),
+		Tick:        s.Tick.t,
+		StartedAt:   s.StartedAt.t,
+		EndedAt:     s.EndedAt.t,
+		Outcome:     leaseapi.Outcome(s.Outcome),
+		RevokedBy:   deref(s.RevokedBy),
+		Trigger:     leaseapi.Trigger(s.Trigger),
+		TriggeredBy: deref(s.TriggeredBy),
+	}
+	if s.Token != nil {
+		r.Token = *s.Token
+	}
+	if r.Outcome == leaseapi.OutcomeRunning && l != nil && l.Token == r.Token &&
+		l.ReleasedAt == nil && l.State != leaseapi.StateRevoked && !l.ExpiresAt.After(now) {
+		end := l.ExpiresAt
+		r.Outcome, r.EndedAt = leaseapi.OutcomeExpired, &end
+	}
+	return r
+}
+
+// DeliveryRow is a webhook_deliveries row.
+type DeliveryRow struct {
+	EventID     string  `db:"event_id"`
+	Type        string  `db:"type"`
+	JobID       string  `db:"job_id"`
+	Attempt     int     `db:"attempt"`
+	AttemptedAt any     `db:"attempted_at"`
+	Status      *int    `db:"status"`
+	Error       *string `db:"error"`
+	Delivered   bool    `db:"delivered"`
+}
+
+// Delivery is the attempt of r.
+func (r *DeliveryRow) Delivery() leaseapi.WebhookDelivery {
+	d := leaseapi.WebhookDelivery{EventID: r.EventID, Type: r.Type, JobID: r.JobID, Attempt: r.Attempt,
+		At: AnyTime(r.AttemptedAt), Delivered: r.Delivered, Error: deref(r.Error)}
+	if r.Status != nil {
+		d.Status = *r.Status
+	}
+	return d
+}
+
+// The statements of the webhooks that both stores run as written ($n
+// placeholders, no clock).
+const (
+	DeleteWebhookQuery = `DELETE FROM webhooks WHERE id = $1`
+	// WebhooksQuery reads every webhook with its newest attempt
+	// (webhook_deliveries_webhook_idx), never its URL or secret.
+	WebhooksQuery = `
+SELECT w.id, w.url_redacted, w.events, w.scopes, w.format, w.created_by, w.created_at,
+	d.event_id AS d_event_id, d.type AS d_type, d.job_id AS d_job_id, d.attempt AS d_attempt,
+	d.attempted_at AS d_attempted_at, d.status AS d_status, d.error AS d_error, d.delivered AS d_delivered
+FROM webhooks AS w
+LEFT JOIN webhook_deliveries AS d ON d.id = (SELECT max(id) FROM webhook_deliveries WHERE webhook_id = w.id)
+ORDER BY w.id`
+	WebhookExistsQuery     = `SELECT count(*) FROM webhooks WHERE id = $1`
+	WebhookDeliveriesQuery = `
+SELECT event_id, type, job_id, attempt, attempted_at, status, error, delivered FROM webhook_deliveries
+WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2`
+	WebhookOutboxQuery = `SELECT count(*) FROM webhook_outbox`
+	// DoneEventQuery removes a delivered or given-up event if the claim
+	// reported is still the event's last ($2, its attempts).
+	DoneEventQuery = `DELETE FROM webhook_outbox WHERE id = $1 AND attempts = $2`
+	// TrimDeliveriesQuery keeps the newest $2 attempts of webhook $1.
+	TrimDeliveriesQuery = `
+DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id <= (
+	SELECT id FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
+)
+
+// ValidateClaim checks the parameters of ClaimWebhookEvents.
+func ValidateClaim(limit int, claim time.Duration) error {
+	if limit < 1 {
+		return &leaseapi.InvalidError{Field: "limit", Rule: "must be at least 1"}
+	}
+	if claim < time.Millisecond {
+		return &leaseapi.InvalidError{Field: "claim", Rule: "must be at least 1ms"}
+	}
+	return nil
+}
+
+// WebhooksOf are the webhooks of rows.
+func WebhooksOf(rows []WebhookRow) ([]leaseapi.Webhook, error) {
+	out := make([]leaseapi.Webhook, 0, len(rows))
+	for i := range rows {
+		w, err := rows[i].Webhook()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// EventsOf are the events of claimed rows.
+func EventsOf(rows []OutboxRow) ([]leaseapi.WebhookEvent, error) {
+	out := make([]leaseapi.WebhookEvent, len(rows))
+	for i := range rows {
+		e, err := rows[i].Event()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// DeliveriesOf are the attempts of rows.
+func DeliveriesOf(rows []DeliveryRow) []leaseapi.WebhookDelivery {
+	out := make([]leaseapi.WebhookDelivery, len(rows))
+	for i := range rows {
+		out[i] = rows[i].Delivery()
+	}
+	return out
+}
+
+// AttemptStatus and AttemptError are the stored forms of an attempt's
+// answer: NULL for none, the error clipped to MaxWebhookErrorLen.
+func AttemptStatus(a *leaseapi.WebhookAttempt) *int {
+	if a.Status == 0 {
+		return nil
+	}
+	return &a.Status
+}
+
+// AttemptError is the stored error of an attempt, nil when it had none.
+func AttemptError(a *leaseapi.WebhookAttempt) *string {
+	if a.Error == "" {
+		return nil
+	}
+	// Valid UTF-8 without NUL, as a Postgres text must be, cut at a
+	// character's boundary.
+	e := strings.ReplaceAll(strings.ToValidUTF8(a.Error, "?"), "\x00", "")
+	if len(e) > leaseapi.MaxWebhookErrorLen {
+		cut := leaseapi.MaxWebhookErrorLen
+		for cut > 0 && !utf8.RuneStart(e[cut]) {
+			cut--
+		}
+		e = e[:cut]
+	}
+	return &e
+}

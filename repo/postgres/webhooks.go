@@ -1,0 +1,271 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
+)
+
+// The Postgres store's webhooks. The outbox is written by the triggers of
+// migrations/postgres/0008 in the transaction of whatever statement decides
+// an event; this file manages the webhooks and serves the delivery loops.
+
+var _ leaseapi.WebhookStore = (*Store)(nil)
+
+const (
+	insertWebhookQuery = `
+INSERT INTO webhooks (id, url, url_redacted, secret, events, scopes, format, created_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING created_at`
+
+	// The outbox triggers of migrations/postgres/0008 are enabled only
+	// while a webhook exists: the lease calls pay nothing for them
+	// otherwise. A create or a delete first locks webhooks against the
+	// others (SHARE ROW EXCLUSIVE conflicts with itself, not with the
+	// triggers' reads), so the count it reads holds until it commits, and
+	// switches the triggers in its own transaction: a webhook is never
+	// committed without its triggers. Switching takes a lock on runs and
+	// leases that waits for the lease calls in flight and holds the next
+	// ones until the commit, so it is done only when the state changes,
+	// and waits at most webhookLockTimeout (then 503, nothing done).
+	lockWebhooksQuery            = `LOCK TABLE webhooks IN SHARE ROW EXCLUSIVE MODE`
+	webhookLockTimeoutQuery      = `SET LOCAL lock_timeout = '500ms'`
+	disabledWebhookTriggersQuery = `
+SELECT count(*) FROM pg_trigger
+WHERE tgrelid IN ('runs'::regclass, 'leases'::regclass)
+	AND tgname IN ('runs_webhook_insert', 'runs_webhook_update', 'leases_webhook_overdue') AND tgenabled = 'D'`
+	enableWebhookTriggersQuery = `
+ALTER TABLE runs ENABLE TRIGGER runs_webhook_insert, ENABLE TRIGGER runs_webhook_update;
+ALTER TABLE leases ENABLE TRIGGER leases_webhook_overdue`
+	anyWebhookQuery             = `SELECT EXISTS (SELECT 1 FROM webhooks)`
+	disableWebhookTriggersQuery = `
+ALTER TABLE runs DISABLE TRIGGER runs_webhook_insert, DISABLE TRIGGER runs_webhook_update;
+ALTER TABLE leases DISABLE TRIGGER leases_webhook_overdue`
+
+	// claimEventsQuery claims up to $1 due events that no live claim
+	// holds, for $2 milliseconds, and counts the attempt, in one short
+	// statement: SKIP LOCKED passes over the rows another instance is
+	// claiming, and a row claimed and committed meanwhile fails the
+	// condition when it is locked (it is evaluated again on the locked
+	// version), so each claim goes to one instance. statement_timestamp()
+	// rather than clock_timestamp() keeps next_attempt an index condition
+	// (webhook_outbox_due_idx).
+	claimEventsQuery = `
+WITH claimed AS (
+	UPDATE webhook_outbox AS o
+	SET claimed_until = statement_timestamp() + $2::bigint * interval '1 millisecond', attempts = o.attempts + 1
+	WHERE o.id IN (
+		SELECT id FROM webhook_outbox
+		WHERE next_attempt <= statement_timestamp()
+			AND (claimed_until IS NULL OR claimed_until <= statement_timestamp())
+		ORDER BY next_attempt
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED)
+	RETURNING o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.created_at, o.attempts
+)
+SELECT c.id, c.webhook_id, c.type, c.job_id, c.run, c.lease, c.created_at, c.attempts, w.url, w.secret, w.format
+FROM claimed AS c JOIN webhooks AS w ON w.id = c.webhook_id
+ORDER BY c.created_at, c.id`
+
+	// retryEventQuery makes a claimed event due again after $3
+	// milliseconds, if the claim reported is still its last ($2).
+	retryEventQuery = `
+UPDATE webhook_outbox SET next_attempt = clock_timestamp() + $3::bigint * interval '1 millisecond', claimed_until = NULL
+WHERE id = $1 AND attempts = $2`
+
+	insertDeliveryQuery = `
+INSERT INTO webhook_deliveries (webhook_id, event_id, type, job_id, attempt, attempted_at, status, error, delivered)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+)
+
+// CreateWebhook stores a webhook, and enables the outbox triggers if it is
+// the first. See leaseapi.WebhookStore.
+func (p *Store) CreateWebhook(ctx context.Context, w *leaseapi.Webhook) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	events, scopes, err := stores.WebhookArrays(w)
+	if err != nil {
+		return err
+	}
+	_, err = bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		var at time.Time
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			if err := lockWebhooks(ctx, tx); err != nil {
+				return err
+			}
+			if err := tx.GetContext(ctx, &at, insertWebhookQuery, w.ID, w.URL, w.URLRedacted, w.Secret,
+				events, scopes, w.Format, w.CreatedBy); err != nil {
+				return err
+			}
+			var disabled int
+			if err := tx.GetContext(ctx, &disabled, disabledWebhookTriggersQuery); err != nil {
+				return err
+			}
+			if disabled > 0 {
+				_, err := tx.ExecContext(ctx, enableWebhookTriggersQuery)
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return struct{}{}, interpretError("create webhook", err)
+		}
+		w.CreatedAt = at.UTC()
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// lockWebhooks serializes the creates and deletes of webhooks.
+func lockWebhooks(ctx context.Context, tx *sqlx.Tx) error {
+	if _, err := tx.ExecContext(ctx, webhookLockTimeoutQuery); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, lockWebhooksQuery)
+	return err
+}
+
+// DeleteWebhook deletes a webhook, and disables the outbox triggers if it
+// was the last. See leaseapi.WebhookStore.
+func (p *Store) DeleteWebhook(ctx context.Context, id string) error {
+	if !leaseapi.ValidWebhookID(id) {
+		return leaseapi.ErrWebhookNotFound
+	}
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			if err := lockWebhooks(ctx, tx); err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, stores.DeleteWebhookQuery, id)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				return leaseapi.ErrWebhookNotFound
+			}
+			var remain bool
+			if err := tx.GetContext(ctx, &remain, anyWebhookQuery); err != nil {
+				return err
+			}
+			if !remain {
+				_, err = tx.ExecContext(ctx, disableWebhookTriggersQuery)
+			}
+			return err
+		})
+		if errors.Is(err, leaseapi.ErrWebhookNotFound) {
+			return struct{}{}, err
+		}
+		return struct{}{}, interpretError("delete webhook", err)
+	})
+	return err
+}
+
+// Webhooks returns every webhook. See leaseapi.WebhookStore.
+func (p *Store) Webhooks(ctx context.Context) ([]leaseapi.Webhook, error) {
+	return bounded(ctx, func(ctx context.Context) ([]leaseapi.Webhook, error) {
+		var rows []stores.WebhookRow
+		if err := p.db.SelectContext(ctx, &rows, stores.WebhooksQuery); err != nil {
+			return nil, interpretError("read webhooks", err)
+		}
+		return stores.WebhooksOf(rows)
+	})
+}
+
+// WebhookDeliveries returns a webhook's log. See leaseapi.WebhookStore.
+func (p *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.WebhookDelivery, error) {
+	if !leaseapi.ValidWebhookID(id) {
+		return nil, leaseapi.ErrWebhookNotFound
+	}
+	return bounded(ctx, func(ctx context.Context) ([]leaseapi.WebhookDelivery, error) {
+		var out []leaseapi.WebhookDelivery
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			var n int
+			if err := tx.GetContext(ctx, &n, stores.WebhookExistsQuery, id); err != nil {
+				return err
+			}
+			if n == 0 {
+				return leaseapi.ErrWebhookNotFound
+			}
+			var rows []stores.DeliveryRow
+			if err := tx.SelectContext(ctx, &rows, stores.WebhookDeliveriesQuery, id, leaseapi.MaxWebhookDeliveries); err != nil {
+				return err
+			}
+			out = stores.DeliveriesOf(rows)
+			return nil
+		})
+		if errors.Is(err, leaseapi.ErrWebhookNotFound) {
+			return nil, err
+		}
+		return out, interpretError("read webhook deliveries", err)
+	})
+}
+
+// ClaimWebhookEvents claims due events. See leaseapi.WebhookStore.
+func (p *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Duration) ([]leaseapi.WebhookEvent, error) {
+	if err := stores.ValidateClaim(limit, claim); err != nil {
+		return nil, err
+	}
+	return bounded(ctx, func(ctx context.Context) ([]leaseapi.WebhookEvent, error) {
+		var rows []stores.OutboxRow
+		if err := p.db.SelectContext(ctx, &rows, claimEventsQuery, limit, claim.Milliseconds()); err != nil {
+			return nil, interpretError("claim webhook events", err)
+		}
+		return stores.EventsOf(rows)
+	})
+}
+
+// FinishWebhookAttempt records an attempt. See leaseapi.WebhookStore.
+func (p *Store) FinishWebhookAttempt(ctx context.Context, a *leaseapi.WebhookAttempt) error {
+	e := a.Event
+	op := fmt.Sprintf("finish webhook event %s", e.ID)
+	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			var (
+				res interface{ RowsAffected() (int64, error) }
+				err error
+			)
+			if a.RetryIn <= 0 {
+				res, err = tx.ExecContext(ctx, stores.DoneEventQuery, e.ID, e.Attempt)
+			} else {
+				res, err = tx.ExecContext(ctx, retryEventQuery, e.ID, e.Attempt, a.RetryIn.Milliseconds())
+			}
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				return leaseapi.ErrClaimLost // claimed again, or its webhook deleted
+			}
+			if _, err := tx.ExecContext(ctx, insertDeliveryQuery, e.WebhookID, e.ID, e.Type, e.JobID, e.Attempt, a.At,
+				stores.AttemptStatus(a), stores.AttemptError(a), a.Delivered); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, stores.TrimDeliveriesQuery, e.WebhookID, leaseapi.MaxWebhookDeliveries)
+			return err
+		})
+		if errors.Is(err, leaseapi.ErrClaimLost) {
+			return struct{}{}, fmt.Errorf("%s: %w", op, err)
+		}
+		return struct{}{}, interpretError(op, err)
+	})
+	return err
+}
+
+// WebhookOutbox counts the waiting events. See leaseapi.WebhookStore.
+func (p *Store) WebhookOutbox(ctx context.Context) (int64, error) {
+	return bounded(ctx, func(ctx context.Context) (int64, error) {
+		var n int64
+		err := p.db.GetContext(ctx, &n, stores.WebhookOutboxQuery)
+		return n, interpretError("count the webhook outbox", err)
+	})
+}

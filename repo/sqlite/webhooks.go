@@ -1,0 +1,173 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
+)
+
+// The embedded store's webhooks: as the Postgres store's (postgres
+// webhooks.go), with the outbox written by the triggers of
+// migrations/sqlite/0008. Writes are serialized, so a claim is plainly a
+// read and an update in one write transaction.
+
+var _ leaseapi.WebhookStore = (*Store)(nil)
+
+const (
+	insertWebhookQuery = `
+INSERT INTO webhooks (id, url, url_redacted, secret, events, scopes, format, created_by, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+
+	// dueEventsQuery reads up to $2 events due at $1 that no live claim
+	// holds, with their webhook.
+	dueEventsQuery = `
+SELECT o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.created_at, o.attempts + 1 AS attempts,
+	w.url, w.secret, w.format
+FROM webhook_outbox AS o JOIN webhooks AS w ON w.id = o.webhook_id
+WHERE o.next_attempt <= $1 AND (o.claimed_until IS NULL OR o.claimed_until <= $1)
+ORDER BY o.next_attempt
+LIMIT $2`
+	claimEventQuery = `UPDATE webhook_outbox SET claimed_until = $2, attempts = $3 WHERE id = $1`
+	retryEventQuery = `
+UPDATE webhook_outbox SET next_attempt = $3, claimed_until = NULL WHERE id = $1 AND attempts = $2`
+	insertDeliveryQuery = `
+INSERT INTO webhook_deliveries (webhook_id, event_id, type, job_id, attempt, attempted_at, status, error, delivered)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+)
+
+// CreateWebhook stores a webhook. See leaseapi.WebhookStore.
+func (s *Store) CreateWebhook(ctx context.Context, w *leaseapi.Webhook) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	events, scopes, err := stores.WebhookArrays(w)
+	if err != nil {
+		return err
+	}
+	_, err = transact(ctx, s, "create webhook", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (struct{}, error) {
+		if _, err := tx.ExecContext(ctx, insertWebhookQuery, w.ID, w.URL, w.URLRedacted, w.Secret,
+			events, scopes, w.Format, w.CreatedBy, now); err != nil {
+			return struct{}{}, err
+		}
+		w.CreatedAt = fromMs(now)
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// DeleteWebhook deletes a webhook. See leaseapi.WebhookStore.
+func (s *Store) DeleteWebhook(ctx context.Context, id string) error {
+	if !leaseapi.ValidWebhookID(id) {
+		return leaseapi.ErrWebhookNotFound
+	}
+	_, err := transact(ctx, s, "delete webhook", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, _ int64) (struct{}, error) {
+		res, err := tx.ExecContext(ctx, stores.DeleteWebhookQuery, id)
+		if err != nil {
+			return struct{}{}, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return struct{}{}, err
+		} else if n == 0 {
+			return struct{}{}, leaseapi.ErrWebhookNotFound
+		}
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// Webhooks returns every webhook. See leaseapi.WebhookStore.
+func (s *Store) Webhooks(ctx context.Context) ([]leaseapi.Webhook, error) {
+	return transact(ctx, s, "read webhooks", s.readTx, func(ctx context.Context, tx *sqlx.Tx, _ int64) ([]leaseapi.Webhook, error) {
+		var rows []stores.WebhookRow
+		if err := tx.SelectContext(ctx, &rows, stores.WebhooksQuery); err != nil {
+			return nil, err
+		}
+		return stores.WebhooksOf(rows)
+	})
+}
+
+// WebhookDeliveries returns a webhook's log. See leaseapi.WebhookStore.
+func (s *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.WebhookDelivery, error) {
+	if !leaseapi.ValidWebhookID(id) {
+		return nil, leaseapi.ErrWebhookNotFound
+	}
+	return transact(ctx, s, "read webhook deliveries", s.readTx, func(ctx context.Context, tx *sqlx.Tx, _ int64) ([]leaseapi.WebhookDelivery, error) {
+		var n int
+		if err := tx.GetContext(ctx, &n, stores.WebhookExistsQuery, id); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, leaseapi.ErrWebhookNotFound
+		}
+		var rows []stores.DeliveryRow
+		if err := tx.SelectContext(ctx, &rows, stores.WebhookDeliveriesQuery, id, leaseapi.MaxWebhookDeliveries); err != nil {
+			return nil, err
+		}
+		return stores.DeliveriesOf(rows), nil
+	})
+}
+
+// ClaimWebhookEvents claims due events. See leaseapi.WebhookStore.
+func (s *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Duration) ([]leaseapi.WebhookEvent, error) {
+	if err := stores.ValidateClaim(limit, claim); err != nil {
+		return nil, err
+	}
+	return transact(ctx, s, "claim webhook events", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) ([]leaseapi.WebhookEvent, error) {
+		var rows []stores.OutboxRow
+		if err := tx.SelectContext(ctx, &rows, dueEventsQuery, now, limit); err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			if _, err := tx.ExecContext(ctx, claimEventQuery, rows[i].ID, now+claim.Milliseconds(), rows[i].Attempts); err != nil {
+				return nil, err
+			}
+		}
+		return stores.EventsOf(rows)
+	})
+}
+
+// FinishWebhookAttempt records an attempt. See leaseapi.WebhookStore.
+func (s *Store) FinishWebhookAttempt(ctx context.Context, a *leaseapi.WebhookAttempt) error {
+	e := a.Event
+	op := fmt.Sprintf("finish webhook event %s", e.ID)
+	_, err := transact(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (struct{}, error) {
+		var (
+			res interface{ RowsAffected() (int64, error) }
+			err error
+		)
+		if a.RetryIn <= 0 {
+			res, err = tx.ExecContext(ctx, stores.DoneEventQuery, e.ID, e.Attempt)
+		} else {
+			res, err = tx.ExecContext(ctx, retryEventQuery, e.ID, e.Attempt, now+a.RetryIn.Milliseconds())
+		}
+		if err != nil {
+			return struct{}{}, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return struct{}{}, err
+		} else if n == 0 {
+			return struct{}{}, leaseapi.ErrClaimLost // claimed again, or its webhook deleted
+		}
+		if _, err := tx.ExecContext(ctx, insertDeliveryQuery, e.WebhookID, e.ID, e.Type, e.JobID, e.Attempt, a.At.UnixMilli(),
+			stores.AttemptStatus(a), stores.AttemptError(a), a.Delivered); err != nil {
+			return struct{}{}, err
+		}
+		_, err = tx.ExecContext(ctx, stores.TrimDeliveriesQuery, e.WebhookID, leaseapi.MaxWebhookDeliveries)
+		return struct{}{}, err
+	})
+	return err
+}
+
+// WebhookOutbox counts the waiting events. See leaseapi.WebhookStore.
+func (s *Store) WebhookOutbox(ctx context.Context) (int64, error) {
+	return transact(ctx, s, "count the webhook outbox", s.readTx, func(ctx context.Context, tx *sqlx.Tx, _ int64) (int64, error) {
+		var n int64
+		err := tx.GetContext(ctx, &n, stores.WebhookOutboxQuery)
+		return n, err
+	})
+}
