@@ -26,7 +26,7 @@ func (c *TickSweeperConfig) setDefaults() {
 		c.Interval = 10 * time.Second
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 100
+		c.BatchSize = DefaultSweepBatch
 	}
 }
 
@@ -40,6 +40,9 @@ func (c *TickSweeperConfig) Validate() error {
 	}
 	return nil
 }
+
+// DefaultSweepBatch is TickSweeperConfig.BatchSize's default.
+const DefaultSweepBatch = 100
 
 // TickSweeper decides the fate of every due tick of the scheduled jobs and
 // counts the grants that passed their expiresAt unreleased, on an interval
