@@ -28,11 +28,11 @@ import (
 // and what it is follows from k (sweepDueMix says the same in Go): an even
 // k has a grant for the tick, so it ran, an odd one missed it; of the
 // missed ones, k % 4 = 1 has catch-up latest, so it owes the missed tick
-// afterwards; k % 5 = 1 owes a manual tick that nobody claimed in time (its
+// afterwards; k % 10 = 1 owes a manual tick that nobody claimed in time (its
 // claimable time ended 15 minutes ago, so the pass records it missed and
 // forgets it, before a catch-up job's decision owes the missed tick), and
-// k % 5 = 2 one that is still claimable (a catch-up job then owes it, not
-// the missed tick). Every other job's tick is 20 minutes to 23 h 20 min
+// k % 10 = 5 one that is still claimable (a catch-up job then owes it, not
+// the missed tick); half of each have catch-up latest. Every other job's tick is 20 minutes to 23 h 20 min
 // ahead, one spec per minute of the day, so decide_at spreads over the
 // index. Each job has the run of its registering grant, and a ran job the
 // run of the due tick. Run with the triggers off: the runs are written
@@ -47,7 +47,7 @@ WITH s AS (
 		LATERAL (SELECT i * $2::bigint / $1::bigint <> (i - 1) * $2::bigint / $1::bigint AS due) AS d
 ), j AS (
 	SELECT s.*, COALESCE(s.k % 2 = 0, false) AS ran, COALESCE(s.k % 4 = 1, false) AS catch_up,
-		CASE s.k % 5 WHEN 1 THEN now() - interval '20 minutes' WHEN 2 THEN now() - interval '1 minute' END AS manual,
+		CASE s.k % 10 WHEN 1 THEN now() - interval '20 minutes' WHEN 5 THEN now() - interval '1 minute' END AS manual,
 		LEAST(s.t - interval '1 hour', now() - interval '1 minute') AS since
 	FROM s
 ), g AS (
@@ -92,13 +92,13 @@ func sweepDueMix(due int) dueMix {
 		} else {
 			m.Missed++
 		}
-		switch k % 5 {
+		switch k % 10 {
 		case 1:
 			m.Unclaimed++
-		case 2:
+		case 5:
 			m.Claimable++
 		}
-		if k%4 == 1 && k%5 != 2 {
+		if k%4 == 1 && k%10 != 5 {
 			m.OwedCatchUp++
 		}
 	}

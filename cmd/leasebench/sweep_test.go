@@ -139,7 +139,7 @@ func TestSweepTargets(t *testing.T) {
 // default 1,000 due jobs.
 func TestSweepDueMix(t *testing.T) {
 	t.Parallel()
-	want := dueMix{Ran: 500, Missed: 500, Unclaimed: 200, Claimable: 200, OwedCatchUp: 200}
+	want := dueMix{Ran: 500, Missed: 500, Unclaimed: 100, Claimable: 100, OwedCatchUp: 200}
 	if got := sweepDueMix(1000); got != want {
 		t.Errorf("sweepDueMix(1000) = %+v, want %+v", got, want)
 	}
