@@ -17,7 +17,7 @@
 //	latency    p99 acquire latency, open loop at half the saturation rate of cycle
 //	list       GET /leases first and deep keyset page with 1 k, 100 k and 1 M leases
 //	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients
-//	sweep      one pass of the tick sweep (SweepTicks, batch 100) over 1 M scheduled
+//	sweep      one pass of the tick sweep (SweepTicks, the production batch) over 1 M scheduled
 //	           jobs of which 1 k are due, against a pass over the 1 k alone
 //	lock       acquire → release on a lock of one's own, leaseapi against etcd and
 //	           Redis (durable on disk, fresh servers, interleaved rounds; lock.go)
