@@ -17,7 +17,7 @@
 //	latency    p99 acquire latency, open loop at half the saturation rate of cycle
 //	list       GET /leases first and deep keyset page with 1 k, 100 k and 1 M leases
 //	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients
-//	sweep      one pass of the tick sweep (SweepTicks, batch 100) over 1 M scheduled
+//	sweep      one pass of the tick sweep (SweepTicks, the production batch) over 1 M scheduled
 //	           jobs of which 1 k are due, against a pass over the 1 k alone
 //	lock       acquire → release on a lock of one's own, leaseapi against etcd and
 //	           Redis (durable on disk, fresh servers, interleaved rounds; lock.go)
@@ -41,6 +41,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leaseapi/leaseapi/repo"
 )
 
 func main() {
@@ -75,6 +77,7 @@ type options struct {
 	openDuration time.Duration
 	sweepJobs    int
 	sweepDue     int
+	sweepBatch   int
 	lockDuration time.Duration
 	lockRounds   int
 	logLevel     string
@@ -105,6 +108,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.openDuration, "open-duration", 10*time.Second, "duration of the open-loop latency run")
 	fs.IntVar(&o.sweepJobs, "sweep-jobs", 1000000, "scheduled jobs in the table during the large sweep pass")
 	fs.IntVar(&o.sweepDue, "sweep-due", 1000, "of them due (the small pass has only these)")
+	fs.IntVar(&o.sweepBatch, "sweep-batch", repo.DefaultSweepBatch, "the batch of each SweepTicks call (default: the production batch, repo.DefaultSweepBatch)")
 	fs.DurationVar(&o.lockDuration, "lock-duration", 15*time.Second, "measured time of each row of the lock scenario")
 	fs.IntVar(&o.lockRounds, "lock-rounds", 3, "rounds of the lock scenario (each: leaseapi, etcd, redis; then as many rows of leaseapi-replicated, on a synchronous pair, when root)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "LEASEAPI_LOG_LEVEL of the measured leaseapi (info = the default, with the access log)")
@@ -162,8 +166,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("durations must be positive")
 	case o.lockRounds < 1:
 		return o, errors.New("-lock-rounds must be at least 1")
-	case o.sweepDue < 1, o.sweepJobs < o.sweepDue, o.sweepJobs > 9_999_999:
-		return o, errors.New("-sweep-due must be at least 1 and -sweep-jobs between it and 9,999,999")
+	case o.sweepDue < 1, o.sweepJobs < o.sweepDue, o.sweepJobs > 9_999_999, o.sweepBatch < 1:
+		return o, errors.New("-sweep-due and -sweep-batch must be at least 1 and -sweep-jobs between -sweep-due and 9,999,999")
 	}
 	if *only != "" {
 		for _, p := range strings.Split(*only, ",") {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -241,8 +242,9 @@ func writeMarkdown(w io.Writer, rep *Report) {
 	}
 	if sweeps := sweepRows(rep); len(sweeps) > 0 {
 		fmt.Fprintf(w, "\nSweep passes (rows read: leases and runs rows fetched through an index or read sequentially; "+
-			"the idle pass is one more SweepTicks call with nothing due):\n\n| %s |\n|%s\n",
-			strings.Join(sweepHeader, " | "), strings.Repeat("---|", len(sweepHeader)))
+			"ticks/s: ticks decided over the pass's wall time; idle pass: the median and the largest of %d SweepTicks calls on one store with nothing due, "+
+			"idle rows read: one more on a new store):\n\n| %s |\n|%s\n",
+			idlePasses, strings.Join(sweepHeader, " | "), strings.Repeat("---|", len(sweepHeader)))
 		for _, r := range sweeps {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(sweepTableRow(r), " | "))
 		}
@@ -273,14 +275,20 @@ func sweepRows(rep *Report) []Row {
 }
 
 // sweepHeader and sweepTableRow are the columns of the sweep passes' table.
-var sweepHeader = []string{"scenario", "jobs", "due", "seed s", "pass s", "batches", "decided", "missed", "rows read",
-	"leases read", "decide_at idx entries", "runs read", "seq scans", "leases upd", "runs ins", "idle pass ms", "idle rows read"}
+var sweepHeader = []string{"scenario", "jobs", "due", "seed s", "batch", "pass s", "batches", "ticks/s", "missed", "unclaimed",
+	"owed catch-up", "rows read", "leases read", "decide_at idx entries", "runs read", "seq scans", "leases upd", "runs ins",
+	"idle pass ms (median)", "idle max ms", "idle rows read"}
 
 func sweepTableRow(r Row) []string {
 	d := r.Sweep
+	idleMax := 0.0
+	if len(d.IdleMs) > 0 {
+		idleMax = slices.Max(d.IdleMs)
+	}
 	return []string{r.Scenario, fmt.Sprint(d.ScheduledJobs), fmt.Sprint(d.DueJobs), fmt.Sprintf("%.1f", d.SeedSeconds),
-		fmt.Sprintf("%.3f", r.Seconds), fmt.Sprint(d.Batches), fmt.Sprint(d.Decided), fmt.Sprint(d.Missed),
+		fmt.Sprint(d.Batch), fmt.Sprintf("%.3f", r.Seconds), fmt.Sprint(d.Batches), fmt.Sprintf("%.0f", d.TicksPerSecond),
+		fmt.Sprint(d.Missed), fmt.Sprint(d.Unclaimed), fmt.Sprint(d.OwedCatchUp),
 		fmt.Sprint(d.Pass.rowsRead()), fmt.Sprint(d.Pass.Leases.rowsRead()), fmt.Sprint(d.Pass.DecideAtIdx.IdxTupFetch),
 		fmt.Sprint(d.Pass.Runs.rowsRead()), fmt.Sprint(d.Pass.seqScans()), fmt.Sprint(d.Pass.Leases.Updated),
-		fmt.Sprint(d.Pass.Runs.Inserted), fmt.Sprintf("%.1f", 1000*d.IdleSeconds), fmt.Sprint(d.Idle.rowsRead())}
+		fmt.Sprint(d.Pass.Runs.Inserted), fmt.Sprintf("%.1f", d.idleMedianMs()), fmt.Sprintf("%.1f", idleMax), fmt.Sprint(d.Idle.rowsRead())}
 }

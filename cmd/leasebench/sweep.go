@@ -18,31 +18,38 @@ import (
 // ones. The store's contract (leaseapi.Store.SweepTicks) says the cost
 // grows with the due jobs, never with all jobs.
 
-// sweepBatch is the production batch size (repo.TickSweeperConfig's default).
-const sweepBatch = 100
-
 // seedScheduledQuery adds $1 scheduled jobs sweep-0000001 … in one
 // statement, as the acquires and sweeps before would have left them: each
 // registered a daily cron spec an hour ago (or a minute ago, for ticks
 // further ahead) with a grant that was released at once, and its next
 // undecided tick is the first one after that. $2 of them, spread evenly
 // over the key space, are due: their tick was 30–39 minutes ago and its
-// one-minute grace has passed. Of the due ones, every second one (even
-// due index) has a grant for the tick, so it ran; the others missed it.
-// Every other job's tick is 20 minutes to 23 h 20 min ahead, one spec per
-// minute of the day, so decide_at spreads over the index. Each job has the
-// run of its registering grant, and a ran job the run of the due tick.
-// Run with the triggers off: the runs are written here, finished.
+// one-minute grace has passed. Each due job has a due index k, 1 … $2,
+// and what it is follows from k (sweepDueMix says the same in Go): an even
+// k has a grant for the tick, so it ran, an odd one missed it; of the
+// missed ones, k % 4 = 1 has catch-up latest, so it owes the missed tick
+// afterwards; k % 10 = 1 owes a manual tick that nobody claimed in time (its
+// claimable time ended 15 minutes ago, so the pass records it missed and
+// forgets it, before a catch-up job's decision owes the missed tick), and
+// k % 10 = 5 one that is still claimable (a catch-up job then owes it, not
+// the missed tick); half of each have catch-up latest. Every other job's tick is 20 minutes to 23 h 20 min
+// ahead, one spec per minute of the day, so decide_at spreads over the
+// index. Each job has the run of its registering grant, and a ran job the
+// run of the due tick. Run with the triggers off: the runs are written
+// here, finished.
 const seedScheduledQuery = `
 WITH s AS (
 	SELECT 'sweep-' || lpad(i::text, 7, '0') AS job_id, 'replica-' || (i % 200) AS owner,
-		d.due, d.due AND (i * $2::bigint / $1::bigint) % 2 = 0 AS ran,
+		d.due, CASE WHEN d.due THEN i * $2::bigint / $1::bigint END AS k,
 		CASE WHEN d.due THEN date_trunc('minute', now()) - (30 + i % 10) * interval '1 minute'
 			ELSE date_trunc('minute', now()) + (20 + i % 1380) * interval '1 minute' END AS t
 	FROM generate_series(1, $1::bigint) AS i,
 		LATERAL (SELECT i * $2::bigint / $1::bigint <> (i - 1) * $2::bigint / $1::bigint AS due) AS d
 ), j AS (
-	SELECT s.*, LEAST(s.t - interval '1 hour', now() - interval '1 minute') AS since FROM s
+	SELECT s.*, COALESCE(s.k % 2 = 0, false) AS ran, COALESCE(s.k % 4 = 1, false) AS catch_up,
+		CASE s.k % 10 WHEN 1 THEN now() - interval '20 minutes' WHEN 5 THEN now() - interval '1 minute' END AS manual,
+		LEAST(s.t - interval '1 hour', now() - interval '1 minute') AS since
+	FROM s
 ), g AS (
 	SELECT j.*, CASE WHEN j.ran THEN j.t ELSE date_trunc('minute', j.since) END AS grant_tick,
 		CASE WHEN j.ran THEN j.t + interval '1 second' ELSE j.since END AS grant_at
@@ -50,10 +57,14 @@ WITH s AS (
 ), l AS (
 	INSERT INTO leases (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 		released_at, last_completed_tick, last_outcome,
-		schedule, grace_ms, schedule_since, next_tick, decide_at)
+		schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up,
+		owed_tick, owed_reason, owed_by, owed_until, manual_tick)
 	SELECT job_id, owner, CASE WHEN ran THEN 2 ELSE 1 END, grant_tick, 30000, grant_at, grant_at,
 		grant_at + interval '30 seconds', grant_at + interval '1 second', grant_tick, 'succeeded',
-		to_char(t AT TIME ZONE 'UTC', 'FMMI FMHH24') || ' * * *', 60000, since, t, t + interval '1 minute'
+		to_char(t AT TIME ZONE 'UTC', 'FMMI FMHH24') || ' * * *', 60000, since, t, t + interval '1 minute',
+		CASE WHEN catch_up THEN 'latest' ELSE 'none' END,
+		manual, CASE WHEN manual IS NOT NULL THEN 'manual' END, CASE WHEN manual IS NOT NULL THEN 'bench' END,
+		manual + interval '5 minutes', manual
 	FROM g
 )
 INSERT INTO runs (job_id, token, owner, tick, started_at, ended_at, outcome)
@@ -61,9 +72,38 @@ SELECT job_id, 1, owner, date_trunc('minute', since), since, since + interval '1
 UNION ALL
 SELECT job_id, 2, owner, t, t + interval '1 second', t + interval '2 seconds', 'succeeded' FROM g WHERE ran`
 
-// sweepWantMissed is how many of due seeded due jobs missed their tick:
-// those with an odd due index 1 … due.
-func sweepWantMissed(due int) int64 { return int64(due+1) / 2 }
+// dueMix is what a pass over the seeded due jobs decides and leaves, by
+// the rules of seedScheduledQuery.
+type dueMix struct {
+	Ran, Missed int64
+	// Unclaimed are the manual ticks nobody claimed (SweepResult.Unclaimed,
+	// and as many manual missed runs); Claimable those still owed after it.
+	Unclaimed, Claimable int64
+	// OwedCatchUp are the jobs that owe their missed tick after the pass.
+	OwedCatchUp int64
+}
+
+// sweepDueMix is the dueMix of due seeded due jobs.
+func sweepDueMix(due int) dueMix {
+	var m dueMix
+	for k := 1; k <= due; k++ {
+		if k%2 == 0 {
+			m.Ran++
+		} else {
+			m.Missed++
+		}
+		switch k % 10 {
+		case 1:
+			m.Unclaimed++
+		case 5:
+			m.Claimable++
+		}
+		if k%4 == 1 && k%10 != 5 {
+			m.OwedCatchUp++
+		}
+	}
+	return m
+}
 
 // explainDueJobsQuery is repo's dueJobsQuery (the sweep's read of the due
 // jobs), EXPLAINed here; TestExplainDueJobsQueryIsRepos keeps it in step.
@@ -71,10 +111,17 @@ const explainDueJobsQuery = `SELECT job_id, schedule, grace_ms, schedule_since, 
 WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1`
 
 // sweepCheckQuery is what the database says after the pass: jobs still
-// due, the tick counters, and the missed runs recorded.
+// due, the tick counters, the missed runs recorded (of ticks of the
+// schedule, and of manual ticks nobody claimed), the jobs that owe their
+// missed tick (a due tick is a day before its next one) and those that
+// still owe a claimable manual tick.
 const sweepCheckQuery = `
 SELECT count(*) FILTER (WHERE decide_at <= clock_timestamp()), COALESCE(sum(missed_ticks), 0),
-	COALESCE(sum(skipped_ticks), 0), (SELECT count(*) FROM runs WHERE outcome = 'missed')
+	COALESCE(sum(skipped_ticks), 0),
+	(SELECT count(*) FROM runs WHERE outcome = 'missed' AND trigger = 'schedule'),
+	(SELECT count(*) FROM runs WHERE outcome = 'missed' AND trigger = 'manual'),
+	count(*) FILTER (WHERE owed_reason = 'catch-up' AND owed_tick = next_tick - interval '1 day'),
+	count(*) FILTER (WHERE owed_reason = 'manual' AND owed_until > clock_timestamp())
 FROM leases`
 
 // tableStatsQuery reads the access counters of leases and runs and of the
@@ -134,33 +181,72 @@ type SweepDetail struct {
 	SeedSeconds   float64 `json:"seedSeconds"`
 	Batch         int     `json:"batch"`
 	Batches       int     `json:"batches"`
-	// The pass's result (leaseapi.SweepResult) and what was seeded.
-	Decided    int   `json:"jobsDecided"`
-	Ran        int64 `json:"ran"`
-	Missed     int64 `json:"missed"`
-	WantMissed int64 `json:"wantMissed"`
+	// The pass's result (leaseapi.SweepResult) and what was seeded (Want).
+	Decided   int    `json:"jobsDecided"`
+	Ran       int64  `json:"ran"`
+	Missed    int64  `json:"missed"`
+	Unclaimed int64  `json:"unclaimed"`
+	Want      dueMix `json:"want"`
+	// Ticks are the ticks the pass decided (ran, paused, skipped, missed),
+	// TicksPerSecond those over the pass's wall time.
+	Ticks          int64   `json:"ticks"`
+	TicksPerSecond float64 `json:"ticksPerSecond"`
 	// By the database after the pass: the jobs still due, the missed
-	// ticks counted and the missed runs recorded.
-	StillDue    int64 `json:"stillDue"`
-	MissedTicks int64 `json:"dbMissedTicks"`
-	MissedRuns  int64 `json:"dbMissedRuns"`
+	// ticks counted, the missed runs recorded (of the schedule's ticks and
+	// of the manual ticks nobody claimed) and what the jobs owe.
+	StillDue         int64 `json:"stillDue"`
+	MissedTicks      int64 `json:"dbMissedTicks"`
+	SkippedTicks     int64 `json:"dbSkippedTicks"`
+	MissedRuns       int64 `json:"dbMissedRuns"`
+	ManualMissedRuns int64 `json:"dbManualMissedRuns"`
+	OwedCatchUp      int64 `json:"dbOwedCatchUp"`
+	OwedManual       int64 `json:"dbOwedManual"`
 
 	Pass SweepCounters `json:"pass"`
-	// The idle pass is one SweepTicks call right after, with nothing due:
-	// what every interval costs between ticks.
+	// The idle pass is one SweepTicks call right after, with nothing due,
+	// on a store of its own (its counters are Idle; IdleSeconds its time):
+	// what every interval costs between ticks. IdleMs are the times of
+	// idlePasses more on one store, as a sweeper makes them every interval.
 	IdleSeconds float64       `json:"idlePassSeconds"`
 	Idle        SweepCounters `json:"idlePass"`
+	IdleMs      []float64     `json:"idlePassesMs"`
 	// EXPLAIN (ANALYZE, BUFFERS) of the due-jobs read with the production
 	// limit, before the pass (due jobs waiting) and after it (none).
 	ExplainDue  []string `json:"explainDue"`
 	ExplainIdle []string `json:"explainIdle"`
 }
 
+// idlePasses is how many idle passes a sweep row times after the first.
+const idlePasses = 21
+
+// idleMedianMs is the median of the idle passes' times.
+func (d *SweepDetail) idleMedianMs() float64 {
+	if len(d.IdleMs) == 0 {
+		return 0
+	}
+	ms := slices.Clone(d.IdleMs)
+	slices.Sort(ms)
+	return ms[len(ms)/2]
+}
+
 // correct reports whether the pass decided exactly the seeded due jobs
 // as seeded, by its result and by the database.
 func (d *SweepDetail) correct() bool {
-	return d.Decided == d.DueJobs && d.Missed == d.WantMissed && d.Ran == int64(d.DueJobs)-d.WantMissed &&
-		d.StillDue == 0 && d.MissedTicks == d.WantMissed && d.MissedRuns == d.WantMissed
+	w := d.Want
+	return d.Decided == d.DueJobs && d.Missed == w.Missed && d.Ran == w.Ran && d.Unclaimed == w.Unclaimed &&
+		d.Ticks == int64(d.DueJobs) && d.StillDue == 0 && d.MissedTicks == w.Missed && d.SkippedTicks == 0 &&
+		d.MissedRuns == w.Missed && d.ManualMissedRuns == w.Unclaimed && d.OwedCatchUp == w.OwedCatchUp &&
+		d.OwedManual == w.Claimable
+}
+
+// problem says how d differs from what was seeded.
+func (d *SweepDetail) problem() string {
+	w := d.Want
+	return fmt.Sprintf("the pass decided %d jobs, %d ticks (%d ran, %d missed), forgot %d unclaimed manual ticks; "+
+		"the database has %d jobs still due, %d missed and %d skipped ticks, %d missed runs, %d manual missed runs, %d jobs owing their missed tick, %d a manual tick; "+
+		"want %d decided (%d ran, %d missed), %d unclaimed, none due after, %d owing their missed tick, %d a manual tick",
+		d.Decided, d.Ticks, d.Ran, d.Missed, d.Unclaimed, d.StillDue, d.MissedTicks, d.SkippedTicks, d.MissedRuns, d.ManualMissedRuns,
+		d.OwedCatchUp, d.OwedManual, d.DueJobs, w.Ran, w.Missed, w.Unclaimed, w.OwedCatchUp, w.Claimable)
 }
 
 // sweepScenario names a sweep row.
@@ -189,7 +275,7 @@ func (b *bench) sweeps(ctx context.Context) error {
 // full pass and one idle pass of the store's SweepTicks.
 func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 	scenario := sweepScenario(jobs, due)
-	d := &SweepDetail{ScheduledJobs: jobs, DueJobs: due, Batch: sweepBatch, WantMissed: sweepWantMissed(due)}
+	d := &SweepDetail{ScheduledJobs: jobs, DueJobs: due, Batch: b.opts.sweepBatch, Want: sweepDueMix(due)}
 	b.logf("%s: seeding %d scheduled jobs, %d due", scenario, jobs, due)
 	if err := b.db.truncate(ctx); err != nil {
 		return err
@@ -201,7 +287,7 @@ func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 	d.SeedSeconds = time.Since(t0).Seconds()
 	b.logf("  seeded and vacuumed in %s", time.Since(t0).Round(time.Millisecond))
 	var err error
-	if d.ExplainDue, err = b.db.explainDueJobs(ctx); err != nil {
+	if d.ExplainDue, err = b.db.explainDueJobs(ctx, b.opts.sweepBatch); err != nil {
 		return err
 	}
 
@@ -213,7 +299,7 @@ func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 		start := time.Now()
 		for {
 			t := time.Now()
-			r, err := store.SweepTicks(ctx, sweepBatch)
+			r, err := store.SweepTicks(ctx, b.opts.sweepBatch)
 			lat = append(lat, time.Since(t))
 			if err != nil {
 				return err
@@ -232,7 +318,9 @@ func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 		return err
 	}
 	d.Pass, d.Batches = pass, len(lat)
-	d.Decided, d.Ran, d.Missed = res.Jobs, res.Ran, res.Missed
+	d.Decided, d.Ran, d.Missed, d.Unclaimed = res.Jobs, res.Ran, res.Missed, res.Unclaimed
+	d.Ticks = res.Ran + res.Paused + res.Skipped + res.Missed
+	d.TicksPerSecond = float64(d.Ticks) / elapsed.Seconds()
 	slices.Sort(lat)
 	m := measurement{
 		summary: summary{ops: int64(res.Jobs), p50: percentile(lat, 0.5), p99: percentile(lat, 0.99), max: lat[len(lat)-1]},
@@ -245,7 +333,7 @@ func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 	// The idle pass: nothing is due any more.
 	d.Idle, _, err = b.measureSweep(ctx, func(ctx context.Context, store *postgres.Store) error {
 		t := time.Now()
-		r, err := store.SweepTicks(ctx, sweepBatch)
+		r, err := store.SweepTicks(ctx, b.opts.sweepBatch)
 		d.IdleSeconds = time.Since(t).Seconds()
 		if err == nil && r.Jobs != 0 {
 			err = fmt.Errorf("the idle pass decided %d jobs, want 0", r.Jobs)
@@ -255,31 +343,48 @@ func (b *bench) sweep(ctx context.Context, jobs, due int) error {
 	if err != nil {
 		return err
 	}
-	if d.ExplainIdle, err = b.db.explainDueJobs(ctx); err != nil {
+	// More idle passes on one store, as a sweeper makes them: the first
+	// pays for its connection's first statements.
+	_, _, err = b.measureSweep(ctx, func(ctx context.Context, store *postgres.Store) error {
+		for range idlePasses {
+			t := time.Now()
+			r, err := store.SweepTicks(ctx, b.opts.sweepBatch)
+			d.IdleMs = append(d.IdleMs, float64(time.Since(t).Microseconds())/1000)
+			if err != nil {
+				return err
+			}
+			if r.Jobs != 0 {
+				return fmt.Errorf("an idle pass decided %d jobs, want 0", r.Jobs)
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	var skippedTicks int64
+	if d.ExplainIdle, err = b.db.explainDueJobs(ctx, b.opts.sweepBatch); err != nil {
+		return err
+	}
 	// In a session of its own: its sequential scan must not reach the
 	// counters of the next measured pass.
 	err = b.db.withSession(ctx, func(db *sql.DB) error {
-		return db.QueryRowContext(ctx, sweepCheckQuery).Scan(&d.StillDue, &d.MissedTicks, &skippedTicks, &d.MissedRuns)
+		return db.QueryRowContext(ctx, sweepCheckQuery).Scan(&d.StillDue, &d.MissedTicks, &d.SkippedTicks, &d.MissedRuns,
+			&d.ManualMissedRuns, &d.OwedCatchUp, &d.OwedManual)
 	})
 	if err != nil {
 		return fmt.Errorf("check sweep: %w", err)
 	}
-	if !d.correct() || skippedTicks != 0 {
-		b.report.Bugs = append(b.report.Bugs, fmt.Sprintf(
-			"%s: the pass decided %d jobs (%d ran, %d missed), the database has %d still due, %d missed and %d skipped ticks, %d missed runs; want %d decided, %d missed, 0 still due",
-			scenario, d.Decided, d.Ran, d.Missed, d.StillDue, d.MissedTicks, skippedTicks, d.MissedRuns, due, d.WantMissed))
+	if !d.correct() {
+		b.report.Bugs = append(b.report.Bugs, scenario+": "+d.problem())
 	}
 
 	row := newRow(scenario, "floor", "-", 1, m)
 	row.Sweep = d
-	row.Note = fmt.Sprintf("one pass of SweepTicks(batch %d) until !More over %d scheduled jobs, %d due; ops = jobs decided, latencies per batch", sweepBatch, jobs, due)
+	row.Note = fmt.Sprintf("one pass of SweepTicks(batch %d) until !More over %d scheduled jobs, %d due; ops = jobs decided (one tick each), latencies per batch", b.opts.sweepBatch, jobs, due)
 	b.add(row)
-	b.logf("  pass %.3f s, %d batches, rows read %d (leases %d, runs %d), seq scans %d; idle pass %.1f ms, rows read %d",
-		m.elapsed.Seconds(), d.Batches, d.Pass.rowsRead(), d.Pass.Leases.rowsRead(), d.Pass.Runs.rowsRead(), d.Pass.seqScans(),
-		1000*d.IdleSeconds, d.Idle.rowsRead())
+	b.logf("  pass %.3f s, %d batches, %.0f ticks/s, rows read %d (leases %d, runs %d), seq scans %d; idle pass %.1f ms (then median %.1f ms of %d, max %.1f), rows read %d",
+		m.elapsed.Seconds(), d.Batches, d.TicksPerSecond, d.Pass.rowsRead(), d.Pass.Leases.rowsRead(), d.Pass.Runs.rowsRead(), d.Pass.seqScans(),
+		1000*d.IdleSeconds, d.idleMedianMs(), len(d.IdleMs), slices.Max(d.IdleMs), d.Idle.rowsRead())
 	return nil
 }
 
@@ -361,7 +466,7 @@ func (b *benchDB) seedScheduled(ctx context.Context, jobs, due int) error {
 // explainDueJobs runs EXPLAIN (ANALYZE, BUFFERS) of the due-jobs read with
 // the production limit (batch + 1) in a transaction it rolls back, so the
 // rows it locks are free again.
-func (b *benchDB) explainDueJobs(ctx context.Context) ([]string, error) {
+func (b *benchDB) explainDueJobs(ctx context.Context, batch int) ([]string, error) {
 	var plan []string
 	err := b.withSession(ctx, func(db *sql.DB) error {
 		tx, err := db.BeginTx(ctx, nil)
@@ -369,7 +474,7 @@ func (b *benchDB) explainDueJobs(ctx context.Context) ([]string, error) {
 			return err
 		}
 		defer func() { _ = tx.Rollback() }()
-		rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+explainDueJobsQuery, sweepBatch+1)
+		rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+explainDueJobsQuery, batch+1)
 		if err != nil {
 			return err
 		}

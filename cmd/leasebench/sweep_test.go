@@ -88,9 +88,11 @@ func TestPlanSummary(t *testing.T) {
 func TestSweepTargets(t *testing.T) {
 	t.Parallel()
 	o := options{sweepJobs: 1000000, sweepDue: 1000}
-	row := func(jobs int, seconds float64, passRows, idleRows int64) Row {
-		d := &SweepDetail{ScheduledJobs: jobs, DueJobs: 1000, Decided: 1000, Ran: 500, Missed: 500, WantMissed: 500,
-			MissedTicks: 500, MissedRuns: 500,
+	row := func(jobs int, seconds float64, passRows, idleRows int64, idleMs float64) Row {
+		w := sweepDueMix(1000)
+		d := &SweepDetail{ScheduledJobs: jobs, DueJobs: 1000, Decided: 1000, Ran: w.Ran, Missed: w.Missed, Unclaimed: w.Unclaimed, Want: w,
+			Ticks: 1000, TicksPerSecond: 1000 / seconds, MissedTicks: w.Missed, MissedRuns: w.Missed, ManualMissedRuns: w.Unclaimed,
+			OwedCatchUp: w.OwedCatchUp, OwedManual: w.Claimable, IdleMs: []float64{idleMs, 2 * idleMs, idleMs},
 			Pass: SweepCounters{Leases: TableDelta{IdxTupFetch: passRows}}, Idle: SweepCounters{Leases: TableDelta{IdxTupFetch: idleRows}}}
 		return Row{Scenario: sweepScenario(jobs, 1000), Mode: "floor", Acquire: "-", Seconds: seconds, Sweep: d}
 	}
@@ -106,9 +108,10 @@ func TestSweepTargets(t *testing.T) {
 		rows []Row
 		want []string
 	}{
-		{"Met", []Row{row(1000, 1.0, 3000, 1000), row(1000000, 1.2, 3000, 0)}, []string{"met", "met", "met"}},
-		{"ReadsAllJobs", []Row{row(1000, 1.0, 3000, 1000), row(1000000, 2.1, 1002000, 1000000)}, []string{"MISSED", "MISSED", "met"}},
-		{"NotMeasured", nil, []string{"n/a", "n/a", "n/a"}},
+		{"Met", []Row{row(1000, 0.05, 3000, 1000, 3), row(1000000, 0.06, 3000, 0, 4)}, []string{"met", "met", "met", "met"}},
+		{"ReadsAllJobs", []Row{row(1000, 0.05, 3000, 1000, 3), row(1000000, 0.09, 1002000, 1000000, 4)}, []string{"MISSED", "met", "met", "met"}},
+		{"Slow", []Row{row(1000, 0.2, 3000, 1000, 3), row(1000000, 0.25, 3000, 0, 12)}, []string{"met", "met", "MISSED", "MISSED"}},
+		{"NotMeasured", nil, []string{"n/a", "n/a", "n/a", "n/a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,9 +121,26 @@ func TestSweepTargets(t *testing.T) {
 			}
 		})
 	}
-	wrong := []Row{row(1000, 1.0, 3000, 1000), row(1000000, 1.0, 3000, 0)}
-	wrong[1].Sweep.StillDue = 3
-	if got := status(sweepTargets(wrong, o)); got[2] != "MISSED" {
-		t.Errorf("sweepTargets() with 3 jobs still due = %v, want the decisions target missed", got)
+	for name, mutate := range map[string]func(d *SweepDetail){
+		"StillDue":          func(d *SweepDetail) { d.StillDue = 3 },
+		"CatchUpNotOwed":    func(d *SweepDetail) { d.OwedCatchUp-- },
+		"UnclaimedNotKept":  func(d *SweepDetail) { d.ManualMissedRuns = 0 },
+		"MissedRunsDoubled": func(d *SweepDetail) { d.MissedRuns *= 2 },
+	} {
+		wrong := []Row{row(1000, 0.05, 3000, 1000, 3), row(1000000, 0.06, 3000, 0, 4)}
+		mutate(wrong[1].Sweep)
+		if got := status(sweepTargets(wrong, o)); got[1] != "MISSED" {
+			t.Errorf("sweepTargets() with %s = %v, want the decisions target missed", name, got)
+		}
+	}
+}
+
+// TestSweepDueMix: the seeded mix as the seed's comment says, for the
+// default 1,000 due jobs.
+func TestSweepDueMix(t *testing.T) {
+	t.Parallel()
+	want := dueMix{Ran: 500, Missed: 500, Unclaimed: 100, Claimable: 100, OwedCatchUp: 200}
+	if got := sweepDueMix(1000); got != want {
+		t.Errorf("sweepDueMix(1000) = %+v, want %+v", got, want)
 	}
 }

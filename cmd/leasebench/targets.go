@@ -159,8 +159,12 @@ func evaluateTargets(rep *Report, o options) []Target {
 }
 
 // sweepTargets hold the sweep to the store's contract: a pass costs the
-// due jobs, never all jobs. The timing target is the ratio of the two
-// passes' times; the rows target is the counters', which noise cannot move.
+// due jobs, never all jobs (the counters of the rows it reads, which noise
+// cannot move), decides them as seeded, and keeps up (the large pass's
+// decided ticks per second and the median of its idle passes). The time of
+// the large pass is not held to the small one's: the small table is in
+// shared buffers, the large one's due rows are not, and the first write of
+// each of their pages after a checkpoint logs the whole page.
 func sweepTargets(rows []Row, o options) []Target {
 	large, small := sizeName(o.sweepJobs), sizeName(o.sweepDue)
 	l, okL := find(rows, sweepScenario(o.sweepJobs, o.sweepDue), "floor", "-")
@@ -168,26 +172,20 @@ func sweepTargets(rows []Row, o options) []Target {
 	measured := okL && okS && l.Sweep != nil && s.Sweep != nil
 
 	var ts []Target
-	name := fmt.Sprintf("sweep: a pass over %s scheduled jobs with %s due ≤ 1.5 × a pass over the %s alone", large, small, small)
-	if measured && s.Seconds > 0 {
-		ts = append(ts, atMost(name, l.Seconds/s.Seconds, 1.5, "%.2f×",
-			fmt.Sprintf("%.3f s / %.3f s =", l.Seconds, s.Seconds)))
-	} else {
-		ts = append(ts, notMeasured(name))
-	}
-
-	name = fmt.Sprintf("sweep: rows read at %s ≤ 2 × at %s (pass and idle pass), none sequentially", large, small)
+	// The small table's rows may be read sequentially: for a batch of its
+	// 1,000 rows a scan of its few pages is the planner's cheapest plan.
+	name := fmt.Sprintf("sweep: rows read at %s ≤ 2 × at %s (pass and idle pass), none sequentially at %s", large, small, large)
 	if measured {
 		lr := l.Sweep.Pass.rowsRead() + l.Sweep.Idle.rowsRead()
 		sr := s.Sweep.Pass.rowsRead() + s.Sweep.Idle.rowsRead()
 		t := atMost(name, float64(lr), 2*float64(sr), "%.0f", fmt.Sprintf("rows of leases and runs read at %s", large))
 		var seq, seqRows int64
-		for _, c := range []SweepCounters{l.Sweep.Pass, l.Sweep.Idle, s.Sweep.Pass, s.Sweep.Idle} {
+		for _, c := range []SweepCounters{l.Sweep.Pass, l.Sweep.Idle} {
 			seq += c.seqScans()
 			seqRows += c.Leases.SeqTupRead + c.Runs.SeqTupRead
 		}
-		t.Detail += fmt.Sprintf("; at %s %d; the idle pass alone %d at %s and %d at %s; %d rows read by %d sequential scans",
-			small, sr, l.Sweep.Idle.rowsRead(), large, s.Sweep.Idle.rowsRead(), small, seqRows, seq)
+		t.Detail += fmt.Sprintf("; at %s %d; the idle pass alone %d at %s and %d at %s; at %s %d rows read by %d sequential scans",
+			small, sr, l.Sweep.Idle.rowsRead(), large, s.Sweep.Idle.rowsRead(), small, large, seqRows, seq)
 		if seqRows > 0 {
 			t.Met = boolp(false)
 		}
@@ -196,12 +194,11 @@ func sweepTargets(rows []Row, o options) []Target {
 		ts = append(ts, notMeasured(name))
 	}
 
-	name = fmt.Sprintf("sweep: each pass decides exactly the %s due jobs, %d of them missed", small, sweepWantMissed(o.sweepDue))
+	name = fmt.Sprintf("sweep: each pass decides exactly the %s due jobs as seeded (ran, missed, catch-up owed, manual ticks unclaimed)", small)
 	var bad []string
 	for _, r := range []Row{s, l} {
 		if d := r.Sweep; d != nil && !d.correct() {
-			bad = append(bad, fmt.Sprintf("%s: %d decided, %d missed; the database: %d still due, %d missed ticks, %d missed runs",
-				r.Scenario, d.Decided, d.Missed, d.StillDue, d.MissedTicks, d.MissedRuns))
+			bad = append(bad, r.Scenario+": "+d.problem())
 		}
 	}
 	switch {
@@ -210,9 +207,30 @@ func sweepTargets(rows []Row, o options) []Target {
 	case len(bad) > 0:
 		ts = append(ts, Target{Name: name, Met: boolp(false), Detail: strings.Join(bad, "; ")})
 	default:
+		w := l.Sweep.Want
 		ts = append(ts, Target{Name: name, Met: boolp(true), Detail: fmt.Sprintf(
-			"both passes: %d decided (%d ran, %d missed), none due after; database checked (counters, missed runs)",
-			l.Sweep.Decided, l.Sweep.Ran, l.Sweep.Missed)})
+			"both passes: %d decided (%d ran, %d missed), none due after, %d unclaimed manual ticks recorded, %d jobs owing their missed tick, %d still a manual one; database checked",
+			l.Sweep.Decided, l.Sweep.Ran, l.Sweep.Missed, w.Unclaimed, w.OwedCatchUp, w.Claimable)})
+	}
+
+	name = fmt.Sprintf("sweep: ≥ 10,000 decided ticks/s in the pass over %s jobs (goal 20,000)", large)
+	if measured {
+		t := atLeast(name, l.Sweep.TicksPerSecond, 10000, "%.0f/s", fmt.Sprintf("%d ticks in %.3f s, batch %d:", l.Sweep.Ticks, l.Seconds, l.Sweep.Batch))
+		if l.Sweep.TicksPerSecond >= 10000 && l.Sweep.TicksPerSecond < 20000 {
+			t.Detail += "; goal 20,000/s not met"
+		}
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+
+	name = fmt.Sprintf("sweep: the idle pass over %s jobs < 10 ms", large)
+	if measured && len(l.Sweep.IdleMs) > 0 {
+		t := atMost(name, l.Sweep.idleMedianMs(), 10, "%.1f ms", fmt.Sprintf("median of %d passes", len(l.Sweep.IdleMs)))
+		t.Detail += fmt.Sprintf("; max %.1f ms, the first on a new connection %.1f ms", slices.Max(l.Sweep.IdleMs), 1000*l.Sweep.IdleSeconds)
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured(name))
 	}
 	return ts
 }

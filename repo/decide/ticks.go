@@ -9,8 +9,9 @@ import (
 )
 
 // How the sweep decides the fate of a scheduled job's ticks. Both stores
-// read the same facts under the job's row lock (Job, the grants around the
-// ticks) and apply the same decision (Ticks); only their SQL differs.
+// read the same facts (Job, the grants around the ticks) and apply the same
+// decision (Pass: PlanTicks, then Ticks) to get what they write for each job
+// (Outcome); only their SQL differs.
 
 // MaxTicksPerPass bounds the ticks one sweep pass decides for one job, so
 // that a per-second job whose replicas were gone for a week is worked off
@@ -96,6 +97,78 @@ func (d Decision) LastMissedTick() *time.Time {
 // Result is d as one job's part of a sweep's result.
 func (d Decision) Result() leaseapi.SweepResult {
 	return leaseapi.SweepResult{Jobs: 1, Ran: d.Ran, Paused: d.Paused, Skipped: d.Skipped, Missed: d.Missed}
+}
+
+// GrantsFrom is where the grants that a decision of p needs begin: TickSkew
+// before its oldest due tick. A store reads j's grants that started at or
+// after it and the newest one that started before it. Only for a plan with
+// due ticks.
+func (p Plan) GrantsFrom() time.Time { return p.Due[0].Add(-TickSkew) }
+
+// Pass plans and decides the due jobs of one sweep pass at one instant of
+// the store's clock, parsing each spec once however many jobs share it.
+type Pass struct {
+	now       time.Time
+	schedules map[string]*schedule.Schedule
+}
+
+// NewPass returns a pass that decides at now.
+func NewPass(now time.Time) *Pass {
+	return &Pass{now: now, schedules: make(map[string]*schedule.Schedule)}
+}
+
+// Plan lists the ticks of j whose grace has ended by the pass's now
+// (PlanTicks). A spec that does not parse is an error: the store held it
+// as valid.
+func (p *Pass) Plan(j *Job) (Plan, error) {
+	s, ok := p.schedules[j.Schedule]
+	if !ok {
+		var err error
+		if s, err = ParseSchedule(j.Schedule); err != nil {
+			return Plan{}, err
+		}
+		p.schedules[j.Schedule] = s
+	}
+	return PlanTicks(j, s, p.now), nil
+}
+
+// Outcome is what a pass writes for one job.
+type Outcome struct {
+	// Decision is the fate of the due ticks (zero without any).
+	Decision
+	// Decided reports whether the pass decided a tick; then the job's
+	// missed_at becomes the Decision's LastMissedAt (nil: the newest
+	// decided tick was not missed), else it stays.
+	Decided bool
+	// Next is the oldest tick left undecided and DecideAt when it is due
+	// (Next + grace); both nil when the schedule does not fire again.
+	Next, DecideAt *time.Time
+	// MissedRuns are the runs to record for Decision.MissedTicks: each
+	// tick and its end, tick + grace.
+	MissedRuns []MissedRun
+}
+
+// MissedRun is a tick recorded as a run with outcome missed.
+type MissedRun struct {
+	Tick, EndedAt time.Time
+}
+
+// Decide decides the due ticks of plan (Ticks) with runs, j's grants from
+// plan.GrantsFrom() on and the newest one before, and returns what the
+// pass writes for j.
+func Decide(j *Job, plan Plan, runs []Grant) Outcome {
+	var o Outcome
+	if len(plan.Due) > 0 {
+		o.Decision, o.Decided = Ticks(j, plan.Due, runs), true
+	}
+	if !plan.Next.IsZero() {
+		next, at := plan.Next, plan.Next.Add(j.Grace)
+		o.Next, o.DecideAt = &next, &at
+	}
+	for _, t := range o.MissedTicks {
+		o.MissedRuns = append(o.MissedRuns, MissedRun{Tick: t, EndedAt: t.Add(j.Grace)})
+	}
+	return o
 }
 
 // Ticks decides each due tick of j, oldest first: ran when a grant

@@ -159,3 +159,55 @@ func TestPlanTicks(t *testing.T) {
 		t.Errorf("after a long outage: got %d due, next %s; want %d, the rest for the next pass", len(p.Due), p.Next, MaxTicksPerPass)
 	}
 }
+
+// TestPassDecide: what a pass writes for a job: its decision with each
+// missed run's end (tick + grace), the next undecided tick and when it is
+// due, and whether it decided a tick at all; a spec that does not parse
+// is an error, and a pass parses each spec once.
+func TestPassDecide(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	const grace = 200 * time.Millisecond
+	pass := NewPass(t0.Add(2100 * time.Millisecond))
+	j := &Job{Schedule: "@every 1s", Since: t0.Add(-500 * time.Millisecond), Grace: grace}
+
+	plan, err := pass.Plan(j)
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	if !plan.GrantsFrom().Equal(t0.Add(-TickSkew)) {
+		t.Errorf("GrantsFrom: got %s, want %s (TickSkew before the oldest due tick)", plan.GrantsFrom(), t0.Add(-TickSkew))
+	}
+	ran := t0.Add(time.Second)
+	o := Decide(j, plan, []Grant{{Token: 2, Tick: &ran, StartedAt: ran, EndedAt: ptrTime(ran.Add(time.Millisecond))}})
+	wantNext, wantAt := t0.Add(2*time.Second), t0.Add(2*time.Second+grace)
+	if !o.Decided || o.Ran != 1 || o.Missed != 1 || !equalTimes(o.Next, &wantNext) || !equalTimes(o.DecideAt, &wantAt) {
+		t.Errorf("Decide: got decided %v, ran %d, missed %d, next %v due %v; want true, 1, 1, %s due %s",
+			o.Decided, o.Ran, o.Missed, o.Next, o.DecideAt, wantNext, wantAt)
+	}
+	if want := []MissedRun{{Tick: t0, EndedAt: t0.Add(grace)}}; len(o.MissedRuns) != 1 || o.MissedRuns[0] != want[0] {
+		t.Errorf("MissedRuns: got %v, want %v", o.MissedRuns, want)
+	}
+	if o.LastMissedAt != nil {
+		t.Errorf("LastMissedAt: got %v, want nil (the newest decided tick ran)", o.LastMissedAt)
+	}
+
+	// Nothing due yet: nothing decided, the next tick stays.
+	j.NextTick = &wantNext
+	plan, err = pass.Plan(j)
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	if o := Decide(j, plan, nil); o.Decided || o.Missed != 0 || len(o.MissedRuns) != 0 || !equalTimes(o.Next, &wantNext) {
+		t.Errorf("Decide with nothing due: got %+v, want nothing decided, next %s", o, wantNext)
+	}
+
+	if _, err := pass.Plan(&Job{Schedule: "not a spec"}); err == nil {
+		t.Error("Plan of a spec that does not parse: got nil error")
+	}
+	if len(pass.schedules) != 1 {
+		t.Errorf("the pass parsed %d specs, want 1 (the valid one, once)", len(pass.schedules))
+	}
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }

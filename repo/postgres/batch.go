@@ -226,8 +226,10 @@ func sortedByKey[P any](params []*P, key func(*P) string) []int {
 // whatever the server's DateStyle.
 
 func tickText(t sql.NullTime) sql.NullString {
-	return sql.NullString{String: t.Time.UTC().Format(time.RFC3339Nano), Valid: t.Valid}
+	return sql.NullString{String: timeText(t.Time), Valid: t.Valid}
 }
+
+func timeText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // acquireCall is an acquire as the statements take it.
 type acquireCall struct {

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/decide"
@@ -25,6 +28,11 @@ func OpenVariant(ctx context.Context, cfg Config, naive, unbatched bool) (*Store
 // SetGuessClock makes the store guess the database clock with clock when it
 // resolves an acquire's tick, so that a test can make the guess wrong.
 func (p *Store) SetGuessClock(clock func() time.Time) { p.clock = clock }
+
+// SetBeforeSweepWrite makes the store call f between a sweep's read of the
+// due jobs and its write of their decisions (SweepTicks and Resume), so
+// that a test can change the rows, or sweep from another store, in between.
+func (p *Store) SetBeforeSweepWrite(f func()) { p.beforeSweepWrite = f }
 
 // AcquireBatch sends acquires as one batch statement, as group commit does
 // when they meet, so that a test knows they went as a batch. Each tick is
@@ -126,3 +134,33 @@ func (p *Store) EchoQuery() string { return p.echo }
 
 // GetQuery is the plain read of one lease.
 const GetQuery = getQuery
+
+// rewindLeaseQuery and rewindRunsQuery move everything that happened to
+// job $1 $2 ms earlier: the lease's times and its runs' starts and ends,
+// not the ticks they name.
+const (
+	rewindLeaseQuery = `
+UPDATE leases SET (acquired_at, renewed_at, expires_at, released_at, revoked_at, schedule_since, decide_at,
+		paused_at, missed_at, owed_until) =
+	(acquired_at - d.by, renewed_at - d.by, expires_at - d.by, released_at - d.by, revoked_at - d.by,
+		schedule_since - d.by, decide_at - d.by, paused_at - d.by, missed_at - d.by, owed_until - d.by)
+FROM (SELECT $2::bigint * interval '1 millisecond' AS by) AS d
+WHERE job_id = $1`
+	rewindRunsQuery = `
+UPDATE runs SET (started_at, ended_at) = (started_at - d.by, ended_at - d.by)
+FROM (SELECT $2::bigint * interval '1 millisecond' AS by) AS d
+WHERE job_id = $1`
+)
+
+// Rewind moves everything that happened to job d earlier, as
+// repotest.SweepHarness.Rewind says.
+func (p *Store) Rewind(ctx context.Context, jobID string, d time.Duration) error {
+	return p.inTx(ctx, func(tx *sqlx.Tx) error {
+		for _, q := range []string{rewindLeaseQuery, rewindRunsQuery} {
+			if _, err := tx.ExecContext(ctx, q, jobID, d.Milliseconds()); err != nil {
+				return fmt.Errorf("rewind %q: %w", jobID, err)
+			}
+		}
+		return nil
+	})
+}

@@ -17,8 +17,10 @@ import (
 )
 
 // The Postgres store's schedules, pause and sweep. Pause and forget are
-// single statements; resume and the sweep decide ticks in Go (ticks.go),
-// so they read and write under row locks in one short transaction.
+// single statements; resume and the sweep decide ticks in Go (decide.Pass)
+// between a read of the due jobs and their grants and one conditional
+// write of every decision (decideJobs): resume under its row lock in one
+// short transaction, the sweep without one.
 
 // pauseQuery pauses a job that is not paused, and cancels what it owes; a
 // paused one is left as it is.
@@ -108,8 +110,12 @@ func (p *Store) Resume(ctx context.Context, jobID string) (leaseapi.Lease, error
 				if err := tx.GetContext(ctx, &now, dbNowQuery); err != nil {
 					return err
 				}
-				if _, _, err := decideJob(ctx, tx, &job, now, &ev); err != nil {
+				written, err := p.decideJobs(ctx, tx, []dueJob{job}, now)
+				if err != nil {
 					return err
+				}
+				for _, d := range written {
+					ev.Decided(d)
 				}
 			}
 			var row leaseRow
@@ -167,28 +173,41 @@ type dueJob struct {
 	ExpiresAt time.Time    `db:"expires_at"`
 }
 
+func (j *dueJob) job() *decide.Job {
+	return &decide.Job{
+		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
+		Since: j.Since, NextTick: nullTime(j.NextTick), PausedAt: nullTime(j.PausedAt),
+		Token: j.Token, ExpiresAt: j.ExpiresAt,
+	}
+}
+
 const (
 	// dueJobsQuery reads the jobs whose next tick is due, through
 	// leases_decide_at_idx: its cost grows with the due jobs only. The
 	// bound is statement_timestamp(), which the planner can use as an index
 	// condition (clock_timestamp() is volatile: a filter over every entry
 	// of the index); the decisions use the clock read afterwards. It takes
-	// no lock: a decision is written by one conditional statement
-	// (decideQuery), so that no lease row stays locked while a job's ticks
-	// are decided, and so that of several instances sweeping at once only
-	// one writes each decision.
+	// no lock: the decisions are written by one conditional statement
+	// (decideQuery), so that no lease row stays locked while the jobs'
+	// ticks are decided, and so that of several instances sweeping at once
+	// only one writes each decision.
 	dueJobsQuery = `SELECT ` + dueJobColumns + ` FROM leases
 WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1`
 
-	// grantsAroundQuery reads a job's grants that started at or after $2,
-	// and the newest one that started before it (runs_job_at_idx).
+	// grantsAroundQuery reads, for each job of $1, its grants that started
+	// at or after its bound in $2 and the newest one that started before
+	// it: two probes of runs_job_at_idx per job, in one statement.
 	grantsAroundQuery = `
-(SELECT token, tick, started_at, ended_at, trigger FROM runs
-	WHERE job_id = $1 AND COALESCE(started_at, tick) >= $2 AND token IS NOT NULL)
-UNION ALL
-(SELECT token, tick, started_at, ended_at, trigger FROM runs
-	WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL
-	ORDER BY COALESCE(started_at, tick) DESC LIMIT 1)`
+SELECT i.in_job_id AS job_id, r.token, r.tick, r.started_at, r.ended_at, r.trigger
+FROM unnest($1::text[], $2::timestamptz[]) AS i(in_job_id, in_from),
+LATERAL (
+	(SELECT token, tick, started_at, ended_at, trigger FROM runs
+		WHERE job_id = i.in_job_id AND COALESCE(started_at, tick) >= i.in_from AND token IS NOT NULL)
+	UNION ALL
+	(SELECT token, tick, started_at, ended_at, trigger FROM runs
+		WHERE job_id = i.in_job_id AND COALESCE(started_at, tick) < i.in_from AND token IS NOT NULL
+		ORDER BY COALESCE(started_at, tick) DESC LIMIT 1)
+) AS r`
 )
 
 // countExpiriesQuery marks, once, the open runs whose grant passed its
@@ -202,42 +221,69 @@ UPDATE runs SET expiry_counted = true WHERE id IN (
 	FOR UPDATE OF r SKIP LOCKED
 )`
 
-// catchUpColumns and catchUpValues are what decideQuery writes to what
-// the job owes: the tick it decided missed ($13), while that tick is in
-// the job's catch-up window, when the job owes it (stores.OwesCatchUp).
+// unchangedSinceRead is the condition under which a decision is written:
+// the row is still as the pass read it (the i.read_* columns of
+// decideQuery's input). A concurrent sweep that decided the same ticks
+// first moved decide_at; a new spec, a pause or resume, or a grant
+// (token) meanwhile changed what the decision was made from.
+const unchangedSinceRead = `l.decide_at IS NOT DISTINCT FROM i.read_decide_at AND l.schedule = i.read_schedule
+		AND l.paused_at IS NOT DISTINCT FROM i.read_paused_at AND l.token = i.read_token`
+
+// catchUpColumns and catchUpValues are what decideQuery writes to what a
+// job owes: the tick it decided missed (in_missed_tick), while that tick
+// is in the job's catch-up window, when the job owes it
+// (stores.OwesCatchUp).
 var catchUpColumns, catchUpValues = func() ([]string, []string) {
-	windowEnd := `$13::timestamptz + catch_up_window_ms * interval '1 millisecond'`
-	owes := `($13::timestamptz IS NOT NULL AND ` + stores.OwesCatchUp(`$6::timestamptz`, windowEnd, `clock_timestamp()`) + `)`
-	return stores.CatchUpDebt(owes, `$13::timestamptz`, windowEnd)
+	windowEnd := `i.in_missed_tick + l.catch_up_window_ms * interval '1 millisecond'`
+	owes := `(i.in_missed_tick IS NOT NULL AND ` + stores.OwesCatchUp(`i.in_missed_at`, windowEnd, `clock_timestamp()`) + `)`
+	return stores.CatchUpDebt(owes, `i.in_missed_tick`, windowEnd)
 }()
 
-// decideQuery writes what a pass decided for one job, in one statement:
-// the oldest undecided tick and when it is due, the counters, whether
-// the newest decided tick was missed ($7: the pass decided a tick, then
-// $6 is the new missed_at and $13 that tick), what the job owes for it
-// (stores.OwesCatchUp: then that tick, as a catch-up), and a run for each
-// missed tick to record ($11, with the grace $12). It writes only if the
-// row is still as the pass read it ($8-$10): a concurrent sweep that
-// decided the same ticks first, a new spec, or a pause or resume
-// meanwhile make it write nothing, and the count it returns is 0.
+// decideQuery writes what a pass decided for its jobs, in one statement,
+// each array holding one element per job ($1-$12) or per missed run
+// ($13-$15): each job's oldest undecided tick and when it is due, its
+// counters, whether the newest decided tick was missed (in_decided: the
+// pass decided a tick, then in_missed_at is the new missed_at and
+// in_missed_tick that tick), what it owes for it (stores.OwesCatchUp: then
+// that tick, as a catch-up), and a run for each missed tick to record.
+// A job's row is written only if it is still as the pass read it
+// (unchangedSinceRead), and its missed runs only with it; the statement
+// returns the jobs it wrote. The rows are locked first, in job id order
+// (the locked CTE), as the batched lease statements lock theirs, so that
+// two sweeps, or a sweep and an acquire batch, cannot deadlock; locked
+// carries each job's input, so that the update joins the rows it locked
+// by their key alone (joined to the input as well, it was planned over
+// 1 M jobs as a scan of all 1,000 inputs for each of the 1,000 rows).
 var decideQuery = `
-WITH decided AS (
-	UPDATE leases SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at,
+WITH input AS MATERIALIZED (
+	SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::bigint[],
+		$6::timestamptz[], $7::boolean[], $8::timestamptz[], $9::text[], $10::timestamptz[], $11::bigint[], $12::timestamptz[])
+		AS i(in_job_id, in_next_tick, in_decide_at, in_missed, in_skipped,
+			in_missed_at, in_decided, read_decide_at, read_schedule, read_paused_at, read_token, in_missed_tick)
+), locked AS MATERIALIZED (
+	SELECT i.* FROM leases AS l JOIN input AS i ON i.in_job_id = l.job_id
+	WHERE l.job_id = ANY($1::text[])
+	ORDER BY l.job_id
+	FOR NO KEY UPDATE OF l
+), decided AS (
+	UPDATE leases AS l SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at,
 			` + strings.Join(catchUpColumns, ", ") + `) =
-		($2::timestamptz, $3::timestamptz, missed_ticks + $4::bigint, skipped_ticks + $5::bigint,
-		 CASE WHEN $7::boolean THEN $6::timestamptz ELSE missed_at END,
+		(i.in_next_tick, i.in_decide_at, l.missed_ticks + i.in_missed, l.skipped_ticks + i.in_skipped,
+		 CASE WHEN i.in_decided THEN i.in_missed_at ELSE l.missed_at END,
 		 ` + strings.Join(catchUpValues, ",\n\t\t ") + `)
-	WHERE job_id = $1 AND decide_at IS NOT DISTINCT FROM $8::timestamptz AND schedule = $9::text
-		AND paused_at IS NOT DISTINCT FROM $10::timestamptz
-	RETURNING job_id
+	FROM locked AS i
+	WHERE l.job_id = i.in_job_id AND ` + unchangedSinceRead + `
+	RETURNING l.job_id
 ), missed AS (
 	INSERT INTO runs (job_id, tick, ended_at, outcome)
-	SELECT d.job_id, t, t + $12::bigint * interval '1 millisecond', 'missed'
-	FROM decided AS d, unnest($11::timestamptz[]) AS t
+	SELECT m.in_job_id, m.in_tick, m.in_ended_at, 'missed'
+	FROM unnest($13::text[], $14::timestamptz[], $15::timestamptz[]) AS m(in_job_id, in_tick, in_ended_at)
+	WHERE m.in_job_id IN (SELECT job_id FROM decided)
 )
-SELECT count(*) FROM decided`
+SELECT job_id FROM decided`
 
 type grantRow struct {
+	JobID     string       `db:"job_id"`
 	Token     int64        `db:"token"`
 	Tick      sql.NullTime `db:"tick"`
 	StartedAt time.Time    `db:"started_at"`
@@ -267,18 +313,19 @@ func (p *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 		if len(due) > batch {
 			res.More, due = true, due[:batch]
 		}
-		// The clock after the read: every decision is made at it.
-		var now time.Time
-		if err := p.db.GetContext(ctx, &now, dbNowQuery); err != nil {
-			return res, interpretError("sweep ticks", err)
-		}
-		for i := range due {
-			d, written, err := decideJob(ctx, p.db, &due[i], now, &ev)
-			if err != nil {
-				return leaseapi.SweepResult{}, interpretError(fmt.Sprintf("sweep ticks of %q", due[i].JobID), err)
+		if len(due) > 0 {
+			// The clock after the read: every decision is made at it.
+			var now time.Time
+			if err := p.db.GetContext(ctx, &now, dbNowQuery); err != nil {
+				return res, interpretError("sweep ticks", err)
 			}
-			if written {
+			written, err := p.decideJobs(ctx, p.db, due, now)
+			if err != nil {
+				return leaseapi.SweepResult{}, interpretError("sweep ticks", err)
+			}
+			for _, d := range written {
 				res.Add(d.Result())
+				ev.Decided(d)
 			}
 		}
 		r, err := p.db.ExecContext(ctx, countExpiriesQuery, batch)
@@ -295,51 +342,100 @@ func (p *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 	})
 }
 
-// decideJob decides the due ticks of j at now and writes the decision,
-// unless the row changed since j was read; written says whether it did.
-func decideJob(ctx context.Context, q sqlx.ExtContext, j *dueJob, now time.Time, ev *stores.Events) (d decide.Decision, written bool, err error) {
-	job := &decide.Job{
-		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
-		Since: j.Since, NextTick: nullTime(j.NextTick), PausedAt: nullTime(j.PausedAt),
-		Token: j.Token, ExpiresAt: j.ExpiresAt,
+// decideJobs decides the due ticks of jobs at now with one read of their
+// grants, and writes the decisions with one statement (decideQuery),
+// except for the jobs whose row changed since it was read. It returns the
+// decisions it wrote.
+func (p *Store) decideJobs(ctx context.Context, q sqlx.ExtContext, jobs []dueJob, now time.Time) ([]decide.Decision, error) {
+	pass := decide.NewPass(now)
+	djobs := make([]*decide.Job, len(jobs))
+	plans := make([]decide.Plan, len(jobs))
+	var ids, froms []string
+	for i := range jobs {
+		djobs[i] = jobs[i].job()
+		plan, err := pass.Plan(djobs[i])
+		if err != nil {
+			return nil, fmt.Errorf("job %q: %w", jobs[i].JobID, err)
+		}
+		plans[i] = plan
+		if len(plan.Due) > 0 {
+			ids, froms = append(ids, jobs[i].JobID), append(froms, timeText(plan.GrantsFrom()))
+		}
 	}
-	sched, err := decide.ParseSchedule(job.Schedule)
-	if err != nil {
-		return d, false, err
-	}
-	plan := decide.PlanTicks(job, sched, now)
-	if len(plan.Due) > 0 {
+	grants := make(map[string][]decide.Grant, len(ids))
+	if len(ids) > 0 {
 		var rows []grantRow
-		if err := sqlx.SelectContext(ctx, q, &rows, grantsAroundQuery, j.JobID, plan.Due[0].Add(-decide.TickSkew)); err != nil {
-			return d, false, err
+		if err := sqlx.SelectContext(ctx, q, &rows, grantsAroundQuery, pq.Array(ids), pq.Array(froms)); err != nil {
+			return nil, err
 		}
-		runs := make([]decide.Grant, len(rows))
-		for i, r := range rows {
-			runs[i] = decide.Grant{Token: r.Token, Tick: nullTime(r.Tick), StartedAt: r.StartedAt, EndedAt: nullTime(r.EndedAt),
-				Trigger: leaseapi.Trigger(r.Trigger)}
+		for _, r := range rows {
+			grants[r.JobID] = append(grants[r.JobID], decide.Grant{Token: r.Token, Tick: nullTime(r.Tick),
+				StartedAt: r.StartedAt, EndedAt: nullTime(r.EndedAt), Trigger: leaseapi.Trigger(r.Trigger)})
 		}
-		d = decide.Ticks(job, plan.Due, runs)
 	}
-	var next, decideAt sql.NullTime
-	if !plan.Next.IsZero() {
-		next = sql.NullTime{Time: plan.Next, Valid: true}
-		decideAt = sql.NullTime{Time: plan.Next.Add(job.Grace), Valid: true}
+	w := newDecisionWrite(len(jobs))
+	outcomes := make(map[string]decide.Outcome, len(jobs))
+	for i := range jobs {
+		o := decide.Decide(djobs[i], plans[i], grants[jobs[i].JobID])
+		outcomes[jobs[i].JobID] = o
+		w.add(&jobs[i], &o)
 	}
-	missed := make([]string, len(d.MissedTicks))
-	for i, t := range d.MissedTicks {
-		missed[i] = t.UTC().Format(time.RFC3339Nano)
+	if p.beforeSweepWrite != nil {
+		p.beforeSweepWrite()
 	}
-	var n int
-	if err := sqlx.GetContext(ctx, q, &n, decideQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
-		nullableTime(d.LastMissedAt), len(plan.Due) > 0, j.DecideAt, j.Schedule, j.PausedAt,
-		pq.Array(missed), j.GraceMs, nullableTime(d.LastMissedTick())); err != nil {
-		return d, false, err
+	var written []string
+	if err := sqlx.SelectContext(ctx, q, &written, decideQuery, w.args()...); err != nil {
+		return nil, err
 	}
-	if n == 0 {
-		return d, false, nil
+	out := make([]decide.Decision, len(written))
+	for i, job := range written {
+		out[i] = outcomes[job].Decision
 	}
-	ev.Decided(d)
-	return d, true, nil
+	return out, nil
+}
+
+// decisionWrite is decideQuery's arguments: one element per job in each
+// of the first twelve arrays, one per missed run in the last three.
+type decisionWrite struct {
+	jobs                       []string
+	next, decideAt, missedAt   []sql.NullString
+	missed, skipped, tokens    []int64
+	decided                    []bool
+	readDecideAt, readPausedAt []sql.NullString
+	readSchedule               []string
+	missedTick                 []sql.NullString
+	runJobs, runTicks, runEnds []string
+}
+
+func newDecisionWrite(n int) *decisionWrite {
+	return &decisionWrite{
+		jobs: make([]string, 0, n), next: make([]sql.NullString, 0, n), decideAt: make([]sql.NullString, 0, n),
+		missedAt: make([]sql.NullString, 0, n), missed: make([]int64, 0, n), skipped: make([]int64, 0, n),
+		tokens: make([]int64, 0, n), decided: make([]bool, 0, n), readDecideAt: make([]sql.NullString, 0, n),
+		readPausedAt: make([]sql.NullString, 0, n), readSchedule: make([]string, 0, n), missedTick: make([]sql.NullString, 0, n),
+	}
+}
+
+// add appends the outcome o of j, as j was read.
+func (w *decisionWrite) add(j *dueJob, o *decide.Outcome) {
+	w.jobs = append(w.jobs, j.JobID)
+	w.next, w.decideAt = append(w.next, tickText(nullableTime(o.Next))), append(w.decideAt, tickText(nullableTime(o.DecideAt)))
+	w.missed, w.skipped = append(w.missed, o.Missed), append(w.skipped, o.Skipped)
+	w.missedAt, w.decided = append(w.missedAt, tickText(nullableTime(o.LastMissedAt))), append(w.decided, o.Decided)
+	w.readDecideAt, w.readSchedule = append(w.readDecideAt, tickText(j.DecideAt)), append(w.readSchedule, j.Schedule)
+	w.readPausedAt, w.tokens = append(w.readPausedAt, tickText(j.PausedAt)), append(w.tokens, j.Token)
+	w.missedTick = append(w.missedTick, tickText(nullableTime(o.LastMissedTick())))
+	for _, m := range o.MissedRuns {
+		w.runJobs = append(w.runJobs, j.JobID)
+		w.runTicks, w.runEnds = append(w.runTicks, timeText(m.Tick)), append(w.runEnds, timeText(m.EndedAt))
+	}
+}
+
+func (w *decisionWrite) args() []any {
+	return []any{pq.Array(w.jobs), pq.Array(w.next), pq.Array(w.decideAt), pq.Array(w.missed), pq.Array(w.skipped),
+		pq.Array(w.missedAt), pq.Array(w.decided), pq.Array(w.readDecideAt), pq.Array(w.readSchedule),
+		pq.Array(w.readPausedAt), pq.Array(w.tokens), pq.Array(w.missedTick),
+		pq.Array(w.runJobs), pq.Array(w.runTicks), pq.Array(w.runEnds)}
 }
 
 // statsQuery counts, at one instant (c, read once), the leases under a

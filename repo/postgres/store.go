@@ -58,6 +58,10 @@ type Store struct {
 	schedules storedSchedules
 	// clock is the clock that guess is made with; nil is time.Now.
 	clock func() time.Time
+	// beforeSweepWrite, when not nil, is called between a sweep's read
+	// and its write (decideJobs), so that a test can change the rows in
+	// between; it is set only by tests.
+	beforeSweepWrite func()
 }
 
 var _ leaseapi.Store = (*Store)(nil)

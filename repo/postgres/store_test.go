@@ -30,6 +30,34 @@ func TestPostgresStore(t *testing.T) {
 	})
 }
 
+// TestPostgresSweep runs the sweep suite on Postgres: three instances on a
+// database of each subtest's own, so that nothing else sweeps its jobs.
+func TestPostgresSweep(t *testing.T) {
+	t.Parallel()
+	repotest.RunSweepSuite(t, func(t *testing.T, o leaseapi.Observer) *repotest.SweepHarness {
+		dsn := repotest.NewPostgresURL(t)
+		h := &repotest.SweepHarness{
+			SetBeforeWrite: func(s leaseapi.Store, f func()) { s.(*postgres.Store).SetBeforeSweepWrite(f) },
+		}
+		for range 3 {
+			store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, Observer: o})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			t.Cleanup(func() { _ = store.Close() })
+			h.Stores = append(h.Stores, store)
+		}
+		first := h.Stores[0].(*postgres.Store)
+		h.Rewind = func(t *testing.T, jobID string, d time.Duration) {
+			t.Helper()
+			if err := first.Rewind(t.Context(), jobID, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return h
+	})
+}
+
 // TestPostgresStatsRuns24h: Stats counts the runs that ended in the last 24
 // hours of the database clock and no older one. The store cannot backdate a
 // run, so the test moves finished runs back in time with SQL.

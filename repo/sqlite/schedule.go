@@ -69,7 +69,7 @@ func (s *Store) Resume(ctx context.Context, jobID string) (leaseapi.Lease, error
 			if err := tx.GetContext(ctx, &job, dueJobQuery, jobID); err != nil {
 				return leaseapi.Lease{}, err
 			}
-			if _, err := decideJob(ctx, tx, &job, now, &ev); err != nil {
+			if _, err := decideJob(ctx, tx, decide.NewPass(fromMs(now)), &job, now, &ev); err != nil {
 				return leaseapi.Lease{}, err
 			}
 		}
@@ -216,8 +216,9 @@ func (s *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 		if len(due) > batch {
 			res.More, due = true, due[:batch]
 		}
+		pass := decide.NewPass(fromMs(now))
 		for i := range due {
-			d, err := decideJob(ctx, tx, &due[i], now, &ev)
+			d, err := decideJob(ctx, tx, pass, &due[i], now, &ev)
 			if err != nil {
 				return res, fmt.Errorf("job %q: %w", due[i].JobID, err)
 			}
@@ -236,48 +237,42 @@ func (s *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 	})
 }
 
-// decideJob decides the due ticks of j at now and records the decision.
-func decideJob(ctx context.Context, tx *sqlx.Tx, j *dueJob, now int64, ev *stores.Events) (decide.Decision, error) {
+// decideJob decides the due ticks of j in pass and records the decision:
+// the store's single writer holds its lock, so the row is as it was read.
+func decideJob(ctx context.Context, tx *sqlx.Tx, pass *decide.Pass, j *dueJob, now int64, ev *stores.Events) (decide.Decision, error) {
 	job := &decide.Job{
 		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
 		Since: fromMs(j.Since), NextTick: fromNullMs(j.NextTick), PausedAt: fromNullMs(j.PausedAt),
 		Token: j.Token, ExpiresAt: fromMs(j.ExpiresAt),
 	}
-	sched, err := decide.ParseSchedule(job.Schedule)
+	plan, err := pass.Plan(job)
 	if err != nil {
 		return decide.Decision{}, err
 	}
-	plan := decide.PlanTicks(job, sched, fromMs(now))
-	var d decide.Decision
+	var runs []decide.Grant
 	if len(plan.Due) > 0 {
 		var rows []grantRow
-		from := plan.Due[0].Add(-decide.TickSkew).UnixMilli()
-		if err := tx.SelectContext(ctx, &rows, grantsAroundQuery, j.JobID, from); err != nil {
-			return d, err
+		if err := tx.SelectContext(ctx, &rows, grantsAroundQuery, j.JobID, plan.GrantsFrom().UnixMilli()); err != nil {
+			return decide.Decision{}, err
 		}
-		runs := make([]decide.Grant, len(rows))
+		runs = make([]decide.Grant, len(rows))
 		for i, r := range rows {
 			runs[i] = decide.Grant{Token: r.Token, Tick: fromNullMs(r.Tick), StartedAt: fromMs(r.StartedAt), EndedAt: fromNullMs(r.EndedAt),
 				Trigger: leaseapi.Trigger(r.Trigger)}
 		}
-		d = decide.Ticks(job, plan.Due, runs)
-		for _, t := range d.MissedTicks {
-			if _, err := tx.ExecContext(ctx, insertMissedRunQuery, j.JobID, t.UnixMilli(), t.Add(job.Grace).UnixMilli()); err != nil {
-				return d, err
-			}
+	}
+	o := decide.Decide(job, plan, runs)
+	for _, m := range o.MissedRuns {
+		if _, err := tx.ExecContext(ctx, insertMissedRunQuery, j.JobID, m.Tick.UnixMilli(), m.EndedAt.UnixMilli()); err != nil {
+			return o.Decision, err
 		}
 	}
-	next, decideAt := sql.NullInt64{}, sql.NullInt64{}
-	if !plan.Next.IsZero() {
-		next = sql.NullInt64{Int64: plan.Next.UnixMilli(), Valid: true}
-		decideAt = sql.NullInt64{Int64: plan.Next.Add(job.Grace).UnixMilli(), Valid: true}
+	if _, err := tx.ExecContext(ctx, decidedQuery, j.JobID, toNullMs(o.Next), toNullMs(o.DecideAt), o.Missed, o.Skipped,
+		toNullMs(o.LastMissedAt), o.Decided, toNullMs(o.LastMissedTick()), now); err != nil {
+		return o.Decision, err
 	}
-	if _, err := tx.ExecContext(ctx, decidedQuery, j.JobID, next, decideAt, d.Missed, d.Skipped,
-		toNullMs(d.LastMissedAt), len(plan.Due) > 0, toNullMs(d.LastMissedTick()), now); err != nil {
-		return d, err
-	}
-	ev.Decided(d)
-	return d, nil
+	ev.Decided(o.Decision)
+	return o.Decision, nil
 }
 
 // statsQuery counts, at $1, the leases under a prefix (job_id in

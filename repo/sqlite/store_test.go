@@ -31,6 +31,31 @@ func TestSQLite(t *testing.T) {
 	})
 }
 
+// TestSQLiteSweep runs the sweep suite on the embedded store: one store
+// (one instance per file) on a file of each subtest's own.
+func TestSQLiteSweep(t *testing.T) {
+	t.Parallel()
+	repotest.RunSweepSuite(t, func(t *testing.T, o leaseapi.Observer) *repotest.SweepHarness {
+		s, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "leaseapi.db"), Observer: o})
+		if err != nil {
+			t.Fatalf("sqlite.Open: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if err := s.Migrate(t.Context()); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+		return &repotest.SweepHarness{
+			Stores: []leaseapi.Store{s},
+			Rewind: func(t *testing.T, jobID string, d time.Duration) {
+				t.Helper()
+				if err := s.Rewind(t.Context(), jobID, d); err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
+}
+
 func TestSQLiteSingleInstance(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "leaseapi.db")

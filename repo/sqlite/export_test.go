@@ -1,0 +1,35 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// rewindLeaseQuery and rewindRunsQuery move everything that happened to
+// job $1 $2 ms earlier: the lease's times and its runs' starts and ends,
+// not the ticks they name.
+const (
+	rewindLeaseQuery = `
+UPDATE leases SET acquired_at = acquired_at - $2, renewed_at = renewed_at - $2, expires_at = expires_at - $2,
+	released_at = released_at - $2, revoked_at = revoked_at - $2, schedule_since = schedule_since - $2,
+	decide_at = decide_at - $2, paused_at = paused_at - $2, missed_at = missed_at - $2, owed_until = owed_until - $2
+WHERE job_id = $1`
+	rewindRunsQuery = `
+UPDATE runs SET started_at = started_at - $2, ended_at = ended_at - $2 WHERE job_id = $1`
+)
+
+// Rewind moves everything that happened to job d earlier, as
+// repotest.SweepHarness.Rewind says.
+func (s *Store) Rewind(ctx context.Context, jobID string, d time.Duration) error {
+	return s.writeTx(ctx, func(tx *sqlx.Tx, _ int64) error {
+		for _, q := range []string{rewindLeaseQuery, rewindRunsQuery} {
+			if _, err := tx.ExecContext(ctx, q, jobID, d.Milliseconds()); err != nil {
+				return fmt.Errorf("rewind %q: %w", jobID, err)
+			}
+		}
+		return nil
+	})
+}
