@@ -127,11 +127,15 @@ type mix struct {
 	// resumed is paused across T and resumed before the pass: the resume
 	// decides T (paused), so the pass finds nothing due for it.
 	resumed string
+	// pausedLate has catch-up and is paused after T's grace ended, before
+	// the pass: T is missed, but a paused job owes nothing (pausing cancels
+	// what a job owes; a pass while it is paused makes it owe nothing).
+	pausedLate string
 	manual  map[string]time.Time
 }
 
 // perMix is what one pass decides of one mix (resumed is not due).
-var perMix = leaseapi.SweepResult{Jobs: 8, Ran: 1, Paused: 1, Skipped: 1, Missed: 5, Unclaimed: 2, Expirations: 1}
+var perMix = leaseapi.SweepResult{Jobs: 9, Ran: 1, Paused: 1, Skipped: 1, Missed: 6, Unclaimed: 2, Expirations: 1}
 
 // setUpMix registers a mix under tag. Call finishMix after the rewind.
 func (s *sweepSetup) setUpMix(t *testing.T, tag string) *mix {
@@ -164,14 +168,18 @@ func (s *sweepSetup) setUpMix(t *testing.T, tag string) *mix {
 	m.manual[m.catchUpUnclaimed] = wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: m.catchUpUnclaimed, By: "ops"}))
 	m.catchUpClaimable = s.register(t, tag+"-catch-up-claimable", true)
 	m.unclaimed = s.register(t, tag+"-unclaimed", false)
+	m.pausedLate = s.register(t, tag+"-paused-late", true)
 	m.manual[m.unclaimed] = wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: m.unclaimed, By: "ops"}))
 	return m
 }
 
 // finishMix does what a mix does after the rewind: the claimable manual
-// tick is triggered now, and the paused job is resumed.
+// tick is triggered now, the paused job is resumed, and pausedLate paused.
 func (s *sweepSetup) finishMix(t *testing.T, m *mix) {
 	t.Helper()
+	if _, err := s.b.store.Pause(t.Context(), &leaseapi.PauseParams{JobID: m.pausedLate}); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
 	m.manual[m.catchUpClaimable] = wantManual(t, "Trigger", s.b.trigger(t, leaseapi.TriggerParams{JobID: m.catchUpClaimable, By: "ops"}))
 	l, err := s.b.store.Resume(t.Context(), m.resumed)
 	if err != nil {
@@ -239,6 +247,7 @@ func (s *sweepSetup) checkMix(t *testing.T, m *mix) {
 	check(m.catchUpUnclaimed, 1, 0, true, &T, leaseapi.TriggerCatchUp)
 	check(m.catchUpClaimable, 1, 0, true, &claimable, leaseapi.TriggerManual)
 	check(m.unclaimed, 1, 0, true, nil, "")
+	check(m.pausedLate, 1, 0, true, nil, "")
 }
 
 // sweepOnce sweeps with store until it reports no more due work, and

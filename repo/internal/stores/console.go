@@ -24,13 +24,15 @@ func OwedAt(now string) string {
 
 // OwesCatchUp is the one definition, in the SQL of both stores, of a job
 // that a sweep pass makes owe the tick it just decided missed, the newest
-// tick it decided: its policy is catch-up latest, it owes no manual tick
-// (a run now outranks a catch-up), no grant started since the tick's grace
-// ended (missedAt), and the tick is still within the window (windowEnd,
-// the tick plus catch_up_window_ms, after now). A NULL missedAt (the
-// newest tick was not missed) owes nothing.
+// tick it decided: its policy is catch-up latest, it is not paused
+// (pausing cancels what a job owes, so a pass while it is paused makes it
+// owe nothing, even for a tick whose grace ended before the pause), it owes
+// no manual tick (a run now outranks a catch-up), no grant started since
+// the tick's grace ended (missedAt), and the tick is still within the
+// window (windowEnd, the tick plus catch_up_window_ms, after now). A NULL
+// missedAt (the newest tick was not missed) owes nothing.
 func OwesCatchUp(missedAt, windowEnd, now string) string {
-	return `(catch_up = 'latest' AND COALESCE(owed_reason, '') <> 'manual' AND acquired_at < ` + missedAt +
+	return `(catch_up = 'latest' AND paused_at IS NULL AND COALESCE(owed_reason, '') <> 'manual' AND acquired_at < ` + missedAt +
 		` AND ` + windowEnd + ` > ` + now + `)`
 }
 
