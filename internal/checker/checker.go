@@ -8,7 +8,7 @@ import (
 )
 
 // Invariants are the names of the checks, in the order of the plan.
-var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11"}
+var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12"}
 
 // What each invariant promises, for messages and the README.
 var invariantTitles = map[string]string{
@@ -23,6 +23,7 @@ var invariantTitles = map[string]string{
 	"I9":  "503 within the deadline during database faults, no 500s, recovery",
 	"I10": "ticks executed",
 	"I11": "a retried acquire renews its own grant; never a second token for the same owner and tick",
+	"I12": "every failed, expired and missed run is delivered to the webhook at least once, signed",
 }
 
 // Title returns what invariant inv promises.
@@ -147,6 +148,13 @@ type Stats struct {
 	BeliefOverlaps   int           `json:"beliefOverlaps"`
 	MaxBeliefOverlap time.Duration `json:"maxBeliefOverlap"`
 
+	// Deliveries are the webhook messages received (retries included),
+	// DeliveryEvents the distinct webhook-ids among them, AlertedRuns the
+	// failed, expired and missed runs I12 judged.
+	Deliveries     int `json:"deliveries"`
+	DeliveryEvents int `json:"deliveryEvents"`
+	AlertedRuns    int `json:"alertedRuns"`
+
 	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
 	Linearizability map[string]string `json:"linearizability,omitempty"`
 }
@@ -198,6 +206,7 @@ func Check(h *History, opts Options) *Report {
 	checkAvailability(h, r, opts) // I9
 	checkProgress(h, r, opts)     // I10
 	checkRetries(h, idx, r)       // I11
+	checkDeliveries(h, r)         // I12
 	if opts.WaiveAvailability != "" {
 		kept := r.Violations[:0]
 		for _, v := range r.Violations {
@@ -244,6 +253,9 @@ func (r *Report) SummaryLine() string {
 	if s.TriggersRecorded || s.RunsByTrigger[TriggerCatchUp]+s.RunsByTrigger[TriggerManual] > 0 {
 		fmt.Fprintf(&b, " | owed ticks: %d catch-up claims granted; %d run-now triggers (%d answered with a manual tick, %d retried with their key), %d cancelled, %d manual claims granted, %d manual ticks never claimed nor cancelled",
 			s.RunsByTrigger[TriggerCatchUp], s.Triggers, s.TriggersAnswered, s.TriggerRetries, s.Cancels, s.RunsByTrigger[TriggerManual], s.ManualUnclaimed)
+	}
+	if s.AlertedRuns > 0 || s.Deliveries > 0 {
+		fmt.Fprintf(&b, " | %d failed, expired and missed runs, %d webhook deliveries of %d events", s.AlertedRuns, s.Deliveries, s.DeliveryEvents)
 	}
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {

@@ -3,7 +3,7 @@
 // HTTP call of every client with its call and return times, the run history
 // and lease rows of the database, the fenced side effects and the unfenced
 // beliefs the jobs wrote to the witness schema, the injected faults — and
-// checks the invariants I1–I11 of docs/reliability.md,
+// checks the invariants I1–I12 of docs/reliability.md,
 // including a porcupine model of one job's lease (I4).
 //
 // The checkers assume what the harness guarantees: the database, the
@@ -344,4 +344,7 @@ type History struct {
 	Probes    []Probe
 	ProbeMax  time.Duration // the probe's allowance, TTL + 2·heartbeat + slack
 	Incidents []string      // service processes that exited or panicked on their own (I9)
+	// Webhook is what the webhook receiver got and the runs it had to get
+	// (I12); nil when the run registered no webhook.
+	Webhook *Webhook
 }
