@@ -148,12 +148,22 @@ type Stats struct {
 	BeliefOverlaps   int           `json:"beliefOverlaps"`
 	MaxBeliefOverlap time.Duration `json:"maxBeliefOverlap"`
 
-	// Deliveries are the webhook messages received (retries included),
-	// DeliveryEvents the distinct webhook-ids among them, AlertedRuns the
-	// failed, expired and missed runs I12 judged.
-	Deliveries     int `json:"deliveries"`
-	DeliveryEvents int `json:"deliveryEvents"`
-	AlertedRuns    int `json:"alertedRuns"`
+	// The webhook (I12), when the history records one (WebhookRecorded):
+	// the events the failed, expired and missed runs owed when the wait
+	// for delivery began, by type (AlertsDue); the messages the receiver
+	// got, retries included (Deliveries), and the distinct events among
+	// them (DeliveryEvents: the rest are duplicates, which at least once
+	// allows); the first attempts the receiver refused on purpose
+	// (WebhookRefused); how long the harness waited (WebhookWaited), and
+	// how many of the outbox's events of the wait's start were still
+	// there when it ended (WebhookLeft).
+	WebhookRecorded bool           `json:"webhookRecorded,omitempty"`
+	AlertsDue       map[string]int `json:"alertsDue,omitempty"`
+	Deliveries      int            `json:"deliveries"`
+	DeliveryEvents  int            `json:"deliveryEvents"`
+	WebhookRefused  int            `json:"webhookRefused"`
+	WebhookWaited   time.Duration  `json:"webhookWaited"`
+	WebhookLeft     int            `json:"webhookLeft"`
 
 	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
 	Linearizability map[string]string `json:"linearizability,omitempty"`
@@ -254,8 +264,10 @@ func (r *Report) SummaryLine() string {
 		fmt.Fprintf(&b, " | owed ticks: %d catch-up claims granted; %d run-now triggers (%d answered with a manual tick, %d retried with their key), %d cancelled, %d manual claims granted, %d manual ticks never claimed nor cancelled",
 			s.RunsByTrigger[TriggerCatchUp], s.Triggers, s.TriggersAnswered, s.TriggerRetries, s.Cancels, s.RunsByTrigger[TriggerManual], s.ManualUnclaimed)
 	}
-	if s.AlertedRuns > 0 || s.Deliveries > 0 {
-		fmt.Fprintf(&b, " | %d failed, expired and missed runs, %d webhook deliveries of %d events", s.AlertedRuns, s.Deliveries, s.DeliveryEvents)
+	if s.WebhookRecorded {
+		fmt.Fprintf(&b, " | webhook: events due %d %s, %d %s, %d %s; %d deliveries of %d events (%d duplicates), %d first attempts refused; waited %s, %d events left in the outbox",
+			s.AlertsDue[EventRunFailed], EventRunFailed, s.AlertsDue[EventRunExpired], EventRunExpired, s.AlertsDue[EventRunMissed], EventRunMissed,
+			s.Deliveries, s.DeliveryEvents, s.Deliveries-s.DeliveryEvents, s.WebhookRefused, fmtDur(s.WebhookWaited), s.WebhookLeft)
 	}
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {

@@ -145,6 +145,10 @@ type Run struct {
 	// who triggered a manual run.
 	Trigger     string
 	TriggeredBy string
+	// ExpiryCounted reports that the service counted the run's expiry (the
+	// sweep, or a takeover) while it was running: it told the expiry then,
+	// whatever the run's outcome became.
+	ExpiryCounted bool
 }
 
 // The triggers of a run.
