@@ -15,14 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/internal/checker"
 	"github.com/leaseapi/leaseapi/webhook"
 )
 
 // receiver is the chaos run's webhook endpoint: it checks every message's
-// signature with the webhook's secret (webhook.Verify), records what it
-// accepted for I12, and refuses the first attempt of a seeded share of the
+// signature with the webhook's secret (webhook.Verify), records every
+// message for I12 (those whose signature or body is wrong too, answered
+// 401 or 400), and refuses the first attempt of a seeded share of the
 // events with a 503, so that the service's retries are exercised too.
 type receiver struct {
 	srv *http.Server
@@ -33,7 +35,7 @@ type receiver struct {
 	mu         sync.Mutex
 	secret     string
 	rng        *rand.Rand
-	seen       map[string]bool // webhook-ids that reached it at least once
+	seen       map[string]bool // webhook-ids that reached it verified
 	deliveries []checker.Delivery
 	refused    int
 }
@@ -65,39 +67,33 @@ func (rv *receiver) setSecret(s string) {
 
 func (rv *receiver) close() { _ = rv.srv.Close() }
 
-// webhookBody is the part of a standard-format body the checker needs.
+// webhookBody is a standard-format body, read with the API's own types.
 type webhookBody struct {
-	Type string `json:"type"`
-	Data struct {
-		JobID string `json:"jobId"`
-		Run   *struct {
-			Token   *int64  `json:"token"`
-			Tick    *string `json:"tick"`
-			Outcome string  `json:"outcome"`
-		} `json:"run"`
-	} `json:"data"`
+	Type string          `json:"type"`
+	Data api.WebhookData `json:"data"`
 }
 
-// parseDelivery reads the run an event names from its body.
+// parseDelivery reads the run an event names from its body; the error
+// says why the body is not an event about a run.
 func parseDelivery(id string, body []byte, at time.Time) (checker.Delivery, error) {
 	var b webhookBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return checker.Delivery{}, fmt.Errorf("webhook body of %s: %w", id, err)
+		return checker.Delivery{ID: id, At: at}, fmt.Errorf("body: %w", err)
 	}
 	d := checker.Delivery{ID: id, Type: b.Type, Job: b.Data.JobID, At: at}
-	if b.Type == "" || d.Job == "" || b.Data.Run == nil {
-		return d, errors.New("webhook body of " + id + " lacks type, data.jobId or data.run")
+	run := b.Data.Run
+	if b.Type == "" || d.Job == "" || run == nil {
+		return d, errors.New("the body lacks type, data.jobId or data.run")
 	}
-	d.Outcome = b.Data.Run.Outcome
-	if b.Data.Run.Token != nil {
-		d.Token = *b.Data.Run.Token
+	d.Outcome, d.Trigger = string(run.Outcome), string(run.Trigger)
+	if run.Token != nil {
+		d.Token = *run.Token
 	}
-	if b.Data.Run.Tick != nil {
-		t, err := api.ParseTime(*b.Data.Run.Tick)
-		if err != nil {
-			return d, fmt.Errorf("webhook body of %s: tick: %w", id, err)
-		}
-		d.Tick = t
+	if run.Tick != nil {
+		d.Tick = run.Tick.Time
+	}
+	if run.JobID != d.Job {
+		return d, fmt.Errorf("data.run.jobId %q is not data.jobId", run.JobID)
 	}
 	return d, nil
 }
@@ -109,32 +105,36 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 		return
 	}
-	id := r.Header.Get("webhook-id")
+	id := r.Header.Get(webhook.HeaderID)
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	verified := rv.secret != "" &&
-		webhook.Verify(rv.secret, id, r.Header.Get("webhook-timestamp"), r.Header.Get("webhook-signature"), body) == nil
+		webhook.Verify(rv.secret, id, r.Header.Get(webhook.HeaderTimestamp), r.Header.Get(webhook.HeaderSignature), body) == nil
 	d, perr := parseDelivery(id, body, at)
 	d.Verified = verified
-	if !verified {
-		// Recorded: I12 flags a message signed with anything but the secret.
-		rv.deliveries = append(rv.deliveries, d)
-		http.Error(w, "signature does not verify", http.StatusUnauthorized)
-		return
-	}
 	if perr != nil {
-		http.Error(w, perr.Error(), http.StatusBadRequest)
-		return
+		d.Err = perr.Error()
 	}
-	first := !rv.seen[id]
-	rv.seen[id] = true
-	if first && rv.rng.Float64() < rv.refuse {
-		rv.refused++
-		http.Error(w, "refused once on purpose", http.StatusServiceUnavailable)
-		return
+	if verified && perr == nil {
+		first := !rv.seen[id]
+		rv.seen[id] = true
+		if first && rv.rng.Float64() < rv.refuse {
+			rv.refused++
+			http.Error(w, "refused once on purpose", http.StatusServiceUnavailable)
+			return
+		}
 	}
+	// Recorded whatever it is: I12 flags a message signed with anything
+	// but the secret, or whose body is not an event about a run.
 	rv.deliveries = append(rv.deliveries, d)
-	w.WriteHeader(http.StatusNoContent)
+	switch {
+	case !verified:
+		http.Error(w, "signature does not verify", http.StatusUnauthorized)
+	case perr != nil:
+		http.Error(w, perr.Error(), http.StatusBadRequest)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 // accepted returns a copy of what the receiver recorded, and how many
@@ -146,9 +146,10 @@ func (rv *receiver) accepted() ([]checker.Delivery, int) {
 }
 
 // TestReceiver: the receiver accepts what webhook.Deliver signs with the
-// secret and records the run it names, refuses a first attempt when told
-// to (the retry is then accepted), and records a message signed with
-// another secret as unverified, answering 401.
+// secret, with the data the server writes (api.MarshalWebhookData), and
+// records the run it names; it records a message signed with another
+// secret as unverified (401) and a signed one without a run as malformed
+// (400); told to, it refuses a first attempt (503) and accepts the retry.
 func TestReceiver(t *testing.T) {
 	secret, err := webhook.NewSecret()
 	if err != nil {
@@ -162,28 +163,42 @@ func TestReceiver(t *testing.T) {
 	rv.setSecret(secret)
 	client := webhook.NewClient(true)
 	tick := time.Date(2026, 12, 2, 15, 0, 2, 0, time.UTC)
-	data := func(token string, outcome string) json.RawMessage {
-		return json.RawMessage(fmt.Sprintf(`{"jobId":"job-03","run":{"token":%s,"owner":null,"tick":%q,"outcome":%q},"lease":{}}`,
-			token, api.FormatTime(tick), outcome))
+	message := func(id string, typ webhook.Event, run *leaseapi.Run) webhook.Message {
+		e := &leaseapi.WebhookEvent{ID: id, Type: string(typ), JobID: "job-03", Run: run}
+		if run != nil {
+			run.JobID, run.Tick = "job-03", &tick
+		}
+		data, err := api.MarshalWebhookData(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return webhook.Message{ID: id, Type: typ, Timestamp: time.Now(), Data: data}
 	}
-	send := func(secret string, m webhook.Message) webhook.Result {
+	send := func(rv *receiver, secret string, m webhook.Message) webhook.Result {
 		return webhook.Deliver(context.Background(), client, rv.URL(), secret, webhook.FormatStandard, "", m, time.Now())
 	}
-	if res := send(secret, webhook.Message{ID: "msg_a", Type: webhook.RunFailed, Timestamp: time.Now(), Data: data("7", "failed")}); !res.Delivered {
+	if res := send(rv, secret, message("msg_a", webhook.RunFailed, &leaseapi.Run{Token: 7, Owner: "r1.1", Outcome: leaseapi.OutcomeFailed})); !res.Delivered {
 		t.Fatalf("signed delivery refused: %+v", res)
 	}
-	if res := send(secret, webhook.Message{ID: "msg_b", Type: webhook.RunMissed, Timestamp: time.Now(), Data: data("null", "missed")}); !res.Delivered {
+	if res := send(rv, secret, message("msg_b", webhook.RunMissed, &leaseapi.Run{Outcome: leaseapi.OutcomeMissed, Trigger: leaseapi.TriggerManual})); !res.Delivered {
 		t.Fatalf("signed delivery refused: %+v", res)
 	}
-	other, _ := webhook.NewSecret()
-	if res := send(other, webhook.Message{ID: "msg_c", Type: webhook.RunFailed, Timestamp: time.Now(), Data: data("8", "failed")}); res.Delivered || res.Status != http.StatusUnauthorized {
+	other, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := send(rv, other, message("msg_c", webhook.RunFailed, &leaseapi.Run{Token: 8, Outcome: leaseapi.OutcomeFailed})); res.Delivered || res.Status != http.StatusUnauthorized {
 		t.Fatalf("delivery signed with another secret: %+v, want 401", res)
+	}
+	if res := send(rv, secret, message("msg_d", webhook.RunExpired, nil)); res.Delivered || res.Status != http.StatusBadRequest {
+		t.Fatalf("signed delivery without a run: %+v, want 400", res)
 	}
 	got, refused := rv.accepted()
 	want := []checker.Delivery{
-		{ID: "msg_a", Type: "run.failed", Job: "job-03", Token: 7, Tick: tick, Outcome: "failed", Verified: true},
-		{ID: "msg_b", Type: "run.missed", Job: "job-03", Tick: tick, Outcome: "missed", Verified: true},
-		{ID: "msg_c", Type: "run.failed", Job: "job-03", Token: 8, Tick: tick, Outcome: "failed"},
+		{ID: "msg_a", Type: "run.failed", Job: "job-03", Token: 7, Tick: tick, Outcome: "failed", Trigger: "schedule", Verified: true},
+		{ID: "msg_b", Type: "run.missed", Job: "job-03", Tick: tick, Outcome: "missed", Trigger: "manual", Verified: true},
+		{ID: "msg_c", Type: "run.failed", Job: "job-03", Token: 8, Tick: tick, Outcome: "failed", Trigger: "schedule"},
+		{ID: "msg_d", Type: "run.expired", Job: "job-03", Verified: true, Err: "the body lacks type, data.jobId or data.run"},
 	}
 	if len(got) != len(want) || refused != 0 {
 		t.Fatalf("recorded %d deliveries (%d refused), want %d: %+v", len(got), refused, len(want), got)
@@ -204,11 +219,12 @@ func TestReceiver(t *testing.T) {
 	}
 	defer rv2.close()
 	rv2.setSecret(secret)
-	m := webhook.Message{ID: "msg_d", Type: webhook.RunExpired, Timestamp: time.Now(), Data: data("9", "expired")}
-	first := webhook.Deliver(context.Background(), client, rv2.URL(), secret, webhook.FormatStandard, "", m, time.Now())
-	retry := webhook.Deliver(context.Background(), client, rv2.URL(), secret, webhook.FormatStandard, "", m, time.Now())
-	if first.Status != http.StatusServiceUnavailable || !retry.Delivered {
-		t.Fatalf("first attempt %+v (want 503), retry %+v (want delivered)", first, retry)
+	m := message("msg_e", webhook.RunExpired, &leaseapi.Run{Token: 9, Outcome: leaseapi.OutcomeExpired})
+	if first := send(rv2, secret, m); first.Status != http.StatusServiceUnavailable {
+		t.Fatalf("first attempt %+v, want 503", first)
+	}
+	if retry := send(rv2, secret, m); !retry.Delivered {
+		t.Fatalf("retry %+v, want delivered", retry)
 	}
 	if got, refused := rv2.accepted(); len(got) != 1 || refused != 1 || got[0].Token != 9 || got[0].Type != "run.expired" {
 		t.Fatalf("after a refused first attempt: %+v, %d refused; want the retry alone, 1 refused", got, refused)
