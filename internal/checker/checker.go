@@ -156,7 +156,8 @@ type Stats struct {
 	// allows); the first attempts the receiver refused on purpose
 	// (WebhookRefused); how long the harness waited (WebhookWaited), and
 	// how many of the outbox's events of the wait's start were still
-	// there when it ended (WebhookLeft).
+	// there when it ended without having reached the receiver
+	// (WebhookLeft; one that did is only waiting for its report).
 	WebhookRecorded bool           `json:"webhookRecorded,omitempty"`
 	AlertsDue       map[string]int `json:"alertsDue,omitempty"`
 	Deliveries      int            `json:"deliveries"`
@@ -265,7 +266,7 @@ func (r *Report) SummaryLine() string {
 			s.RunsByTrigger[TriggerCatchUp], s.Triggers, s.TriggersAnswered, s.TriggerRetries, s.Cancels, s.RunsByTrigger[TriggerManual], s.ManualUnclaimed)
 	}
 	if s.WebhookRecorded {
-		fmt.Fprintf(&b, " | webhook: events due %d %s, %d %s, %d %s; %d deliveries of %d events (%d duplicates), %d first attempts refused; waited %s, %d events left in the outbox",
+		fmt.Fprintf(&b, " | webhook: events due %d %s, %d %s, %d %s; %d deliveries of %d events (%d duplicates), %d first attempts refused; waited %s, %d events of its start left undelivered in the outbox",
 			s.AlertsDue[EventRunFailed], EventRunFailed, s.AlertsDue[EventRunExpired], EventRunExpired, s.AlertsDue[EventRunMissed], EventRunMissed,
 			s.Deliveries, s.DeliveryEvents, s.Deliveries-s.DeliveryEvents, s.WebhookRefused, fmtDur(s.WebhookWaited), s.WebhookLeft)
 	}

@@ -242,7 +242,7 @@ func checkDeliveries(h *History, r *Report) {
 	s.Deliveries, s.DeliveryEvents = len(w.Deliveries), len(ids)
 	s.WebhookRefused, s.WebhookWaited = w.Refused, w.Waited
 	for _, e := range w.Outbox {
-		if e.Left {
+		if e.Left && !ids[e.ID] {
 			s.WebhookLeft++
 		}
 	}

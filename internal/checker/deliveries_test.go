@@ -52,7 +52,7 @@ func TestEveryAlertDeliveredPasses(t *testing.T) {
 	}
 	line := r.SummaryLine()
 	for _, want := range []string{
-		"webhook: events due 2 run.failed, 2 run.expired, 1 run.missed; 7 deliveries of 6 events (1 duplicates), 2 first attempts refused; waited 6.00s, 0 events left in the outbox",
+		"webhook: events due 2 run.failed, 2 run.expired, 1 run.missed; 7 deliveries of 6 events (1 duplicates), 2 first attempts refused; waited 6.00s, 0 events of its start left undelivered in the outbox",
 		"I12=0",
 	} {
 		if !strings.Contains(line, want) {
@@ -160,6 +160,22 @@ func TestMissingDeliveryIsCaught(t *testing.T) {
 				t.Errorf("no I12 violation says %q: %v", tt.want, r.Violations)
 			}
 		})
+	}
+}
+
+// TestOutboxLeftCountsUndeliveredOnly: an event still in the outbox when
+// the wait ended counts as left only if it never reached the receiver (a
+// delivered one may be waiting for its report).
+func TestOutboxLeftCountsUndeliveredOnly(t *testing.T) {
+	t.Parallel()
+	h := webhookHistory()
+	h.Webhook.Outbox[0].Left = true
+	if r := check(t, h); r.Stats.WebhookLeft != 0 || r.Failed() {
+		t.Errorf("a delivered event still in the outbox: left %d, violations %v; want 0 and none", r.Stats.WebhookLeft, r.Violations)
+	}
+	h.Webhook.Deliveries = without(h.Webhook, "msg_5")
+	if r := check(t, h); r.Stats.WebhookLeft != 1 || !r.Caught("I12") {
+		t.Errorf("an undelivered event still in the outbox: left %d, I12 %d; want 1 and caught", r.Stats.WebhookLeft, r.Counts["I12"])
 	}
 }
 
