@@ -137,5 +137,5 @@ chaos-failover: ## failover tier: the chaos workload on a 3-node Patroni cluster
 	bash scripts/ensure-packages.sh $(FAILOVER_PACKAGES)
 	$(GO) test -tags chaos -count=1 -v -timeout 15m -run TestFailover ./test/chaos
 
-chaos-mutants: ## negative controls: 7 mutants x 3 seeds, each run caught by its invariants (~11 min, root; docs/reliability.md)
+chaos-mutants: ## negative controls: 8 mutants x 3 seeds, each run caught by its invariants (~12 min, root; docs/reliability.md)
 	$(GO) test -tags chaos,chaos_mutants -count=1 -v -timeout 30m -run TestMutants ./test/chaos

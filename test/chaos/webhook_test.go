@@ -40,6 +40,27 @@ const webhookRefuse = 0.25
 // run can leave events for up to a minute after they end.
 const webhookWaitMax = 75 * time.Second
 
+// outboxOff is a step of a negative control (M8), not a fault the
+// service must survive: the harness switches off the trigger that writes
+// the events of a run's update to the outbox (a release's, an expiry's),
+// so that the failed and expired runs decided afterwards are never told,
+// which I12 must catch. The trigger of the missed runs stays on: their
+// deliveries show the webhook still works.
+const outboxOff checker.FaultKind = "outbox_off"
+
+// switchOutboxOff disables the outbox trigger of the runs' updates.
+func (e *env) switchOutboxOff() {
+	_, err := bounded(10*time.Second, func(ctx context.Context) (struct{}, error) {
+		_, err := e.leases().ExecContext(ctx, `ALTER TABLE runs DISABLE TRIGGER runs_webhook_update`)
+		return struct{}{}, err
+	})
+	if err != nil {
+		e.logf("switch the outbox trigger off: %v", err)
+		return
+	}
+	e.logf("the outbox trigger of the runs' updates is off: no failed or expired run is told from now on")
+}
+
 // hook is the webhook of a run.
 type hook struct {
 	rv *receiver
