@@ -8,7 +8,7 @@ import (
 )
 
 // Invariants are the names of the checks, in the order of the plan.
-var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11"}
+var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12"}
 
 // What each invariant promises, for messages and the README.
 var invariantTitles = map[string]string{
@@ -23,6 +23,7 @@ var invariantTitles = map[string]string{
 	"I9":  "503 within the deadline during database faults, no 500s, recovery",
 	"I10": "ticks executed",
 	"I11": "a retried acquire renews its own grant; never a second token for the same owner and tick",
+	"I12": "every failed, expired and missed run is delivered to the webhook at least once, signed",
 }
 
 // Title returns what invariant inv promises.
@@ -147,6 +148,24 @@ type Stats struct {
 	BeliefOverlaps   int           `json:"beliefOverlaps"`
 	MaxBeliefOverlap time.Duration `json:"maxBeliefOverlap"`
 
+	// The webhook (I12), when the history records one (WebhookRecorded):
+	// the events the failed, expired and missed runs owed when the wait
+	// for delivery began, by type (AlertsDue); the messages the receiver
+	// got, retries included (Deliveries), and the distinct events among
+	// them (DeliveryEvents: the rest are duplicates, which at least once
+	// allows); the first attempts the receiver refused on purpose
+	// (WebhookRefused); how long the harness waited (WebhookWaited), and
+	// how many of the outbox's events of the wait's start were still
+	// there when it ended without having reached the receiver
+	// (WebhookLeft; one that did is only waiting for its report).
+	WebhookRecorded bool           `json:"webhookRecorded,omitempty"`
+	AlertsDue       map[string]int `json:"alertsDue,omitempty"`
+	Deliveries      int            `json:"deliveries"`
+	DeliveryEvents  int            `json:"deliveryEvents"`
+	WebhookRefused  int            `json:"webhookRefused"`
+	WebhookWaited   time.Duration  `json:"webhookWaited"`
+	WebhookLeft     int            `json:"webhookLeft"`
+
 	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
 	Linearizability map[string]string `json:"linearizability,omitempty"`
 }
@@ -198,6 +217,7 @@ func Check(h *History, opts Options) *Report {
 	checkAvailability(h, r, opts) // I9
 	checkProgress(h, r, opts)     // I10
 	checkRetries(h, idx, r)       // I11
+	checkDeliveries(h, r)         // I12
 	if opts.WaiveAvailability != "" {
 		kept := r.Violations[:0]
 		for _, v := range r.Violations {
@@ -244,6 +264,11 @@ func (r *Report) SummaryLine() string {
 	if s.TriggersRecorded || s.RunsByTrigger[TriggerCatchUp]+s.RunsByTrigger[TriggerManual] > 0 {
 		fmt.Fprintf(&b, " | owed ticks: %d catch-up claims granted; %d run-now triggers (%d answered with a manual tick, %d retried with their key), %d cancelled, %d manual claims granted, %d manual ticks never claimed nor cancelled",
 			s.RunsByTrigger[TriggerCatchUp], s.Triggers, s.TriggersAnswered, s.TriggerRetries, s.Cancels, s.RunsByTrigger[TriggerManual], s.ManualUnclaimed)
+	}
+	if s.WebhookRecorded {
+		fmt.Fprintf(&b, " | webhook: events due %d %s, %d %s, %d %s; %d deliveries of %d events (%d duplicates), %d first attempts refused; waited %s, %d events of its start left undelivered in the outbox",
+			s.AlertsDue[EventRunFailed], EventRunFailed, s.AlertsDue[EventRunExpired], EventRunExpired, s.AlertsDue[EventRunMissed], EventRunMissed,
+			s.Deliveries, s.DeliveryEvents, s.Deliveries-s.DeliveryEvents, s.WebhookRefused, fmtDur(s.WebhookWaited), s.WebhookLeft)
 	}
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {

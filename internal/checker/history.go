@@ -3,7 +3,7 @@
 // HTTP call of every client with its call and return times, the run history
 // and lease rows of the database, the fenced side effects and the unfenced
 // beliefs the jobs wrote to the witness schema, the injected faults — and
-// checks the invariants I1–I11 of docs/reliability.md,
+// checks the invariants I1–I12 of docs/reliability.md,
 // including a porcupine model of one job's lease (I4).
 //
 // The checkers assume what the harness guarantees: the database, the
@@ -145,6 +145,10 @@ type Run struct {
 	// who triggered a manual run.
 	Trigger     string
 	TriggeredBy string
+	// ExpiryCounted reports that the service counted the run's expiry (the
+	// sweep, or a takeover) while it was running: it told the expiry then,
+	// whatever the run's outcome became.
+	ExpiryCounted bool
 }
 
 // The triggers of a run.
@@ -344,4 +348,7 @@ type History struct {
 	Probes    []Probe
 	ProbeMax  time.Duration // the probe's allowance, TTL + 2·heartbeat + slack
 	Incidents []string      // service processes that exited or panicked on their own (I9)
+	// Webhook is what the webhook receiver got and the runs it had to get
+	// (I12); nil when the run registered no webhook.
+	Webhook *Webhook
 }

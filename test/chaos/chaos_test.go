@@ -4,7 +4,7 @@
 // leaseapi processes on a private Postgres cluster behind in-process
 // toxiproxy proxies, real replica processes running jobs.Runner, and a
 // seeded nemesis that pauses, kills, restarts and crashes them; afterwards
-// internal/checker decides whether invariants I1–I11 held.
+// internal/checker decides whether invariants I1–I12 held.
 //
 //	go test -tags chaos -count=1 -v -run TestChaos ./test/chaos
 //
@@ -49,6 +49,7 @@ func prConfig(seed uint64) *runConfig {
 		ZombieEvery: 700 * time.Millisecond,
 		Grace:       500 * time.Millisecond, CatchUpEvery: 2, OwedPoll: time.Second,
 		MissedSweep: 250 * time.Millisecond, TriggerEvery: 5 * time.Second,
+		Webhook: true,
 	}
 }
 
@@ -84,7 +85,7 @@ func TestChaos(t *testing.T) {
 				return
 			}
 			if missing := notExercised(cfg, r); missing != "" {
-				t.Errorf("seed %d: the owed-tick workload was not exercised: %s, so I6's rules for owed ticks judged nothing; reproduce with CHAOS_SEEDS=%d; artifacts in %s",
+				t.Errorf("seed %d: the workload was not exercised: %s, so the rules about it (I6's for owed ticks, I12) judged nothing; reproduce with CHAOS_SEEDS=%d; artifacts in %s",
 					seed, missing, seed, art)
 				return
 			}
@@ -93,13 +94,13 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// notExercised says what the owed-tick workload of a run with cfg should
-// have made and did not ("" when it made everything): run-now calls
-// answered with a manual tick and manual claims granted (with an
-// operator), catch-up claims granted (with jobs that catch up and a plan
-// that pauses every replica).
+// notExercised says what the workload of a run with cfg should have made
+// and did not ("" when it made everything): what webhookNotExercised
+// wants, run-now calls answered with a manual tick and manual claims
+// granted (with an operator), catch-up claims granted (with jobs that
+// catch up and a plan that pauses every replica).
 func notExercised(cfg *runConfig, r *checker.Report) string {
-	var missing []string
+	missing := webhookNotExercised(cfg, r)
 	s := r.Stats
 	if cfg.TriggerEvery > 0 && s.TriggersAnswered == 0 {
 		missing = append(missing, "no run now was answered with a manual tick")
@@ -178,6 +179,13 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	}
 	_ = os.WriteFile(filepath.Join(art, "plan.txt"), []byte(planText.String()), 0o644)
 
+	var hk *hook
+	if cfg.Webhook {
+		var err error
+		if hk, err = e.registerWebhook(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range cfg.Replicas {
 		slot := &replicaSlot{i: i}
 		e.reps = append(e.reps, slot)
@@ -216,6 +224,13 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	wg.Wait()
 	e.logf("replicas stopped; probing")
 	probes := e.probe(cfg.TTL + 2*cfg.Heartbeat + time.Second)
+	var hw *checker.Webhook
+	if hk != nil {
+		var err error
+		if hw, err = e.awaitDelivery(hk); err != nil {
+			t.Fatalf("%v (artifacts in %s)", err, art)
+		}
+	}
 	for _, inst := range e.insts {
 		inst.mu.Lock()
 		p := inst.p
@@ -227,6 +242,7 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	if err != nil {
 		t.Fatalf("collect the history: %v (artifacts in %s)", err, art)
 	}
+	h.Webhook = hw
 	copyFile(e.pg.LogFile, filepath.Join(art, "postgres.log"))
 	_ = writeJSONL(filepath.Join(art, "faults.jsonl"), sortedFaults(h.Faults))
 

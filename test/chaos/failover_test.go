@@ -34,6 +34,7 @@ func failoverConfig(seed uint64) *runConfig {
 		Instances: 2, Replicas: 3, Jobs: 10,
 		Period: 2 * time.Second, TTL: 3 * time.Second, Heartbeat: time.Second,
 		RequestTimeout: time.Second, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
+		Webhook: true,
 	}
 }
 
@@ -62,7 +63,7 @@ const unguardedStall = 6 * time.Second
 const defaultControlSeeds = "20261202,random"
 
 // TestFailover runs the chaos workload across every failover fault on a
-// synchronous Patroni cluster and holds the history to I1–I11, plus the
+// synchronous Patroni cluster and holds the history to I1–I12, plus the
 // promotions (each advanced the timeline by one, tokens above the new
 // timeline's base), and no answer other than 200, 409 or 503 (429 when
 // limited). Then the negative controls, each of which must lose
@@ -91,6 +92,10 @@ func TestFailover(t *testing.T) {
 				t.Errorf("seed %d broke invariants across failovers; artifacts in %s\n%s", seed, art, strings.Join(lines, "\n"))
 				return
 			}
+			if missing := webhookNotExercised(cfg, r); len(missing) > 0 {
+				t.Errorf("seed %d: the webhook was not exercised: %s, so I12 judged nothing; artifacts in %s", seed, strings.Join(missing, "; "), art)
+				return
+			}
 			_ = os.RemoveAll(art)
 		})
 	}
@@ -101,7 +106,7 @@ func TestFailover(t *testing.T) {
 	for _, seed := range controls {
 		t.Run(fmt.Sprintf("AsyncControlSeed%d", seed), func(t *testing.T) {
 			cfg := failoverConfig(seed)
-			cfg.Name, cfg.Control = "failover-async", true
+			cfg.Name, cfg.Control, cfg.Webhook = "failover-async", true, false
 			cfg.InstanceEnv = map[int][]string{0: {"LEASEAPI_DURABILITY=local"}, 1: {"LEASEAPI_DURABILITY=local"}}
 			r, art := runFailover(t, cfg, false, []checker.FaultKind{checker.WALStallKill})
 			wantLostWrite(t, r, art, "asynchronous replication with a stalled, killed leader")
@@ -111,6 +116,7 @@ func TestFailover(t *testing.T) {
 		t.Run(fmt.Sprintf("UnguardedControlSeed%d", seed), func(t *testing.T) {
 			cfg := failoverConfig(seed)
 			cfg.Name, cfg.Control, cfg.Mutant, cfg.WALStall = "failover-unguarded", true, "unguarded", unguardedStall
+			cfg.Webhook = false
 			r, art := runFailover(t, cfg, true, []checker.FaultKind{checker.WALStallKill})
 			wantLostWrite(t, r, art, "the unguarded build with a stalled, killed leader")
 		})
@@ -130,6 +136,13 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 	e := newFailoverEnv(t, cfg, art, pc)
 	t.Logf("%s cluster and instances up in %s (synchronous_mode %t); artifacts in %s", cfg.Name, time.Since(began).Round(time.Second), synchronous, art)
 
+	var hk *hook
+	if cfg.Webhook {
+		var err error
+		if hk, err = e.registerWebhook(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range cfg.Replicas {
 		slot := &replicaSlot{i: i}
 		e.reps = append(e.reps, slot)
@@ -166,6 +179,13 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 	}
 	wg.Wait()
 	probes := e.probe(cfg.TTL + 2*cfg.Heartbeat + time.Second)
+	var hw *checker.Webhook
+	if hk != nil {
+		var err error
+		if hw, err = e.awaitDelivery(hk); err != nil {
+			t.Fatalf("%v (artifacts in %s)", err, art)
+		}
+	}
 	for _, inst := range e.insts {
 		inst.mu.Lock()
 		p := inst.p
@@ -177,6 +197,7 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 	if err != nil {
 		t.Fatalf("collect the history: %v (artifacts in %s)", err, art)
 	}
+	h.Webhook = hw
 	_ = writeJSONL(filepath.Join(art, "faults.jsonl"), sortedFaults(h.Faults))
 	_ = writeJSONL(filepath.Join(art, "promotions.jsonl"), proms)
 	if b, err := json.Marshal(h); err == nil {
@@ -214,13 +235,20 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 // through the multi-host DSN and instance 1 through HAProxy, without
 // toxiproxy.
 func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster) *env {
-	e := &env{t: t, cfg: cfg, art: art}
+	e := &env{t: t, cfg: cfg, art: art, open: true}
 	tags := ""
 	if cfg.Mutant != "" {
 		tags = "chaos_mutants"
 	}
 	e.leaseapiBin = build(t, "./cmd/leaseapi", tags)
 	e.replicaBin = build(t, "./test/chaos/replica", "chaos")
+	if cfg.Webhook {
+		key, err := newWebhookKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.webhookKey = key
+	}
 	e.pg = startCluster(t, nil)
 	if err := e.setupDatabase(false); err != nil {
 		t.Fatal(err)
@@ -253,6 +281,7 @@ func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster
 		if cfg.Mutant != "" {
 			inst.env = append(inst.env, "LEASEAPI_MUTANT="+cfg.Mutant)
 		}
+		inst.env = append(inst.env, e.webhookEnv()...)
 		inst.env = append(inst.env, cfg.InstanceEnv[i]...) // later settings win
 		e.insts = append(e.insts, inst)
 	}

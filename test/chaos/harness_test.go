@@ -87,6 +87,11 @@ type runConfig struct {
 	MissedSweep  time.Duration
 	TriggerEvery time.Duration
 
+	// Webhook registers a webhook on a receiver of the harness before the
+	// replicas start, waits for its deliveries after the faults end, and
+	// holds them to I12 (test/chaos/webhook_test.go).
+	Webhook bool
+
 	// plan is the schedule the run injected (set by runChaos).
 	plan []event
 }
@@ -179,6 +184,10 @@ type env struct {
 	leaseapiBin, replicaBin string
 	insts                   []*instance
 	reps                    []*replicaSlot
+	// open: the instances run without tokens (the failover tier).
+	open bool
+	// webhookKey is the instances' LEASEAPI_WEBHOOK_KEY (with Webhook).
+	webhookKey string
 
 	hrec  *record.Writer // the harness's own calls (zombie, probe)
 	hids  atomic.Int64
@@ -232,6 +241,14 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 	e.pg = startCluster(t, cfg.PGConf)
 	if err := e.setupDatabase(true); err != nil {
 		t.Fatal(err)
+	}
+
+	if cfg.Webhook {
+		key, err := newWebhookKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.webhookKey = key
 	}
 
 	e.toxi = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
@@ -356,6 +373,7 @@ func (e *env) instanceEnv(i, port int) []string {
 	if e.cfg.Mutant != "" {
 		env = append(env, "LEASEAPI_MUTANT="+e.cfg.Mutant)
 	}
+	env = append(env, e.webhookEnv()...)
 	return append(env, e.cfg.InstanceEnv[i]...)
 }
 
@@ -815,7 +833,7 @@ func (e *env) readTables(h *checker.History) error {
 	defer cancel()
 	// The grants: the missed ticks the sweep records are runs without a
 	// holder, which no invariant of the lease is about.
-	rows, err := e.leases().QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome, trigger, triggered_by
+	rows, err := e.leases().QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome, trigger, triggered_by, expiry_counted
 FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read runs: %w", err)
@@ -824,7 +842,7 @@ FROM runs WHERE token IS NOT NULL ORDER BY id`)
 		var r checker.Run
 		var tick, ended sql.NullTime
 		var by sql.NullString
-		if err := rows.Scan(&r.ID, &r.Job, &r.Token, &r.Owner, &tick, &r.StartedAt, &ended, &r.Outcome, &r.Trigger, &by); err != nil {
+		if err := rows.Scan(&r.ID, &r.Job, &r.Token, &r.Owner, &tick, &r.StartedAt, &ended, &r.Outcome, &r.Trigger, &by, &r.ExpiryCounted); err != nil {
 			return err
 		}
 		r.Tick, r.EndedAt, r.TriggeredBy = nullTime(tick), nullTime(ended), by.String

@@ -129,6 +129,26 @@ var mutants = []mutant{
 			cfg.Plan = at(event{At: 7 * time.Second, Kind: checker.APILatency, Dur: 12 * time.Second, Target: 0, Latency: 2500})
 		},
 	},
+	{
+		// Not a bug of the service's code but of its outbox: after the
+		// warm-up the harness switches off the trigger that writes the
+		// events of a run's release or expiry, then pauses every replica
+		// across a tick, so that the leases held then expire untold (the
+		// missed ticks' trigger stays on: their deliveries show that the
+		// webhook still works, which is what exercised counts).
+		name: "M8", bug: "the outbox trigger of the runs' updates switched off mid-run (expiries and releases decided, never told)",
+		want: []string{"I12"},
+		exercised: func(r *checker.Report) (int, string) {
+			return r.Stats.Deliveries, "webhook deliveries"
+		},
+		setup: func(cfg *runConfig) {
+			cfg.Mutant, cfg.Webhook = "", true
+			cfg.Plan = at(
+				event{At: 8 * time.Second, Kind: outboxOff},
+				event{At: 10 * time.Second, Kind: replicasPause, Dur: cfg.Period * 3 / 4},
+			)
+		},
+	},
 }
 
 // defaultMutantSeeds: every mutant runs with each. The second is the seed
@@ -183,6 +203,7 @@ func runMutant(t *testing.T, m mutant, seed uint64) mutantRow {
 	cfg.Mutant, cfg.Control = m.name, true
 	cfg.Duration, cfg.WarmUp, cfg.Jobs = mutantDuration, 5*time.Second, 10
 	cfg.LinearizabilityTimeout = 10 * time.Second
+	cfg.Webhook = false // a mutant that needs it says so
 	m.setup(cfg)
 	r, art := runChaos(t, cfg)
 	row := mutantRow{mutant: m.name, seed: seed, want: strings.Join(m.want, "/"), verdict: "caught"}

@@ -50,6 +50,8 @@ func (ev event) String() string {
 		s += fmt.Sprintf(" replica %d", ev.Target)
 	case replicasPause:
 		return s + fmt.Sprintf(" every replica, from TTL+600ms before a tick to %s after it", ev.Dur)
+	case outboxOff:
+		return s + " the outbox trigger of the runs' updates switched off (a negative control)"
 	case checker.PGRestart, checker.PGCrash, checker.PGFreeze:
 	default:
 		s += fmt.Sprintf(" instance %d", ev.Target)
@@ -147,6 +149,9 @@ func (e *env) inject(ev event) {
 	switch ev.Kind {
 	case replicasPause:
 		e.pauseAll(ev)
+		return
+	case outboxOff:
+		e.switchOutboxOff()
 		return
 
 	case checker.ReplicaPause, checker.ReplicaKill:
