@@ -131,7 +131,7 @@ type mix struct {
 	// the pass: T is missed, but a paused job owes nothing (pausing cancels
 	// what a job owes; a pass while it is paused makes it owe nothing).
 	pausedLate string
-	manual  map[string]time.Time
+	manual     map[string]time.Time
 }
 
 // perMix is what one pass decides of one mix (resumed is not due).
