@@ -45,7 +45,7 @@ func (c *TickSweeperConfig) Validate() error {
 }
 
 // DefaultSweepBatch is TickSweeperConfig.BatchSize's default. A call costs
-// six statements whatever its size, plus its rows' work; measured
+// five or six statements whatever its size, plus its rows' work; measured
 // (docs/performance.md, The tick sweep), 500 jobs a call decide about as
 // many ticks per second as 1,000 and twice as many as 100, and hold half
 // as many rows locked as 1,000 while their decisions are written.

@@ -35,6 +35,14 @@ type Job struct {
 	// The current grant, which holds its running run until ExpiresAt.
 	Token     int64
 	ExpiresAt time.Time
+	// The rest of the current grant, the job's newest, as the lease row
+	// holds it (LeaseGrants): the tick it was for, when it started
+	// (acquired_at, its run's start), when it was released or revoked
+	// (nil: neither), and what started it.
+	Tick         *time.Time
+	AcquiredAt   time.Time
+	EndedAt      *time.Time
+	GrantTrigger leaseapi.Trigger
 }
 
 // Grant is a run that had a holder, as the sweep reads it.
@@ -104,6 +112,35 @@ func (d Decision) Result() leaseapi.SweepResult {
 // after it and the newest one that started before it. Only for a plan with
 // due ticks.
 func (p Plan) GrantsFrom() time.Time { return p.Due[0].Add(-TickSkew) }
+
+// LeaseGrants returns the grants Decide needs for p's due ticks when j's
+// lease row holds them all, and reports whether it does; otherwise a store
+// reads them from the run history (p.GrantsFrom). The lease holds the
+// job's newest grant, and a job's grants start in token order (each once
+// the one before was released, revoked or had expired, by the database
+// clock), so:
+//   - when that grant started before p.GrantsFrom(), no grant started at
+//     or after it, and the newest one that started before it is the
+//     lease's own: the read would return exactly that grant;
+//   - when exactly one tick is due and the lease's grant is for it, that
+//     tick ran, whatever else the history holds.
+//
+// The lease's grant is its run as the run history holds it (a run that
+// the history's pruning deleted included): ended when it was released or
+// revoked, else running, held until the lease's ExpiresAt. Both stores
+// decide with it and read the grants of the other jobs only: a job that
+// ran its one due tick, or whose newest grant is older than the window,
+// costs no read of its runs.
+func (p Plan) LeaseGrants(j *Job) ([]Grant, bool) {
+	if len(p.Due) == 0 || j.Token == 0 {
+		return nil, false // nothing to decide, or no lease read
+	}
+	ranOnlyDue := len(p.Due) == 1 && j.Tick != nil && j.Tick.UnixMilli() == p.Due[0].UnixMilli()
+	if !j.AcquiredAt.Before(p.GrantsFrom()) && !ranOnlyDue {
+		return nil, false
+	}
+	return []Grant{{Token: j.Token, Tick: j.Tick, StartedAt: j.AcquiredAt, EndedAt: j.EndedAt, Trigger: j.GrantTrigger}}, true
+}
 
 // Pass plans and decides the due jobs of one sweep pass at one instant of
 // the store's clock, parsing each spec once however many jobs share it.

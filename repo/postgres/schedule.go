@@ -55,8 +55,10 @@ func (p *Store) Pause(ctx context.Context, pp *leaseapi.PauseParams) (leaseapi.L
 }
 
 const (
-	// dueJobColumns are what the sweep reads of a scheduled job.
-	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, decide_at, paused_at, token, expires_at`
+	// dueJobColumns are what the sweep reads of a scheduled job, with its
+	// newest grant (decide.Plan.LeaseGrants).
+	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, decide_at, paused_at, token, expires_at,
+	tick, acquired_at, COALESCE(released_at, revoked_at) AS grant_ended_at, grant_trigger`
 
 	// lockForResumeQuery locks one job for resume.
 	lockForResumeQuery = `SELECT paused_at IS NOT NULL AS paused, schedule IS NOT NULL AS scheduled
@@ -171,6 +173,12 @@ type dueJob struct {
 	PausedAt  sql.NullTime `db:"paused_at"`
 	Token     int64        `db:"token"`
 	ExpiresAt time.Time    `db:"expires_at"`
+	// The newest grant's tick, start, end (its release or revocation)
+	// and trigger.
+	Tick         sql.NullTime `db:"tick"`
+	AcquiredAt   time.Time    `db:"acquired_at"`
+	GrantEndedAt sql.NullTime `db:"grant_ended_at"`
+	GrantTrigger string       `db:"grant_trigger"`
 }
 
 func (j *dueJob) job() *decide.Job {
@@ -178,6 +186,7 @@ func (j *dueJob) job() *decide.Job {
 		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
 		Since: j.Since, NextTick: nullTime(j.NextTick), PausedAt: nullTime(j.PausedAt),
 		Token: j.Token, ExpiresAt: j.ExpiresAt,
+		Tick: nullTime(j.Tick), AcquiredAt: j.AcquiredAt, EndedAt: nullTime(j.GrantEndedAt), GrantTrigger: leaseapi.Trigger(j.GrantTrigger),
 	}
 }
 
@@ -196,7 +205,9 @@ WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1`
 
 	// grantsAroundQuery reads, for each job of $1, its grants that started
 	// at or after its bound in $2 and the newest one that started before
-	// it: two probes of runs_job_at_idx per job, in one statement.
+	// it: two probes of runs_job_at_idx per job, in one statement. Only
+	// for the jobs whose lease row does not decide them alone
+	// (decide.Plan.LeaseGrants).
 	grantsAroundQuery = `
 SELECT i.in_job_id AS job_id, r.token, r.tick, r.started_at, r.ended_at, r.trigger
 FROM unnest($1::text[], $2::timestamptz[]) AS i(in_job_id, in_from),
@@ -342,14 +353,16 @@ func (p *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 	})
 }
 
-// decideJobs decides the due ticks of jobs at now with one read of their
-// grants, and writes the decisions with one statement (decideQuery),
-// except for the jobs whose row changed since it was read. It returns the
-// decisions it wrote.
+// decideJobs decides the due ticks of jobs at now, with their grants as
+// their lease rows hold them (decide.Plan.LeaseGrants) or, for the other
+// jobs, as one read of the run history finds them, and writes the
+// decisions with one statement (decideQuery), except for the jobs whose
+// row changed since it was read. It returns the decisions it wrote.
 func (p *Store) decideJobs(ctx context.Context, q sqlx.ExtContext, jobs []dueJob, now time.Time) ([]decide.Decision, error) {
 	pass := decide.NewPass(now)
 	djobs := make([]*decide.Job, len(jobs))
 	plans := make([]decide.Plan, len(jobs))
+	grants := make(map[string][]decide.Grant, len(jobs))
 	var ids, froms []string
 	for i := range jobs {
 		djobs[i] = jobs[i].job()
@@ -358,11 +371,15 @@ func (p *Store) decideJobs(ctx context.Context, q sqlx.ExtContext, jobs []dueJob
 			return nil, fmt.Errorf("job %q: %w", jobs[i].JobID, err)
 		}
 		plans[i] = plan
-		if len(plan.Due) > 0 {
-			ids, froms = append(ids, jobs[i].JobID), append(froms, timeText(plan.GrantsFrom()))
+		if len(plan.Due) == 0 {
+			continue
 		}
+		if g, ok := plan.LeaseGrants(djobs[i]); ok {
+			grants[jobs[i].JobID] = g
+			continue
+		}
+		ids, froms = append(ids, jobs[i].JobID), append(froms, timeText(plan.GrantsFrom()))
 	}
-	grants := make(map[string][]decide.Grant, len(ids))
 	if len(ids) > 0 {
 		var rows []grantRow
 		if err := sqlx.SelectContext(ctx, q, &rows, grantsAroundQuery, pq.Array(ids), pq.Array(froms)); err != nil {

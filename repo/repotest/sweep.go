@@ -131,11 +131,23 @@ type mix struct {
 	// the pass: T is missed, but a paused job owes nothing (pausing cancels
 	// what a job owes; a pass while it is paused makes it owe nothing).
 	pausedLate string
-	manual     map[string]time.Time
+	// The jobs below are decided from their lease rows alone, or must not
+	// be (decide.Plan.LeaseGrants): missedEarly was registered, and
+	// heldEarly's grant started, more than decide.TickSkew before T, so no
+	// grant started after that and their newest is their lease's; ranAgain
+	// ran T, and its lease's grant is a later one (a manual tick claimed
+	// after the rewind), which alone would not tell that T ran.
+	missedEarly, heldEarly, ranAgain string
+	manual                           map[string]time.Time
 }
 
 // perMix is what one pass decides of one mix (resumed is not due).
-var perMix = leaseapi.SweepResult{Jobs: 9, Ran: 1, Paused: 1, Skipped: 1, Missed: 6, Unclaimed: 2, Expirations: 1}
+var perMix = leaseapi.SweepResult{Jobs: 12, Ran: 2, Paused: 1, Skipped: 2, Missed: 7, Unclaimed: 2, Expirations: 2}
+
+// earlier is how much further back than the rest of its mix a job whose
+// lease row decides it is rewound: its grant started before T's window
+// (decide.Plan.GrantsFrom, decide.TickSkew before T).
+const earlier = 5 * time.Minute
 
 // setUpMix registers a mix under tag. Call finishMix after the rewind.
 func (s *sweepSetup) setUpMix(t *testing.T, tag string) *mix {
@@ -170,6 +182,16 @@ func (s *sweepSetup) setUpMix(t *testing.T, tag string) *mix {
 	m.unclaimed = s.register(t, tag+"-unclaimed", false)
 	m.pausedLate = s.register(t, tag+"-paused-late", true)
 	m.manual[m.unclaimed] = wantManual(t, "Trigger", b.trigger(t, leaseapi.TriggerParams{JobID: m.unclaimed, By: "ops"}))
+
+	m.missedEarly = s.register(t, tag+"-missed-early", false)
+	s.h.Rewind(t, m.missedEarly, earlier)
+	m.heldEarly = s.register(t, tag+"-held-early", false)
+	b.acquire(t, leaseapi.AcquireParams{JobID: m.heldEarly, Owner: b.owner("early-holder"), TTL: longTTL})
+	s.h.Rewind(t, m.heldEarly, earlier)
+	m.ranAgain = s.register(t, tag+"-ran-again", false)
+	owner = b.owner("ran-again")
+	l = b.acquire(t, leaseapi.AcquireParams{JobID: m.ranAgain, Owner: owner, TTL: longTTL, Tick: &s.tick})
+	b.release(t, leaseapi.ReleaseParams{JobID: m.ranAgain, Owner: owner, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
 	return m
 }
 
@@ -188,6 +210,11 @@ func (s *sweepSetup) finishMix(t *testing.T, m *mix) {
 	if l.Paused() || l.MissedTicks != 0 {
 		t.Errorf("Resume of a job paused across T: got paused %v, %d missed ticks; want resumed, none missed", l.Paused(), l.MissedTicks)
 	}
+	// ranAgain's newest grant is now, long after T's window began.
+	manual := wantManual(t, "Trigger", s.b.trigger(t, leaseapi.TriggerParams{JobID: m.ranAgain, By: "ops"}))
+	owner := s.b.owner("ran-again")
+	l = s.b.acquire(t, leaseapi.AcquireParams{JobID: m.ranAgain, Owner: owner, TTL: longTTL, Tick: &manual})
+	s.b.release(t, leaseapi.ReleaseParams{JobID: m.ranAgain, Owner: owner, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
 }
 
 // checkMix checks what the passes decided for each job of m: its
@@ -248,6 +275,9 @@ func (s *sweepSetup) checkMix(t *testing.T, m *mix) {
 	check(m.catchUpClaimable, 1, 0, true, &claimable, leaseapi.TriggerManual)
 	check(m.unclaimed, 1, 0, true, nil, "")
 	check(m.pausedLate, 1, 0, true, nil, "")
+	check(m.missedEarly, 1, 0, true, nil, "")
+	check(m.heldEarly, 0, 1, false, nil, "")
+	check(m.ranAgain, 0, 0, false, nil, "")
 }
 
 // sweepOnce sweeps with store until it reports no more due work, and

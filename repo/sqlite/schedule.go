@@ -118,10 +118,17 @@ type dueJob struct {
 	PausedAt  sql.NullInt64 `db:"paused_at"`
 	Token     int64         `db:"token"`
 	ExpiresAt int64         `db:"expires_at"`
+	// The newest grant's tick, start, end (its release or revocation)
+	// and trigger.
+	Tick         sql.NullInt64 `db:"tick"`
+	AcquiredAt   int64         `db:"acquired_at"`
+	GrantEndedAt sql.NullInt64 `db:"grant_ended_at"`
+	GrantTrigger string        `db:"grant_trigger"`
 }
 
 const (
-	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, paused_at, token, expires_at`
+	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, paused_at, token, expires_at,
+	tick, acquired_at, COALESCE(released_at, revoked_at) AS grant_ended_at, grant_trigger`
 
 	// dueJobsQuery reads the jobs whose next tick is due, through
 	// leases_decide_at_idx: its cost grows with the due jobs only.
@@ -132,7 +139,8 @@ WHERE decide_at <= $1 ORDER BY decide_at LIMIT $2`
 
 	// grantsAroundQuery reads a job's grants that started at or
 	// after $2, and the newest one that started before it
-	// (runs_job_at_idx).
+	// (runs_job_at_idx), when its lease row does not decide it alone
+	// (decide.Plan.LeaseGrants).
 	grantsAroundQuery = `
 SELECT token, tick, started_at, ended_at, trigger FROM (
 	SELECT token, tick, started_at, ended_at, trigger FROM runs
@@ -244,13 +252,15 @@ func decideJob(ctx context.Context, tx *sqlx.Tx, pass *decide.Pass, j *dueJob, n
 		JobID: j.JobID, Schedule: j.Schedule, Grace: time.Duration(j.GraceMs) * time.Millisecond,
 		Since: fromMs(j.Since), NextTick: fromNullMs(j.NextTick), PausedAt: fromNullMs(j.PausedAt),
 		Token: j.Token, ExpiresAt: fromMs(j.ExpiresAt),
+		Tick: fromNullMs(j.Tick), AcquiredAt: fromMs(j.AcquiredAt), EndedAt: fromNullMs(j.GrantEndedAt),
+		GrantTrigger: leaseapi.Trigger(j.GrantTrigger),
 	}
 	plan, err := pass.Plan(job)
 	if err != nil {
 		return decide.Decision{}, err
 	}
-	var runs []decide.Grant
-	if len(plan.Due) > 0 {
+	runs, fromLease := plan.LeaseGrants(job)
+	if len(plan.Due) > 0 && !fromLease {
 		var rows []grantRow
 		if err := tx.SelectContext(ctx, &rows, grantsAroundQuery, j.JobID, plan.GrantsFrom().UnixMilli()); err != nil {
 			return decide.Decision{}, err
