@@ -94,14 +94,20 @@ func (h *handler) visibleCredentials(r *http.Request) (leaseapi.CredentialStore,
 	if err != nil {
 		return nil, nil, err
 	}
+	return cs, visibleTo(r, set.Credentials, func(c leaseapi.Credential) []string { return c.Scopes }), nil
+}
+
+// visibleTo keeps the items (credentials, webhooks) that the caller of r
+// may see: those whose scopes lie within its own.
+func visibleTo[T any](r *http.Request, items []T, scopes func(T) []string) []T {
 	p := principalFrom(r.Context())
-	out := make([]leaseapi.Credential, 0, len(set.Credentials))
-	for _, c := range set.Credentials {
-		if leaseapi.ScopesWithin(c.Scopes, p.scopes) {
-			out = append(out, c)
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		if leaseapi.ScopesWithin(scopes(it), p.scopes) {
+			out = append(out, it)
 		}
 	}
-	return cs, out, nil
+	return out
 }
 
 // listCredentials lists the credentials within the caller's scopes, never

@@ -150,14 +150,7 @@ func (h *handler) visibleWebhooks(r *http.Request) (leaseapi.WebhookStore, []lea
 	if err != nil {
 		return nil, nil, err
 	}
-	p := principalFrom(r.Context())
-	out := make([]leaseapi.Webhook, 0, len(all))
-	for _, hook := range all {
-		if leaseapi.ScopesWithin(hook.Scopes, p.scopes) {
-			out = append(out, hook)
-		}
-	}
-	return ws, out, nil
+	return ws, visibleTo(r, all, func(w leaseapi.Webhook) []string { return w.Scopes }), nil
 }
 
 // visibleWebhook is the webhook {id} of r if the caller may see it, else

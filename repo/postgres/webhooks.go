@@ -78,10 +78,6 @@ ORDER BY c.created_at, c.id`
 	retryEventQuery = `
 UPDATE webhook_outbox SET next_attempt = clock_timestamp() + $3::bigint * interval '1 millisecond', claimed_until = NULL
 WHERE id = $1 AND attempts = $2`
-
-	insertDeliveryQuery = `
-INSERT INTO webhook_deliveries (webhook_id, event_id, type, job_id, attempt, attempted_at, status, error, delivered)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 )
 
 // CreateWebhook stores a webhook, and enables the outbox triggers if it is
@@ -187,20 +183,9 @@ func (p *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.We
 	}
 	return bounded(ctx, func(ctx context.Context) ([]leaseapi.WebhookDelivery, error) {
 		var out []leaseapi.WebhookDelivery
-		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
-			var n int
-			if err := tx.GetContext(ctx, &n, stores.WebhookExistsQuery, id); err != nil {
-				return err
-			}
-			if n == 0 {
-				return leaseapi.ErrWebhookNotFound
-			}
-			var rows []stores.DeliveryRow
-			if err := tx.SelectContext(ctx, &rows, stores.WebhookDeliveriesQuery, id, leaseapi.MaxWebhookDeliveries); err != nil {
-				return err
-			}
-			out = stores.DeliveriesOf(rows)
-			return nil
+		err := p.inTx(ctx, func(tx *sqlx.Tx) (err error) {
+			out, err = stores.ReadWebhookDeliveries(ctx, tx, id)
+			return err
 		})
 		if errors.Is(err, leaseapi.ErrWebhookNotFound) {
 			return nil, err
@@ -225,33 +210,10 @@ func (p *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Du
 
 // FinishWebhookAttempt records an attempt. See leaseapi.WebhookStore.
 func (p *Store) FinishWebhookAttempt(ctx context.Context, a *leaseapi.WebhookAttempt) error {
-	e := a.Event
-	op := fmt.Sprintf("finish webhook event %s", e.ID)
+	op := fmt.Sprintf("finish webhook event %s", a.Event.ID)
 	_, err := bounded(ctx, func(ctx context.Context) (struct{}, error) {
 		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
-			var (
-				res interface{ RowsAffected() (int64, error) }
-				err error
-			)
-			if a.RetryIn <= 0 {
-				res, err = tx.ExecContext(ctx, stores.DoneEventQuery, e.ID, e.Attempt)
-			} else {
-				res, err = tx.ExecContext(ctx, retryEventQuery, e.ID, e.Attempt, a.RetryIn.Milliseconds())
-			}
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				return leaseapi.ErrClaimLost // claimed again, or its webhook deleted
-			}
-			if _, err := tx.ExecContext(ctx, insertDeliveryQuery, e.WebhookID, e.ID, e.Type, e.JobID, e.Attempt, a.At,
-				stores.AttemptStatus(a), stores.AttemptError(a), a.Delivered); err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, stores.TrimDeliveriesQuery, e.WebhookID, leaseapi.MaxWebhookDeliveries)
-			return err
+			return stores.RecordWebhookAttempt(ctx, tx, a, retryEventQuery, a.RetryIn.Milliseconds(), a.At)
 		})
 		if errors.Is(err, leaseapi.ErrClaimLost) {
 			return struct{}{}, fmt.Errorf("%s: %w", op, err)

@@ -35,9 +35,6 @@ LIMIT $2`
 	claimEventQuery = `UPDATE webhook_outbox SET claimed_until = $2, attempts = $3 WHERE id = $1`
 	retryEventQuery = `
 UPDATE webhook_outbox SET next_attempt = $3, claimed_until = NULL WHERE id = $1 AND attempts = $2`
-	insertDeliveryQuery = `
-INSERT INTO webhook_deliveries (webhook_id, event_id, type, job_id, attempt, attempted_at, status, error, delivered)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 )
 
 // CreateWebhook stores a webhook. See leaseapi.WebhookStore.
@@ -97,18 +94,7 @@ func (s *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.We
 		return nil, leaseapi.ErrWebhookNotFound
 	}
 	return transact(ctx, s, "read webhook deliveries", s.readTx, func(ctx context.Context, tx *sqlx.Tx, _ int64) ([]leaseapi.WebhookDelivery, error) {
-		var n int
-		if err := tx.GetContext(ctx, &n, stores.WebhookExistsQuery, id); err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, leaseapi.ErrWebhookNotFound
-		}
-		var rows []stores.DeliveryRow
-		if err := tx.SelectContext(ctx, &rows, stores.WebhookDeliveriesQuery, id, leaseapi.MaxWebhookDeliveries); err != nil {
-			return nil, err
-		}
-		return stores.DeliveriesOf(rows), nil
+		return stores.ReadWebhookDeliveries(ctx, tx, id)
 	})
 }
 
@@ -133,32 +119,9 @@ func (s *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Du
 
 // FinishWebhookAttempt records an attempt. See leaseapi.WebhookStore.
 func (s *Store) FinishWebhookAttempt(ctx context.Context, a *leaseapi.WebhookAttempt) error {
-	e := a.Event
-	op := fmt.Sprintf("finish webhook event %s", e.ID)
+	op := fmt.Sprintf("finish webhook event %s", a.Event.ID)
 	_, err := transact(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (struct{}, error) {
-		var (
-			res interface{ RowsAffected() (int64, error) }
-			err error
-		)
-		if a.RetryIn <= 0 {
-			res, err = tx.ExecContext(ctx, stores.DoneEventQuery, e.ID, e.Attempt)
-		} else {
-			res, err = tx.ExecContext(ctx, retryEventQuery, e.ID, e.Attempt, now+a.RetryIn.Milliseconds())
-		}
-		if err != nil {
-			return struct{}{}, err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return struct{}{}, err
-		} else if n == 0 {
-			return struct{}{}, leaseapi.ErrClaimLost // claimed again, or its webhook deleted
-		}
-		if _, err := tx.ExecContext(ctx, insertDeliveryQuery, e.WebhookID, e.ID, e.Type, e.JobID, e.Attempt, a.At.UnixMilli(),
-			stores.AttemptStatus(a), stores.AttemptError(a), a.Delivered); err != nil {
-			return struct{}{}, err
-		}
-		_, err = tx.ExecContext(ctx, stores.TrimDeliveriesQuery, e.WebhookID, leaseapi.MaxWebhookDeliveries)
-		return struct{}{}, err
+		return struct{}{}, stores.RecordWebhookAttempt(ctx, tx, a, retryEventQuery, now+a.RetryIn.Milliseconds(), a.At.UnixMilli())
 	})
 	return err
 }

@@ -2,11 +2,14 @@ package stores
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -316,19 +319,72 @@ SELECT w.id, w.url_redacted, w.events, w.scopes, w.format, w.created_by, w.creat
 FROM webhooks AS w
 LEFT JOIN webhook_deliveries AS d ON d.id = (SELECT max(id) FROM webhook_deliveries WHERE webhook_id = w.id)
 ORDER BY w.id`
-	WebhookExistsQuery     = `SELECT count(*) FROM webhooks WHERE id = $1`
-	WebhookDeliveriesQuery = `
+	webhookExistsQuery     = `SELECT count(*) FROM webhooks WHERE id = $1`
+	webhookDeliveriesQuery = `
 SELECT event_id, type, job_id, attempt, attempted_at, status, error, delivered FROM webhook_deliveries
 WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2`
 	WebhookOutboxQuery = `SELECT count(*) FROM webhook_outbox`
-	// DoneEventQuery removes a delivered or given-up event if the claim
+	// doneEventQuery removes a delivered or given-up event if the claim
 	// reported is still the event's last ($2, its attempts).
-	DoneEventQuery = `DELETE FROM webhook_outbox WHERE id = $1 AND attempts = $2`
-	// TrimDeliveriesQuery keeps the newest $2 attempts of webhook $1.
-	TrimDeliveriesQuery = `
+	doneEventQuery = `DELETE FROM webhook_outbox WHERE id = $1 AND attempts = $2`
+	// trimDeliveriesQuery keeps the newest $2 attempts of webhook $1.
+	trimDeliveriesQuery = `
 DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id <= (
 	SELECT id FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
+	insertDeliveryQuery = `
+INSERT INTO webhook_deliveries (webhook_id, event_id, type, job_id, attempt, attempted_at, status, error, delivered)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 )
+
+// ReadWebhookDeliveries reads the log of webhook id, newest first, or
+// ErrWebhookNotFound, in tx so that the two agree.
+func ReadWebhookDeliveries(ctx context.Context, tx *sqlx.Tx, id string) ([]leaseapi.WebhookDelivery, error) {
+	var n int
+	if err := tx.GetContext(ctx, &n, webhookExistsQuery, id); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, leaseapi.ErrWebhookNotFound
+	}
+	var rows []DeliveryRow
+	if err := tx.SelectContext(ctx, &rows, webhookDeliveriesQuery, id, leaseapi.MaxWebhookDeliveries); err != nil {
+		return nil, err
+	}
+	return deliveriesOf(rows), nil
+}
+
+// RecordWebhookAttempt records attempt a in tx: its event is removed (done
+// or given up) or, with a RetryIn, made due again by the store's retry
+// statement ($1 event, $2 attempts, $3 retryArg), in either case only if
+// the claim reported is still the event's last (else ErrClaimLost); then
+// the attempt is logged at attemptedAt (the store's form of a.At) and the
+// webhook's log trimmed to its newest MaxWebhookDeliveries.
+func RecordWebhookAttempt(ctx context.Context, tx *sqlx.Tx, a *leaseapi.WebhookAttempt, retry string, retryArg, attemptedAt any) error {
+	e := a.Event
+	var (
+		res interface{ RowsAffected() (int64, error) }
+		err error
+	)
+	if a.RetryIn <= 0 {
+		res, err = tx.ExecContext(ctx, doneEventQuery, e.ID, e.Attempt)
+	} else {
+		res, err = tx.ExecContext(ctx, retry, e.ID, e.Attempt, retryArg)
+	}
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return leaseapi.ErrClaimLost // claimed again, or its webhook deleted
+	}
+	if _, err := tx.ExecContext(ctx, insertDeliveryQuery, e.WebhookID, e.ID, e.Type, e.JobID, e.Attempt, attemptedAt,
+		attemptStatus(a), attemptError(a), a.Delivered); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, trimDeliveriesQuery, e.WebhookID, leaseapi.MaxWebhookDeliveries)
+	return err
+}
 
 // ValidateClaim checks the parameters of ClaimWebhookEvents.
 func ValidateClaim(limit int, claim time.Duration) error {
@@ -367,8 +423,8 @@ func EventsOf(rows []OutboxRow) ([]leaseapi.WebhookEvent, error) {
 	return out, nil
 }
 
-// DeliveriesOf are the attempts of rows.
-func DeliveriesOf(rows []DeliveryRow) []leaseapi.WebhookDelivery {
+// deliveriesOf are the attempts of rows.
+func deliveriesOf(rows []DeliveryRow) []leaseapi.WebhookDelivery {
 	out := make([]leaseapi.WebhookDelivery, len(rows))
 	for i := range rows {
 		out[i] = rows[i].Delivery()
@@ -376,17 +432,17 @@ func DeliveriesOf(rows []DeliveryRow) []leaseapi.WebhookDelivery {
 	return out
 }
 
-// AttemptStatus and AttemptError are the stored forms of an attempt's
+// attemptStatus and attemptError are the stored forms of an attempt's
 // answer: NULL for none, the error clipped to MaxWebhookErrorLen.
-func AttemptStatus(a *leaseapi.WebhookAttempt) *int {
+func attemptStatus(a *leaseapi.WebhookAttempt) *int {
 	if a.Status == 0 {
 		return nil
 	}
 	return &a.Status
 }
 
-// AttemptError is the stored error of an attempt, nil when it had none.
-func AttemptError(a *leaseapi.WebhookAttempt) *string {
+// attemptError is the stored error of an attempt, nil when it had none.
+func attemptError(a *leaseapi.WebhookAttempt) *string {
 	if a.Error == "" {
 		return nil
 	}
