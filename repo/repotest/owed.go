@@ -214,7 +214,7 @@ func testOwedMany(t *testing.T, b *bundle) {
 // renews its grant; once released succeeded the tick is never granted
 // again, and the schedule's next tick is a tick of the schedule.
 func testClaimManual(t *testing.T, b *bundle) {
-	ctx, job := t.Context(), b.job("claim-manual")
+	job := b.job("claim-manual")
 	const hourly = "@every 1h"
 	hour := b.dbClock(t).Truncate(time.Hour)
 	first := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("sched"), TTL: longTTL, Tick: &hour,
@@ -234,16 +234,7 @@ func testClaimManual(t *testing.T, b *bundle) {
 		!equalTimePtr(runs[0].Tick, &m) || runs[1].Trigger != leaseapi.TriggerSchedule || runs[1].TriggeredBy != "" {
 		t.Errorf("Runs after the claim: got %+v, want the manual run (by ops, tick %s) after the scheduled one", runs, fmtTime(&m))
 	}
-	retry := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: winner.owner, TTL: longTTL, Tick: &m})
-	if retry.Token != winner.l.Token || !equalTimePtr(retry.Tick, &m) {
-		t.Errorf("the claimant's retry: got token %d tick %s, want its grant (token %d, tick %s)",
-			retry.Token, fmtTime(retry.Tick), winner.l.Token, fmtTime(&m))
-	}
-	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: winner.owner, Token: winner.l.Token, Outcome: leaseapi.OutcomeSucceeded})
-	for _, owner := range []string{winner.owner, b.owner("late")} {
-		_, err := b.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: &m})
-		wantConflict(t, "an acquire of the manual tick after it succeeded", err, leaseapi.ErrTickDone)
-	}
+	b.retryAndSucceed(t, job, winner, m, "the manual tick")
 	next := hour.Add(time.Hour)
 	l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: b.owner("sched"), TTL: longTTL, Tick: &next})
 	if runs := b.runs(t, job, 1); !equalTimePtr(l.Tick, &next) || len(runs) != 1 || runs[0].Trigger != leaseapi.TriggerSchedule {
@@ -349,15 +340,23 @@ func testClaimManualAfterLaterTick(t *testing.T, b *bundle) {
 	// The claim settled the debt, and its tick is still before the last
 	// completed one: the claimant's retry (its answer was lost) renews its
 	// grant all the same, and nobody else gets the tick.
-	retry := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: winner.owner, TTL: longTTL, Tick: &m})
-	if retry.Token != winner.l.Token || !equalTimePtr(retry.Tick, &m) {
+	b.retryAndSucceed(t, job, winner, m, "the overtaken manual tick")
+}
+
+// retryAndSucceed checks that the claimant of tick (what names it) renews
+// its grant on a retry, releases it succeeded, and that then neither it
+// nor a late replica is granted the tick again.
+func (b *bundle) retryAndSucceed(t *testing.T, job string, winner claim, tick time.Time, what string) {
+	t.Helper()
+	retry := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: winner.owner, TTL: longTTL, Tick: &tick})
+	if retry.Token != winner.l.Token || !equalTimePtr(retry.Tick, &tick) {
 		t.Errorf("the claimant's retry: got token %d tick %s, want its grant (token %d, tick %s)",
-			retry.Token, fmtTime(retry.Tick), winner.l.Token, fmtTime(&m))
+			retry.Token, fmtTime(retry.Tick), winner.l.Token, fmtTime(&tick))
 	}
 	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: winner.owner, Token: winner.l.Token, Outcome: leaseapi.OutcomeSucceeded})
 	for _, owner := range []string{winner.owner, b.owner("late")} {
-		_, err := b.store.Acquire(t.Context(), &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: &m})
-		wantConflict(t, "an acquire of the overtaken manual tick after it succeeded", err, leaseapi.ErrTickDone)
+		_, err := b.store.Acquire(t.Context(), &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: &tick})
+		wantConflict(t, "an acquire of "+what+" after it succeeded", err, leaseapi.ErrTickDone)
 	}
 }
 
