@@ -13,8 +13,8 @@ import (
 
 // The embedded store's webhooks: as the Postgres store's (postgres
 // webhooks.go), with the outbox written by the triggers of
-// migrations/sqlite/0008. Writes are serialized, so a claim is plainly a
-// read and an update in one write transaction.
+// migrations/sqlite/0008 (their one insert: 0010). Writes are serialized,
+// so a claim is plainly a read and an update in one write transaction.
 
 var _ leaseapi.WebhookStore = (*Store)(nil)
 
