@@ -32,14 +32,9 @@ type cronTicks struct {
 	anchored bool
 }
 
-// newCronTicks returns the ticks of spec, whose fields are read in the zone
-// it names, else in loc.
+// newCronTicks returns the ticks of spec with its fields read in loc.
 func newCronTicks(spec *cron.SpecSchedule, loc *time.Location, anchored bool) *cronTicks {
-	c := &cronTicks{wall: *spec, loc: spec.Location, anchored: anchored}
-	if c.loc == time.Local {
-		// robfig/cron's mark for a spec without CRON_TZ= or TZ=.
-		c.loc = loc
-	}
+	c := &cronTicks{wall: *spec, loc: loc, anchored: anchored}
 	c.wall.Location = time.UTC
 	return c
 }
@@ -58,6 +53,14 @@ func (c *cronTicks) next(t time.Time) time.Time {
 		_, secs := x.Zone()
 		off := time.Duration(secs) * time.Second
 		start, end := x.ZoneBounds()
+		if !end.IsZero() && !end.After(x) {
+			// Go's time package reports the last UTC day of a leap year
+			// past a zone's table (2040-12-31 in America/New_York) as
+			// ending at its own start, which would stop this walk: take
+			// the period to end at the next UTC midnight instead (no zone
+			// changes its offset then).
+			end = x.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+		}
 		// from is the first local time this period may tick at.
 		var from time.Time
 		if first {
@@ -94,15 +97,11 @@ func (c *cronTicks) next(t time.Time) time.Time {
 	return time.Time{}
 }
 
-// anchored reports whether spec is anchored to the wall clock in cron(8)'s
-// sense: its minute and hour fields both begin with neither * nor ? (which
-// robfig/cron reads as *). A seconds field does not count. Of the
-// descriptors only @hourly is not anchored. spec was parsed without error.
-func anchored(spec string) bool {
-	fields := strings.Fields(spec)
-	if len(fields) > 0 && (strings.HasPrefix(fields[0], "CRON_TZ=") || strings.HasPrefix(fields[0], "TZ=")) {
-		fields = fields[1:]
-	}
+// anchored reports whether a spec with fields (after its zone) is anchored
+// to the wall clock in cron(8)'s sense: its minute and hour fields both
+// begin with neither * nor ? (which robfig/cron reads as *). A seconds
+// field does not count. Of the descriptors only @hourly is not anchored.
+func anchored(fields []string) bool {
 	switch len(fields) {
 	case 1:
 		return fields[0] != "@hourly"

@@ -36,8 +36,13 @@ import (
 // MaxSpecLength is the longest spec the API accepts, in bytes.
 const MaxSpecLength = 256
 
+// MinInterval is the shortest gap between two ticks a spec may have: no
+// lease is shorter than a second, so a job cannot run more often.
+const MinInterval = time.Second
+
 // parser accepts standard five-field specs, six fields with leading seconds,
-// and descriptors (@hourly, @every 10s).
+// and descriptors (@hourly). It never sees a zone: ParseIn reads the zone
+// itself (robfig/cron panics on a zone with no fields after it).
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // Schedule is a parsed spec. Its ticks depend on the spec alone, never on
@@ -56,37 +61,85 @@ func Parse(spec string) (*Schedule, error) {
 
 // ParseIn parses spec with its fields read in loc (nil is UTC) unless the
 // spec names a zone with CRON_TZ= or TZ=. The error says what is wrong in
-// words fit for the person who wrote the spec.
+// words fit for the person who wrote the spec. It never panics.
 func ParseIn(spec string, loc *time.Location) (*Schedule, error) {
+	return parse(spec, loc, false)
+}
+
+// ParseStored parses a spec a store holds, with its fields read in UTC:
+// what Parse accepts, and what earlier versions accepted and stored, which
+// Parse now refuses (@every intervals from 1 ms, CRON_TZ=Local), so that a
+// job registered then keeps its ticks.
+func ParseStored(spec string) (*Schedule, error) {
+	return parse(spec, time.UTC, true)
+}
+
+// zonePrefixes are the prefixes of a spec's first field that name its zone.
+var zonePrefixes = []string{"CRON_TZ=", "TZ="}
+
+// cutZone returns the zone name field names, if it names one.
+func cutZone(field string) (name string, ok bool) {
+	for _, p := range zonePrefixes {
+		if name, ok := strings.CutPrefix(field, p); ok {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+func parse(spec string, loc *time.Location, stored bool) (*Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
 	if len(spec) > MaxSpecLength {
 		return nil, fmt.Errorf("the schedule is %d bytes long; at most %d are allowed", len(spec), MaxSpecLength)
 	}
-	if strings.TrimSpace(spec) == "" {
+	fields := strings.Fields(spec)
+	if len(fields) == 0 {
 		return nil, errors.New("the schedule is empty")
 	}
+	zone, hasZone := cutZone(fields[0])
+	if hasZone {
+		fields = fields[1:]
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("the schedule names a zone (%s) but no fields: add them after it, as in %q",
+				strings.TrimSpace(spec), "CRON_TZ=Europe/Berlin 0 7 * * *")
+		}
+		if _, again := cutZone(fields[0]); again {
+			return nil, errors.New("the schedule names a zone twice: keep one CRON_TZ= (or TZ=) before the fields")
+		}
+		var err error
+		if loc, err = loadZone(zone, loc, stored); err != nil {
+			return nil, err
+		}
+	}
 	s := &Schedule{spec: spec}
-	if rest, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
-		d, err := time.ParseDuration(strings.TrimSpace(rest))
-		if err != nil {
-			return nil, fmt.Errorf("@every needs a Go duration such as 30s or 5m: %w", err)
-		}
-		if d < time.Millisecond || d%time.Millisecond != 0 {
-			return nil, errors.New("the @every interval must be a positive whole number of milliseconds")
-		}
-		s.every = d
-	} else {
-		c, err := parser.Parse(spec)
+	if fields[0] == "@every" {
+		d, err := parseEvery(fields[1:], hasZone, stored)
 		if err != nil {
 			return nil, err
 		}
-		fields, ok := c.(*cron.SpecSchedule)
+		s.every = d
+	} else {
+		if strings.HasPrefix(fields[0], "@") && len(fields) > 1 {
+			return nil, fmt.Errorf("the descriptor %s takes nothing after it: remove %q", fields[0], strings.Join(fields[1:], " "))
+		}
+		if n := len(fields); n == 5 || n == 6 {
+			dow, err := sundaySeven(fields[n-1])
+			if err != nil {
+				return nil, err
+			}
+			fields = append(fields[:n-1:n-1], dow)
+		}
+		c, err := parser.Parse(strings.Join(fields, " "))
+		if err != nil {
+			return nil, err
+		}
+		spec, ok := c.(*cron.SpecSchedule)
 		if !ok {
 			return nil, fmt.Errorf("unexpected schedule type %T", c)
 		}
-		s.cron = newCronTicks(fields, loc, anchored(spec))
+		s.cron = newCronTicks(spec, loc, anchored(fields))
 	}
 	if s.Next(reference).IsZero() {
 		return nil, errors.New("the schedule never fires")
@@ -95,50 +148,143 @@ func ParseIn(spec string, loc *time.Location) (*Schedule, error) {
 	return s, nil
 }
 
+// loadZone loads the zone a spec names. Local, this host's zone, is
+// refused in a new spec: it differs between the machines that read the
+// spec, so they would disagree on its ticks. A stored spec reads it in loc,
+// the caller's zone, as earlier versions did.
+func loadZone(name string, loc *time.Location, stored bool) (*time.Location, error) {
+	if name == "" {
+		return nil, errors.New("the schedule's CRON_TZ= names no zone: write a zone name such as Europe/Berlin after the =")
+	}
+	if name == "Local" {
+		if stored {
+			return loc, nil
+		}
+		return nil, errors.New("the schedule's zone Local is each machine's own, so replicas and the server would disagree on its ticks: name the zone, such as Europe/Berlin")
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("the schedule's zone %q is not a zone name such as Europe/Berlin: %w", name, err)
+	}
+	return loc, nil
+}
+
+// parseEvery parses the arguments of @every: one Go duration, a whole
+// number of milliseconds, at least MinInterval (1 ms for a stored spec).
+func parseEvery(args []string, hasZone, stored bool) (time.Duration, error) {
+	if hasZone {
+		return 0, errors.New("@every takes no zone: its ticks are multiples of its interval since the Unix epoch; remove the CRON_TZ= (or TZ=) prefix")
+	}
+	if len(args) != 1 {
+		return 0, errors.New("@every needs one Go duration such as 30s or 5m after it")
+	}
+	d, err := time.ParseDuration(args[0])
+	if err != nil {
+		return 0, fmt.Errorf("@every needs a Go duration such as 30s or 5m: %w", err)
+	}
+	if d <= 0 || d%time.Millisecond != 0 {
+		return 0, errors.New("the @every interval must be a positive whole number of milliseconds")
+	}
+	if d < MinInterval && !stored {
+		return 0, fmt.Errorf("the @every interval %s is shorter than %s: no lease is shorter, so a job cannot run more often", d, MinInterval)
+	}
+	return d, nil
+}
+
 // String returns the spec as it was parsed.
 func (s *Schedule) String() string { return s.spec }
 
 // Next returns the first tick strictly after t, or the zero time when the
-// schedule does not fire again within five years (robfig/cron's horizon).
+// schedule does not fire again within five years (robfig/cron's horizon)
+// or that tick lies outside years 0001–9999 (UTC), which no store keeps.
 // Across daylight-saving changes it follows cron(8)'s rule (see the package
 // documentation). Every tick leaseapi computes is a tick of Next.
 func (s *Schedule) Next(t time.Time) time.Time {
-	if s.every > 0 {
-		n, d := t.UnixNano(), int64(s.every)
-		next := n - n%d + d
-		if n < 0 && n%d != 0 {
-			next -= d
-		}
-		return time.Unix(0, next).In(t.Location())
+	if !t.Before(maxTick) {
+		return time.Time{}
 	}
-	return s.cron.next(t)
+	var next time.Time
+	if s.every > 0 {
+		next = s.everyNext(t)
+	} else {
+		next = s.cron.next(t)
+	}
+	if next.Before(minTick) || next.After(maxTick) {
+		return time.Time{}
+	}
+	return next
 }
 
 // Latest returns the newest tick at or before t, or the zero time when
-// there is none within latestHorizon.
+// there is none within latestHorizon or in years 0001–9999.
 func (s *Schedule) Latest(t time.Time) time.Time {
+	if t.Before(minTick) {
+		return time.Time{}
+	}
+	if t.After(maxTick) {
+		t = maxTick.In(t.Location())
+	}
 	if s.every > 0 {
-		n, d := t.UnixNano(), int64(s.every)
-		latest := n - n%d
-		if n < 0 && n%d != 0 {
-			latest -= d
-		}
-		return time.Unix(0, latest).In(t.Location())
+		return s.everyLatest(t)
 	}
 	// robfig/cron computes forward only. Widen a window ending at t until a
 	// tick falls in it, then step forward to the last tick in it.
 	for w := time.Second; w <= latestHorizon; w *= 2 {
 		from := t.Add(-w)
+		if from.Before(minTick) {
+			from = minTick.Add(-time.Nanosecond) // Next is strictly after
+		}
 		tick := s.Next(from)
-		if tick.IsZero() || tick.After(t) {
-			continue
+		if !tick.IsZero() && !tick.After(t) {
+			for n := s.Next(tick); !n.IsZero() && !n.After(t); n = s.Next(n) {
+				tick = n
+			}
+			return tick
 		}
-		for n := s.Next(tick); !n.IsZero() && !n.After(t); n = s.Next(n) {
-			tick = n
+		if from.Before(minTick) {
+			break
 		}
-		return tick
 	}
 	return time.Time{}
+}
+
+// minTick and maxTick bound the ticks Next and Latest return: the years
+// 0001–9999 of RFC 3339, which every store and client can hold.
+var (
+	minTick = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
+	maxTick = time.Date(9999, time.December, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// everyNext is Next of @every D for t before maxTick. The ticks are the
+// multiples of D since the Unix epoch, counted in milliseconds (D is a
+// whole number of them), which int64 holds for years far beyond 0001–9999:
+// no wrap-around, unlike nanoseconds, which cover only 1678–2262.
+func (s *Schedule) everyNext(t time.Time) time.Time {
+	if t.Before(minTick.Add(-s.every)) {
+		return time.Time{} // the next tick, at most D later, is before year 1
+	}
+	return s.everyTick(t, 1).In(t.Location())
+}
+
+// everyLatest is Latest of @every D for t in years 0001–9999.
+func (s *Schedule) everyLatest(t time.Time) time.Time {
+	tick := s.everyTick(t, 0)
+	if tick.Before(minTick) {
+		return time.Time{}
+	}
+	return tick.In(t.Location())
+}
+
+// everyTick returns the newest multiple of D at or before t, plus ahead
+// multiples; t lies within D before year 1 and maxTick.
+func (s *Schedule) everyTick(t time.Time, ahead int64) time.Time {
+	ms := t.Unix()*1000 + int64(t.Nanosecond())/1e6 // floor: Nanosecond is not negative
+	d := s.every.Milliseconds()
+	q := ms / d
+	if ms%d < 0 {
+		q-- // floor division before the epoch
+	}
+	return time.UnixMilli((q + ahead) * d)
 }
 
 // latestHorizon is how far back Latest looks: beyond a leap day's four years.
