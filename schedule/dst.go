@@ -39,8 +39,26 @@ func newCronTicks(spec *cron.SpecSchedule, loc *time.Location, anchored bool) *c
 	return c
 }
 
+// wallYears shifts the local times robfig/cron matches 400 years ahead, a
+// whole cycle of the Gregorian calendar (the same weekdays and leap days):
+// unshifted, the local time 0001-01-01 00:00 would be the zero time,
+// which robfig/cron and this walk read as no tick.
+const wallYears = 400
+
+// wallOf is the local time of the instant u at offset off, written as a
+// UTC time wallYears ahead.
+func wallOf(u time.Time, off time.Duration) time.Time {
+	return u.UTC().Add(off).AddDate(wallYears, 0, 0)
+}
+
+// instantOf is the instant whose local time at offset off is w (wallOf's
+// inverse).
+func instantOf(w time.Time, off time.Duration) time.Time {
+	return w.AddDate(-wallYears, 0, 0).Add(-off)
+}
+
 // wallAtOrAfter returns the first matching local time at or after w, both
-// written as UTC times, or the zero time within robfig/cron's horizon.
+// written as by wallOf, or the zero time within robfig/cron's horizon.
 func (c *cronTicks) wallAtOrAfter(w time.Time) time.Time {
 	return c.wall.Next(w.Add(-time.Nanosecond))
 }
@@ -64,9 +82,9 @@ func (c *cronTicks) next(t time.Time) time.Time {
 		// from is the first local time this period may tick at.
 		var from time.Time
 		if first {
-			from = c.wall.Next(x.UTC().Add(off)) // strictly after t
+			from = c.wall.Next(wallOf(x, off)) // strictly after t
 		} else {
-			from = c.wallAtOrAfter(x.UTC().Add(off))
+			from = c.wallAtOrAfter(wallOf(x, off))
 		}
 		if c.anchored && !start.IsZero() {
 			_, prevSecs := start.Add(-time.Nanosecond).Zone()
@@ -75,13 +93,13 @@ func (c *cronTicks) next(t time.Time) time.Time {
 			case change > 0 && change < maxDSTChange && !first:
 				// Forward: the local times [start+prev, start+off) do not
 				// exist; one of them that matches ticks at start.
-				if w := c.wallAtOrAfter(start.UTC().Add(prev)); !w.IsZero() && w.Before(start.UTC().Add(off)) {
+				if w := c.wallAtOrAfter(wallOf(start, prev)); !w.IsZero() && w.Before(wallOf(start, off)) {
 					return start.In(t.Location())
 				}
 			case change < 0 && change > -maxDSTChange:
 				// Backward: the local times before start+prev were the
 				// previous period's, their first occurrence.
-				if repeatEnd := start.UTC().Add(prev); !from.IsZero() && from.Before(repeatEnd) {
+				if repeatEnd := wallOf(start, prev); !from.IsZero() && from.Before(repeatEnd) {
 					from = c.wallAtOrAfter(repeatEnd)
 				}
 			}
@@ -89,7 +107,7 @@ func (c *cronTicks) next(t time.Time) time.Time {
 		if from.IsZero() {
 			return time.Time{}
 		}
-		if tick := from.Add(-off); end.IsZero() || tick.Before(end) {
+		if tick := instantOf(from, off); end.IsZero() || tick.Before(end) {
 			return tick.In(t.Location())
 		}
 		x, first = end.In(c.loc), false

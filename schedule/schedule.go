@@ -197,6 +197,7 @@ func (s *Schedule) String() string { return s.spec }
 // Next returns the first tick strictly after t, or the zero time when the
 // schedule does not fire again within five years (robfig/cron's horizon)
 // or that tick lies outside years 0001–9999 (UTC), which no store keeps.
+// The zero instant, 0001-01-01T00:00:00Z, is no tick: it means none.
 // Across daylight-saving changes it follows cron(8)'s rule (see the package
 // documentation). Every tick leaseapi computes is a tick of Next.
 func (s *Schedule) Next(t time.Time) time.Time {
@@ -209,7 +210,7 @@ func (s *Schedule) Next(t time.Time) time.Time {
 	} else {
 		next = s.cron.next(t)
 	}
-	if next.Before(minTick) || next.After(maxTick) {
+	if !next.After(minTick) || next.After(maxTick) {
 		return time.Time{}
 	}
 	return next
@@ -218,7 +219,7 @@ func (s *Schedule) Next(t time.Time) time.Time {
 // Latest returns the newest tick at or before t, or the zero time when
 // there is none within latestHorizon or in years 0001–9999.
 func (s *Schedule) Latest(t time.Time) time.Time {
-	if t.Before(minTick) {
+	if !t.After(minTick) {
 		return time.Time{}
 	}
 	if t.After(maxTick) {
@@ -232,7 +233,7 @@ func (s *Schedule) Latest(t time.Time) time.Time {
 	for w := time.Second; w <= latestHorizon; w *= 2 {
 		from := t.Add(-w)
 		if from.Before(minTick) {
-			from = minTick.Add(-time.Nanosecond) // Next is strictly after
+			from = minTick // Next is strictly after: the first valid tick
 		}
 		tick := s.Next(from)
 		if !tick.IsZero() && !tick.After(t) {
@@ -241,7 +242,7 @@ func (s *Schedule) Latest(t time.Time) time.Time {
 			}
 			return tick
 		}
-		if from.Before(minTick) {
+		if from.Equal(minTick) {
 			break
 		}
 	}
@@ -249,7 +250,8 @@ func (s *Schedule) Latest(t time.Time) time.Time {
 }
 
 // minTick and maxTick bound the ticks Next and Latest return: the years
-// 0001–9999 of RFC 3339, which every store and client can hold.
+// 0001–9999 of RFC 3339, which every store and client can hold, without
+// minTick itself, the zero time.
 var (
 	minTick = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
 	maxTick = time.Date(9999, time.December, 31, 23, 59, 59, 999999999, time.UTC)
@@ -269,7 +271,7 @@ func (s *Schedule) everyNext(t time.Time) time.Time {
 // everyLatest is Latest of @every D for t in years 0001–9999.
 func (s *Schedule) everyLatest(t time.Time) time.Time {
 	tick := s.everyTick(t, 0)
-	if tick.Before(minTick) {
+	if !tick.After(minTick) {
 		return time.Time{}
 	}
 	return tick.In(t.Location())
