@@ -24,22 +24,44 @@ import (
 // tick), and replicas send the same few specs over and over.
 var parsedSchedules = struct {
 	sync.Mutex
-	m map[string]*schedule.Schedule
-}{m: make(map[string]*schedule.Schedule)}
+	m map[parsedKey]*schedule.Schedule
+}{m: make(map[parsedKey]*schedule.Schedule)}
+
+// parsedKey is a spec and whether it was parsed as stored.
+type parsedKey struct {
+	spec   string
+	stored bool
+}
 
 // maxParsedSchedules bounds the cache; past it the cache starts over.
 const maxParsedSchedules = 4096
 
-// ParseSchedule returns the parsed spec, or an *leaseapi.InvalidError with
-// the parser's reason.
+// ParseSchedule returns the parsed spec an acquire sends, or an
+// *leaseapi.InvalidError with the parser's reason.
 func ParseSchedule(spec string) (*schedule.Schedule, error) {
+	return parseCached(spec, false)
+}
+
+// ParseStoredSchedule returns the parsed spec a store holds: it parses
+// what an earlier version accepted too (schedule.ParseStored), so that a
+// job stored then keeps its ticks.
+func ParseStoredSchedule(spec string) (*schedule.Schedule, error) {
+	return parseCached(spec, true)
+}
+
+func parseCached(spec string, stored bool) (*schedule.Schedule, error) {
+	key := parsedKey{spec, stored}
 	parsedSchedules.Lock()
-	s, ok := parsedSchedules.m[spec]
+	s, ok := parsedSchedules.m[key]
 	parsedSchedules.Unlock()
 	if ok {
 		return s, nil
 	}
-	s, err := schedule.Parse(spec)
+	parse := schedule.Parse
+	if stored {
+		parse = schedule.ParseStored
+	}
+	s, err := parse(spec)
 	if err != nil {
 		return nil, leaseapi.InvalidSchedule(err)
 	}
@@ -47,7 +69,7 @@ func ParseSchedule(spec string) (*schedule.Schedule, error) {
 	if len(parsedSchedules.m) >= maxParsedSchedules {
 		clear(parsedSchedules.m)
 	}
-	parsedSchedules.m[spec] = s
+	parsedSchedules.m[key] = s
 	parsedSchedules.Unlock()
 	return s, nil
 }
@@ -88,9 +110,9 @@ func ResolveTick(p *leaseapi.AcquireParams, stored string, now time.Time) (Resol
 	if p.Tick == nil && !p.NearestTick {
 		return r, nil // a plain mutex: no schedule has a say
 	}
-	spec := p.Schedule
+	spec, parse := p.Schedule, ParseSchedule
 	if spec == "" {
-		r.CheckStored, r.Stored, spec = true, stored, stored
+		r.CheckStored, r.Stored, spec, parse = true, stored, stored, ParseStoredSchedule
 	}
 	if spec == "" {
 		if p.NearestTick {
@@ -99,7 +121,7 @@ func ResolveTick(p *leaseapi.AcquireParams, stored string, now time.Time) (Resol
 		}
 		return r, nil
 	}
-	s, err := ParseSchedule(spec)
+	s, err := parse(spec)
 	if err != nil {
 		return r, err
 	}

@@ -51,6 +51,11 @@ func TestResolveTick(t *testing.T) {
 		{name: "NearestHalfTheGap", p: leaseapi.AcquireParams{NearestTick: true, Schedule: "@every 10s"},
 			now: "2026-12-01T07:00:05Z", want: at("2026-12-01T07:00:10Z"),
 			from: "2026-12-01T07:00:05Z", until: "2026-12-01T07:00:15Z"},
+		// Stored before @every had a floor of 1 s: it keeps its ticks.
+		{name: "TickSnappedToStoredSubSecond", p: leaseapi.AcquireParams{Tick: at("2026-12-01T07:10:00.7Z")}, stored: "@every 500ms",
+			now: "2026-12-01T07:30:00Z", want: at("2026-12-01T07:10:00.5Z"), checkStored: true},
+		{name: "TickSnappedToStoredDayOfWeekSeven", p: leaseapi.AcquireParams{Tick: at("2026-12-01T07:10:00Z")}, stored: "0 7 * * 7",
+			now: "2026-12-01T07:30:00Z", want: at("2026-11-29T07:00:00Z"), checkStored: true},
 		{name: "NearestStored", p: leaseapi.AcquireParams{NearestTick: true}, stored: "*/5 * * * *",
 			now: "2026-12-01T07:04:00Z", want: at("2026-12-01T07:05:00Z"), checkStored: true,
 			from: "2026-12-01T07:04:00Z", until: "2026-12-01T07:09:00Z"},
@@ -95,5 +100,10 @@ func TestResolveTick(t *testing.T) {
 	var inv *leaseapi.InvalidError
 	if !errors.As(err, &inv) || inv.Field != "nearestTick" {
 		t.Errorf("nearestTick without a schedule: got %v, want an *leaseapi.InvalidError for nearestTick", err)
+	}
+	// A sent schedule is held to today's rules, a stored one is not.
+	_, err = ResolveTick(&leaseapi.AcquireParams{Tick: at("2026-12-01T07:10:00Z"), Schedule: "@every 500ms"}, "@every 500ms", time.Now())
+	if !errors.As(err, &inv) || inv.Field != "schedule" {
+		t.Errorf("a sent @every 500ms: got %v, want an *leaseapi.InvalidError for schedule", err)
 	}
 }

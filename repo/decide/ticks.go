@@ -161,7 +161,7 @@ func (p *Pass) Plan(j *Job) (Plan, error) {
 	s, ok := p.schedules[j.Schedule]
 	if !ok {
 		var err error
-		if s, err = ParseSchedule(j.Schedule); err != nil {
+		if s, err = ParseStoredSchedule(j.Schedule); err != nil {
 			return Plan{}, err
 		}
 		p.schedules[j.Schedule] = s

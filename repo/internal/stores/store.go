@@ -13,7 +13,7 @@ func SetNextTick(l *leaseapi.Lease, now time.Time) {
 	if l.Schedule == "" {
 		return
 	}
-	s, err := decide.ParseSchedule(l.Schedule)
+	s, err := decide.ParseStoredSchedule(l.Schedule)
 	if err != nil {
 		return
 	}
