@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,59 @@ func TestScheduleOverHTTP(t *testing.T) {
 			http.StatusBadRequest, api.CodeInvalidRequest)
 		if after := b.snapshot(t); !after.equal(before) {
 			t.Error("a refused schedule changed the store")
+		}
+	})
+}
+
+// TestHostileSchedules: a spec the parser refuses, or whose ticks come
+// faster than the smallest lease, is 400 with a reason, never a 5xx, and
+// stores nothing; day-of-week 7 is Sunday.
+func TestHostileSchedules(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		opts := defaultOptions()
+		opts.MinTTL = 5 * time.Second
+		b := setup(t, open(t), opts)
+		before := b.snapshot(t)
+		for _, tc := range []struct {
+			name, spec string
+			details    []string
+		}{
+			{"ZoneAlone", "CRON_TZ=Europe/Berlin", []string{"names a zone (CRON_TZ=Europe/Berlin) but no fields"}},
+			{"TZAlone", "TZ=UTC", []string{"names a zone (TZ=UTC) but no fields"}},
+			{"UnderASecond", "@every 1ms", []string{"shorter than 1s"}},
+			{"UnderTheSmallestLease", "@every 2s", []string{"every 2s", "smallest lease this server grants is 5s", "cannot run more often than its smallest lease"}},
+			{"EverySecond", "* * * * * *", []string{"every 1s", "is 5s"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				body := `{"owner":"a","schedule":"` + tc.spec + `"}`
+				resp := b.doInvalid(t, request{method: http.MethodPost, path: "/leases/" + b.job("hostile") + "/acquire", body: body})
+				p := wantProblem(t, resp, http.StatusBadRequest, api.CodeInvalidRequest)
+				for _, d := range tc.details {
+					if !strings.Contains(p.Detail, d) {
+						t.Errorf("detail %q, want it to say %q", p.Detail, d)
+					}
+				}
+			})
+		}
+		if after := b.snapshot(t); !after.equal(before) {
+			t.Error("a refused schedule changed the store")
+		}
+		for _, tc := range []struct {
+			spec string
+			days []time.Weekday
+		}{
+			{"@every 5s", nil},
+			{"0 7 * * 7", []time.Weekday{time.Sunday}},
+			{"0 7 * * 5-7", []time.Weekday{time.Friday, time.Saturday, time.Sunday}},
+		} {
+			l := wantLease(t, b.acquire(t, b.job("sunday"), api.AcquireRequest{Owner: "a", Schedule: &tc.spec}))
+			if l.NextTick == nil {
+				t.Fatalf("%q: no next tick", tc.spec)
+			}
+			if tc.days != nil && !slices.Contains(tc.days, l.NextTick.Weekday()) {
+				t.Errorf("%q: next tick %s is a %s, want one of %v", tc.spec, l.NextTick, l.NextTick.Weekday(), tc.days)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -65,9 +66,10 @@ func parseTick(s *string) (*time.Time, error) {
 	return &t, nil
 }
 
-// capGrace caps the grace of a valid acquire p with a schedule at the
-// shortest gap between two ticks of the schedule.
-func capGrace(p *leaseapi.AcquireParams) error {
+// checkSchedule refuses a schedule of a valid acquire p whose shortest gap
+// between two ticks is under the smallest lease this server grants (a job
+// cannot run more often than that), and caps p's grace at that gap.
+func (h *handler) checkSchedule(p *leaseapi.AcquireParams) error {
 	if p.Schedule == "" {
 		return nil
 	}
@@ -75,7 +77,13 @@ func capGrace(p *leaseapi.AcquireParams) error {
 	if err != nil {
 		return leaseapi.InvalidSchedule(err)
 	}
-	p.Grace = min(p.Grace, s.MinGap())
+	gap := s.MinGap()
+	if gap < h.minTTL {
+		return &leaseapi.InvalidError{Field: "schedule", Rule: fmt.Sprintf(
+			"ticks as often as every %s, but the smallest lease this server grants is %s: a job cannot run more often than its smallest lease; "+
+				"send a schedule whose ticks are at least %s apart", gap, h.minTTL, h.minTTL)}
+	}
+	p.Grace = min(p.Grace, gap)
 	return nil
 }
 

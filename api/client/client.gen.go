@@ -808,9 +808,11 @@ type AcquireRequest struct {
 	Owner Owner `json:"owner"`
 
 	// Schedule The job's cron spec (see Schedules above), registered when the acquire
-	// is granted; invalid is 400 with the parser's reason. A new spec applies
-	// to the ticks after the grant that registered it. Optional: without
-	// it the stored schedule is left as it is.
+	// is granted; invalid is 400 with the parser's reason, and so is a spec
+	// whose shortest gap between two ticks is under the smallest lease the
+	// server grants (`LEASEAPI_MIN_TTL`; the detail names both). Day of week
+	// 7 is Sunday. A new spec applies to the ticks after the grant that
+	// registered it. Optional: without it the stored schedule is left as it is.
 	//
 	//
 	// Example: CRON_TZ=Europe/Berlin 0 7 * * *
