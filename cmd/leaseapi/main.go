@@ -402,6 +402,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		logger.Warn("no API or admin tokens configured: the API is open to anyone who can reach it; set " +
 			key("API_TOKENS") + " and " + key("ADMIN_TOKENS"))
 	}
+	warnFastSchedules(ctx, s, cfg.MinTTL, logger)
 	sealer, err := webhook.NewSealer(cfg.WebhookKey) // validated with the configuration
 	if err != nil {
 		return fmt.Errorf("%s: %w", key("WEBHOOK_KEY"), err)
