@@ -57,6 +57,11 @@ func TestParseRun(t *testing.T) {
 				t.Fatalf("tick %s grace %s, want %s and 1m", got, c.grace, want)
 			}
 		}},
+		{name: "ScheduleSundaySeven", args: []string{"--schedule", "CRON_TZ=UTC 0 7 * * 7", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if next := c.schedule.Next(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)); next.Weekday() != time.Sunday {
+				t.Fatalf("next tick %s is a %s, want a Sunday", next, next.Weekday())
+			}
+		}},
 		{name: "Owed", args: []string{"--owed", "--schedule", "@hourly", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
 			if !c.owed || c.sent == "" {
 				t.Fatalf("owed %v schedule sent %q, want owed with the schedule sent", c.owed, c.sent)
@@ -74,6 +79,10 @@ func TestParseRun(t *testing.T) {
 		{name: "SubMillisecondTTL", args: []string{"--ttl", "1500us", "job", "--", "true"}, want: "--ttl"},
 		{name: "ScheduleAndTick", args: []string{"--schedule", "@hourly", "--tick", "2026-11-30T07:00:00Z", "job", "--", "true"}, want: "exclude"},
 		{name: "BadSchedule", args: []string{"--schedule", "every minute", "job", "--", "true"}, want: "--schedule"},
+		// robfig/cron panicked on a zone alone: leasectl crashed.
+		{name: "ScheduleZoneAlone", args: []string{"--schedule", "CRON_TZ=Europe/Berlin", "job", "--", "true"}, want: "names a zone (CRON_TZ=Europe/Berlin) but no fields"},
+		{name: "ScheduleTZAlone", args: []string{"--schedule", "TZ=UTC", "job", "--", "true"}, want: "names a zone (TZ=UTC) but no fields"},
+		{name: "ScheduleFasterThanALease", args: []string{"--schedule", "@every 1ms", "job", "--", "true"}, want: "shorter than 1s"},
 		{name: "BadTick", args: []string{"--tick", "tomorrow", "job", "--", "true"}, want: "--tick"},
 		{name: "SubMillisecondTick", args: []string{"--tick", "2026-11-30T07:00:00.0001Z", "job", "--", "true"}, want: "milliseconds"},
 		{name: "GraceWithoutSchedule", args: []string{"--grace", "1m", "job", "--", "true"}, want: "needs --schedule"},
