@@ -34,6 +34,11 @@ func TestAddRejects(t *testing.T) {
 		{"BadJobID", "-report", "@every 5s", noop, nil},
 		{"BadSpec", "other", "every five seconds", noop, nil},
 		{"NeverFires", "other", "0 0 30 2 *", noop, nil},
+		{"ZoneAlone", "other", "CRON_TZ=Europe/Berlin", noop, nil}, // robfig/cron panicked
+		{"TZAlone", "other", "TZ=UTC", noop, nil},
+		{"FasterThanALease", "other", "@every 1ms", noop, nil},
+		{"ScheduleOptionZoneAlone", "other", "@every 5s", noop, []jobs.JobOption{jobs.Schedule("TZ=UTC")}},
+		{"ScheduleOptionFasterThanALease", "other", "@every 5s", noop, []jobs.JobOption{jobs.Schedule("@every 999ms")}},
 		{"NilFunc", "other", "@every 5s", nil, nil},
 		{"BadMaxRunTime", "other", "@every 5s", noop, []jobs.JobOption{jobs.MaxRunTime(0)}},
 		{"BadProgressWindow", "other", "@every 5s", noop, []jobs.JobOption{jobs.ProgressWindow(-time.Second)}},
