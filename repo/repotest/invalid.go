@@ -50,6 +50,8 @@ func testInvalidInput(t *testing.T, b *bundle) {
 		{"AcquireTickBeforeYear0", "tick", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Tick: &beforeYear0})},
 		{"AcquireBadSchedule", "schedule", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "every day", Grace: time.Minute})},
 		{"AcquireScheduleNeverFires", "schedule", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "0 0 30 2 *", Grace: time.Minute})},
+		{"AcquireScheduleZoneAlone", "schedule", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "CRON_TZ=Europe/Berlin", Grace: time.Minute})},
+		{"AcquireScheduleUnderASecond", "schedule", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "@every 500ms", Grace: time.Millisecond})},
 		{"AcquireScheduleTooLong", "schedule", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "@every 1s" + strings.Repeat(" ", 250), Grace: time.Minute})},
 		{"AcquireGraceWithoutSchedule", "graceMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Grace: time.Minute})},
 		{"AcquireScheduleWithoutGrace", "graceMs", acquire(leaseapi.AcquireParams{JobID: fresh, Owner: owner, TTL: time.Minute, Schedule: "@every 1s"})},

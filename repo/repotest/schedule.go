@@ -479,7 +479,7 @@ func testNearestTick(t *testing.T, b *bundle) {
 // refused; once the tick succeeded it is done.
 func testNearestTickRetry(t *testing.T, b *bundle) {
 	ctx, job, a, other := t.Context(), b.job("nearest-retry"), b.owner("a"), b.owner("b")
-	const spec, margin = "@every 200ms", 100 * time.Millisecond
+	const spec, margin = "@every 1s", 500 * time.Millisecond // no schedule ticks faster than a second
 	s := mustSchedule(t, spec)
 	params := func(owner string) *leaseapi.AcquireParams {
 		return &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, NearestTick: true, Schedule: spec, Grace: shortGrace}
