@@ -4,11 +4,14 @@
 //
 // A spec is robfig/cron v3 syntax: five fields (minute first), six fields
 // (seconds first), a descriptor such as @hourly or @daily, or @every D. A
-// CRON_TZ=<zone> or TZ=<zone> prefix names the zone the fields are read in;
-// without one they are read in UTC (Parse) or in a zone the caller chooses
-// (ParseIn). @every D ticks at the multiples of D since the Unix epoch, not
-// at multiples of D since some process started, so that every replica and
-// the server agree on its ticks; D must be a whole number of milliseconds.
+// CRON_TZ=<zone> or TZ=<zone> prefix names the zone the fields are read in,
+// and fields must follow it; without one they are read in UTC (Parse) or in
+// a zone the caller chooses (ParseIn). The day of week is 0-7 as in
+// crontab(5), 0 and 7 both Sunday. @every D ticks at the multiples of D
+// since the Unix epoch, not at multiples of D since some process started,
+// so that every replica and the server agree on its ticks; D must be a
+// whole number of milliseconds and at least MinInterval. Ticks lie in years
+// 0001-9999 (UTC). No spec makes the parser panic (FuzzParse).
 //
 // Daylight-saving changes follow the rule of cron(8) (Vixie cron, cronie).
 // A spec whose minute and hour fields both begin with neither * nor ? (30 2,
