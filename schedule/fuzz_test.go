@@ -47,6 +47,17 @@ func FuzzParse(f *testing.F) {
 				checkTicks(t, s, from)
 			}
 		}
+		// What a store holds is read without panicking too, and ticks
+		// forward (at least 1 ms apart: earlier versions allowed that).
+		if s, err := schedule.ParseStored(spec); err == nil {
+			if gap := s.MinGap(); gap < time.Millisecond {
+				t.Fatalf("ParseStored(%q): MinGap %s, want at least 1ms", spec, gap)
+			}
+			from := fuzzInstants[0]
+			if next := s.Next(from); !next.IsZero() && !next.After(from) {
+				t.Fatalf("ParseStored(%q): Next(%s) = %s", spec, from, next)
+			}
+		}
 	})
 }
 
