@@ -29,6 +29,10 @@ func sundaySeven(field string) (string, error) {
 func sundaySevenRange(e string) ([]string, error) {
 	rng, stepText, hasStep := strings.Cut(e, "/")
 	lo, hi, isRange := strings.Cut(rng, "-")
+	if dowValue(lo) > 7 || isRange && dowValue(hi) > 7 {
+		// robfig/cron would say "above maximum (6)", which 7 is not.
+		return nil, fmt.Errorf("the day of week %s is out of range: want 0-7 (0 and 7 are Sunday) or sun-sat", e)
+	}
 	if !isRange {
 		if !hasStep && dowValue(lo) == 7 {
 			return []string{"0"}, nil

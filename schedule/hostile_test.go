@@ -132,6 +132,9 @@ func TestSundaySeven(t *testing.T) {
 			}
 		})
 	}
+	if _, err := schedule.Parse("0 7 * * 1,8"); err == nil || !strings.Contains(err.Error(), "want 0-7 (0 and 7 are Sunday)") {
+		t.Errorf("Parse(day of week 8): got %v, want an error naming 0-7", err)
+	}
 	// Forms crontab(5) refuses too.
 	for _, spec := range []string{"0 7 * * 8", "0 7 * * 7/2", "0 7 * * 1-7/0", "0 7 * * 1-7/x", "0 7 * * 7-1", "0 7 * * 5-0/2", "0 7 * * 1-2-7"} {
 		if _, err := schedule.Parse(spec); err == nil {
