@@ -18,7 +18,7 @@ func TestParseRejectsZoneAlone(t *testing.T) {
 		{"TZ=Europe/Berlin", "names a zone (TZ=Europe/Berlin) but no fields"},
 		{"  CRON_TZ=UTC  ", "names a zone (CRON_TZ=UTC) but no fields"},
 		{"CRON_TZ=", "names a zone (CRON_TZ=) but no fields"},
-		{"TZ= 0 7 * * *", "CRON_TZ= names no zone"},
+		{"TZ= 0 7 * * *", "TZ= names no zone"},
 		{"CRON_TZ=UTC TZ=UTC", "names a zone twice"},
 		{"CRON_TZ=UTC CRON_TZ=UTC 0 7 * * *", "names a zone twice"},
 		{"CRON_TZ=Local 0 7 * * *", "zone Local is each machine's own"},

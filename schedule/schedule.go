@@ -101,7 +101,8 @@ func parse(spec string, loc *time.Location, stored bool) (*Schedule, error) {
 	if len(fields) == 0 {
 		return nil, errors.New("the schedule is empty")
 	}
-	zone, hasZone := cutZone(fields[0])
+	zoneField := fields[0]
+	zone, hasZone := cutZone(zoneField)
 	if hasZone {
 		fields = fields[1:]
 		if len(fields) == 0 {
@@ -112,7 +113,7 @@ func parse(spec string, loc *time.Location, stored bool) (*Schedule, error) {
 			return nil, errors.New("the schedule names a zone twice: keep one CRON_TZ= (or TZ=) before the fields")
 		}
 		var err error
-		if loc, err = loadZone(zone, loc, stored); err != nil {
+		if loc, err = loadZone(zoneField, zone, loc, stored); err != nil {
 			return nil, err
 		}
 	}
@@ -138,11 +139,11 @@ func parse(spec string, loc *time.Location, stored bool) (*Schedule, error) {
 		if err != nil {
 			return nil, err
 		}
-		spec, ok := c.(*cron.SpecSchedule)
+		cs, ok := c.(*cron.SpecSchedule)
 		if !ok {
 			return nil, fmt.Errorf("unexpected schedule type %T", c)
 		}
-		s.cron = newCronTicks(spec, loc, anchored(fields))
+		s.cron = newCronTicks(cs, loc, anchored(fields))
 	}
 	if s.Next(reference).IsZero() {
 		return nil, errors.New("the schedule never fires")
@@ -155,9 +156,9 @@ func parse(spec string, loc *time.Location, stored bool) (*Schedule, error) {
 // refused in a new spec: it differs between the machines that read the
 // spec, so they would disagree on its ticks. A stored spec reads it in loc,
 // the caller's zone, as earlier versions did.
-func loadZone(name string, loc *time.Location, stored bool) (*time.Location, error) {
+func loadZone(field, name string, loc *time.Location, stored bool) (*time.Location, error) {
 	if name == "" {
-		return nil, errors.New("the schedule's CRON_TZ= names no zone: write a zone name such as Europe/Berlin after the =")
+		return nil, fmt.Errorf("the schedule's %s names no zone: write a zone name such as Europe/Berlin after the =", field)
 	}
 	if name == "Local" {
 		if stored {
@@ -345,9 +346,11 @@ func (s *Schedule) minGap() time.Duration {
 // by its IANA name (HostZone).
 func InZone(spec string, loc *time.Location) (string, error) {
 	trimmed := strings.TrimSpace(spec)
-	if loc == nil || loc.String() == "UTC" ||
-		strings.HasPrefix(trimmed, "@every ") ||
-		strings.HasPrefix(trimmed, "CRON_TZ=") || strings.HasPrefix(trimmed, "TZ=") {
+	fields := strings.Fields(trimmed)
+	if loc == nil || loc.String() == "UTC" || len(fields) == 0 || fields[0] == "@every" {
+		return spec, nil
+	}
+	if _, ok := cutZone(fields[0]); ok {
 		return spec, nil
 	}
 	if loc == time.Local || loc.String() == "Local" {

@@ -167,6 +167,7 @@ func TestInZone(t *testing.T) {
 		{"0 7 * * *", time.UTC, "0 7 * * *"},
 		{"0 7 * * *", nil, "0 7 * * *"},
 		{"@every 10s", berlin, "@every 10s"},
+		{"@every\t10s", berlin, "@every\t10s"}, // @every takes no zone, however spaced
 		{"CRON_TZ=America/New_York 0 9 * * *", berlin, "CRON_TZ=America/New_York 0 9 * * *"},
 		{"TZ=America/New_York 0 9 * * *", berlin, "TZ=America/New_York 0 9 * * *"},
 	} {
