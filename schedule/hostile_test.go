@@ -85,6 +85,13 @@ func TestMinInterval(t *testing.T) {
 	if got, want := s.Next(utc(t, "2026-11-30T00:00:00Z")), utc(t, "2026-11-30T07:00:00Z"); !got.Equal(want) {
 		t.Errorf("stored CRON_TZ=Local: got %s, want %s", got, want)
 	}
+	// So was an empty zone.
+	if s, err = schedule.ParseStored("TZ= 0 7 * * *"); err != nil {
+		t.Fatalf("ParseStored: %v", err)
+	}
+	if got, want := s.Next(utc(t, "2026-11-30T00:00:00Z")), utc(t, "2026-11-30T07:00:00Z"); !got.Equal(want) {
+		t.Errorf("stored TZ=: got %s, want %s", got, want)
+	}
 }
 
 // TestSundaySeven: day-of-week 7 is Sunday, wherever crontab(5) takes it.

@@ -71,8 +71,8 @@ func ParseIn(spec string, loc *time.Location) (*Schedule, error) {
 
 // ParseStored parses a spec a store holds, with its fields read in UTC:
 // what Parse accepts, and what earlier versions accepted and stored, which
-// Parse now refuses (@every intervals from 1 ms, CRON_TZ=Local), so that a
-// job registered then keeps its ticks.
+// Parse now refuses (@every intervals from 1 ms, CRON_TZ=Local, an empty
+// TZ=), so that a job registered then keeps its ticks.
 func ParseStored(spec string) (*Schedule, error) {
 	return parse(spec, time.UTC, true)
 }
@@ -155,9 +155,12 @@ func parse(spec string, loc *time.Location, stored bool) (*Schedule, error) {
 // loadZone loads the zone a spec names. Local, this host's zone, is
 // refused in a new spec: it differs between the machines that read the
 // spec, so they would disagree on its ticks. A stored spec reads it in loc,
-// the caller's zone, as earlier versions did.
+// the caller's zone, and an empty name in UTC, as earlier versions did.
 func loadZone(field, name string, loc *time.Location, stored bool) (*time.Location, error) {
 	if name == "" {
+		if stored {
+			return time.UTC, nil // robfig/cron loaded "" as UTC
+		}
 		return nil, fmt.Errorf("the schedule's %s names no zone: write a zone name such as Europe/Berlin after the =", field)
 	}
 	if name == "Local" {
