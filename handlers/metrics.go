@@ -31,6 +31,7 @@ const (
 	resultHeld     = "held"
 	resultTickDone = "tick_done"
 	resultPaused   = "job_paused"
+	resultAhead    = "tick_ahead"
 	resultOK       = "ok"
 	resultLost     = "lost"
 	resultNotFound = "not_found"

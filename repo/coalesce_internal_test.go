@@ -42,7 +42,7 @@ func setupCoalescer(t *testing.T) *coalesceBundle {
 	}
 	t.Cleanup(func() { _ = sqlite.Close() })
 	gated := &gatedStore{Store: sqlite, entered: make(chan struct{}, 16), gate: make(chan struct{})}
-	return &coalesceBundle{gated: gated, coalescer: CoalesceAcquires(gated).(*coalescer)}
+	return &coalesceBundle{gated: gated, coalescer: CoalesceAcquires(gated, 0).(*coalescer)}
 }
 
 // waitQueued polls until n acquires of job wait behind the call in flight.
@@ -164,7 +164,7 @@ func TestDecideFollowerLeavesTickResolutionToTheStore(t *testing.T) {
 	tick := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
 	paused, otherName := tick.Add(time.Hour), tick.Add(30*time.Minute)
 	held := leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateHeld, Tick: &tick,
-		Schedule: "@every 1h", PausedAt: &paused}
+		Schedule: "@every 1h", PausedAt: &paused, RenewedAt: tick}
 	for _, tc := range []struct {
 		name      string
 		f         leaseapi.AcquireParams
@@ -179,7 +179,7 @@ func TestDecideFollowerLeavesTickResolutionToTheStore(t *testing.T) {
 		{"AnotherOwnerWhilePaused", leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, Tick: &otherName}, held, true, leaseapi.ErrJobPaused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, decided := decideFollower(&tc.f, tc.lease, nil)
+			o, decided := decideFollower(&tc.f, tc.lease, nil, leaseapi.DefaultMaxTickAhead)
 			if decided != tc.decided || (tc.wantError != nil && !errors.Is(o.err, tc.wantError)) {
 				t.Errorf("decided %t with error %v; want decided %t with %v", decided, o.err, tc.decided, tc.wantError)
 			}

@@ -23,7 +23,7 @@ func TestCoalescedPostgresStore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("OpenPostgres: %v", err)
 		}
-		return repo.CoalesceAcquires(store)
+		return repo.CoalesceAcquires(store, 0)
 	})
 }
 
@@ -37,7 +37,7 @@ func TestCoalescedHerd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenPostgres: %v", err)
 	}
-	store := repo.CoalesceAcquires(pg)
+	store := repo.CoalesceAcquires(pg, 0)
 	t.Cleanup(func() { _ = store.Close() })
 
 	const jobs, replicas = 5, 40

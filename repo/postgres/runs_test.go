@@ -249,7 +249,7 @@ func TestPostgresRunRows(t *testing.T) {
 	t.Run("Coalesced", func(t *testing.T) {
 		t.Parallel()
 		job := b.prefix + "coalesced"
-		store := repo.CoalesceAcquires(b.batched)
+		store := repo.CoalesceAcquires(b.batched, 0)
 		var wg sync.WaitGroup
 		grants := make([]leaseapi.Lease, 8)
 		for i := range grants {
