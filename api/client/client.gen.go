@@ -405,6 +405,7 @@ const (
 	ProblemCodeOverloaded           ProblemCode = "overloaded"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
+	ProblemCodeTickAhead            ProblemCode = "tick_ahead"
 	ProblemCodeTickDone             ProblemCode = "tick_done"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
 	ProblemCodeUnavailable          ProblemCode = "unavailable"
@@ -437,6 +438,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodePayloadTooLarge:
 		return true
 	case ProblemCodeRateLimited:
+		return true
+	case ProblemCodeTickAhead:
 		return true
 	case ProblemCodeTickDone:
 		return true
@@ -610,6 +613,36 @@ func (e StatusStatus) Valid() bool {
 	}
 }
 
+// Defines values for TickAheadProblemCode.
+const (
+	TickAheadProblemCodeTickAhead TickAheadProblemCode = "tick_ahead"
+)
+
+// Valid indicates whether the value is a known member of the TickAheadProblemCode enum.
+func (e TickAheadProblemCode) Valid() bool {
+	switch e {
+	case TickAheadProblemCodeTickAhead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TickAheadProblemStatus.
+const (
+	TickAheadProblemStatusN409 TickAheadProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the TickAheadProblemStatus enum.
+func (e TickAheadProblemStatus) Valid() bool {
+	switch e {
+	case TickAheadProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UnauthorizedProblemCode.
 const (
 	UnauthorizedProblemCodeUnauthorized UnauthorizedProblemCode = "unauthorized"
@@ -756,8 +789,11 @@ type AcquireConflictProblem struct {
 	Code AcquireConflictProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                       `json:"detail"`
-	Lease  Lease                        `json:"lease"`
+	Detail string `json:"detail"`
+	Lease  Lease  `json:"lease"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                        `json:"now,omitempty"`
 	Status AcquireConflictProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -817,9 +853,13 @@ type AcquireRequest struct {
 	Schedule *string `json:"schedule,omitempty"`
 
 	// Tick The scheduled fire time this grant is for (RFC 3339, any offset and
-	// precision; stored in UTC truncated to milliseconds). Optional. With
+	// precision; stored in UTC truncated to milliseconds), in the years
+	// 0001 to 9999 (400 otherwise). Optional. With
 	// a schedule (sent or stored) it is snapped to the schedule's newest
-	// tick at or before it. Not with `nearestTick`.
+	// tick at or before it. Not with `nearestTick`. A tick that, after
+	// snapping, lies later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (5 min by default) is refused with 409
+	// `tick_ahead`; a tick in the past is never refused for its time.
 	Tick *time.Time `json:"tick,omitempty"`
 
 	// TtlMs Grant TTL in milliseconds. Optional (server default, 30 s unless
@@ -840,8 +880,11 @@ type BadRequestProblem struct {
 	Code BadRequestProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                  `json:"detail"`
-	Lease  *Lease                  `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                   `json:"now,omitempty"`
 	Status BadRequestProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -936,8 +979,11 @@ type CredentialExistsProblem struct {
 	Code CredentialExistsProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                        `json:"detail"`
-	Lease  *Lease                        `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                         `json:"now,omitempty"`
 	Status CredentialExistsProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -966,8 +1012,11 @@ type ForbiddenProblem struct {
 	Code ForbiddenProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                 `json:"detail"`
-	Lease  *Lease                 `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                  `json:"now,omitempty"`
 	Status ForbiddenProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1004,8 +1053,11 @@ type InternalProblem struct {
 	Code InternalProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                `json:"detail"`
-	Lease  *Lease                `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                 `json:"now,omitempty"`
 	Status InternalProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1029,8 +1081,11 @@ type JobPausedProblem struct {
 	Code JobPausedProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                 `json:"detail"`
-	Lease  Lease                  `json:"lease"`
+	Detail string `json:"detail"`
+	Lease  Lease  `json:"lease"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                  `json:"now,omitempty"`
 	Status JobPausedProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1167,8 +1222,11 @@ type LeaseLostProblem struct {
 	Code LeaseLostProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                 `json:"detail"`
-	Lease  Lease                  `json:"lease"`
+	Detail string `json:"detail"`
+	Lease  Lease  `json:"lease"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                  `json:"now,omitempty"`
 	Status LeaseLostProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1189,8 +1247,11 @@ type NotFoundProblem struct {
 	Code NotFoundProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                `json:"detail"`
-	Lease  *Lease                `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                 `json:"now,omitempty"`
 	Status NotFoundProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1248,8 +1309,11 @@ type PayloadTooLargeProblem struct {
 	Code PayloadTooLargeProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                       `json:"detail"`
-	Lease  *Lease                       `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                        `json:"now,omitempty"`
 	Status PayloadTooLargeProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1273,6 +1337,9 @@ type Problem struct {
 	Detail string `json:"detail"`
 	Lease  *Lease `json:"lease,omitempty"`
 
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now *Time `json:"now,omitempty"`
+
 	// Status The HTTP status code.
 	Status int `json:"status"`
 
@@ -1291,8 +1358,11 @@ type RateLimitedProblem struct {
 	Code RateLimitedProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                   `json:"detail"`
-	Lease  *Lease                   `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                    `json:"now,omitempty"`
 	Status RateLimitedProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1424,6 +1494,31 @@ type Status struct {
 // StatusStatus defines model for Status.Status.
 type StatusStatus string
 
+// TickAheadProblem defines model for TickAheadProblem.
+type TickAheadProblem struct {
+	Code TickAheadProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    Time                   `json:"now"`
+	Status TickAheadProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// TickAheadProblemCode defines model for TickAheadProblem.Code.
+type TickAheadProblemCode string
+
+// TickAheadProblemStatus defines model for TickAheadProblem.Status.
+type TickAheadProblemStatus int
+
 // Time Example: 2026-11-30T07:00:00.000Z
 type Time = time.Time
 
@@ -1444,8 +1539,11 @@ type UnauthorizedProblem struct {
 	Code UnauthorizedProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                    `json:"detail"`
-	Lease  *Lease                    `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                     `json:"now,omitempty"`
 	Status UnauthorizedProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1466,8 +1564,11 @@ type UnavailableProblem struct {
 	Code UnavailableProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                   `json:"detail"`
-	Lease  *Lease                   `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                    `json:"now,omitempty"`
 	Status UnavailableProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1488,8 +1589,11 @@ type UnsupportedMediaTypeProblem struct {
 	Code UnsupportedMediaTypeProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                            `json:"detail"`
-	Lease  *Lease                            `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                             `json:"now,omitempty"`
 	Status UnsupportedMediaTypeProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1625,7 +1729,9 @@ type Whoami struct {
 }
 
 // AcquireConflict defines model for AcquireConflict.
-type AcquireConflict = AcquireConflictProblem
+type AcquireConflict struct {
+	union json.RawMessage
+}
 
 // BadRequest defines model for BadRequest.
 type BadRequest = BadRequestProblem
@@ -1635,9 +1741,6 @@ type Forbidden = ForbiddenProblem
 
 // Internal defines model for Internal.
 type Internal = InternalProblem
-
-// JobPaused defines model for JobPaused.
-type JobPaused = JobPausedProblem
 
 // LeaseLost defines model for LeaseLost.
 type LeaseLost = LeaseLostProblem
@@ -1650,6 +1753,11 @@ type PayloadTooLarge = PayloadTooLargeProblem
 
 // RateLimited defines model for RateLimited.
 type RateLimited = RateLimitedProblem
+
+// TriggerConflict defines model for TriggerConflict.
+type TriggerConflict struct {
+	union json.RawMessage
+}
 
 // Unauthorized defines model for Unauthorized.
 type Unauthorized = UnauthorizedProblem
@@ -1750,6 +1858,130 @@ type CreateWebhookJSONRequestBody = CreateWebhookRequest
 
 // ReceiveWebhookEventJSONRequestBody defines body for ReceiveWebhookEvent for application/json ContentType.
 type ReceiveWebhookEventJSONRequestBody = WebhookEvent
+
+// AsAcquireConflictProblem returns the union data inside the AcquireConflict as a AcquireConflictProblem
+func (t AcquireConflict) AsAcquireConflictProblem() (AcquireConflictProblem, error) {
+	var body AcquireConflictProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAcquireConflictProblem overwrites any union data inside the AcquireConflict as the provided AcquireConflictProblem
+func (t *AcquireConflict) FromAcquireConflictProblem(v AcquireConflictProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAcquireConflictProblem performs a merge with any union data inside the AcquireConflict, using the provided AcquireConflictProblem
+func (t *AcquireConflict) MergeAcquireConflictProblem(v AcquireConflictProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTickAheadProblem returns the union data inside the AcquireConflict as a TickAheadProblem
+func (t AcquireConflict) AsTickAheadProblem() (TickAheadProblem, error) {
+	var body TickAheadProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTickAheadProblem overwrites any union data inside the AcquireConflict as the provided TickAheadProblem
+func (t *AcquireConflict) FromTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTickAheadProblem performs a merge with any union data inside the AcquireConflict, using the provided TickAheadProblem
+func (t *AcquireConflict) MergeTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AcquireConflict) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AcquireConflict) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsJobPausedProblem returns the union data inside the TriggerConflict as a JobPausedProblem
+func (t TriggerConflict) AsJobPausedProblem() (JobPausedProblem, error) {
+	var body JobPausedProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromJobPausedProblem overwrites any union data inside the TriggerConflict as the provided JobPausedProblem
+func (t *TriggerConflict) FromJobPausedProblem(v JobPausedProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeJobPausedProblem performs a merge with any union data inside the TriggerConflict, using the provided JobPausedProblem
+func (t *TriggerConflict) MergeJobPausedProblem(v JobPausedProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTickAheadProblem returns the union data inside the TriggerConflict as a TickAheadProblem
+func (t TriggerConflict) AsTickAheadProblem() (TickAheadProblem, error) {
+	var body TickAheadProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTickAheadProblem overwrites any union data inside the TriggerConflict as the provided TickAheadProblem
+func (t *TriggerConflict) FromTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTickAheadProblem performs a merge with any union data inside the TriggerConflict, using the provided TickAheadProblem
+func (t *TriggerConflict) MergeTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TriggerConflict) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TriggerConflict) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1905,7 +2137,12 @@ type ClientInterface interface {
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`, except the `owedTick` (it has not run, even when a later
 	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// another tick, with `lease_held` and `Retry-After`. A tick later than
+	// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+	// default) is refused to everyone, the holder included, with
+	// `tick_ahead` (after `job_paused`, before the others): the caller's
+	// clock runs fast, and granting such a tick would make every earlier
+	// tick `tick_done`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -1931,7 +2168,12 @@ type ClientInterface interface {
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`, except the `owedTick` (it has not run, even when a later
 	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// another tick, with `lease_held` and `Retry-After`. A tick later than
+	// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+	// default) is refused to everyone, the holder included, with
+	// `tick_ahead` (after `job_paused`, before the others): the caller's
+	// clock runs fast, and granting such a tick would make every earlier
+	// tick `tick_done`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -2079,7 +2321,10 @@ type ClientInterface interface {
 	// trigger while a manual tick is owed answers that tick; a trigger with
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
-	// A paused job cannot be triggered (409 `job_paused`).
+	// A paused job cannot be triggered (409 `job_paused`). A manual tick
+	// that would lie later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2106,7 +2351,10 @@ type ClientInterface interface {
 	// trigger while a manual tick is owed answers that tick; a trigger with
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
-	// A paused job cannot be triggered (409 `job_paused`).
+	// A paused job cannot be triggered (409 `job_paused`). A manual tick
+	// that would lie later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2444,7 +2692,12 @@ func (c *Client) GetLease(ctx context.Context, jobId JobID, reqEditors ...Reques
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`, except the `owedTick` (it has not run, even when a later
 // tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// another tick, with `lease_held` and `Retry-After`. A tick later than
+// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+// default) is refused to everyone, the holder included, with
+// `tick_ahead` (after `job_paused`, before the others): the caller's
+// clock runs fast, and granting such a tick would make every earlier
+// tick `tick_done`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -2480,7 +2733,12 @@ func (c *Client) AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentT
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`, except the `owedTick` (it has not run, even when a later
 // tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// another tick, with `lease_held` and `Retry-After`. A tick later than
+// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+// default) is refused to everyone, the holder included, with
+// `tick_ahead` (after `job_paused`, before the others): the caller's
+// clock runs fast, and granting such a tick would make every earlier
+// tick `tick_done`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -2748,7 +3006,10 @@ func (c *Client) CancelTrigger(ctx context.Context, jobId JobID, reqEditors ...R
 // trigger while a manual tick is owed answers that tick; a trigger with
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
-// A paused job cannot be triggered (409 `job_paused`).
+// A paused job cannot be triggered (409 `job_paused`). A manual tick
+// that would lie later than the database's clock plus
+// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+// refused with 409 `tick_ahead`, and nothing is owed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2785,7 +3046,10 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, jobId JobID, params *Tr
 // trigger while a manual tick is owed answers that tick; a trigger with
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
-// A paused job cannot be triggered (409 `job_paused`).
+// A paused job cannot be triggered (409 `job_paused`). A manual tick
+// that would lie later than the database's clock plus
+// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+// refused with 409 `tick_ahead`, and nothing is owed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4474,7 +4738,12 @@ type ClientWithResponsesInterface interface {
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`, except the `owedTick` (it has not run, even when a later
 	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// another tick, with `lease_held` and `Retry-After`. A tick later than
+	// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+	// default) is refused to everyone, the holder included, with
+	// `tick_ahead` (after `job_paused`, before the others): the caller's
+	// clock runs fast, and granting such a tick would make every earlier
+	// tick `tick_done`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -4500,7 +4769,12 @@ type ClientWithResponsesInterface interface {
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`, except the `owedTick` (it has not run, even when a later
 	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// another tick, with `lease_held` and `Retry-After`. A tick later than
+	// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+	// default) is refused to everyone, the holder included, with
+	// `tick_ahead` (after `job_paused`, before the others): the caller's
+	// clock runs fast, and granting such a tick would make every earlier
+	// tick `tick_done`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -4654,7 +4928,10 @@ type ClientWithResponsesInterface interface {
 	// trigger while a manual tick is owed answers that tick; a trigger with
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
-	// A paused job cannot be triggered (409 `job_paused`).
+	// A paused job cannot be triggered (409 `job_paused`). A manual tick
+	// that would lie later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4681,7 +4958,10 @@ type ClientWithResponsesInterface interface {
 	// trigger while a manual tick is owed answers that tick; a trigger with
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
-	// A paused job cannot be triggered (409 `job_paused`).
+	// A paused job cannot be triggered (409 `job_paused`). A manual tick
+	// that would lie later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6628,7 +6908,7 @@ type TriggerJobResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *JobPaused
+	ApplicationproblemJSON409 *TriggerConflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -6673,7 +6953,7 @@ func (r TriggerJobResponse) GetApplicationproblemJSON404() *NotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r TriggerJobResponse) GetApplicationproblemJSON409() *JobPaused {
+func (r TriggerJobResponse) GetApplicationproblemJSON409() *TriggerConflict {
 	return r.ApplicationproblemJSON409
 }
 
@@ -7981,7 +8261,12 @@ func (c *ClientWithResponses) GetLeaseWithResponse(ctx context.Context, jobId Jo
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`, except the `owedTick` (it has not run, even when a later
 // tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// another tick, with `lease_held` and `Retry-After`. A tick later than
+// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+// default) is refused to everyone, the holder included, with
+// `tick_ahead` (after `job_paused`, before the others): the caller's
+// clock runs fast, and granting such a tick would make every earlier
+// tick `tick_done`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -8013,7 +8298,12 @@ func (c *ClientWithResponses) AcquireLeaseWithBodyWithResponse(ctx context.Conte
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`, except the `owedTick` (it has not run, even when a later
 // tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// another tick, with `lease_held` and `Retry-After`. A tick later than
+// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+// default) is refused to everyone, the holder included, with
+// `tick_ahead` (after `job_paused`, before the others): the caller's
+// clock runs fast, and granting such a tick would make every earlier
+// tick `tick_done`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -8239,7 +8529,10 @@ func (c *ClientWithResponses) CancelTriggerWithResponse(ctx context.Context, job
 // trigger while a manual tick is owed answers that tick; a trigger with
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
-// A paused job cannot be triggered (409 `job_paused`).
+// A paused job cannot be triggered (409 `job_paused`). A manual tick
+// that would lie later than the database's clock plus
+// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+// refused with 409 `tick_ahead`, and nothing is owed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8272,7 +8565,10 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 // trigger while a manual tick is owed answers that tick; a trigger with
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
-// A paused job cannot be triggered (409 `job_paused`).
+// A paused job cannot be triggered (409 `job_paused`). A manual tick
+// that would lie later than the database's clock plus
+// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+// refused with 409 `tick_ahead`, and nothing is owed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10281,7 +10577,7 @@ func ParseTriggerJobResponse(rsp *http.Response) (*TriggerJobResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest JobPaused
+		var dest TriggerConflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
