@@ -486,7 +486,8 @@ func grantInTx(t *testing.T, tx *sql.Tx, job, owner string, tick time.Time) (int
 	t.Helper()
 	rows, err := tx.QueryContext(t.Context(), postgres.AcquireQuery, job, owner, tick, 60000, nil, nil, // no schedule
 		nil, false, nil, nil, // nothing to hold the tick's resolution to
-		tick, nil, nil) // the tick as sent; no catch-up policy
+		tick, nil, nil, // the tick as sent; no catch-up policy
+		leaseapi.DefaultMaxTickAhead.Milliseconds())
 	if err != nil {
 		t.Fatalf("grant in a transaction: %v", err)
 	}

@@ -454,15 +454,18 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 		// the row: a third statement for every refusal under the lock).
 		cur, err := bounded(ctx, func(ctx context.Context) (leaseRow, error) { return p.getRow(ctx, a.JobID) })
 		if errors.Is(err, leaseapi.ErrNotFound) {
-			// No row: the insert of a new job found its tick ahead of
-			// the clock, or the clock outside the tick's window. Read
-			// the clock: a tick ahead of it is refused (it was ahead of
-			// the statement's earlier clock too); else resolve again.
+			// No row: the insert of a new job found the clock outside
+			// the tick's window, or its tick ahead of the clock. Read
+			// the clock: a tick resolved right and ahead of it is
+			// refused (it was ahead of the statement's earlier clock
+			// too); else resolve again.
 			if stored, now, err = p.resolveFacts(ctx, a.JobID); err != nil {
 				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
 			}
-			if ahead := decide.Ahead(r.Params.Tick, now, p.maxAhead, nil); ahead != nil {
-				return leaseapi.Lease{}, ahead
+			if !r.Guarded() || r.Holds(stored, now) {
+				if ahead := decide.Ahead(r.Params.Tick, now, p.maxAhead, nil); ahead != nil {
+					return leaseapi.Lease{}, ahead
+				}
 			}
 			if attempt == acquireAttempts {
 				return leaseapi.Lease{}, errUnresolved(a.JobID)
