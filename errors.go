@@ -85,7 +85,8 @@ const DefaultMaxTickAhead = 5 * time.Minute
 type TickAheadError struct {
 	// Tick is the refused tick; Now the store's clock when it was refused.
 	Tick, Now time.Time
-	// MaxAhead is the lead the store allows.
+	// MaxAhead is the lead the store allows (0 when unknown: a client's
+	// copy of the refusal).
 	MaxAhead time.Duration
 	// Lease is the job's lease as it was then, or nil when the job has none.
 	Lease *Lease
@@ -95,8 +96,12 @@ type TickAheadError struct {
 }
 
 func (e *TickAheadError) Error() string {
-	return fmt.Sprintf("tick %s lies %s after the store's clock (%s), more than the %s allowed",
-		e.Tick.UTC().Format(time.RFC3339Nano), e.Ahead(), e.Now.UTC().Format(time.RFC3339Nano), e.MaxAhead)
+	s := fmt.Sprintf("tick %s lies %s after the store's clock (%s)",
+		e.Tick.UTC().Format(time.RFC3339Nano), e.Ahead(), e.Now.UTC().Format(time.RFC3339Nano))
+	if e.MaxAhead > 0 { // a client that read the refusal does not know it
+		s += fmt.Sprintf(", more than the %s allowed", e.MaxAhead)
+	}
+	return s
 }
 
 // Ahead is how far Tick lies after Now, to the millisecond.
