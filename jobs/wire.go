@@ -71,7 +71,6 @@ func Skipped(err error) bool {
 		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, leaseapi.ErrTickAhead) || errors.Is(err, ErrNotATick)
 }
 
-
 // leaseClient is the part of the generated client the runner uses.
 type leaseClient = client.ClientWithResponsesInterface
 
