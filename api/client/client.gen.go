@@ -835,7 +835,9 @@ type AcquireRequest struct {
 	// whose clocks are within the margin of the database's pick the same
 	// tick. The answer's `tick` says which. The holder's repeated
 	// `nearestTick` acquire while its grant is held is its idempotent
-	// retry (same token), whatever tick is nearest by then. 400
+	// retry (same token), whatever tick is nearest by then. Its pick,
+	// at most a minute ahead of the database's clock, is never refused
+	// `tick_ahead`. 400
 	// `invalid_request` together with `tick`, or when the job has no
 	// schedule, sent or stored. Optional, default `false`.
 	NearestTick *bool `json:"nearestTick,omitempty"`
