@@ -48,66 +48,69 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, setup(t, open)) })
 	t.Run("WebhookSweepEvents", func(t *testing.T) { testWebhookSweepEvents(t, setup(t, open)) })
 
-	// wideAhead is the store of the subtests whose ticks lie up to hours
-	// ahead of the clock.
+	// The subtests whose ticks lie up to hours ahead of the clock get a
+	// store with a wider window (MaxTickAhead); the others the default.
 	wideAhead := StoreOptions{MaxTickAhead: 24 * time.Hour}
+	opts := map[string]StoreOptions{
+		"TriggerAfterTicks": wideAhead, "ClaimManual": wideAhead, "ClaimManualNotOwed": wideAhead,
+		"ClaimManualAfterLaterTick": wideAhead,
+	}
 	for _, tc := range []struct {
 		name string
 		test func(t *testing.T, b *bundle)
-		opts StoreOptions
 	}{
-		{"FirstAcquire", testFirstAcquire, StoreOptions{}},
-		{"UnknownJob", testUnknownJob, StoreOptions{}},
-		{"Contention", testContention, StoreOptions{}},
-		{"FencingUnderChurn", testFencingUnderChurn, StoreOptions{}},
-		{"IdempotentAcquire", testIdempotentAcquire, StoreOptions{}},
-		{"ExpiryAndTakeover", testExpiryAndTakeover, StoreOptions{}},
-		{"Release", testRelease, StoreOptions{}},
-		{"ReleaseAfterExpiry", testReleaseAfterExpiry, StoreOptions{}},
-		{"Ticks", testTicks, StoreOptions{}},
-		{"Revoke", testRevoke, StoreOptions{}},
-		{"RevokeNotHeld", testRevokeNotHeld, StoreOptions{}},
-		{"Heartbeat", testHeartbeat, StoreOptions{}},
-		{"RunHistory", testRunHistory, StoreOptions{}},
-		{"List", testList, StoreOptions{}},
-		{"ListFiltersAreLiteral", testListFiltersAreLiteral, StoreOptions{}},
-		{"Restart", testRestart, StoreOptions{}},
-		{"Ready", testReady, StoreOptions{}},
-		{"InvalidInput", testInvalidInput, StoreOptions{}},
-		{"ScheduleRegistration", testScheduleRegistration, StoreOptions{}},
-		{"Pause", testPause, StoreOptions{}},
-		{"SweepMissed", testSweepMissed, StoreOptions{}},
-		{"SweepRanAndSkipped", testSweepRanAndSkipped, StoreOptions{}},
-		{"SweepPaused", testSweepPaused, StoreOptions{}},
-		{"Stats", testStats, StoreOptions{}},
-		{"NearestTick", testNearestTick, StoreOptions{}},
-		{"NearestTickRetry", testNearestTickRetry, StoreOptions{}},
-		{"NearestTickContention", testNearestTickContention, StoreOptions{}},
-		{"TickSnapping", testTickSnapping, StoreOptions{}},
-		{"ListPausedOverdue", testListPausedOverdue, StoreOptions{}},
-		{"RecentRuns", testRecentRuns, StoreOptions{}},
-		{"Credentials", testCredentials, StoreOptions{}},
-		{"Trigger", testTrigger, StoreOptions{}},
-		{"TriggerAfterTicks", testTriggerAfterTicks, wideAhead},
-		{"TickAheadRefused", testTickAheadRefused, StoreOptions{}},
-		{"TickAheadWindow", testTickAheadWindow, StoreOptions{}},
-		{"TickAheadNoPoison", testTickAheadNoPoison, StoreOptions{}},
-		{"TickAheadNearest", testTickAheadNearest, StoreOptions{}},
-		{"TriggerAhead", testTriggerAhead, StoreOptions{}},
-		{"TriggerPaused", testTriggerPaused, StoreOptions{}},
-		{"OwedMany", testOwedMany, StoreOptions{}},
-		{"ClaimManual", testClaimManual, wideAhead},
-		{"ClaimManualNotOwed", testClaimManualNotOwed, wideAhead},
-		{"ClaimManualAfterLaterTick", testClaimManualAfterLaterTick, wideAhead},
-		{"CatchUpRegistration", testCatchUpRegistration, StoreOptions{}},
-		{"CatchUpOwed", testCatchUpOwed, StoreOptions{}},
-		{"CatchUpSettledByLaterTick", testCatchUpSettledByLaterTick, StoreOptions{}},
-		{"ManualUnclaimed", testManualUnclaimed, StoreOptions{}},
-		{"OwedGrantSkipsTick", testOwedGrantSkipsTick, StoreOptions{}},
+		{"FirstAcquire", testFirstAcquire},
+		{"UnknownJob", testUnknownJob},
+		{"Contention", testContention},
+		{"FencingUnderChurn", testFencingUnderChurn},
+		{"IdempotentAcquire", testIdempotentAcquire},
+		{"ExpiryAndTakeover", testExpiryAndTakeover},
+		{"Release", testRelease},
+		{"ReleaseAfterExpiry", testReleaseAfterExpiry},
+		{"Ticks", testTicks},
+		{"Revoke", testRevoke},
+		{"RevokeNotHeld", testRevokeNotHeld},
+		{"Heartbeat", testHeartbeat},
+		{"RunHistory", testRunHistory},
+		{"List", testList},
+		{"ListFiltersAreLiteral", testListFiltersAreLiteral},
+		{"Restart", testRestart},
+		{"Ready", testReady},
+		{"InvalidInput", testInvalidInput},
+		{"ScheduleRegistration", testScheduleRegistration},
+		{"Pause", testPause},
+		{"SweepMissed", testSweepMissed},
+		{"SweepRanAndSkipped", testSweepRanAndSkipped},
+		{"SweepPaused", testSweepPaused},
+		{"Stats", testStats},
+		{"NearestTick", testNearestTick},
+		{"NearestTickRetry", testNearestTickRetry},
+		{"NearestTickContention", testNearestTickContention},
+		{"TickSnapping", testTickSnapping},
+		{"ListPausedOverdue", testListPausedOverdue},
+		{"RecentRuns", testRecentRuns},
+		{"Credentials", testCredentials},
+		{"Trigger", testTrigger},
+		{"TriggerAfterTicks", testTriggerAfterTicks},
+		{"TickAheadRefused", testTickAheadRefused},
+		{"TickAheadWindow", testTickAheadWindow},
+		{"TickAheadNoPoison", testTickAheadNoPoison},
+		{"TickAheadNearest", testTickAheadNearest},
+		{"TriggerAhead", testTriggerAhead},
+		{"TriggerPaused", testTriggerPaused},
+		{"OwedMany", testOwedMany},
+		{"ClaimManual", testClaimManual},
+		{"ClaimManualNotOwed", testClaimManualNotOwed},
+		{"ClaimManualAfterLaterTick", testClaimManualAfterLaterTick},
+		{"CatchUpRegistration", testCatchUpRegistration},
+		{"CatchUpOwed", testCatchUpOwed},
+		{"CatchUpSettledByLaterTick", testCatchUpSettledByLaterTick},
+		{"ManualUnclaimed", testManualUnclaimed},
+		{"OwedGrantSkipsTick", testOwedGrantSkipsTick},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.test(t, setup(t, open, tc.opts))
+			tc.test(t, setup(t, open, opts[tc.name]))
 		})
 	}
 }
