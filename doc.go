@@ -69,6 +69,13 @@
 // released failed, or whose holder expired, can be acquired again. The same owner acquiring the same tick again while it
 // holds the lease is an idempotent retry: same token, renewed expiry.
 //
+// A tick must have come: one later than the database's clock plus the
+// window LEASEAPI_MAX_TICK_AHEAD (5 minutes by default) is refused to
+// everyone with tick_ahead, and nothing is written. Such a tick is asked for
+// by a replica whose clock runs fast; granted and released succeeded, it
+// would make every earlier tick tick_done. A tick in the past is never
+// refused for its time, and a tick lies in the years 0001 to 9999.
+//
 // An acquire may also carry the job's schedule (a cron spec, package
 // schedule) and a grace; a granted one registers them. A sweep then decides,
 // once for every instance on the database, the fate of each tick whose grace

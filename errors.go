@@ -3,6 +3,7 @@ package leaseapi
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors of the Store. Their names follow the API's problem codes
@@ -17,6 +18,10 @@ var (
 	ErrTickDone = errors.New("tick already completed")
 	// ErrJobPaused: the job is paused; skip this tick (job_paused).
 	ErrJobPaused = errors.New("job paused")
+	// ErrTickAhead: the tick lies later than the store's clock plus the
+	// lead the store allows (tick_ahead); the caller's clock is fast.
+	// Every *TickAheadError unwraps to it.
+	ErrTickAhead = errors.New("tick ahead of the store's clock")
 	// ErrLeaseLost: the owner and token do not match a grant that may still be
 	// heartbeated or released: another owner, an older token, expired,
 	// released or revoked (lease_lost).
@@ -66,3 +71,41 @@ func (e *RefusedError) Error() string {
 
 // Unwrap returns ErrUnavailable and the cause, for errors.Is.
 func (e *RefusedError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// DefaultMaxTickAhead is how far past the store's clock a tick may lie
+// when a store is given no other bound (LEASEAPI_MAX_TICK_AHEAD's
+// default).
+const DefaultMaxTickAhead = 5 * time.Minute
+
+// TickAheadError is an acquire or a trigger refused because its tick
+// (after snapping to the schedule) lies later than the store's clock plus
+// MaxAhead: granting it would mark a tick of the future done, and every
+// tick before it with it. The refusal writes nothing; a late tick (in the
+// past) is never refused for its time.
+type TickAheadError struct {
+	// Tick is the refused tick; Now the store's clock when it was refused.
+	Tick, Now time.Time
+	// MaxAhead is the lead the store allows (0 when unknown: a client's
+	// copy of the refusal).
+	MaxAhead time.Duration
+	// Lease is the job's lease as it was then, or nil when the job has none.
+	Lease *Lease
+	// Manual is set for a trigger's manual tick, which lies ahead because
+	// the job's last completed tick or current tick does.
+	Manual bool
+}
+
+func (e *TickAheadError) Error() string {
+	s := fmt.Sprintf("tick %s lies %s after the store's clock (%s)",
+		e.Tick.UTC().Format(time.RFC3339Nano), e.Ahead(), e.Now.UTC().Format(time.RFC3339Nano))
+	if e.MaxAhead > 0 { // a client that read the refusal does not know it
+		s += fmt.Sprintf(", more than the %s allowed", e.MaxAhead)
+	}
+	return s
+}
+
+// Ahead is how far Tick lies after Now, to the millisecond.
+func (e *TickAheadError) Ahead() time.Duration { return e.Tick.Sub(e.Now).Round(time.Millisecond) }
+
+// Unwrap returns ErrTickAhead, for errors.Is.
+func (e *TickAheadError) Unwrap() error { return ErrTickAhead }

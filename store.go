@@ -34,9 +34,12 @@ type Store interface {
 	// Acquire grants the lease of p.JobID to p.Owner when it is not held,
 	// renews it when p.Owner already holds it for the same tick (or p.Tick is
 	// nil, or p.NearestTick is set), and otherwise returns a *ConflictError wrapping ErrJobPaused
-	// while the job is paused, ErrTickDone when p.Tick is at or before the
-	// last completed tick, or ErrLeaseHeld. The holder's renewal is answered
-	// even while the job is paused. A successful acquire with p.Schedule
+	// while the job is paused, a *TickAheadError when the tick (after
+	// snapping) lies later than the store's clock plus the lead it allows
+	// (its MaxTickAhead), a *ConflictError wrapping ErrTickDone when p.Tick
+	// is at or before the last completed tick, or ErrLeaseHeld, in that
+	// order. The holder's renewal is answered even while the job is paused
+	// (but not for a tick ahead of the clock). No refusal writes anything. A successful acquire with p.Schedule
 	// registers that schedule and grace; a new spec applies to the ticks
 	// after the acquire, and the ticks of the old one that were still
 	// undecided are dropped. With a schedule (p.Schedule, else the stored
@@ -120,7 +123,9 @@ type Owing interface {
 	// a second trigger answers that tick; a trigger whose p.Key is the key
 	// of the job's last manual tick answers that tick whatever became of
 	// it. ErrNotFound for an unknown job; a *ConflictError wrapping
-	// ErrJobPaused while the job is paused.
+	// ErrJobPaused while the job is paused; a *TickAheadError, writing
+	// nothing, when the manual tick would lie later than the store's clock
+	// plus the lead it allows (a last completed tick of the future).
 	Trigger(ctx context.Context, p *TriggerParams) (Lease, error)
 	// CancelOwed cancels what the job owes, a manual tick or a catch-up
 	// tick: it is then not owed again. A job that owes nothing is returned

@@ -30,7 +30,7 @@ const (
 	jobIDRule  = "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 	ownerRule  = "must be 1 to 128 printable ASCII characters without spaces (0x21-0x7E)"
 	tokenRule  = "must be the integer (>= 1) that acquire returned"
-	tickRule   = "must be a time from year 0000 to 9999"
+	tickRule   = "must be a time from year 0001 to 9999"
 	limitRule  = "must be at least 1"
 	prefixRule = "must be 0 to 128 characters of A-Z a-z 0-9 . _ : -"
 )
@@ -77,14 +77,16 @@ func ValidPrefix(s string) bool {
 	return true
 }
 
-// ValidTick reports whether t can be a tick: the wire format writes years
-// with four digits, so a tick lies in the years 0000 to 9999.
+// ValidTick reports whether t can be a tick, or any other time a caller
+// sends: the wire format writes years with four digits, and year 0000 is
+// one that RFC 3339 admits but many clients (Python's datetime among them)
+// cannot represent, so a time lies in the years 0001 to 9999.
 func ValidTick(t time.Time) bool {
 	return !t.Before(minTick) && t.Before(maxTick)
 }
 
 var (
-	minTick = time.Date(0, time.January, 1, 0, 0, 0, 0, time.UTC)
+	minTick = time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)
 	maxTick = time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
 )
 
@@ -131,7 +133,7 @@ func validateToken(token int64) error {
 }
 
 // Validate checks p against the domain: a valid job id and owner, a
-// TTL of at least a millisecond (the stores' precision), a tick (if any) in the years 0000 to 9999. The bounds an
+// TTL of at least a millisecond (the stores' precision), a tick (if any) in the years 0001 to 9999. The bounds an
 // instance puts on the TTL are its configuration, checked by the caller.
 func (p *AcquireParams) Validate() error {
 	if err := ValidateJobID(p.JobID); err != nil {
@@ -264,7 +266,7 @@ func (p *ListParams) Validate() error {
 }
 
 // Validate checks p against the domain: outcomes that are each a run's
-// outcome, given once; a valid prefix; a cursor (After) in the years 0000
+// outcome, given once; a valid prefix; a cursor (After) in the years 0001
 // to 9999 with an ID of at least 1; and a limit of at least 1.
 func (p *RecentRunsParams) Validate() error {
 	seen := make(map[Outcome]bool, len(p.Outcomes))

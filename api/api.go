@@ -28,6 +28,7 @@ const (
 	CodeTickDone             = "tick_done"              // 409
 	CodeLeaseLost            = "lease_lost"             // 409
 	CodeJobPaused            = "job_paused"             // 409
+	CodeTickAhead            = "tick_ahead"             // 409
 	CodePayloadTooLarge      = "payload_too_large"      // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415
 	CodeInternal             = "internal"               // 500
@@ -56,6 +57,8 @@ type Problem struct {
 	Code   string `json:"code"`
 	// Lease is the lease as it was when a conflict (409) was decided.
 	Lease *Lease `json:"lease,omitempty"`
+	// Now is the store's clock when a tick_ahead refusal was decided.
+	Now *Time `json:"now,omitempty"`
 }
 
 // Lease is a job's lease on the wire: the Lease schema of api/openapi.yaml.

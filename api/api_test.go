@@ -46,7 +46,7 @@ func TestSpecProblemCodes(t *testing.T) {
 	}
 	want := []string{
 		api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotFound,
-		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeLeaseLost,
+		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeTickAhead, api.CodeLeaseLost,
 		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal, api.CodeOverloaded, api.CodeRateLimited,
 		api.CodeCredentialExists,
 	}

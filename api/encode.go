@@ -120,6 +120,10 @@ func (p Problem) AppendJSON(b []byte) []byte {
 		b = append(b, `,"lease":`...)
 		b = p.Lease.AppendJSON(b)
 	}
+	if p.Now != nil {
+		b = append(b, `,"now":`...)
+		b = p.Now.appendJSON(b)
+	}
 	return append(b, '}')
 }
 

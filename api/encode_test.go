@@ -23,6 +23,7 @@ type plainProblem struct {
 	Detail string      `json:"detail"`
 	Code   string      `json:"code"`
 	Lease  *plainLease `json:"lease,omitempty"`
+	Now    *Time       `json:"now,omitempty"`
 }
 
 // FuzzAppendJSON: AppendJSON of a lease and of a problem is valid JSON that
@@ -53,6 +54,10 @@ func FuzzAppendJSON(f *testing.F) {
 		if withLease {
 			p.Lease = &l
 			ref.Lease = (*plainLease)(&l)
+		}
+		if withTimes { // a tick_ahead's clock
+			now := NewTime(at)
+			p.Now, ref.Now = &now, &now
 		}
 		sameJSON(t, "lease", l.AppendJSON(nil), plainLease(l), jobID+owner+detail)
 		sameJSON(t, "problem", p.AppendJSON(nil), ref, jobID+owner+detail)

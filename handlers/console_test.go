@@ -160,6 +160,8 @@ func TestRecentRunsInScope(t *testing.T) {
 			{"?outcome=failed,", "outcome"},
 			{"?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("team-a:one")), "cursor"},
 			{"?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("1.0")), "cursor"},
+			// A time of year 0000 (here 0000-06-01): no run lies there.
+			{"?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("-62154086400000000.1")), "cursor"},
 			{"?cursor=***", "cursor"},
 			{"?limit=0", "limit"},
 			{"?limit=1001", "limit"},

@@ -116,6 +116,8 @@ func acquireResult(l leaseapi.Lease, err error) string {
 		return resultTickDone
 	case errors.Is(err, leaseapi.ErrJobPaused):
 		return resultPaused
+	case errors.Is(err, leaseapi.ErrTickAhead):
+		return resultAhead
 	}
 	return resultError
 }

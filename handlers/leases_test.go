@@ -402,3 +402,31 @@ func jobIDs(l api.LeaseList) []string {
 	}
 	return ids
 }
+
+// TestTickAheadOverHTTP: a tick two days ahead of the server's clock is
+// 409 tick_ahead with the server's clock as now and no Retry-After,
+// carrying the lease when the job has one; nothing is written.
+func TestTickAheadOverHTTP(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		b := setup(t, open(t), defaultOptions())
+		job := b.job("ahead")
+		before := time.Now()
+		ahead := api.FormatTime(before.Add(48 * time.Hour))
+		resp := b.acquire(t, job, api.AcquireRequest{Owner: "fast", Tick: &ahead})
+		p := wantProblem(t, resp, http.StatusConflict, api.CodeTickAhead)
+		if p.Now == nil || p.Now.Before(before.Add(-time.Minute)) || p.Lease != nil || resp.header.Get("Retry-After") != "" ||
+			!strings.Contains(p.Detail, ahead) || !strings.Contains(p.Detail, "LEASEAPI_MAX_TICK_AHEAD") {
+			t.Errorf("tick_ahead of a new job: problem %+v, Retry-After %q; want now, no lease, no Retry-After, a detail naming the tick and the setting",
+				p, resp.header.Get("Retry-After"))
+		}
+		wantProblem(t, b.get(t, "/leases/"+job), http.StatusNotFound, api.CodeNotFound)
+
+		now := api.FormatTime(before)
+		l := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a", Tick: &now}))
+		p = wantProblem(t, b.acquire(t, job, api.AcquireRequest{Owner: "fast", Tick: &ahead}), http.StatusConflict, api.CodeTickAhead)
+		if p.Now == nil || p.Lease == nil || p.Lease.Token != l.Token {
+			t.Errorf("tick_ahead of a held job: problem %+v, want now and the lease (token %d)", p, l.Token)
+		}
+	})
+}

@@ -31,6 +31,7 @@ const (
 	resultHeld     = "held"
 	resultTickDone = "tick_done"
 	resultPaused   = "job_paused"
+	resultAhead    = "tick_ahead"
 	resultOK       = "ok"
 	resultLost     = "lost"
 	resultNotFound = "not_found"
@@ -53,7 +54,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}, []string{"route"})),
 		acquires: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_acquire_total",
-			Help: "Acquire results: granted, renewed, held, tick_done, job_paused or error.",
+			Help: "Acquire results: granted, renewed, held, tick_done, job_paused, tick_ahead or error.",
 		}, []string{"result"})),
 		heartbeats: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_heartbeat_total",

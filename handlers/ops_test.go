@@ -332,6 +332,15 @@ func TestWriteProblem(t *testing.T) {
 		{"LeaseHeldWrapped", fmt.Errorf("acquire: %w", conflict(leaseapi.ErrLeaseHeld)), 409, api.CodeLeaseHeld, "AcquireConflict", true, true},
 		{"TickDone", conflict(leaseapi.ErrTickDone), 409, api.CodeTickDone, "AcquireConflict", false, true},
 		{"LeaseLost", fmt.Errorf("heartbeat: %w", conflict(leaseapi.ErrLeaseLost)), 409, api.CodeLeaseLost, "LeaseLost", false, true},
+		// tick_ahead: no Retry-After (asking again soon does not help), the
+		// store's clock as now, the lease when the job has one.
+		{"TickAhead", &leaseapi.TickAheadError{Tick: now.Add(48 * time.Hour), Now: now, MaxAhead: leaseapi.DefaultMaxTickAhead, Lease: &lease},
+			409, api.CodeTickAhead, "AcquireConflict", false, true},
+		{"TickAheadNewJob", &leaseapi.TickAheadError{Tick: now.Add(48 * time.Hour), Now: now, MaxAhead: leaseapi.DefaultMaxTickAhead},
+			409, api.CodeTickAhead, "AcquireConflict", false, false},
+		{"TriggerTickAhead", &leaseapi.TickAheadError{Tick: now.Add(48 * time.Hour), Now: now, MaxAhead: leaseapi.DefaultMaxTickAhead, Lease: &lease, Manual: true},
+			409, api.CodeTickAhead, "TriggerConflict", false, true},
+		{"TriggerPaused", conflict(leaseapi.ErrJobPaused), 409, api.CodeJobPaused, "TriggerConflict", false, true},
 		{"Unavailable", fmt.Errorf("acquire: %w: dial tcp: refused", leaseapi.ErrUnavailable), 503, api.CodeUnavailable, "Unavailable", true, false},
 		{"Overloaded", fmt.Errorf("acquire \"j\": 256 store calls in flight: %w", leaseapi.ErrOverloaded), 503, api.CodeOverloaded, "Unavailable", true, false},
 		{"DeadlineExceeded", fmt.Errorf("store get: %w", context.DeadlineExceeded), 503, api.CodeUnavailable, "Unavailable", true, false},
@@ -360,6 +369,9 @@ func TestWriteProblem(t *testing.T) {
 			}
 			if (p.Lease != nil) != tt.withLease || (p.Lease != nil && p.Lease.Token != 7) {
 				t.Errorf("lease: %+v, want present=%v", p.Lease, tt.withLease)
+			}
+			if wantNow := tt.code == api.CodeTickAhead; (p.Now != nil) != wantNow || wantNow && !p.Now.Equal(now.Truncate(time.Millisecond)) {
+				t.Errorf("now: %v, want present=%v (%s)", p.Now, wantNow, now)
 			}
 			if got := rec.Header().Get("Retry-After"); (got != "") != tt.retryAfter {
 				t.Errorf("Retry-After %q, want present=%v", got, tt.retryAfter)

@@ -53,6 +53,7 @@ var titles = map[string]string{
 	api.CodeLeaseHeld:            "Lease held",
 	api.CodeTickDone:             "Tick already done",
 	api.CodeJobPaused:            "Job paused",
+	api.CodeTickAhead:            "Tick ahead of the clock",
 	api.CodeLeaseLost:            "Lease lost",
 	api.CodePayloadTooLarge:      "Payload too large",
 	api.CodeUnsupportedMediaType: "Unsupported media type",
@@ -70,6 +71,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	reqErr, isReqErr := errors.AsType[*requestError](err)
 	conflict, isConflict := errors.AsType[*leaseapi.ConflictError](err)
 	refused, isRefused := errors.AsType[*leaseapi.RefusedError](err)
+	ahead, isAhead := errors.AsType[*leaseapi.TickAheadError](err)
 	var retry string // Retry-After
 	switch {
 	case isReqErr:
@@ -109,6 +111,23 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case isConflict && errors.Is(err, leaseapi.ErrJobPaused):
 		p.Status, p.Code = http.StatusConflict, api.CodeJobPaused
 		p.Detail = "the job is paused; skip this tick"
+	case isAhead:
+		// No Retry-After: asking again soon does not help; the caller's
+		// clock, not the lease, is the problem.
+		p.Status, p.Code = http.StatusConflict, api.CodeTickAhead
+		p.Detail = fmt.Sprintf("tick %s lies %s after the server's clock (now), more than the %s a tick may lie ahead (LEASEAPI_MAX_TICK_AHEAD); "+
+			"the caller's clock is fast: skip this tick and fix the clock (NTP)", api.FormatTime(ahead.Tick), ahead.Ahead(), ahead.MaxAhead)
+		if ahead.Manual {
+			p.Detail = fmt.Sprintf("the manual tick would be %s, %s after the server's clock (now), more than the %s a tick may lie ahead (LEASEAPI_MAX_TICK_AHEAD), "+
+				"because the job's lastCompletedTick or tick lies in the future (a replica with a fast clock ran it); nothing was done",
+				api.FormatTime(ahead.Tick), ahead.Ahead(), ahead.MaxAhead)
+		}
+		now := api.NewTime(ahead.Now)
+		p.Now = &now
+		if ahead.Lease != nil {
+			l := api.FromLease(*ahead.Lease)
+			p.Lease = &l
+		}
 	case isConflict && errors.Is(err, leaseapi.ErrLeaseLost):
 		p.Status, p.Code = http.StatusConflict, api.CodeLeaseLost
 		p.Detail = "owner and token do not match a live grant (another owner, an older token, expired, released or revoked); stop the run and acquire again"

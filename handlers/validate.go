@@ -61,7 +61,7 @@ func parseTick(s *string) (*time.Time, error) {
 	}
 	t, err := api.ParseTime(*s)
 	if err != nil {
-		return nil, invalidf("tick must be an RFC 3339 time from year 0000 to 9999 in UTC, such as 2026-11-30T07:00:00Z")
+		return nil, invalidf("tick must be an RFC 3339 time from year 0001 to 9999 in UTC, such as 2026-11-30T07:00:00Z")
 	}
 	return &t, nil
 }

@@ -11,7 +11,10 @@
 // started; `@every D` ticks at the multiples of D since the Unix epoch. So
 // every replica asks leaseapi for the same (job, tick), whatever its start
 // time or clock offset, and leaseapi grants it to one of them. The others get
-// 409 lease_held (it runs) or tick_done (it ran) and skip quietly.
+// 409 lease_held (it runs) or tick_done (it ran) and skip quietly. A replica
+// whose clock runs further ahead of leaseapi's than LEASEAPI_MAX_TICK_AHEAD
+// gets 409 tick_ahead: it skips the tick too, and logs a warning with
+// clock_fast_seconds, by how much its clock is fast.
 //
 // # A run
 //

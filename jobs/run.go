@@ -151,6 +151,16 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 			log.Debug("lease acquired", slog.Int64("token", lease.Token))
 			return lease, sentAt, nil
 		}
+		if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
+			// This host's clock runs ahead of the server's (by a little
+			// more than this: the answer took time to arrive): its ticks
+			// are refused until the clock is fixed.
+			fast := r.clock.Now().Sub(ahead.Now)
+			log.Warn("tick skipped: this host's clock is fast; fix it (NTP)",
+				slog.Float64("clock_fast_seconds", fast.Round(time.Millisecond).Seconds()),
+				slog.String("server_now", api.FormatTime(ahead.Now)))
+			return leaseapi.Lease{}, time.Time{}, err
+		}
 		if Skipped(err) {
 			// Another replica runs or ran this tick, or the job is
 			// paused: the normal case.

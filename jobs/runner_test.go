@@ -1,8 +1,11 @@
 package jobs_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/api/client"
 	"github.com/leaseapi/leaseapi/jobs"
 )
@@ -166,6 +170,45 @@ func TestRunSkips(t *testing.T) {
 				t.Fatalf("skipped tick: job called %v, report %+v; want not called, empty report", called, rep)
 			}
 		})
+	}
+}
+
+// TestRunSkipsTickAhead: a replica whose clock runs two days fast asks for
+// a tick of the future: the service refuses it (tick_ahead) and writes
+// nothing; the runner skips the tick (Skipped), without calling the job,
+// and logs by how much its clock is fast.
+func TestRunSkipsTickAhead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs bytes.Buffer
+	fast := time.Now().Add(48 * time.Hour).Truncate(time.Second)
+	r := b.runner(t, "replica-fast", clockwork.NewFakeClockAt(fast), func(c *jobs.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	called := false
+	rep, err := r.Run(context.Background(), "report", fast, func(context.Context) error {
+		called = true
+		return nil
+	})
+	ahead, ok := errors.AsType[*leaseapi.TickAheadError](err)
+	if !ok || !errors.Is(err, leaseapi.ErrTickAhead) || !jobs.Skipped(err) || !ahead.Tick.Equal(fast) || ahead.Now.After(time.Now()) {
+		t.Fatalf("Run: got %v, want a skipped *leaseapi.TickAheadError for tick %s with the service's clock", err, fast)
+	}
+	if called || rep.Token != 0 {
+		t.Fatalf("tick ahead: job called %v, report %+v; want not called, empty report", called, rep)
+	}
+	if _, ok := b.tryLease("report"); ok {
+		t.Errorf("the job has a lease after a refused tick ahead; want nothing written")
+	}
+	var line struct {
+		Level string  `json:"level"`
+		Msg   string  `json:"msg"`
+		Fast  float64 `json:"clock_fast_seconds"`
+		Now   string  `json:"server_now"`
+	}
+	if err := json.Unmarshal(logs.Bytes(), &line); err != nil || line.Level != "WARN" ||
+		!strings.Contains(line.Msg, "clock is fast") || line.Fast < 47*3600 || line.Fast > 48*3600 || line.Now != api.FormatTime(ahead.Now) {
+		t.Errorf("log: got %q (%v), want one warning with clock_fast_seconds about 172800 and server_now", logs.String(), err)
 	}
 }
 

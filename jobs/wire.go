@@ -61,11 +61,14 @@ func retryable(err error) bool {
 
 // Skipped reports whether an acquire refused with err means "not this
 // replica, not this tick": another replica holds or held it (lease_held,
-// tick_done), the job is paused (job_paused), or an adapter's scheduler
-// fired at a time that is not a tick (ErrNotATick). It is no failure.
+// tick_done), the job is paused (job_paused), the tick lies ahead of the
+// server's clock (tick_ahead, a *leaseapi.TickAheadError: this host's
+// clock is fast, which the runner logs as a warning), or an adapter's
+// scheduler fired at a time that is not a tick (ErrNotATick). It is no
+// failure of the job.
 func Skipped(err error) bool {
 	return errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) ||
-		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, ErrNotATick)
+		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, leaseapi.ErrTickAhead) || errors.Is(err, ErrNotATick)
 }
 
 // leaseClient is the part of the generated client the runner uses.
@@ -114,7 +117,11 @@ func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseap
 	if resp.JSON200 != nil {
 		return fromWire(*resp.JSON200), nil
 	}
-	return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, responseError(resp.HTTPResponse, resp.Body))
+	err = responseError(resp.HTTPResponse, resp.Body)
+	if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
+		ahead.Tick = a.tick.UTC() // as sent: the server may have snapped it
+	}
+	return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, err)
 }
 
 // postHeartbeat extends the grant identified by owner and token.
@@ -156,6 +163,14 @@ func responseError(resp *http.Response, body []byte) error {
 	var p client.Problem
 	if err := json.Unmarshal(body, &p); err != nil || p.Code == "" {
 		return &APIError{StatusCode: status, RetryAfter: retryAfter}
+	}
+	if status == http.StatusConflict && p.Code == api.CodeTickAhead && p.Now != nil {
+		ahead := &leaseapi.TickAheadError{Now: p.Now.UTC()}
+		if p.Lease != nil {
+			l := fromWire(*p.Lease)
+			ahead.Lease = &l
+		}
+		return ahead
 	}
 	if status == http.StatusConflict && p.Lease != nil {
 		var sentinel error

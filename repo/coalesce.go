@@ -27,15 +27,22 @@ import (
 // Like every wrapper of a store, it does not validate: params are
 // validated where they are built (the handlers call Validate) and by the
 // store at its entry. A follower is answered from the leader's result by
-// the rules of decide.Acquire, which assume valid params.
-func CoalesceAcquires(store leaseapi.Store) leaseapi.Store {
-	return &coalescer{Store: store, queues: make(map[string]*acquireQueue)}
+// the rules of decide.Acquire, which assume valid params; maxTickAhead is
+// the store's (its MaxTickAhead; 0 means leaseapi.DefaultMaxTickAhead), so
+// that a follower's tick ahead of the clock is refused as the store would
+// refuse it.
+func CoalesceAcquires(store leaseapi.Store, maxTickAhead time.Duration) leaseapi.Store {
+	if maxTickAhead <= 0 {
+		maxTickAhead = leaseapi.DefaultMaxTickAhead
+	}
+	return &coalescer{Store: store, maxAhead: maxTickAhead, queues: make(map[string]*acquireQueue)}
 }
 
 type coalescer struct {
 	leaseapi.Store
-	mu     sync.Mutex
-	queues map[string]*acquireQueue // by job id; present while a call is at the database
+	maxAhead time.Duration
+	mu       sync.Mutex
+	queues   map[string]*acquireQueue // by job id; present while a call is at the database
 }
 
 // acquireQueue holds the acquires of one job that wait for the next call.
@@ -101,7 +108,7 @@ func (c *coalescer) lead(ctx context.Context, p *leaseapi.AcquireParams, followe
 			// The leader's own deadline ended its call; the followers have
 			// their own and get a call of their own.
 			undecided = append(undecided, f)
-		} else if o, ok := decideFollower(f.params, lease, err); ok {
+		} else if o, ok := decideFollower(f.params, lease, err, c.maxAhead); ok {
 			f.done <- o
 		} else {
 			undecided = append(undecided, f)
@@ -148,12 +155,38 @@ func (q *acquireQueue) remove(w *acquireWaiter) bool {
 // reads: it is refused only by what refuses any tick (a pause, a lease held
 // by another), and makes its own call when there is no schedule to pick
 // from (the store answers it as invalid).
-func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) (acquireOutcome, bool) {
+//
+// Whether f's tick is ahead of the clock (maxAhead) is decided with the
+// clock of the leader's decision: a grant's renewedAt, or a tick_ahead
+// refusal's now. A refusal of another kind names no clock, only a lower
+// bound of it (its lease's renewedAt): a tick ahead of that bound may not
+// be ahead of the clock, so such a follower makes its own call.
+func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error, maxAhead time.Duration) (acquireOutcome, bool) {
+	now, exact := lease.RenewedAt, err == nil
 	var conflict *leaseapi.ConflictError
+	var ahead *leaseapi.TickAheadError
 	switch {
 	case err == nil:
 	case errors.As(err, &conflict):
-		lease = conflict.Lease
+		lease, now = conflict.Lease, conflict.Lease.RenewedAt
+	case errors.As(err, &ahead):
+		now, exact = ahead.Now, true
+		if ahead.Lease == nil {
+			// The job has no lease: f is refused if its tick is ahead
+			// too, else its own call would grant it.
+			if f.Tick == nil {
+				return acquireOutcome{}, false
+			}
+			r, rerr := decide.ResolveTick(f, "", time.Time{})
+			if rerr != nil {
+				return acquireOutcome{}, false
+			}
+			if refused := decide.Ahead(r.Params.Tick, now, maxAhead, nil); refused != nil {
+				return acquireOutcome{err: refused}, true
+			}
+			return acquireOutcome{}, false
+		}
+		lease = *ahead.Lease
 	default:
 		// The call failed (unreachable database, deadline): nothing was
 		// decided for the followers, and nothing was attempted for them.
@@ -169,8 +202,9 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error) 
 		}
 		f = &r.Params
 	}
-	if _, refused := decide.Acquire(f, lease); refused != nil {
-		return acquireOutcome{err: refused}, true
+	_, refused := decide.Acquire(f, lease, now, maxAhead)
+	if refused == nil || (!exact && errors.Is(refused, leaseapi.ErrTickAhead)) {
+		return acquireOutcome{}, false
 	}
-	return acquireOutcome{}, false
+	return acquireOutcome{err: refused}, true
 }

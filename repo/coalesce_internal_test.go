@@ -42,7 +42,7 @@ func setupCoalescer(t *testing.T) *coalesceBundle {
 	}
 	t.Cleanup(func() { _ = sqlite.Close() })
 	gated := &gatedStore{Store: sqlite, entered: make(chan struct{}, 16), gate: make(chan struct{})}
-	return &coalesceBundle{gated: gated, coalescer: CoalesceAcquires(gated).(*coalescer)}
+	return &coalesceBundle{gated: gated, coalescer: CoalesceAcquires(gated, 0).(*coalescer)}
 }
 
 // waitQueued polls until n acquires of job wait behind the call in flight.
@@ -164,7 +164,7 @@ func TestDecideFollowerLeavesTickResolutionToTheStore(t *testing.T) {
 	tick := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
 	paused, otherName := tick.Add(time.Hour), tick.Add(30*time.Minute)
 	held := leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateHeld, Tick: &tick,
-		Schedule: "@every 1h", PausedAt: &paused}
+		Schedule: "@every 1h", PausedAt: &paused, RenewedAt: tick}
 	for _, tc := range []struct {
 		name      string
 		f         leaseapi.AcquireParams
@@ -179,7 +179,7 @@ func TestDecideFollowerLeavesTickResolutionToTheStore(t *testing.T) {
 		{"AnotherOwnerWhilePaused", leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, Tick: &otherName}, held, true, leaseapi.ErrJobPaused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, decided := decideFollower(&tc.f, tc.lease, nil)
+			o, decided := decideFollower(&tc.f, tc.lease, nil, leaseapi.DefaultMaxTickAhead)
 			if decided != tc.decided || (tc.wantError != nil && !errors.Is(o.err, tc.wantError)) {
 				t.Errorf("decided %t with error %v; want decided %t with %v", decided, o.err, tc.decided, tc.wantError)
 			}
@@ -244,5 +244,43 @@ func TestCoalescerFollowerTickSnapped(t *testing.T) {
 	}
 	if !errors.Is(r.err, leaseapi.ErrTickDone) {
 		t.Errorf("c: got %v, want tick_done", r.err)
+	}
+}
+
+// TestDecideFollowerTickAhead: a follower's tick ahead of the clock is
+// refused with tick_ahead when the leader's result names the clock (a
+// grant's renewedAt, a tick_ahead refusal's now); a refusal of another
+// kind names only a lower bound of it, so such a follower makes its own
+// call, while one whose tick is within the bound is decided as before.
+func TestDecideFollowerTickAhead(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
+	held := leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateHeld, Tick: at(0), RenewedAt: t0, AcquiredAt: t0}
+	for _, tc := range []struct {
+		name    string
+		tick    *time.Time
+		lease   leaseapi.Lease
+		err     error
+		decided bool
+		want    error
+	}{
+		{"AfterAGrant", at(48 * time.Hour), held, nil, true, leaseapi.ErrTickAhead},
+		{"WithinAfterAGrant", at(time.Minute), held, nil, true, leaseapi.ErrLeaseHeld},
+		{"AfterLeaseHeld", at(48 * time.Hour), leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: held}, false, nil},
+		{"WithinAfterLeaseHeld", at(time.Minute), leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: held}, true, leaseapi.ErrLeaseHeld},
+		{"AfterTickAheadOfANewJob", at(48 * time.Hour), leaseapi.Lease{},
+			&leaseapi.TickAheadError{Tick: *at(time.Hour), Now: t0, MaxAhead: leaseapi.DefaultMaxTickAhead}, true, leaseapi.ErrTickAhead},
+		{"WithinAfterTickAheadOfANewJob", at(time.Minute), leaseapi.Lease{},
+			&leaseapi.TickAheadError{Tick: *at(time.Hour), Now: t0, MaxAhead: leaseapi.DefaultMaxTickAhead}, false, nil},
+		{"WithinAfterTickAheadOfAHeldJob", at(time.Minute), leaseapi.Lease{},
+			&leaseapi.TickAheadError{Tick: *at(time.Hour), Now: t0, MaxAhead: leaseapi.DefaultMaxTickAhead, Lease: &held}, true, leaseapi.ErrLeaseHeld},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, Tick: tc.tick}
+			o, decided := decideFollower(f, tc.lease, tc.err, leaseapi.DefaultMaxTickAhead)
+			if decided != tc.decided || (tc.want != nil && !errors.Is(o.err, tc.want)) {
+				t.Errorf("decided %t with error %v; want decided %t with %v", decided, o.err, tc.decided, tc.want)
+			}
+		})
 	}
 }

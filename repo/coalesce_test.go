@@ -18,12 +18,12 @@ import (
 // store contract. Not parallel, like TestPostgresStore: the suite prunes.
 func TestCoalescedPostgresStore(t *testing.T) {
 	dsn := repotest.PostgresURL(t)
-	repotest.RunStoreSuite(t, func(t *testing.T) leaseapi.Store {
-		store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+	repotest.RunStoreSuite(t, func(t *testing.T, o repotest.StoreOptions) leaseapi.Store {
+		store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, MaxTickAhead: o.MaxTickAhead})
 		if err != nil {
 			t.Fatalf("OpenPostgres: %v", err)
 		}
-		return repo.CoalesceAcquires(store)
+		return repo.CoalesceAcquires(store, o.MaxTickAhead)
 	})
 }
 
@@ -37,7 +37,7 @@ func TestCoalescedHerd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenPostgres: %v", err)
 	}
-	store := repo.CoalesceAcquires(pg)
+	store := repo.CoalesceAcquires(pg, 0)
 	t.Cleanup(func() { _ = store.Close() })
 
 	const jobs, replicas = 5, 40

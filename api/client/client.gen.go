@@ -405,6 +405,7 @@ const (
 	ProblemCodeOverloaded           ProblemCode = "overloaded"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
+	ProblemCodeTickAhead            ProblemCode = "tick_ahead"
 	ProblemCodeTickDone             ProblemCode = "tick_done"
 	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
 	ProblemCodeUnavailable          ProblemCode = "unavailable"
@@ -437,6 +438,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodePayloadTooLarge:
 		return true
 	case ProblemCodeRateLimited:
+		return true
+	case ProblemCodeTickAhead:
 		return true
 	case ProblemCodeTickDone:
 		return true
@@ -610,6 +613,36 @@ func (e StatusStatus) Valid() bool {
 	}
 }
 
+// Defines values for TickAheadProblemCode.
+const (
+	TickAheadProblemCodeTickAhead TickAheadProblemCode = "tick_ahead"
+)
+
+// Valid indicates whether the value is a known member of the TickAheadProblemCode enum.
+func (e TickAheadProblemCode) Valid() bool {
+	switch e {
+	case TickAheadProblemCodeTickAhead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TickAheadProblemStatus.
+const (
+	TickAheadProblemStatusN409 TickAheadProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the TickAheadProblemStatus enum.
+func (e TickAheadProblemStatus) Valid() bool {
+	switch e {
+	case TickAheadProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UnauthorizedProblemCode.
 const (
 	UnauthorizedProblemCodeUnauthorized UnauthorizedProblemCode = "unauthorized"
@@ -756,8 +789,11 @@ type AcquireConflictProblem struct {
 	Code AcquireConflictProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                       `json:"detail"`
-	Lease  Lease                        `json:"lease"`
+	Detail string `json:"detail"`
+	Lease  Lease  `json:"lease"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                        `json:"now,omitempty"`
 	Status AcquireConflictProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -799,7 +835,9 @@ type AcquireRequest struct {
 	// whose clocks are within the margin of the database's pick the same
 	// tick. The answer's `tick` says which. The holder's repeated
 	// `nearestTick` acquire while its grant is held is its idempotent
-	// retry (same token), whatever tick is nearest by then. 400
+	// retry (same token), whatever tick is nearest by then. Its pick,
+	// at most a minute ahead of the database's clock, is never refused
+	// `tick_ahead`. 400
 	// `invalid_request` together with `tick`, or when the job has no
 	// schedule, sent or stored. Optional, default `false`.
 	NearestTick *bool `json:"nearestTick,omitempty"`
@@ -819,9 +857,13 @@ type AcquireRequest struct {
 	Schedule *string `json:"schedule,omitempty"`
 
 	// Tick The scheduled fire time this grant is for (RFC 3339, any offset and
-	// precision; stored in UTC truncated to milliseconds). Optional. With
+	// precision; stored in UTC truncated to milliseconds), in the years
+	// 0001 to 9999 (400 otherwise). Optional. With
 	// a schedule (sent or stored) it is snapped to the schedule's newest
-	// tick at or before it. Not with `nearestTick`.
+	// tick at or before it. Not with `nearestTick`. A tick that, after
+	// snapping, lies later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (5 min by default) is refused with 409
+	// `tick_ahead`; a tick in the past is never refused for its time.
 	Tick *time.Time `json:"tick,omitempty"`
 
 	// TtlMs Grant TTL in milliseconds. Optional (server default, 30 s unless
@@ -842,8 +884,11 @@ type BadRequestProblem struct {
 	Code BadRequestProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                  `json:"detail"`
-	Lease  *Lease                  `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                   `json:"now,omitempty"`
 	Status BadRequestProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -938,8 +983,11 @@ type CredentialExistsProblem struct {
 	Code CredentialExistsProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                        `json:"detail"`
-	Lease  *Lease                        `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                         `json:"now,omitempty"`
 	Status CredentialExistsProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -968,8 +1016,11 @@ type ForbiddenProblem struct {
 	Code ForbiddenProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                 `json:"detail"`
-	Lease  *Lease                 `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                  `json:"now,omitempty"`
 	Status ForbiddenProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1006,8 +1057,11 @@ type InternalProblem struct {
 	Code InternalProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                `json:"detail"`
-	Lease  *Lease                `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                 `json:"now,omitempty"`
 	Status InternalProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1031,8 +1085,11 @@ type JobPausedProblem struct {
 	Code JobPausedProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                 `json:"detail"`
-	Lease  Lease                  `json:"lease"`
+	Detail string `json:"detail"`
+	Lease  Lease  `json:"lease"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                  `json:"now,omitempty"`
 	Status JobPausedProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1169,8 +1226,11 @@ type LeaseLostProblem struct {
 	Code LeaseLostProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                 `json:"detail"`
-	Lease  Lease                  `json:"lease"`
+	Detail string `json:"detail"`
+	Lease  Lease  `json:"lease"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                  `json:"now,omitempty"`
 	Status LeaseLostProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1191,8 +1251,11 @@ type NotFoundProblem struct {
 	Code NotFoundProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                `json:"detail"`
-	Lease  *Lease                `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                 `json:"now,omitempty"`
 	Status NotFoundProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1250,8 +1313,11 @@ type PayloadTooLargeProblem struct {
 	Code PayloadTooLargeProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                       `json:"detail"`
-	Lease  *Lease                       `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                        `json:"now,omitempty"`
 	Status PayloadTooLargeProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1275,6 +1341,9 @@ type Problem struct {
 	Detail string `json:"detail"`
 	Lease  *Lease `json:"lease,omitempty"`
 
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now *Time `json:"now,omitempty"`
+
 	// Status The HTTP status code.
 	Status int `json:"status"`
 
@@ -1293,8 +1362,11 @@ type RateLimitedProblem struct {
 	Code RateLimitedProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                   `json:"detail"`
-	Lease  *Lease                   `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                    `json:"now,omitempty"`
 	Status RateLimitedProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1426,6 +1498,31 @@ type Status struct {
 // StatusStatus defines model for Status.Status.
 type StatusStatus string
 
+// TickAheadProblem defines model for TickAheadProblem.
+type TickAheadProblem struct {
+	Code TickAheadProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    Time                   `json:"now"`
+	Status TickAheadProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// TickAheadProblemCode defines model for TickAheadProblem.Code.
+type TickAheadProblemCode string
+
+// TickAheadProblemStatus defines model for TickAheadProblem.Status.
+type TickAheadProblemStatus int
+
 // Time Example: 2026-11-30T07:00:00.000Z
 type Time = time.Time
 
@@ -1446,8 +1543,11 @@ type UnauthorizedProblem struct {
 	Code UnauthorizedProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                    `json:"detail"`
-	Lease  *Lease                    `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                     `json:"now,omitempty"`
 	Status UnauthorizedProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1468,8 +1568,11 @@ type UnavailableProblem struct {
 	Code UnavailableProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                   `json:"detail"`
-	Lease  *Lease                   `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                    `json:"now,omitempty"`
 	Status UnavailableProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1490,8 +1593,11 @@ type UnsupportedMediaTypeProblem struct {
 	Code UnsupportedMediaTypeProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
-	Detail string                            `json:"detail"`
-	Lease  *Lease                            `json:"lease,omitempty"`
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                             `json:"now,omitempty"`
 	Status UnsupportedMediaTypeProblemStatus `json:"status"`
 
 	// Title Short summary; the same for every problem with this code.
@@ -1627,7 +1733,9 @@ type Whoami struct {
 }
 
 // AcquireConflict defines model for AcquireConflict.
-type AcquireConflict = AcquireConflictProblem
+type AcquireConflict struct {
+	union json.RawMessage
+}
 
 // BadRequest defines model for BadRequest.
 type BadRequest = BadRequestProblem
@@ -1637,9 +1745,6 @@ type Forbidden = ForbiddenProblem
 
 // Internal defines model for Internal.
 type Internal = InternalProblem
-
-// JobPaused defines model for JobPaused.
-type JobPaused = JobPausedProblem
 
 // LeaseLost defines model for LeaseLost.
 type LeaseLost = LeaseLostProblem
@@ -1652,6 +1757,11 @@ type PayloadTooLarge = PayloadTooLargeProblem
 
 // RateLimited defines model for RateLimited.
 type RateLimited = RateLimitedProblem
+
+// TriggerConflict defines model for TriggerConflict.
+type TriggerConflict struct {
+	union json.RawMessage
+}
 
 // Unauthorized defines model for Unauthorized.
 type Unauthorized = UnauthorizedProblem
@@ -1752,6 +1862,130 @@ type CreateWebhookJSONRequestBody = CreateWebhookRequest
 
 // ReceiveWebhookEventJSONRequestBody defines body for ReceiveWebhookEvent for application/json ContentType.
 type ReceiveWebhookEventJSONRequestBody = WebhookEvent
+
+// AsAcquireConflictProblem returns the union data inside the AcquireConflict as a AcquireConflictProblem
+func (t AcquireConflict) AsAcquireConflictProblem() (AcquireConflictProblem, error) {
+	var body AcquireConflictProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAcquireConflictProblem overwrites any union data inside the AcquireConflict as the provided AcquireConflictProblem
+func (t *AcquireConflict) FromAcquireConflictProblem(v AcquireConflictProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAcquireConflictProblem performs a merge with any union data inside the AcquireConflict, using the provided AcquireConflictProblem
+func (t *AcquireConflict) MergeAcquireConflictProblem(v AcquireConflictProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTickAheadProblem returns the union data inside the AcquireConflict as a TickAheadProblem
+func (t AcquireConflict) AsTickAheadProblem() (TickAheadProblem, error) {
+	var body TickAheadProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTickAheadProblem overwrites any union data inside the AcquireConflict as the provided TickAheadProblem
+func (t *AcquireConflict) FromTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTickAheadProblem performs a merge with any union data inside the AcquireConflict, using the provided TickAheadProblem
+func (t *AcquireConflict) MergeTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AcquireConflict) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AcquireConflict) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsJobPausedProblem returns the union data inside the TriggerConflict as a JobPausedProblem
+func (t TriggerConflict) AsJobPausedProblem() (JobPausedProblem, error) {
+	var body JobPausedProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromJobPausedProblem overwrites any union data inside the TriggerConflict as the provided JobPausedProblem
+func (t *TriggerConflict) FromJobPausedProblem(v JobPausedProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeJobPausedProblem performs a merge with any union data inside the TriggerConflict, using the provided JobPausedProblem
+func (t *TriggerConflict) MergeJobPausedProblem(v JobPausedProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTickAheadProblem returns the union data inside the TriggerConflict as a TickAheadProblem
+func (t TriggerConflict) AsTickAheadProblem() (TickAheadProblem, error) {
+	var body TickAheadProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTickAheadProblem overwrites any union data inside the TriggerConflict as the provided TickAheadProblem
+func (t *TriggerConflict) FromTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTickAheadProblem performs a merge with any union data inside the TriggerConflict, using the provided TickAheadProblem
+func (t *TriggerConflict) MergeTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TriggerConflict) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TriggerConflict) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1907,7 +2141,12 @@ type ClientInterface interface {
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`, except the `owedTick` (it has not run, even when a later
 	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// another tick, with `lease_held` and `Retry-After`. A tick later than
+	// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+	// default) is refused to everyone, the holder included, with
+	// `tick_ahead` (after `job_paused`, before the others): the caller's
+	// clock runs fast, and granting such a tick would make every earlier
+	// tick `tick_done`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -1933,7 +2172,12 @@ type ClientInterface interface {
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`, except the `owedTick` (it has not run, even when a later
 	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// another tick, with `lease_held` and `Retry-After`. A tick later than
+	// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+	// default) is refused to everyone, the holder included, with
+	// `tick_ahead` (after `job_paused`, before the others): the caller's
+	// clock runs fast, and granting such a tick would make every earlier
+	// tick `tick_done`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -2081,7 +2325,10 @@ type ClientInterface interface {
 	// trigger while a manual tick is owed answers that tick; a trigger with
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
-	// A paused job cannot be triggered (409 `job_paused`).
+	// A paused job cannot be triggered (409 `job_paused`). A manual tick
+	// that would lie later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2108,7 +2355,10 @@ type ClientInterface interface {
 	// trigger while a manual tick is owed answers that tick; a trigger with
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
-	// A paused job cannot be triggered (409 `job_paused`).
+	// A paused job cannot be triggered (409 `job_paused`). A manual tick
+	// that would lie later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2446,7 +2696,12 @@ func (c *Client) GetLease(ctx context.Context, jobId JobID, reqEditors ...Reques
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`, except the `owedTick` (it has not run, even when a later
 // tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// another tick, with `lease_held` and `Retry-After`. A tick later than
+// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+// default) is refused to everyone, the holder included, with
+// `tick_ahead` (after `job_paused`, before the others): the caller's
+// clock runs fast, and granting such a tick would make every earlier
+// tick `tick_done`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -2482,7 +2737,12 @@ func (c *Client) AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentT
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`, except the `owedTick` (it has not run, even when a later
 // tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// another tick, with `lease_held` and `Retry-After`. A tick later than
+// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+// default) is refused to everyone, the holder included, with
+// `tick_ahead` (after `job_paused`, before the others): the caller's
+// clock runs fast, and granting such a tick would make every earlier
+// tick `tick_done`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -2750,7 +3010,10 @@ func (c *Client) CancelTrigger(ctx context.Context, jobId JobID, reqEditors ...R
 // trigger while a manual tick is owed answers that tick; a trigger with
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
-// A paused job cannot be triggered (409 `job_paused`).
+// A paused job cannot be triggered (409 `job_paused`). A manual tick
+// that would lie later than the database's clock plus
+// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+// refused with 409 `tick_ahead`, and nothing is owed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2787,7 +3050,10 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, jobId JobID, params *Tr
 // trigger while a manual tick is owed answers that tick; a trigger with
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
-// A paused job cannot be triggered (409 `job_paused`).
+// A paused job cannot be triggered (409 `job_paused`). A manual tick
+// that would lie later than the database's clock plus
+// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+// refused with 409 `tick_ahead`, and nothing is owed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4476,7 +4742,12 @@ type ClientWithResponsesInterface interface {
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`, except the `owedTick` (it has not run, even when a later
 	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// another tick, with `lease_held` and `Retry-After`. A tick later than
+	// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+	// default) is refused to everyone, the holder included, with
+	// `tick_ahead` (after `job_paused`, before the others): the caller's
+	// clock runs fast, and granting such a tick would make every earlier
+	// tick `tick_done`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -4502,7 +4773,12 @@ type ClientWithResponsesInterface interface {
 	// `job_paused`; a tick at or before `lastCompletedTick` is refused with
 	// `tick_done`, except the `owedTick` (it has not run, even when a later
 	// tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-	// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+	// another tick, with `lease_held` and `Retry-After`. A tick later than
+	// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+	// default) is refused to everyone, the holder included, with
+	// `tick_ahead` (after `job_paused`, before the others): the caller's
+	// clock runs fast, and granting such a tick would make every earlier
+	// tick `tick_done`. A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -4656,7 +4932,10 @@ type ClientWithResponsesInterface interface {
 	// trigger while a manual tick is owed answers that tick; a trigger with
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
-	// A paused job cannot be triggered (409 `job_paused`).
+	// A paused job cannot be triggered (409 `job_paused`). A manual tick
+	// that would lie later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4683,7 +4962,10 @@ type ClientWithResponsesInterface interface {
 	// trigger while a manual tick is owed answers that tick; a trigger with
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
-	// A paused job cannot be triggered (409 `job_paused`).
+	// A paused job cannot be triggered (409 `job_paused`). A manual tick
+	// that would lie later than the database's clock plus
+	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6630,7 +6912,7 @@ type TriggerJobResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *JobPaused
+	ApplicationproblemJSON409 *TriggerConflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -6675,7 +6957,7 @@ func (r TriggerJobResponse) GetApplicationproblemJSON404() *NotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r TriggerJobResponse) GetApplicationproblemJSON409() *JobPaused {
+func (r TriggerJobResponse) GetApplicationproblemJSON409() *TriggerConflict {
 	return r.ApplicationproblemJSON409
 }
 
@@ -7983,7 +8265,12 @@ func (c *ClientWithResponses) GetLeaseWithResponse(ctx context.Context, jobId Jo
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`, except the `owedTick` (it has not run, even when a later
 // tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// another tick, with `lease_held` and `Retry-After`. A tick later than
+// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+// default) is refused to everyone, the holder included, with
+// `tick_ahead` (after `job_paused`, before the others): the caller's
+// clock runs fast, and granting such a tick would make every earlier
+// tick `tick_done`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -8015,7 +8302,12 @@ func (c *ClientWithResponses) AcquireLeaseWithBodyWithResponse(ctx context.Conte
 // `job_paused`; a tick at or before `lastCompletedTick` is refused with
 // `tick_done`, except the `owedTick` (it has not run, even when a later
 // tick of the schedule completed before anyone claimed it); a lease held by another owner, or by the same owner for
-// another tick, with `lease_held` and `Retry-After`. A granted acquire with
+// another tick, with `lease_held` and `Retry-After`. A tick later than
+// the database's clock plus `LEASEAPI_MAX_TICK_AHEAD` (5 min by
+// default) is refused to everyone, the holder included, with
+// `tick_ahead` (after `job_paused`, before the others): the caller's
+// clock runs fast, and granting such a tick would make every earlier
+// tick `tick_done`. A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -8241,7 +8533,10 @@ func (c *ClientWithResponses) CancelTriggerWithResponse(ctx context.Context, job
 // trigger while a manual tick is owed answers that tick; a trigger with
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
-// A paused job cannot be triggered (409 `job_paused`).
+// A paused job cannot be triggered (409 `job_paused`). A manual tick
+// that would lie later than the database's clock plus
+// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+// refused with 409 `tick_ahead`, and nothing is owed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8274,7 +8569,10 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 // trigger while a manual tick is owed answers that tick; a trigger with
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
-// A paused job cannot be triggered (409 `job_paused`).
+// A paused job cannot be triggered (409 `job_paused`). A manual tick
+// that would lie later than the database's clock plus
+// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
+// refused with 409 `tick_ahead`, and nothing is owed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10283,7 +10581,7 @@ func ParseTriggerJobResponse(rsp *http.Response) (*TriggerJobResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest JobPaused
+		var dest TriggerConflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

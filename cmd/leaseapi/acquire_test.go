@@ -32,7 +32,7 @@ func TestServedStore(t *testing.T) {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
 			gate := repotest.NewGateStore()
-			store := servedStore(gate, 1, tt.wantNaive)
+			store := servedStore(gate, 1, leaseapi.DefaultMaxTickAhead, tt.wantNaive)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not a measurement
 			defer cancel()
 			acquire := func(job, owner string) chan error {

@@ -27,6 +27,7 @@ func validConfig() Config {
 		MaxInFlight:      256,
 		MissedGrace:      time.Minute,
 		TriggerGrace:     5 * time.Minute,
+		MaxTickAhead:     5 * time.Minute,
 		MissedSweep:      10 * time.Second,
 		Durability:       "local",
 		StartTimeout:     50 * time.Second,
@@ -52,6 +53,14 @@ func TestValidate(t *testing.T) {
 			c.Durability = "replicated"
 			c.DatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres"
 		}},
+		{name: "MaxTickAheadBelowAMinute", modify: func(c *Config) { c.MaxTickAhead = 59 * time.Second },
+			want: []string{"LEASEAPI_MAX_TICK_AHEAD (59s) must be from 1m to 24h"}},
+		{name: "MaxTickAheadAboveADay", modify: func(c *Config) { c.MaxTickAhead = 25 * time.Hour },
+			want: []string{"LEASEAPI_MAX_TICK_AHEAD (25h0m0s) must be from 1m to 24h"}},
+		{name: "MaxTickAheadZero", modify: func(c *Config) { c.MaxTickAhead = 0 },
+			want: []string{"LEASEAPI_MAX_TICK_AHEAD (0s) must be greater than zero"}},
+		{name: "MaxTickAheadEdges", modify: func(c *Config) { c.MaxTickAhead = time.Minute }},
+		{name: "MaxTickAheadADay", modify: func(c *Config) { c.MaxTickAhead = 24 * time.Hour }},
 		{name: "ZeroStartTimeout", modify: func(c *Config) { c.StartTimeout = 0 },
 			want: []string{"LEASEAPI_START_TIMEOUT (0s) must be greater than zero"}},
 		{name: "PostgresWithoutSQLitePath", modify: func(c *Config) {
@@ -284,6 +293,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_MAX_IN_FLIGHT":         "64",
 		"LEASEAPI_MISSED_GRACE":          "90s",
 		"LEASEAPI_TRIGGER_GRACE":         "10m",
+		"LEASEAPI_MAX_TICK_AHEAD":        "2h",
 		"LEASEAPI_MISSED_SWEEP":          "5s",
 		"LEASEAPI_RATE_LIMIT":            "2.5",
 		"LEASEAPI_TLS_CERT_FILE":         "/etc/leaseapi/tls/tls.crt",
@@ -330,6 +340,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		MaxInFlight:         64,
 		MissedGrace:         90 * time.Second,
 		TriggerGrace:        10 * time.Minute,
+		MaxTickAhead:        2 * time.Hour,
 		MissedSweep:         5 * time.Second,
 		RateLimit:           2.5,
 		TLSCertFile:         "/etc/leaseapi/tls/tls.crt",

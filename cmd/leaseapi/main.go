@@ -206,13 +206,15 @@ func openStore(ctx context.Context, cfg Config, logger *slog.Logger, observer le
 			MaxOpenConns: postgresMaxOpenConns,
 			Observer:     observer,
 			Durability:   postgres.Durability(cfg.Durability),
+			MaxTickAhead: cfg.MaxTickAhead,
 		})
 		s = pg
 	} else {
 		logger.Info("using the embedded SQLite store",
 			slog.String("path", cfg.SQLitePath),
 			slog.String("note", "the embedded store serves a single leaseapi instance; use Postgres ("+key("DATABASE_URL")+") for several"))
-		s, err = sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLitePath, Logger: logger, Observer: observer})
+		s, err = sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLitePath, Logger: logger, Observer: observer,
+			MaxTickAhead: cfg.MaxTickAhead})
 	}
 	if err != nil {
 		return nil, err
@@ -308,13 +310,14 @@ func checkReplication(ctx context.Context, pg *postgres.Store, logger *slog.Logg
 // (except in the benchmark's naive baseline) concurrent acquires of one job in this process
 // decided by one store call (repo.CoalesceAcquires), which turns the tick
 // herd into about one database call per job. The coalescer sits above the
-// limit, so the acquires it decides together take one slot.
-func servedStore(s leaseapi.Store, maxInFlight int, naive bool) leaseapi.Store {
+// limit, so the acquires it decides together take one slot; it refuses a
+// follower's tick ahead of the clock with the store's maxTickAhead.
+func servedStore(s leaseapi.Store, maxInFlight int, maxTickAhead time.Duration, naive bool) leaseapi.Store {
 	limited := repo.LimitCalls(s, maxInFlight)
 	if naive {
 		return limited
 	}
-	return repo.CoalesceAcquires(limited)
+	return repo.CoalesceAcquires(limited, maxTickAhead)
 }
 
 // describeDSN names the database without its credentials or parameters:
@@ -433,7 +436,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		loops = append(loops, monitor)
 	}
 
-	handler := handlers.New(servedStore(s, cfg.MaxInFlight, naiveAcquire()), handlers.Options{
+	handler := handlers.New(servedStore(s, cfg.MaxInFlight, cfg.MaxTickAhead, naiveAcquire()), handlers.Options{
 		DefaultTTL:     cfg.DefaultTTL,
 		MinTTL:         cfg.MinTTL,
 		MaxTTL:         cfg.MaxTTL,

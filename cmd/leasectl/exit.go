@@ -14,7 +14,7 @@ import (
 const (
 	exitFailure  = 1
 	exitUsage    = 64 // EX_USAGE: bad flags, or 400 invalid_request
-	exitTempFail = 75 // EX_TEMPFAIL: leaseapi unreachable or unavailable; try again later
+	exitTempFail = 75 // EX_TEMPFAIL: leaseapi unreachable or unavailable, or this host's clock fast (tick_ahead); try again later
 	exitNoPerm   = 77 // EX_NOPERM: 401 or 403
 	// exitCannotExec and exitNotFound are the shell's statuses for a
 	// COMMAND that could not be executed or was not found.
@@ -31,6 +31,8 @@ const exitTable = `Exit status:
     max run time, SIGTERM/SIGINT to leasectl)          (128 + signal when killed), else 1
   not won: lease_held, tick_done, job_paused         --skipped-exit-code (0)
     (one line on stderr says why)
+  not run: tick_ahead (this host's clock is fast;    75 (EX_TEMPFAIL); COMMAND never started
+    stderr says by how many seconds)
   leaseapi unreachable, 5xx, 503 or 429 for longer   75 (EX_TEMPFAIL); COMMAND never started
     than --wait
   bad flags or 400 invalid_request                   64 (EX_USAGE)

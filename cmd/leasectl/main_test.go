@@ -393,6 +393,9 @@ func TestExitStatus(t *testing.T) {
 		t.Fatalf("acquire held: %v %s", err, resp.Body)
 	}
 	tick := "2026-01-02T03:04:05Z"
+	// A host whose clock runs two days fast: its tick is refused
+	// (tick_ahead), even with --skipped-exit-code, and COMMAND never starts.
+	ahead := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
 	tests := []struct {
 		name   string
 		token  string
@@ -404,6 +407,7 @@ func TestExitStatus(t *testing.T) {
 		{"CommandSucceeds", userToken, []string{"run", "--tick", tick, "ticked", "--", "true"}, 0, ""},
 		{"LeaseHeld", userToken, []string{"run", "held", "--", "true"}, 0, "lease_held: " + other},
 		{"LeaseHeldSkippedCode", userToken, []string{"run", "--skipped-exit-code", "5", "held", "--", "true"}, 5, "lease_held"},
+		{"TickAhead", userToken, []string{"run", "--skipped-exit-code", "5", "--tick", ahead, "ahead", "--", "sh", "-c", "exit 9"}, 75, "tick_ahead: --tick " + ahead[:19]},
 		{"CommandNotFound", userToken, []string{"run", "not-found", "--", "/nonexistent/command"}, 127, "no such file"},
 		{"BadFlag", userToken, []string{"run", "--ttl", "soon", "bad-flag", "--", "true"}, 64, "invalid value"},
 		{"NoSeparator", userToken, []string{"run", "bad-flag", "true"}, 64, "JOB -- COMMAND"},
@@ -425,6 +429,9 @@ func TestExitStatus(t *testing.T) {
 			}
 			if tt.want == 0 && tt.stderr == "" && stderr != "" {
 				t.Fatalf("leasectl %q succeeded but printed %q", tt.args, stderr)
+			}
+			if tt.name == "TickAhead" && strings.Count(stderr, "\n") != 1 {
+				t.Errorf("leasectl %q: stderr %q, want one line", tt.args, stderr)
 			}
 		})
 	}

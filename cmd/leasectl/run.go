@@ -146,6 +146,18 @@ func notStarted(ctx context.Context, cfg runConfig, env environment, err error) 
 		}
 		return errorExit(cause)
 	}
+	if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
+		// Not a skip like the others: every tick of this host is refused
+		// until its clock is fixed, so a crontab line fails visibly.
+		if !cfg.tick.IsZero() {
+			fmt.Fprintf(env.stderr, "leasectl: %s: not run: tick_ahead: --tick %s lies %.0f s after the server's clock (%s); name a tick that has come\n",
+				cfg.job, api.FormatTime(ahead.Tick), ahead.Tick.Sub(ahead.Now).Seconds(), api.FormatTime(ahead.Now))
+		} else {
+			fmt.Fprintf(env.stderr, "leasectl: %s: not run: tick_ahead: this host's clock is %.0f s fast (tick %s, the server's clock %s); fix the clock (NTP)\n",
+				cfg.job, time.Since(ahead.Now).Seconds(), api.FormatTime(ahead.Tick), api.FormatTime(ahead.Now))
+		}
+		return exitTempFail
+	}
 	if jobs.Skipped(err) {
 		fmt.Fprintf(env.stderr, "leasectl: %s: not run: %s\n", cfg.job, skipReason(err))
 		return cfg.skipped

@@ -1,6 +1,10 @@
 package decide
 
-import "github.com/leaseapi/leaseapi"
+import (
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+)
 
 // Renews reports whether an acquire p is its holder's renewal of cur: cur
 // is held, by p's owner, and p names no tick or cur's tick, or asks for the
@@ -21,20 +25,42 @@ func TickDone(p *leaseapi.AcquireParams, cur leaseapi.Lease) bool {
 		(cur.OwedTick == nil || !p.Tick.Equal(*cur.OwedTick))
 }
 
+// Ahead is the refusal of tick when it lies later than the store's clock
+// now plus maxAhead (the lead the store allows a tick), or nil; cur is the
+// job's lease, nil when it has none. Such a tick was asked for by a
+// replica whose clock is fast: granted and released succeeded, it would
+// mark every tick before it done. A tick in the past is never refused for
+// its time (a late replica). The Postgres acquire statement writes the
+// same rule in SQL (tickAhead in repo/postgres/statements.go).
+func Ahead(tick *time.Time, now time.Time, maxAhead time.Duration, cur *leaseapi.Lease) error {
+	if tick == nil || !tick.After(now.Add(maxAhead)) {
+		return nil
+	}
+	return &leaseapi.TickAheadError{Tick: *tick, Now: now, MaxAhead: maxAhead, Lease: cur}
+}
+
 // Acquire decides an acquire p against the lease cur as it is at the
-// instant of the decision. The rules, in order: a paused job refuses
-// everyone but the holder's renewal (job_paused); a done tick is refused
+// instant of the decision, now by the store's clock, with maxAhead the
+// lead the store allows a tick. The rules, in order: a paused job refuses
+// everyone but the holder's renewal (job_paused); a tick later than now +
+// maxAhead is refused to everyone (tick_ahead, a *leaseapi.TickAheadError:
+// no grant of such a tick exists to renew); a done tick is refused
 // to everyone but the holder's renewal (tick_done); the holder's renewal
 // renews (renew true); a held lease refuses everyone else (lease_held);
-// anything else is granted (a new token; renew false). A refusal is a
-// *leaseapi.ConflictError holding cur. (A grant's tick is done while it is
-// held only when it was owed and a later tick completed before its claim:
-// the claimant's retry after a lost answer must still find its grant.)
-func Acquire(p *leaseapi.AcquireParams, cur leaseapi.Lease) (renew bool, refused error) {
+// anything else is granted (a new token; renew false). Any other refusal
+// is a *leaseapi.ConflictError holding cur. (A grant's tick is done while
+// it is held only when it was owed and a later tick completed before its
+// claim: the claimant's retry after a lost answer must still find its
+// grant.)
+func Acquire(p *leaseapi.AcquireParams, cur leaseapi.Lease, now time.Time, maxAhead time.Duration) (renew bool, refused error) {
 	renew = Renews(p, cur)
-	switch {
-	case cur.Paused() && !renew:
+	if cur.Paused() && !renew {
 		return false, &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: cur}
+	}
+	if err := Ahead(p.Tick, now, maxAhead, &cur); err != nil {
+		return false, err
+	}
+	switch {
 	case TickDone(p, cur) && !renew:
 		return false, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: cur}
 	case renew:
@@ -46,11 +72,11 @@ func Acquire(p *leaseapi.AcquireParams, cur leaseapi.Lease) (renew bool, refused
 }
 
 // Refusal is the conflict an acquire p that was refused gets from cur, the
-// lease read after the refusal: Acquire's refusal, or lease_held when cur
-// no longer refuses p (its holder let go, or p is its renewal, since the
-// refusal was decided).
-func Refusal(p *leaseapi.AcquireParams, cur leaseapi.Lease) error {
-	if _, refused := Acquire(p, cur); refused != nil {
+// lease read after the refusal at the store's clock now: Acquire's
+// refusal, or lease_held when cur no longer refuses p (its holder let go,
+// or p is its renewal, since the refusal was decided).
+func Refusal(p *leaseapi.AcquireParams, cur leaseapi.Lease, now time.Time, maxAhead time.Duration) error {
+	if _, refused := Acquire(p, cur, now, maxAhead); refused != nil {
 		return refused
 	}
 	return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}

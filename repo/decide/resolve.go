@@ -128,6 +128,10 @@ func ResolveTick(p *leaseapi.AcquireParams, stored string, now time.Time) (Resol
 	if !p.NearestTick {
 		if snapped := s.Latest(*p.Tick); !snapped.IsZero() {
 			snapped = snapped.UTC()
+			if !leaseapi.ValidTick(snapped) {
+				return r, &leaseapi.InvalidError{Field: "tick",
+					Rule: "must be a time from year 0001 to 9999, and its schedule's newest tick at or before it lies before year 0001"}
+			}
 			r.Params.Tick = &snapped
 		}
 		return r, nil

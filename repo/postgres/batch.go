@@ -247,11 +247,13 @@ type acquireCall struct {
 	sent            sql.NullTime
 	catchUp         sql.NullString
 	catchUpWindowMs sql.NullInt64
+	// maxAheadMs is the lead the store allows a tick (tickAhead).
+	maxAheadMs int64
 }
 
 func (a *acquireCall) args() []any {
 	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace, a.stored, a.nearest, a.from, a.until,
-		a.sent, a.catchUp, a.catchUpWindowMs}
+		a.sent, a.catchUp, a.catchUpWindowMs, a.maxAheadMs}
 }
 
 func acquireKey(a *acquireCall) string { return a.jobID }
@@ -263,6 +265,7 @@ func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acqui
 	specs, graces := make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
 	stored, nearest, from, until := make([]sql.NullString, 0, n), make([]bool, 0, n), make([]sql.NullString, 0, n), make([]sql.NullString, 0, n)
 	sent, catchUps, windows := make([]sql.NullString, 0, n), make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
+	aheads := make([]int64, 0, n)
 	for _, i := range sortedByKey(calls, acquireKey) {
 		a := calls[i]
 		jobs, owners, ticks = append(jobs, a.jobID), append(owners, a.owner), append(ticks, tickText(a.tick))
@@ -270,13 +273,15 @@ func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acqui
 		stored, nearest = append(stored, a.stored), append(nearest, a.nearest)
 		from, until = append(from, tickText(a.from)), append(until, tickText(a.until))
 		sent, catchUps, windows = append(sent, tickText(a.sent)), append(catchUps, a.catchUp), append(windows, a.catchUpWindowMs)
+		aheads = append(aheads, a.maxAheadMs)
 	}
 	stmt, err := p.prepared(ctx, p.q.batchAcquire)
 	if err != nil {
 		return nil, nil, err
 	}
 	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(ticks), pq.Array(ttls), pq.Array(specs), pq.Array(graces),
-		pq.Array(stored), pq.Array(nearest), pq.Array(from), pq.Array(until), pq.Array(sent), pq.Array(catchUps), pq.Array(windows))
+		pq.Array(stored), pq.Array(nearest), pq.Array(from), pq.Array(until), pq.Array(sent), pq.Array(catchUps), pq.Array(windows),
+		pq.Array(aheads))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -189,3 +189,52 @@ func TestPostgresBatchedHeartbeats(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestPostgresBatchTickAhead: in one batch statement, a new job's tick and
+// a known job's tick two days ahead of the clock are refused, writing
+// nothing, while the batch's other call is granted; each refused call,
+// made alone, is answered tick_ahead.
+func TestPostgresBatchTickAhead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	store, err := postgres.Open(ctx, postgres.Config{DSN: repotest.PostgresURL(t)})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer store.Close()
+	prefix := fmt.Sprintf("batch-ahead-%d", time.Now().UnixNano())
+	fresh, known, fine := prefix+"-fresh", prefix+"-known", prefix+"-fine"
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	past, future := now.Add(-time.Hour), now.Add(48*time.Hour)
+	l, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: known, Owner: "a", TTL: time.Minute, Tick: &past})
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	before, err := store.Release(ctx, &leaseapi.ReleaseParams{JobID: known, Owner: "a", Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	calls := []*leaseapi.AcquireParams{
+		{JobID: fresh, Owner: "b", TTL: time.Minute, Tick: &future},
+		{JobID: known, Owner: "b", TTL: time.Minute, Tick: &future},
+		{JobID: fine, Owner: "b", TTL: time.Minute, Tick: &past},
+	}
+	got, err := store.AcquireBatch(ctx, calls)
+	if err != nil {
+		t.Fatalf("AcquireBatch: %v", err)
+	}
+	if got[0] != nil || got[1] != nil || got[2] == nil || !got[2].Tick.Equal(past) {
+		t.Fatalf("AcquireBatch: got %v, want the two ticks ahead refused and the past one granted", got)
+	}
+	if _, err := store.Get(ctx, fresh); !errors.Is(err, leaseapi.ErrNotFound) {
+		t.Errorf("Get(%s): got %v, want not_found (nothing written)", fresh, err)
+	}
+	if after, err := store.Get(ctx, known); err != nil || after.Token != before.Token || !after.RenewedAt.Equal(before.RenewedAt) {
+		t.Errorf("Get(%s): got %+v, %v; want the lease unchanged (token %d)", known, after, err, before.Token)
+	}
+	for _, c := range calls[:2] {
+		if _, err := store.Acquire(ctx, c); !errors.Is(err, leaseapi.ErrTickAhead) {
+			t.Errorf("Acquire(%s) alone: got %v, want tick_ahead", c.JobID, err)
+		}
+	}
+}

@@ -50,7 +50,7 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 		if err != nil {
 			return nil, err
 		}
-		calls[i] = resolvedCall(&r)
+		calls[i] = resolvedCall(&r, p.maxAhead)
 	}
 	if p.acquires == nil {
 		return nil, errors.New("AcquireBatch: batching is off")

@@ -10,6 +10,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
@@ -25,7 +26,9 @@ const manualTickOf = `GREATEST(date_trunc('milliseconds', clock_timestamp()),
 
 // triggerQuery makes an unpaused job owe a manual tick, replacing a
 // catch-up debt, unless it owes a manual tick already or $4 is the key of
-// its last manual tick: those answer the tick they made. The tick is
+// its last manual tick: those answer the tick they made; or unless the
+// tick would lie more than $6 ms after the clock (a tick of the future
+// completed: no claim of it could be granted, decide.Ahead). The tick is
 // claimable until it + max(the job's grace, $5 ms).
 const triggerQuery = `
 UPDATE leases AS l SET (owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until, manual_tick, manual_key) = (
@@ -36,7 +39,11 @@ UPDATE leases AS l SET (owed_tick, owed_reason, owed_by, owed_trigger_reason, ow
 WHERE l.job_id = $1 AND l.paused_at IS NULL
 	AND l.owed_reason IS DISTINCT FROM 'manual'
 	AND NOT COALESCE(l.manual_key = $4::text, false)
+	AND ` + manualTickOf + ` <= clock_timestamp() + $6::bigint * interval '1 millisecond'
 RETURNING ` + leaseColumns
+
+// manualKeyQuery reads whether $2 is the key of job $1's last manual tick.
+const manualKeyQuery = `SELECT COALESCE(manual_key = $2::text, false) FROM leases WHERE job_id = $1`
 
 // expireOwed forgets the debts that the rows of locked (a sub-select of
 // leases ending in FOR UPDATE) name, which are past their claimable time,
@@ -88,7 +95,7 @@ func (p *Store) Trigger(ctx context.Context, tp *leaseapi.TriggerParams) (leasea
 				sql.NullString{String: tp.By, Valid: tp.By != ""},
 				sql.NullString{String: tp.Reason, Valid: tp.Reason != ""},
 				sql.NullString{String: tp.Key, Valid: tp.Key != ""},
-				tp.Grace.Milliseconds()).Scan(row.fields()...)
+				tp.Grace.Milliseconds(), p.maxAhead.Milliseconds()).Scan(row.fields()...)
 			if errors.Is(err, sql.ErrNoRows) {
 				return nil
 			}
@@ -101,13 +108,32 @@ func (p *Store) Trigger(ctx context.Context, tp *leaseapi.TriggerParams) (leasea
 		if triggered {
 			return row.toLease(), nil
 		}
-		// Unknown, paused, or answered by the tick it owes or its key made.
-		l, err := p.echoGet(ctx, tp.JobID)
+		// Unknown, paused, answered by the tick it owes or its key made,
+		// or its tick ahead of the clock.
+		cur, err := p.echoGetRow(ctx, tp.JobID)
 		if err != nil {
 			return leaseapi.Lease{}, fmt.Errorf("%s: %w", op, err)
 		}
+		l := cur.toLease()
 		if l.Paused() {
 			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused, Lease: l}
+		}
+		if l.OwedReason == leaseapi.TriggerManual {
+			return l, nil
+		}
+		m := leaseapi.ManualTick(cur.Now, l.LastCompletedTick, l.Tick)
+		ahead := stores.ManualAhead(decide.Ahead(&m, cur.Now, p.maxAhead, &l))
+		if ahead != nil && tp.Key != "" {
+			var seen bool
+			if err := p.db.GetContext(ctx, &seen, manualKeyQuery, tp.JobID, tp.Key); err != nil {
+				return leaseapi.Lease{}, interpretError(op, err)
+			}
+			if seen {
+				ahead = nil
+			}
+		}
+		if ahead != nil {
+			return leaseapi.Lease{}, ahead
 		}
 		return l, nil
 	})

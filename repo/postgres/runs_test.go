@@ -249,7 +249,7 @@ func TestPostgresRunRows(t *testing.T) {
 	t.Run("Coalesced", func(t *testing.T) {
 		t.Parallel()
 		job := b.prefix + "coalesced"
-		store := repo.CoalesceAcquires(b.batched)
+		store := repo.CoalesceAcquires(b.batched, 0)
 		var wg sync.WaitGroup
 		grants := make([]leaseapi.Lease, 8)
 		for i := range grants {
@@ -486,7 +486,8 @@ func grantInTx(t *testing.T, tx *sql.Tx, job, owner string, tick time.Time) (int
 	t.Helper()
 	rows, err := tx.QueryContext(t.Context(), postgres.AcquireQuery, job, owner, tick, 60000, nil, nil, // no schedule
 		nil, false, nil, nil, // nothing to hold the tick's resolution to
-		tick, nil, nil) // the tick as sent; no catch-up policy
+		tick, nil, nil, // the tick as sent; no catch-up policy
+		leaseapi.DefaultMaxTickAhead.Milliseconds())
 	if err != nil {
 		t.Fatalf("grant in a transaction: %v", err)
 	}

@@ -30,6 +30,14 @@ func tickDone(tick, now string) string {
 	return `(COALESCE(` + tick + ` <= l.last_completed_tick, false) AND NOT COALESCE(` + owesTick(tick, now) + `, false))`
 }
 
+// tickAhead: tick lies later than now plus aheadMs milliseconds, the lead
+// the store allows a tick on its clock (decide.Ahead): asked for by a
+// replica whose clock is fast, it is refused to everyone, the holder
+// included.
+func tickAhead(tick, now, aheadMs string) string {
+	return `COALESCE(` + tick + ` > ` + now + ` + ` + aheadMs + ` * interval '1 millisecond', false)`
+}
+
 // owesTick: tick is the tick l owes, still claimable at now.
 func owesTick(tick, now string) string {
 	return `(` + tick + ` = l.owed_tick AND l.owed_until > ` + now + `)`
@@ -83,9 +91,11 @@ var productionParts = statementParts{
 
 // refused is the acquire's refusal in SQL, the rules of decide.Acquire: the
 // tick ran already or the job is paused, and this is not the holder's
-// renewal; or the grant is held by someone else.
-func (p statementParts) refused(now, owner, tick, nearest string) string {
+// renewal; or the tick lies ahead of the clock (aheadMs); or the grant is
+// held by someone else. Which rule refused is named in Go (decide.Refusal).
+func (p statementParts) refused(now, owner, tick, nearest, aheadMs string) string {
 	return `(((` + tickDone(tick, now) + ` OR l.paused_at IS NOT NULL) AND NOT ` + renewsAt(now, owner, tick, nearest) + `)
+			OR ` + tickAhead(tick, now, aheadMs) + `
 			OR (` + p.heldAgainst(now) + ` AND NOT ` + holderOf(owner, tick, nearest) + `))`
 }
 
@@ -131,6 +141,9 @@ type acquireInput struct {
 	// (claimedTick); catchUp and catchUpWindowMs are the catch-up policy
 	// to register with the schedule (NULL: keep the stored one).
 	sent, catchUp, catchUpWindowMs string
+	// maxAheadMs is the lead the store allows a tick on its clock, in
+	// milliseconds (tickAhead).
+	maxAheadMs string
 	// The tick's resolution (tick.go): the stored schedule it assumed
 	// (NULL when it does not depend on it), whether the acquire asked for
 	// the nearest tick, and the clock readings at which that is the tick.
@@ -150,7 +163,7 @@ type acquireInput struct {
 var singleInput = acquireInput{
 	jobID: `$1::text`, owner: `$2::text`, tick: `$3::timestamptz`, ttlMs: `$4::bigint`, spec: `$5::text`, graceMs: `$6::bigint`,
 	stored: `$7::text`, nearest: `$8::boolean`, clockFrom: `$9::timestamptz`, clockUntil: `$10::timestamptz`,
-	sent: `$11::timestamptz`, catchUp: `$12::text`, catchUpWindowMs: `$13::bigint`,
+	sent: `$11::timestamptz`, catchUp: `$12::text`, catchUpWindowMs: `$13::bigint`, maxAheadMs: `$14::bigint`,
 	snapshotFrom: `
 	FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 	WHERE l.job_id = $1::text`,
@@ -164,12 +177,13 @@ FROM (SELECT clock_timestamp() AS now) AS c`,
 var batchInput = acquireInput{
 	params: `input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::text[], $6::bigint[],
-			$7::text[], $8::boolean[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::bigint[])
-		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms, stored, nearest, clock_from, clock_until, sent, catch_up, catch_up_window_ms)
+			$7::text[], $8::boolean[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::bigint[], $14::bigint[])
+		AS i(job_id, owner, tick, ttl_ms, schedule, grace_ms, stored, nearest, clock_from, clock_until, sent, catch_up, catch_up_window_ms,
+			max_ahead_ms)
 ), `,
 	jobID: `i.job_id`, owner: `i.owner`, tick: `i.tick`, ttlMs: `i.ttl_ms`, spec: `i.schedule`, graceMs: `i.grace_ms`,
 	stored: `i.stored`, nearest: `i.nearest`, clockFrom: `i.clock_from`, clockUntil: `i.clock_until`,
-	sent: `i.sent`, catchUp: `i.catch_up`, catchUpWindowMs: `i.catch_up_window_ms`,
+	sent: `i.sent`, catchUp: `i.catch_up`, catchUpWindowMs: `i.catch_up_window_ms`, maxAheadMs: `i.max_ahead_ms`,
 	resolvedFrom: ` FROM input AS i`,
 	snapshotFrom: `
 	FROM (SELECT clock_timestamp() AS now) AS c, input AS i JOIN leases AS l ON l.job_id = i.job_id`,
@@ -186,7 +200,8 @@ ORDER BY i.job_id`,
 // EXCLUDED) reads through resolvedOf and its SET by joining it.
 func (in acquireInput) with() string {
 	return in.params + `resolved AS (SELECT ` + in.jobID + ` AS job_id, ` + in.stored + ` AS stored, ` + in.nearest + ` AS nearest, ` +
-		in.sent + ` AS sent, ` + in.catchUp + ` AS catch_up, ` + in.catchUpWindowMs + ` AS catch_up_window_ms` +
+		in.sent + ` AS sent, ` + in.catchUp + ` AS catch_up, ` + in.catchUpWindowMs + ` AS catch_up_window_ms, ` +
+		in.maxAheadMs + ` AS max_ahead_ms` +
 		in.resolvedFrom + `), `
 }
 
@@ -223,8 +238,10 @@ func settlesOwed(renew, tick, now string) string {
 // a row that is inserted or updated reads it, never a refusal; the update
 // reads it as EXCLUDED.timeline, and a grant records it (a renewal keeps
 // the grant's). The rows to insert are the input's, each only while the clock is
-// where the tick's resolution assumed it (clockWithin), and, when
-// fastPath, only those the fast path did not refuse.
+// where the tick's resolution assumed it (clockWithin) and its tick is not
+// ahead of the clock (tickAhead: no row, not even a new job's, is written
+// for such a tick; the tick a conflicting row takes is never before it),
+// and, when fastPath, only those the fast path did not refuse.
 //
 // A grant or renewal with a schedule (its grace) registers it: a new spec
 // (or the first) is due at once, and the sweep then computes its first
@@ -240,7 +257,8 @@ func settlesOwed(renew, tick, now string) string {
 // (settlesOwed), in the same statement as the grant.
 func (p statementParts) upsert(in acquireInput, fastPath bool) string {
 	rows := in.upsertFrom + `
-WHERE ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil)
+WHERE ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil) + `
+	AND NOT ` + tickAhead(in.tick, `c.now`, in.maxAheadMs)
 	if fastPath {
 		rows += `
 	AND ` + in.unrefused
@@ -297,7 +315,8 @@ ON CONFLICT (job_id) DO UPDATE SET
 			) AS t
 		) AS s
 	)
-WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, claimedTick(`EXCLUDED.tick`, resolvedOf(`sent`), `clock_timestamp()`), resolvedOf(`nearest`)) + `
+WHERE NOT ` + p.refused(`clock_timestamp()`, `EXCLUDED.owner`, claimedTick(`EXCLUDED.tick`, resolvedOf(`sent`), `clock_timestamp()`), resolvedOf(`nearest`),
+		resolvedOf(`max_ahead_ms`)) + `
 	AND ` + storedAs(resolvedOf(`stored`)) + `
 RETURNING ` + leaseColumns
 }
@@ -338,7 +357,7 @@ func (p statementParts) acquire(in acquireInput) string {
 WITH ` + in.with() + `snapshot AS (
 	SELECT ` + snapshotColumns + `,
 		(NOT (` + storedAs(in.stored) + ` AND ` + clockWithin(`c.now`, in.clockFrom, in.clockUntil) + `)
-			OR ` + p.refused(`c.now`, in.owner, claimedTick(in.tick, in.sent, `c.now`), in.nearest) + `) AS refused` + in.snapshotFrom + `
+			OR ` + p.refused(`c.now`, in.owner, claimedTick(in.tick, in.sent, `c.now`), in.nearest, in.maxAheadMs) + `) AS refused` + in.snapshotFrom + `
 ), upsert AS (` + p.upsert(in, true) + `
 )` + grantedRun + `SELECT *, false AS refused FROM upsert
 UNION ALL

@@ -58,6 +58,8 @@ type Store struct {
 	schedules storedSchedules
 	// clock is the clock that guess is made with; nil is time.Now.
 	clock func() time.Time
+	// maxAhead is the lead a tick may have on the database clock.
+	maxAhead time.Duration
 	// beforeSweepWrite, when not nil, is called between a sweep's read
 	// and its write (decideJobs), so that a test can change the rows in
 	// between; it is set only by tests.
@@ -81,6 +83,10 @@ type Config struct {
 	// DurabilityLocal. With DurabilityReplicated every statement answers
 	// ErrUnavailable until CheckReplication found the primary durable.
 	Durability Durability
+	// MaxTickAhead is how far past the database clock a tick may lie: an
+	// acquire or trigger of a later tick is refused with a
+	// *leaseapi.TickAheadError. 0 means leaseapi.DefaultMaxTickAhead.
+	MaxTickAhead time.Duration
 }
 
 // migrationsTable is goose's version table.
@@ -158,7 +164,7 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 		echo = q.durableEcho
 	}
 	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, echo: echo,
-		observer: stores.OrNoObserver(cfg.Observer), stmts: make(map[string]*sqlx.Stmt)}
+		observer: stores.OrNoObserver(cfg.Observer), stmts: make(map[string]*sqlx.Stmt), maxAhead: stores.MaxTickAhead(cfg.MaxTickAhead)}
 	if durability == DurabilityReplicated {
 		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
@@ -401,7 +407,7 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		call := resolvedCall(&r)
+		call := resolvedCall(&r, p.maxAhead)
 		var row acquireRow
 		if attempt == 1 {
 			row, err = send(ctx, p.acquires, p.acquireOne, call)
@@ -435,7 +441,7 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 				stored, now = row.Schedule.String, row.Now
 				continue
 			}
-			return leaseapi.Lease{}, claimRefusal(&r, row.toLease())
+			return leaseapi.Lease{}, claimRefusal(&r, row.toLease(), row.Now, p.maxAhead)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
@@ -447,11 +453,19 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 		// One read serves both (it was a read of the facts and a read of
 		// the row: a third statement for every refusal under the lock).
 		cur, err := bounded(ctx, func(ctx context.Context) (leaseRow, error) { return p.getRow(ctx, a.JobID) })
-		if errors.Is(err, leaseapi.ErrNotFound) && r.Guarded() {
+		if errors.Is(err, leaseapi.ErrNotFound) {
 			// No row: the insert of a new job found the clock outside
-			// the tick's window. Read the clock, and resolve again.
+			// the tick's window, or its tick ahead of the clock. Read
+			// the clock: a tick resolved right and ahead of it is
+			// refused (it was ahead of the statement's earlier clock
+			// too); else resolve again.
 			if stored, now, err = p.resolveFacts(ctx, a.JobID); err != nil {
 				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
+			}
+			if !r.Guarded() || r.Holds(stored, now) {
+				if ahead := decide.Ahead(r.Params.Tick, now, p.maxAhead, nil); ahead != nil {
+					return leaseapi.Lease{}, ahead
+				}
 			}
 			if attempt == acquireAttempts {
 				return leaseapi.Lease{}, errUnresolved(a.JobID)
@@ -474,8 +488,8 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 			}
 		}
 		l := cur.toLease()
-		if conflict := claimRefusal(&r, l); errors.Is(conflict, leaseapi.ErrTickDone) ||
-			errors.Is(conflict, leaseapi.ErrJobPaused) ||
+		if conflict := claimRefusal(&r, l, cur.Now, p.maxAhead); errors.Is(conflict, leaseapi.ErrTickDone) ||
+			errors.Is(conflict, leaseapi.ErrJobPaused) || errors.Is(conflict, leaseapi.ErrTickAhead) ||
 			l.State == leaseapi.StateHeld || attempt == acquireAttempts {
 			return leaseapi.Lease{}, conflict
 		}
@@ -483,14 +497,15 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 }
 
 // claimRefusal is the conflict of an acquire resolved as r that the
-// statement refused, from cur, the lease it was refused on: decided with
-// the tick the statement took (decide.ClaimedTick), so that a contender
-// for a claimed manual tick hears lease_held, not tick_done of the
-// schedule's tick it would have snapped to.
-func claimRefusal(r *decide.Resolution, cur leaseapi.Lease) error {
+// statement refused, from cur, the lease it was refused on, read at the
+// database clock now: decided with the tick the statement took
+// (decide.ClaimedTick), so that a contender for a claimed manual tick
+// hears lease_held, not tick_done of the schedule's tick it would have
+// snapped to.
+func claimRefusal(r *decide.Resolution, cur leaseapi.Lease, now time.Time, maxAhead time.Duration) error {
 	p := r.Params
 	p.Tick = decide.ClaimedTick(r, cur)
-	return decide.Refusal(&p, cur)
+	return decide.Refusal(&p, cur, now, maxAhead)
 }
 
 // errUnresolved is the answer to an acquire whose stored schedule or clock
@@ -722,15 +737,24 @@ func (p *Store) get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
 // echoGet reads jobID's lease as the answer to a call that found it as it
 // asked (Store.echo): with replicated durability, once it is durable.
 func (p *Store) echoGet(ctx context.Context, jobID string) (leaseapi.Lease, error) {
+	row, err := p.echoGetRow(ctx, jobID)
+	if err != nil {
+		return leaseapi.Lease{}, err
+	}
+	return row.toLease(), nil
+}
+
+// echoGetRow is echoGet's row, with the clock it was read at.
+func (p *Store) echoGetRow(ctx context.Context, jobID string) (leaseRow, error) {
 	var row leaseRow
 	err := p.scanPrepared(ctx, p.echo, []any{jobID}, row.fields()...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return leaseapi.Lease{}, leaseapi.ErrNotFound
+		return leaseRow{}, leaseapi.ErrNotFound
 	}
 	if err != nil {
-		return leaseapi.Lease{}, interpretError("read lease", err)
+		return leaseRow{}, interpretError("read lease", err)
 	}
-	return row.toLease(), nil
+	return row, nil
 }
 
 // getRow reads jobID's row with the clock it was read at, or ErrNotFound.

@@ -19,10 +19,10 @@ func TestMain(m *testing.M) { repotest.WrapTestMain(m) }
 // the other tests of the package start.
 func TestPostgresStore(t *testing.T) {
 	dsn := repotest.PostgresURL(t)
-	repotest.RunStoreSuite(t, func(t *testing.T) leaseapi.Store {
+	repotest.RunStoreSuite(t, func(t *testing.T, o repotest.StoreOptions) leaseapi.Store {
 		// Every store is a new pool over the one package database; the
 		// suite closes each store it opens.
-		store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+		store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, MaxTickAhead: o.MaxTickAhead})
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}

@@ -86,8 +86,9 @@ func (p *Store) guessFacts(ctx context.Context, a *leaseapi.AcquireParams) (stri
 	return stored, now(), nil
 }
 
-// resolvedCall is the statement's call for r.
-func resolvedCall(r *decide.Resolution) *acquireCall {
+// resolvedCall is the statement's call for r, refused when its tick lies
+// more than maxAhead after the database clock.
+func resolvedCall(r *decide.Resolution, maxAhead time.Duration) *acquireCall {
 	a := &r.Params
 	spec, grace := sql.NullString{String: a.Schedule, Valid: a.Schedule != ""}, sql.NullInt64{}
 	if spec.Valid {
@@ -95,11 +96,12 @@ func resolvedCall(r *decide.Resolution) *acquireCall {
 	}
 	c := &acquireCall{jobID: a.JobID, owner: a.Owner, tick: nullableTime(a.Tick), ttlMs: a.TTL.Milliseconds(),
 		spec: spec, grace: grace,
-		stored:  sql.NullString{String: r.Stored, Valid: r.CheckStored},
-		nearest: a.NearestTick,
-		from:    sql.NullTime{Time: r.ClockFrom, Valid: !r.ClockFrom.IsZero()},
-		until:   sql.NullTime{Time: r.ClockUntil, Valid: !r.ClockUntil.IsZero()},
-		sent:    nullableTime(r.Sent),
+		stored:     sql.NullString{String: r.Stored, Valid: r.CheckStored},
+		nearest:    a.NearestTick,
+		from:       sql.NullTime{Time: r.ClockFrom, Valid: !r.ClockFrom.IsZero()},
+		until:      sql.NullTime{Time: r.ClockUntil, Valid: !r.ClockUntil.IsZero()},
+		sent:       nullableTime(r.Sent),
+		maxAheadMs: maxAhead.Milliseconds(),
 	}
 	if a.CatchUp != "" {
 		c.catchUp = sql.NullString{String: string(a.CatchUp), Valid: true}

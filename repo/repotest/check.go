@@ -28,13 +28,34 @@ type bundle struct {
 	// closeStore closes store; it runs at most once (also from t.Cleanup).
 	closeStore func()
 	open       func(t *testing.T) leaseapi.Store
+	// openWith opens a store over the same data with other settings
+	// (reopenWith).
+	openWith OpenFunc
 }
 
-// setup opens a store for t and picks a prefix for its job ids and owners.
-func setup(t *testing.T, open func(t *testing.T) leaseapi.Store) *bundle {
+// StoreOptions are the settings a subtest's store is opened with; the zero
+// value is the stores' defaults.
+type StoreOptions struct {
+	// MaxTickAhead is the store's MaxTickAhead (0: the default,
+	// leaseapi.DefaultMaxTickAhead): subtests whose ticks lie further
+	// ahead of the clock widen it.
+	MaxTickAhead time.Duration
+}
+
+// OpenFunc opens a store for t with the settings o.
+type OpenFunc func(t *testing.T, o StoreOptions) leaseapi.Store
+
+// setup opens a store for t with o (none: the defaults) and picks a
+// prefix for its job ids and owners.
+func setup(t *testing.T, open OpenFunc, o ...StoreOptions) *bundle {
 	t.Helper()
-	b := &bundle{prefix: uniquePrefix(t), open: open}
-	b.store, b.closeStore = openStore(t, open)
+	var opts StoreOptions
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	openWith := func(t *testing.T) leaseapi.Store { return open(t, opts) }
+	b := &bundle{prefix: uniquePrefix(t), open: openWith, openWith: open}
+	b.store, b.closeStore = openStore(t, openWith)
 	return b
 }
 
@@ -42,6 +63,15 @@ func setup(t *testing.T, open func(t *testing.T) leaseapi.Store) *bundle {
 func (b *bundle) reopen(t *testing.T) {
 	t.Helper()
 	b.closeStore()
+	b.store, b.closeStore = openStore(t, b.open)
+}
+
+// reopenWith closes the bundle's store and opens a new one over the same
+// data with the settings o; later reopens keep them.
+func (b *bundle) reopenWith(t *testing.T, o StoreOptions) {
+	t.Helper()
+	b.closeStore()
+	b.open = func(t *testing.T) leaseapi.Store { return b.openWith(t, o) }
 	b.store, b.closeStore = openStore(t, b.open)
 }
 

@@ -6,11 +6,16 @@ import (
 	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
-// OpenSQLite opens and migrates an embedded store at path and closes it at
-// the end of the test (Close is idempotent, so tests may close it earlier).
-func OpenSQLite(t *testing.T, path string) *sqlite.Store {
+// OpenSQLite opens and migrates an embedded store at path, with the
+// settings o (none: the defaults), and closes it at the end of the test
+// (Close is idempotent, so tests may close it earlier).
+func OpenSQLite(t *testing.T, path string, o ...StoreOptions) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
+	cfg := sqlite.Config{Path: path}
+	if len(o) > 0 {
+		cfg.MaxTickAhead = o[0].MaxTickAhead
+	}
+	s, err := sqlite.Open(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s): %v", path, err)
 	}

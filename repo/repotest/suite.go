@@ -38,7 +38,7 @@ const (
 // subtests, so call RunStoreSuite from a test that is not parallel
 // and do not share the store's data with parallel tests that read run
 // history.
-func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
+func RunStoreSuite(t *testing.T, open OpenFunc) {
 	t.Helper()
 
 	// Sequential: nothing else runs while they prune or read every job.
@@ -48,6 +48,13 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, setup(t, open)) })
 	t.Run("WebhookSweepEvents", func(t *testing.T) { testWebhookSweepEvents(t, setup(t, open)) })
 
+	// The subtests whose ticks lie up to hours ahead of the clock get a
+	// store with a wider window (MaxTickAhead); the others the default.
+	wideAhead := StoreOptions{MaxTickAhead: 24 * time.Hour}
+	opts := map[string]StoreOptions{
+		"TriggerAfterTicks": wideAhead, "ClaimManual": wideAhead, "ClaimManualNotOwed": wideAhead,
+		"ClaimManualAfterLaterTick": wideAhead,
+	}
 	for _, tc := range []struct {
 		name string
 		test func(t *testing.T, b *bundle)
@@ -85,6 +92,11 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"Credentials", testCredentials},
 		{"Trigger", testTrigger},
 		{"TriggerAfterTicks", testTriggerAfterTicks},
+		{"TickAheadRefused", testTickAheadRefused},
+		{"TickAheadWindow", testTickAheadWindow},
+		{"TickAheadNoPoison", testTickAheadNoPoison},
+		{"TickAheadNearest", testTickAheadNearest},
+		{"TriggerAhead", testTriggerAhead},
 		{"TriggerPaused", testTriggerPaused},
 		{"OwedMany", testOwedMany},
 		{"ClaimManual", testClaimManual},
@@ -98,7 +110,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.test(t, setup(t, open))
+			tc.test(t, setup(t, open, opts[tc.name]))
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
@@ -111,6 +112,9 @@ func (s *Store) Trigger(ctx context.Context, p *leaseapi.TriggerParams) (leaseap
 			return row.lease(now), nil // answered by the tick it owes or its key made
 		}
 		m := leaseapi.ManualTick(fromMs(now), fromNullMs(row.LastCompletedTick), fromNullMs(row.Tick))
+		if err := stores.ManualAhead(decide.Ahead(&m, fromMs(now), s.maxAhead, new(row.lease(now)))); err != nil {
+			return leaseapi.Lease{}, err // a tick of the future ran: no claim of M could be granted
+		}
 		grace := leaseapi.ManualTickGrace(time.Duration(row.GraceMs.Int64)*time.Millisecond, p.Grace)
 		if _, err := tx.ExecContext(ctx, triggerQuery, p.JobID, m.UnixMilli(),
 			sql.NullString{String: p.By, Valid: p.By != ""},

@@ -64,6 +64,8 @@ type Store struct {
 	migrations *goose.Provider
 	logger     *slog.Logger
 	observer   leaseapi.Observer
+	// maxAhead is the lead a tick may have on the store's clock.
+	maxAhead time.Duration
 	// schemaCurrent caches a Ready or Migrate that found no pending
 	// migration: nobody else can migrate the file while the lock is held.
 	schemaCurrent atomic.Bool
@@ -86,6 +88,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer is told of the events the metrics count; nil tells nobody.
 	Observer leaseapi.Observer
+	// MaxTickAhead is how far past the store's clock a tick may lie: an
+	// acquire or trigger of a later tick is refused with a
+	// *leaseapi.TickAheadError. 0 means leaseapi.DefaultMaxTickAhead.
+	MaxTickAhead time.Duration
 }
 
 // errInUse is returned by lockExclusive when another store holds the
@@ -130,7 +136,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: lock: %w", path, err)
 	}
-	s := &Store{path: path, lockFile: lockFile, logger: logger, observer: stores.OrNoObserver(cfg.Observer)}
+	s := &Store{path: path, lockFile: lockFile, logger: logger, observer: stores.OrNoObserver(cfg.Observer),
+		maxAhead: stores.MaxTickAhead(cfg.MaxTickAhead)}
 	if err := s.open(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("open sqlite %s: %w", path, err), s.closeAll())
 	}
@@ -380,7 +387,7 @@ func interpretError(op string, err error) error {
 		return nil
 	}
 	var conflict *leaseapi.ConflictError
-	if errors.As(err, &conflict) {
+	if errors.As(err, &conflict) || errors.Is(err, leaseapi.ErrTickAhead) {
 		return err
 	}
 	if errors.Is(err, leaseapi.ErrUnavailable) {
@@ -667,6 +674,9 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 	p = &resolved.Params
 	tick := toNullMs(p.Tick)
 	if errors.Is(err, leaseapi.ErrNotFound) {
+		if err := decide.Ahead(fromNullMs(tick), fromMs(now), s.maxAhead, nil); err != nil {
+			return cur, err
+		}
 		row, err := writeLease(ctx, tx, insertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
 		if err != nil {
 			return row, err
@@ -683,7 +693,7 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 	tick = toNullMs(decide.ClaimedTick(&resolved, curLease))
 	at := *p
 	at.Tick = fromNullMs(tick)
-	renew, refused := decide.Acquire(&at, curLease)
+	renew, refused := decide.Acquire(&at, curLease, fromMs(now), s.maxAhead)
 	if refused != nil {
 		return cur, refused
 	}

@@ -25,9 +25,9 @@ import (
 // test); the suite's reopen calls of a subtest find the same file.
 func TestSQLite(t *testing.T) {
 	dir := t.TempDir()
-	repotest.RunStoreSuite(t, func(t *testing.T) leaseapi.Store {
+	repotest.RunStoreSuite(t, func(t *testing.T, o repotest.StoreOptions) leaseapi.Store {
 		name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-		return repotest.OpenSQLite(t, filepath.Join(dir, name+".db"))
+		return repotest.OpenSQLite(t, filepath.Join(dir, name+".db"), o)
 	})
 }
 

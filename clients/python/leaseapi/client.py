@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, TypeVar
 
 from . import errors
-from .models import Lease, LeasePage, Run, RunPage, Seconds, Stats, Whoami, format_time, to_millis, to_seconds
+from .models import Lease, LeasePage, Run, RunPage, Seconds, Stats, Whoami, format_time, parse_time, to_millis, to_seconds
 
 __all__ = ["Client", "Exchange"]
 
@@ -371,7 +371,7 @@ def _problem(method: str, path: str, status: int, headers: Mapping[str, str], pa
         except (KeyError, TypeError, ValueError) as err:
             return errors.ProtocolError(f"{method} {path}: {status} with a lease the client cannot read: {err}", status=status, request_id=request_id)
     code = problem["code"]
-    return errors.error_class(code, status)(
+    err = errors.error_class(code, status)(
         str(problem.get("detail") or problem.get("title") or code),
         code=code,
         status=status,
@@ -380,6 +380,12 @@ def _problem(method: str, path: str, status: int, headers: Mapping[str, str], pa
         retry_after=retry_after,
         request_id=request_id,
     )
+    if isinstance(err, errors.TickAhead) and isinstance(problem.get("now"), str):
+        try:
+            err.now = parse_time(problem["now"])
+        except ValueError:
+            pass  # a time the client cannot represent: the refusal stands without it
+    return err
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:

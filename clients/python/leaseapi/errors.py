@@ -7,6 +7,7 @@ subclass of its ``code``; a conflict (409) carries the lease it is about.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Dict, Optional, Type
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ __all__ = [
     "LeaseHeld",
     "TickDone",
     "JobPaused",
+    "TickAhead",
     "LeaseLost",
     "InvalidRequest",
     "Unauthorized",
@@ -82,7 +84,8 @@ class LeaseError(Exception):
 class NotAcquired(LeaseError):
     """The acquire was refused for a reason that means "skip this tick":
     another replica runs it (:class:`LeaseHeld`), it ran already
-    (:class:`TickDone`), or the job is paused (:class:`JobPaused`)."""
+    (:class:`TickDone`), the job is paused (:class:`JobPaused`), or the tick
+    lies ahead of the service's clock (:class:`TickAhead`)."""
 
 
 class LeaseHeld(NotAcquired):
@@ -103,6 +106,24 @@ class JobPaused(NotAcquired):
     """409 ``job_paused``: an operator paused the job."""
 
     default_code = "job_paused"
+
+
+class TickAhead(NotAcquired):
+    """409 ``tick_ahead``: the tick lies later than the service's clock plus
+    ``LEASEAPI_MAX_TICK_AHEAD``: this host's clock is fast. ``now`` is the
+    service's clock when it refused (an aware datetime in UTC, or None when
+    the answer did not carry one it could read); there is no
+    ``retry_after``: fix the clock (NTP). Nothing was written."""
+
+    default_code = "tick_ahead"
+    #: The service's clock when it refused the tick.
+    now: Optional[datetime] = None
+
+    def clock_fast(self, local_now: datetime) -> Optional[float]:
+        """How many seconds this host's clock at ``local_now`` runs ahead of
+        the service's (a little more, since the answer took time), or None
+        without ``now``."""
+        return None if self.now is None else (local_now - self.now).total_seconds()
 
 
 class LeaseLost(LeaseError):
@@ -174,6 +195,7 @@ _BY_CODE: Dict[str, Type[LeaseError]] = {
     "lease_held": LeaseHeld,
     "tick_done": TickDone,
     "job_paused": JobPaused,
+    "tick_ahead": TickAhead,
     "lease_lost": LeaseLost,
     "invalid_request": InvalidRequest,
     "payload_too_large": InvalidRequest,

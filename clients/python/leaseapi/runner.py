@@ -14,9 +14,10 @@ stops heartbeating and waits for the job until the deadline (a job that lost
 its lease gets the margin); if it has not returned by then, the run is given
 up and released ``failed`` without it. The lease is released ``succeeded``
 when the job returns, ``failed`` when it raises or was stopped. A refused
-acquire (``lease_held``, ``tick_done``, ``job_paused``) raises
-:class:`~leaseapi.errors.NotAcquired` without running the job: another
-replica has the tick, or the job is paused.
+acquire (``lease_held``, ``tick_done``, ``job_paused``, ``tick_ahead``)
+raises :class:`~leaseapi.errors.NotAcquired` without running the job:
+another replica has the tick, the job is paused, or the tick lies ahead of
+the service's clock (this host's clock is fast: logged as a warning).
 
 A Python thread cannot be cancelled: a job that ignores ``stop`` keeps
 running after its lease is gone, and another replica may run the next tick
@@ -342,6 +343,13 @@ class Runner:
 
             try:
                 sent, lease = retrying(attempt, self.acquire_wait, self._log, f"acquire of {job_id}")
+            except errors.TickAhead as err:
+                # This host's clock runs ahead of the service's: its ticks
+                # are refused until the clock is fixed.
+                fast = err.clock_fast(datetime.now(timezone.utc))
+                log.warning("tick skipped: this host's clock is fast; fix it (NTP): clock %s s fast, service clock %s",
+                            "?" if fast is None else f"{fast:.0f}", format_time(err.now) if err.now else "unknown")
+                raise
             except errors.NotAcquired as err:
                 log.debug("tick skipped: %s", err)
                 raise

@@ -5,10 +5,11 @@ the local deadline, the max run time, abandonment and shutdown."""
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
 import signal
 import threading
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, List
 
@@ -81,6 +82,24 @@ def test_a_held_tick_is_a_quiet_skip(client: leaseapi.Client, job_id: str) -> No
     with pytest.raises(leaseapi.LeaseHeld):
         leaseapi.Runner(client, "replica-a", ttl=3).run(job_id, lambda ctx: ran.append(ctx), tick=TICK)
     assert not ran
+
+
+def test_a_tick_ahead_of_the_clock_is_skipped_and_logged(client: leaseapi.Client, job_id: str, caplog: pytest.LogCaptureFixture) -> None:
+    # A host whose clock runs two days fast asks for a tick of the future:
+    # refused (tick_ahead, the service's clock as now, no Retry-After),
+    # nothing written, the job not run, and a warning says the clock is fast.
+    ahead = datetime.now(timezone.utc) + timedelta(days=2)
+    ran = []
+    with caplog.at_level(logging.WARNING, logger="leaseapi"):
+        with pytest.raises(leaseapi.TickAhead) as info:
+            leaseapi.Runner(client, "replica-fast", ttl=3).run(job_id, lambda ctx: ran.append(ctx), tick=ahead)
+    err = info.value
+    assert not ran and isinstance(err, leaseapi.NotAcquired)
+    assert (err.status, err.code, err.retry_after, err.lease) == (409, "tick_ahead", None, None)
+    assert err.now is not None and err.now < ahead - timedelta(days=1)
+    assert [r for r in caplog.records if "clock is fast" in r.getMessage() and " s fast" in r.getMessage()], caplog.text
+    with pytest.raises(leaseapi.NotFound):
+        client.get(job_id)
 
 
 def test_revoked_lease_stops_the_job(client: leaseapi.Client, admin: leaseapi.Client, job_id: str) -> None:

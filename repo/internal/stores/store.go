@@ -1,6 +1,7 @@
 package stores
 
 import (
+	"errors"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
@@ -113,4 +114,22 @@ func SetOwed(l *leaseapi.Lease, tick *time.Time, reason string, until *time.Time
 	if tick != nil && until != nil && until.After(now) {
 		l.OwedTick, l.OwedReason = tick, leaseapi.Trigger(reason)
 	}
+}
+
+// MaxTickAhead is the lead a store allows a tick on its clock, given the
+// configured d: d, or leaseapi.DefaultMaxTickAhead when d is not positive.
+func MaxTickAhead(d time.Duration) time.Duration {
+	if d <= 0 {
+		return leaseapi.DefaultMaxTickAhead
+	}
+	return d
+}
+
+// ManualAhead marks err, decide.Ahead's refusal of a trigger's manual
+// tick (or nil), as a manual tick's, for the detail of its answer.
+func ManualAhead(err error) error {
+	if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
+		ahead.Manual = true
+	}
+	return err
 }

@@ -1,0 +1,91 @@
+package decide
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+)
+
+// TestAcquireTickAhead: a tick later than the clock plus the window is
+// refused to everyone with tick_ahead, after job_paused and before
+// tick_done and lease_held; the window's edge and the past are not.
+func TestAcquireTickAhead(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	const window = 5 * time.Minute
+	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
+	paused := now.Add(-time.Hour)
+	held := leaseapi.Lease{JobID: "j", Owner: "a", Token: 2, State: leaseapi.StateHeld, Tick: at(window + time.Hour),
+		LastCompletedTick: at(2 * time.Hour)}
+	released := leaseapi.Lease{JobID: "j", Owner: "a", Token: 2, State: leaseapi.StateReleased, LastCompletedTick: at(-time.Minute)}
+	pausedLease := released
+	pausedLease.PausedAt = &paused
+	for _, tc := range []struct {
+		name string
+		tick *time.Time
+		cur  leaseapi.Lease
+		want error // nil: granted or renewed
+	}{
+		{"Edge", at(window), released, nil},
+		{"PastTheEdge", at(window + time.Millisecond), released, leaseapi.ErrTickAhead},
+		{"TwoDaysAhead", at(48 * time.Hour), released, leaseapi.ErrTickAhead},
+		{"YearAgo", at(-365 * 24 * time.Hour), leaseapi.Lease{JobID: "j", State: leaseapi.StateReleased}, nil},
+		{"NoTick", nil, released, nil},
+		{"PausedFirst", at(48 * time.Hour), pausedLease, leaseapi.ErrJobPaused},
+		{"BeforeTickDone", at(time.Hour), held, leaseapi.ErrTickAhead},
+		{"TheHolderToo", held.Tick, held, leaseapi.ErrTickAhead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := &leaseapi.AcquireParams{JobID: "j", Owner: "a", TTL: time.Minute, Tick: tc.tick}
+			if tc.name == "BeforeTickDone" {
+				p.Owner = "b"
+			}
+			_, err := Acquire(p, tc.cur, now, window)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Acquire: got %v, want %v", err, tc.want)
+			}
+			if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok &&
+				(!ahead.Now.Equal(now) || !ahead.Tick.Equal(*tc.tick) || ahead.MaxAhead != window || ahead.Lease == nil) {
+				t.Errorf("tick_ahead: got %+v, want tick %s now %s window %s and the lease", ahead, tc.tick, now, window)
+			}
+		})
+	}
+}
+
+// TestNearestTickNeverAhead: a NearestTick acquire picks at most a minute
+// ahead of the clock, so its pick passes the narrowest window (a minute),
+// also when the clock is a minute before a tick.
+func TestNearestTickNeverAhead(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"@every 2m", "@every 1h", "0 7 * * *", "* * * * * *"} {
+		s, err := ParseSchedule(spec)
+		if err != nil {
+			t.Fatalf("ParseSchedule(%q): %v", spec, err)
+		}
+		tick := s.Next(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+		margin := min(MaxNearestTickMargin, s.MinGap()/2)
+		for _, now := range []time.Time{tick.Add(-margin), tick.Add(-margin).Add(-time.Millisecond), tick} {
+			r, err := ResolveTick(&leaseapi.AcquireParams{JobID: "j", Owner: "a", TTL: time.Minute, NearestTick: true, Schedule: spec, Grace: time.Second}, "", now)
+			if err != nil {
+				t.Fatalf("ResolveTick(%q at %s): %v", spec, now, err)
+			}
+			if err := Ahead(r.Params.Tick, now, time.Minute, nil); err != nil {
+				t.Errorf("%q at %s: the pick %s is refused: %v", spec, now, r.Params.Tick, err)
+			}
+		}
+	}
+}
+
+// TestResolveTickBeforeYear1: a named tick whose schedule's newest tick at
+// or before it lies before year 0001 is invalid, not stored.
+func TestResolveTickBeforeYear1(t *testing.T) {
+	t.Parallel()
+	early := time.Date(1, time.January, 1, 0, 0, 30, 0, time.UTC)
+	_, err := ResolveTick(&leaseapi.AcquireParams{JobID: "j", Owner: "a", TTL: time.Minute, Tick: &early, Schedule: "0 12 * * *", Grace: time.Second}, "", early)
+	if !errors.Is(err, leaseapi.ErrInvalid) {
+		t.Errorf("a tick of 0001-01-01 snapped to a daily noon schedule: got %v, want invalid", err)
+	}
+}
