@@ -14,7 +14,8 @@ import (
 //  1. Mutual exclusion: at any instant at most one grant of a job is held.
 //  2. Fencing: tokens of one job strictly increase with every grant and
 //     revocation; an operation carrying an older token never succeeds.
-//  3. Per tick: a tick, once released succeeded, is never granted again.
+//  3. Per tick: a tick, once released succeeded, is never granted again,
+//     unless Repair discarded that run (its tick lay ahead of the clock).
 //  4. Liveness: a lease whose holder vanished is grantable once expiresAt passes.
 //  5. Durability: a restart loses no lease, no token and no completed tick.
 //
@@ -63,6 +64,17 @@ type Store interface {
 	// not touched. Pausing a paused job changes nothing. ErrNotFound for an
 	// unknown job.
 	Pause(ctx context.Context, p *PauseParams) (Lease, error)
+	// Repair undoes what a tick later than the store's clock plus p.Window
+	// did to the job (a replica whose clock was fast), under the job's row
+	// lock: it revokes an open grant whose tick is ahead (token + 1, the
+	// run revoked by p.By), marks every run whose tick is ahead
+	// OutcomeDiscarded, clears an owed tick that is ahead, and sets the
+	// last completed tick to the later of the newest succeeded run's tick
+	// at or before now + p.Window and min(its value, now - p.Retention), so
+	// that no tick older than the kept history becomes grantable again.
+	// Tokens never go back. Repairing a sound job, or again, changes
+	// nothing. ErrNotFound for an unknown job.
+	Repair(ctx context.Context, p *RepairParams) (Lease, error)
 	// Resume ends a pause; ticks that fell during it stay uncounted.
 	// Resuming a job that is not paused changes nothing. ErrNotFound for an
 	// unknown job.

@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
+)
+
+// The statements of a repair (Store.Repair), run in one transaction after
+// lockForRepairQuery took the lease row's lock, so nothing moves the job
+// between the read and the writes.
+const (
+	lockForRepairQuery = `SELECT ` + leaseColumns + ` FROM leases WHERE job_id = $1 FOR UPDATE`
+
+	// newestSucceededQuery is the tick of the job's newest succeeded run
+	// at or before $2 (now + window).
+	newestSucceededQuery = `
+SELECT max(tick) FROM runs WHERE job_id = $1 AND outcome = 'succeeded' AND tick <= $2`
+
+	// discardRunsQuery sets aside the runs whose tick is after $2 (now +
+	// window); one still running ends now.
+	discardRunsQuery = `
+UPDATE runs SET outcome = 'discarded', ended_at = COALESCE(ended_at, clock_timestamp())
+WHERE job_id = $1 AND tick > $2 AND outcome <> 'discarded'`
+
+	// repairLeaseQuery writes the last completed tick and clears the owed
+	// tick when $3.
+	repairLeaseQuery = `
+UPDATE leases SET last_completed_tick = $2::timestamptz,
+	(owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (
+		SELECT CASE WHEN $3::boolean THEN NULL ELSE owed_tick END, CASE WHEN $3::boolean THEN NULL ELSE owed_reason END,
+			CASE WHEN $3::boolean THEN NULL ELSE owed_by END, CASE WHEN $3::boolean THEN NULL ELSE owed_trigger_reason END,
+			CASE WHEN $3::boolean THEN NULL ELSE owed_until END)
+WHERE job_id = $1
+RETURNING ` + leaseColumns
+)
+
+// repairRevokeQuery revokes the open grant (held or expired) whose token
+// the lock read, as revokeQuery does; the trigger records its run revoked
+// by $3.
+var repairRevokeQuery = `
+UPDATE leases AS l SET (token, timeline, revoked_at, expires_at, last_outcome, revoked_by) = (
+	SELECT ` + tokenAfter(`l.token`, `c.timeline`) + `, c.timeline, c.now, LEAST(l.expires_at, c.now), 'revoked', $3::text
+	FROM (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS timeline) AS c
+)
+WHERE job_id = $1 AND token = $2 AND released_at IS NULL AND revoked_at IS NULL`
+
+// Repair undoes what ticks ahead of the clock did to a job. See
+// leaseapi.Store.
+func (p *Store) Repair(ctx context.Context, rp *leaseapi.RepairParams) (leaseapi.Lease, error) {
+	if err := rp.Validate(); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	op := fmt.Sprintf("repair %q", rp.JobID)
+	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
+		var out leaseapi.Lease
+		var revoked *leaseapi.Lease
+		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
+			revoked = nil
+			var cur leaseRow
+			if err := tx.QueryRowxContext(ctx, lockForRepairQuery, rp.JobID).Scan(cur.fields()...); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					return leaseapi.ErrNotFound
+				}
+				return err
+			}
+			// The clock after the lock: the repair is decided at it.
+			var now time.Time
+			if err := tx.GetContext(ctx, &now, dbNowQuery); err != nil {
+				return err
+			}
+			ahead := now.Add(rp.Window)
+			var newest sql.NullTime
+			if err := tx.GetContext(ctx, &newest, newestSucceededQuery, rp.JobID, ahead); err != nil {
+				return err
+			}
+			l := cur.toLease()
+			plan := decide.Repair(l, now, rp.Window, rp.Retention, nullTime(newest))
+			if plan.Revoke {
+				by := sql.NullString{String: rp.By, Valid: rp.By != ""}
+				if _, err := tx.ExecContext(ctx, repairRevokeQuery, rp.JobID, cur.Token, by); err != nil {
+					return err
+				}
+				revoked = &l
+			}
+			if _, err := tx.ExecContext(ctx, discardRunsQuery, rp.JobID, plan.Ahead); err != nil {
+				return err
+			}
+			var row leaseRow
+			if err := tx.QueryRowxContext(ctx, repairLeaseQuery, rp.JobID,
+				nullableTime(plan.LastCompletedTick), plan.ClearOwed).Scan(row.fields()...); err != nil {
+				return err
+			}
+			out = row.toLease()
+			return nil
+		})
+		if err != nil {
+			if errors.Is(err, leaseapi.ErrNotFound) {
+				return leaseapi.Lease{}, fmt.Errorf("%s: %w", op, err)
+			}
+			return leaseapi.Lease{}, interpretError(op, err)
+		}
+		if revoked != nil {
+			p.observer.RunFinished(leaseapi.OutcomeRevoked, out.ExpiresAt.Sub(revoked.AcquiredAt))
+		}
+		return out, nil
+	})
+}
