@@ -49,6 +49,7 @@ type Config struct {
 	MaxInFlight         int           `envconfig:"MAX_IN_FLIGHT" default:"256" desc:"lease calls one instance runs at once; a call beyond the limit is answered 503 overloaded at once, without touching the database (load shedding)"`
 	MissedGrace         time.Duration `envconfig:"MISSED_GRACE" default:"60s" desc:"grace of a schedule whose acquires send no graceMs: how long after a tick a replica may still start it before it counts as missed (capped at the schedule's shortest gap)"`
 	TriggerGrace        time.Duration `envconfig:"TRIGGER_GRACE" default:"5m" desc:"how long a manual tick (POST /leases/{jobId}/trigger) stays claimable at least; the job's grace when that is longer"`
+	MaxTickAhead        time.Duration `envconfig:"MAX_TICK_AHEAD" default:"5m" desc:"how far past the database clock a tick may lie; a later tick is refused 409 tick_ahead (1m to 24h)"`
 	MissedSweep         time.Duration `envconfig:"MISSED_SWEEP" default:"10s" desc:"how often the fate of due ticks is decided (missed, skipped) and grants past their expiry are counted"`
 	RateLimit           float64       `envconfig:"RATE_LIMIT" default:"0" desc:"calls per second per instance of a credential without a ratePerSecond of its own (heartbeats and releases are never limited); 0 = no limit"`
 	TLSCertFile         string        `envconfig:"TLS_CERT_FILE" desc:"PEM file of the certificate (and chain) to serve HTTPS with, TLS 1.2 or later and HTTP/2; read again when it changes (a cert-manager renewal), without a restart; empty = plain HTTP"`
@@ -168,6 +169,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TriggerGrace > 0 && (c.TriggerGrace%time.Millisecond != 0 || c.TriggerGrace > leaseapi.MaxGrace) {
 		add("%s (%s) must be a whole number of milliseconds up to 24h", key("TRIGGER_GRACE"), c.TriggerGrace)
+	}
+	if c.MaxTickAhead < time.Minute || c.MaxTickAhead > 24*time.Hour {
+		add("%s (%s) must be between 1m and 24h", key("MAX_TICK_AHEAD"), c.MaxTickAhead)
 	}
 	// The files themselves are read when the server starts (newTLSConfig).
 	switch {
