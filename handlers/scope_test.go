@@ -113,6 +113,7 @@ func TestScopes(t *testing.T) {
 			{"Release", leaseapi.RoleLease, http.MethodPost, "/release", holder + "", 409},
 			{"Pause", leaseapi.RoleAdmin, http.MethodPost, "/pause", `{}`, 200},
 			{"Resume", leaseapi.RoleAdmin, http.MethodPost, "/resume", `{}`, 200},
+			{"Repair", leaseapi.RoleAdmin, http.MethodPost, "/repair", `{}`, 200},
 			{"ForgetSchedule", leaseapi.RoleAdmin, http.MethodDelete, "/schedule", "", 200},
 		}
 		for name, c := range creds {

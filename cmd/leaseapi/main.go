@@ -448,6 +448,10 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		MissedGrace:  cfg.MissedGrace,
 		TriggerGrace: cfg.TriggerGrace,
 		RateLimit:    cfg.RateLimit,
+		// A repair undoes the marks of ticks past this window, and never
+		// back past the history kept.
+		MaxTickAhead:     cfg.MaxTickAhead,
+		HistoryRetention: cfg.HistoryRetention,
 		// Like the credentials, from the store itself.
 		Webhooks:            s,
 		WebhookSealer:       sealer,
