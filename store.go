@@ -96,6 +96,12 @@ type Store interface {
 	// and the runs that ended in the last 24 hours by outcome, of the jobs
 	// whose id starts with prefix ("" for every job).
 	Stats(ctx context.Context, prefix string) (Stats, error)
+	// JobsAhead counts the jobs whose stored marks lie later than the
+	// store's clock plus window: the last completed tick, the tick of a
+	// grant neither released nor revoked, or an owed tick (what Repair
+	// undoes). It returns the first limit (1 to MaxJobsAheadLimit) of
+	// their ids in job id order, all read by one set-based query.
+	JobsAhead(ctx context.Context, window time.Duration, limit int) (JobsAhead, error)
 	// JobHealth returns the health of the first limit jobs in job id order
 	// (1 to MaxJobHealthLimit) and how many jobs it left out, all read at
 	// one instant by one set-based query: its cost grows with the jobs and
@@ -143,6 +149,17 @@ type Owing interface {
 	// cost grows with the ids, not with all jobs.
 	Owed(ctx context.Context, p *OwedParams) ([]Owed, error)
 }
+
+// JobsAhead is the answer of Store.JobsAhead.
+type JobsAhead struct {
+	// Count is how many jobs have a mark ahead.
+	Count int64
+	// JobIDs are the first of them in job id order.
+	JobIDs []string
+}
+
+// MaxJobsAheadLimit bounds the job ids one Store.JobsAhead returns.
+const MaxJobsAheadLimit = 1000
 
 // MaxMissedRunsPerSweep bounds the missed runs one pass of SweepTicks
 // records per job: a job whose replicas were gone for a day must not write

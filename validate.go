@@ -210,6 +210,18 @@ func (p *RepairParams) Validate() error {
 	return validateReason(p.Reason)
 }
 
+// ValidateJobsAhead checks the inputs of Store.JobsAhead: a window above
+// zero and a limit of 1 to MaxJobsAheadLimit.
+func ValidateJobsAhead(window time.Duration, limit int) error {
+	if window <= 0 {
+		return &InvalidError{Field: "window", Rule: "must be above zero"}
+	}
+	if limit < 1 || limit > MaxJobsAheadLimit {
+		return &InvalidError{Field: "limit", Rule: "must be 1 to 1000"}
+	}
+	return nil
+}
+
 func containsControl(s string) bool {
 	for _, r := range s {
 		if unicode.IsControl(r) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/decide"
+	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
 // The statements of a repair (Store.Repair), run in one transaction after
@@ -111,5 +112,31 @@ func (p *Store) Repair(ctx context.Context, rp *leaseapi.RepairParams) (leaseapi
 			p.observer.RunFinished(leaseapi.OutcomeRevoked, out.ExpiresAt.Sub(revoked.AcquiredAt))
 		}
 		return out, nil
+	})
+}
+
+// jobsAheadQuery reads the jobs with a mark after the clock plus $1 ms
+// (stores.AheadAt), the first $2 of them with the count of all: one scan
+// of the leases.
+var jobsAheadQuery = `
+WITH c AS MATERIALIZED (SELECT clock_timestamp() + $1::bigint * interval '1 millisecond' AS ahead)
+SELECT l.job_id, count(*) OVER () AS total
+FROM c, leases AS l
+WHERE ` + stores.AheadAt(`c.ahead`) + `
+ORDER BY l.job_id
+LIMIT $2`
+
+// JobsAhead counts the jobs with marks ahead of the clock. See
+// leaseapi.Store.
+func (p *Store) JobsAhead(ctx context.Context, window time.Duration, limit int) (leaseapi.JobsAhead, error) {
+	if err := leaseapi.ValidateJobsAhead(window, limit); err != nil {
+		return leaseapi.JobsAhead{}, err
+	}
+	return bounded(ctx, func(ctx context.Context) (leaseapi.JobsAhead, error) {
+		var rows []stores.JobAheadRow
+		if err := p.db.SelectContext(ctx, &rows, jobsAheadQuery, window.Milliseconds(), limit); err != nil {
+			return leaseapi.JobsAhead{}, interpretError("jobs ahead", err)
+		}
+		return stores.JobsAhead(rows), nil
 	})
 }

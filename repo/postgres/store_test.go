@@ -112,6 +112,13 @@ func TestPostgresRepair(t *testing.T) {
 			}
 			return store
 		},
+		OpenAlone: func(t *testing.T) leaseapi.Store {
+			store, err := postgres.Open(t.Context(), postgres.Config{DSN: repotest.NewPostgresURL(t)})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return store
+		},
 		SetTicks: func(t *testing.T, s leaseapi.Store, jobID string, grant, owed *time.Time) {
 			t.Helper()
 			if err := s.(*postgres.Store).SetTicks(t.Context(), jobID, grant, owed); err != nil {

@@ -13,6 +13,9 @@ type RepairHarness struct {
 	// Open returns a new store over the harness's data, as RunStoreSuite's
 	// open does.
 	Open func(t *testing.T) leaseapi.Store
+	// OpenAlone returns a store over data of its own, which no other test
+	// writes: JobsAhead counts every job of the store.
+	OpenAlone func(t *testing.T) leaseapi.Store
 	// SetTicks writes marks ahead of the clock into job's rows, with the
 	// store s that Open returned, as a replica whose clock was fast left
 	// them before the service refused such ticks: when grant is not nil,
@@ -52,6 +55,10 @@ func RunRepairSuite(t *testing.T, h *RepairHarness) {
 			tc.test(t, setup(t, h.Open), h)
 		})
 	}
+	t.Run("JobsAhead", func(t *testing.T) {
+		t.Parallel()
+		testJobsAhead(t, setup(t, h.OpenAlone), h)
+	})
 }
 
 func (b *bundle) repair(t *testing.T, jobID string, retention time.Duration) leaseapi.Lease {
@@ -296,4 +303,56 @@ func testRepairUnknownAndInvalid(t *testing.T, b *bundle, _ *RepairHarness) {
 	}
 	_, err = b.store.Get(ctx, job)
 	wantError(t, "Get after the failed repairs", err, leaseapi.ErrNotFound)
+}
+
+// testJobsAhead: JobsAhead counts the jobs with a mark ahead (the last
+// completed tick, an open grant's tick, an owed tick), lists the first in
+// job id order, and no longer counts a repaired job.
+func testJobsAhead(t *testing.T, b *bundle, h *RepairHarness) {
+	ctx := t.Context()
+	ahead := func(limit int) leaseapi.JobsAhead {
+		t.Helper()
+		got, err := b.store.JobsAhead(ctx, repairWindow, limit)
+		if err != nil {
+			t.Fatalf("JobsAhead: %v", err)
+		}
+		return got
+	}
+	sound, done, held, owed := b.job("a-sound"), b.job("b-done"), b.job("c-held"), b.job("d-owed")
+	var g leaseapi.Lease
+	for _, job := range []string{sound, done, held, owed} {
+		g = b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: "o", TTL: longTTL})
+		if job != held {
+			b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: "o", Token: g.Token, Outcome: leaseapi.OutcomeSucceeded})
+		}
+	}
+	if got := ahead(10); got.Count != 0 || len(got.JobIDs) != 0 {
+		t.Fatalf("JobsAhead of sound jobs: got %+v, want none", got)
+	}
+	// A tick within the window is no mark ahead.
+	h.SetTicks(t, b.store, sound, nil, clockTick(g, repairWindow/2))
+	// done: a grant ahead released succeeded; held: a held grant ahead;
+	// owed: an owed tick ahead.
+	g = b.acquire(t, leaseapi.AcquireParams{JobID: done, Owner: "o", TTL: longTTL})
+	h.SetTicks(t, b.store, done, clockTick(g, farAhead), nil)
+	b.release(t, leaseapi.ReleaseParams{JobID: done, Owner: "o", Token: g.Token, Outcome: leaseapi.OutcomeSucceeded})
+	h.SetTicks(t, b.store, held, clockTick(g, farAhead), nil)
+	h.SetTicks(t, b.store, owed, nil, clockTick(g, farAhead))
+
+	if got := ahead(10); got.Count != 3 || len(got.JobIDs) != 3 || got.JobIDs[0] != done || got.JobIDs[1] != held || got.JobIDs[2] != owed {
+		t.Errorf("JobsAhead(10): got %+v, want 3: %s, %s, %s", got, done, held, owed)
+	}
+	if got := ahead(1); got.Count != 3 || len(got.JobIDs) != 1 || got.JobIDs[0] != done {
+		t.Errorf("JobsAhead(1): got %+v, want count 3 and %s", got, done)
+	}
+	b.repair(t, held, repairRetention)
+	if got := ahead(10); got.Count != 2 || len(got.JobIDs) != 2 || got.JobIDs[0] != done || got.JobIDs[1] != owed {
+		t.Errorf("JobsAhead after a repair: got %+v, want 2: %s, %s", got, done, owed)
+	}
+	for _, limit := range []int{0, leaseapi.MaxJobsAheadLimit + 1} {
+		var invalid *leaseapi.InvalidError
+		if _, err := b.store.JobsAhead(ctx, repairWindow, limit); !errors.As(err, &invalid) {
+			t.Errorf("JobsAhead(limit %d): got error %v, want an *InvalidError", limit, err)
+		}
+	}
 }

@@ -88,3 +88,28 @@ func (s *Store) Repair(ctx context.Context, p *leaseapi.RepairParams) (leaseapi.
 		return row.lease(now), nil
 	})
 }
+
+// jobsAheadQuery reads the jobs with a mark after $1 (now + window, Unix
+// ms; stores.AheadAt), the first $2 of them with the count of all: one
+// scan of the leases.
+var jobsAheadQuery = `
+SELECT l.job_id, count(*) OVER () AS total
+FROM leases AS l
+WHERE ` + stores.AheadAt(`$1`) + `
+ORDER BY l.job_id
+LIMIT $2`
+
+// JobsAhead counts the jobs with marks ahead of the clock. See
+// leaseapi.Store.
+func (s *Store) JobsAhead(ctx context.Context, window time.Duration, limit int) (leaseapi.JobsAhead, error) {
+	if err := leaseapi.ValidateJobsAhead(window, limit); err != nil {
+		return leaseapi.JobsAhead{}, err
+	}
+	return transact(ctx, s, "jobs ahead", s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.JobsAhead, error) {
+		var rows []stores.JobAheadRow
+		if err := tx.SelectContext(ctx, &rows, jobsAheadQuery, now+window.Milliseconds(), limit); err != nil {
+			return leaseapi.JobsAhead{}, err
+		}
+		return stores.JobsAhead(rows), nil
+	})
+}

@@ -36,11 +36,14 @@ func TestSQLite(t *testing.T) {
 func TestSQLiteRepair(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	// Every subtest has a file of its own.
+	open := func(t *testing.T) leaseapi.Store {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+		return repotest.OpenSQLite(t, filepath.Join(dir, name+".db"))
+	}
 	repotest.RunRepairSuite(t, &repotest.RepairHarness{
-		Open: func(t *testing.T) leaseapi.Store {
-			name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-			return repotest.OpenSQLite(t, filepath.Join(dir, name+".db"))
-		},
+		Open:      open,
+		OpenAlone: open,
 		SetTicks: func(t *testing.T, s leaseapi.Store, jobID string, grant, owed *time.Time) {
 			t.Helper()
 			if err := s.(*sqlite.Store).SetTicks(t.Context(), jobID, grant, owed); err != nil {
