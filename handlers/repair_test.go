@@ -1,7 +1,9 @@
 package handlers_test
 
 import (
+	"database/sql"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,8 @@ import (
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
+	"github.com/leaseapi/leaseapi/repo/repotest"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
 // TestRepairOverHTTP: POST /leases/{jobId}/repair mends a job that a grant
@@ -18,19 +22,17 @@ import (
 // why, and a second repair changes nothing.
 func TestRepairOverHTTP(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, open openStore) {
-		b := setup(t, open(t), defaultOptions())
+	forEachStoreSQL(t, func(t *testing.T, store leaseapi.Store, setTick func(t *testing.T, job string, tick time.Time)) {
+		b := setup(t, store, defaultOptions())
 		job := b.job("repair")
 
-		// The fast replica's grant, made through the store: the marks such a
-		// replica left before ticks ahead were refused.
+		// The fast replica's grant of a tick two days ahead, released
+		// succeeded: its tick written with SQL, as such a replica left it
+		// before ticks ahead were refused.
 		probe := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "probe"}))
 		wantLease(t, b.release(t, job, api.ReleaseRequest{Owner: "probe", Token: probe.Token}))
-		ahead := probe.AcquiredAt.Add(48 * time.Hour).Truncate(time.Second)
-		l, err := b.store.Acquire(t.Context(), &leaseapi.AcquireParams{JobID: job, Owner: "fast", TTL: time.Minute, Tick: &ahead})
-		if err != nil {
-			t.Fatalf("Acquire of the tick ahead: %v", err)
-		}
+		l := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "fast"}))
+		setTick(t, job, probe.AcquiredAt.Add(48*time.Hour).Truncate(time.Second))
 		wantLease(t, b.release(t, job, api.ReleaseRequest{Owner: "fast", Token: l.Token}))
 		next := api.FormatTime(probe.AcquiredAt.Truncate(time.Second).Add(time.Second))
 		wantProblem(t, b.acquire(t, job, api.AcquireRequest{Owner: "a", Tick: &next}), http.StatusConflict, api.CodeTickDone)
@@ -80,5 +82,60 @@ func TestRepairOverHTTP(t *testing.T) {
 		if after := b.snapshot(t); !after.equal(before) {
 			t.Error("a refused repair changed the store")
 		}
+	})
+}
+
+// forEachStoreSQL runs fn as a parallel subtest against each real store,
+// with setTick, which moves a job's current grant (the lease's tick and
+// its run's) to tick with SQL.
+func forEachStoreSQL(t *testing.T, fn func(t *testing.T, store leaseapi.Store, setTick func(t *testing.T, job string, tick time.Time))) {
+	t.Helper()
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "leases.db")
+		store, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = store.Close() })
+		if err := store.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		fn(t, store, func(t *testing.T, job string, tick time.Time) {
+			t.Helper()
+			for _, q := range []string{
+				`UPDATE runs SET tick = $2 WHERE job_id = $1 AND token = (SELECT token FROM leases WHERE job_id = $1)`,
+				`UPDATE leases SET tick = $2 WHERE job_id = $1`,
+			} {
+				if _, err := db.ExecContext(t.Context(), q, job, tick.UnixMilli()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		dsn := repotest.PostgresURL(t)
+		db, err := sql.Open("postgres", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		fn(t, openPostgres(t), func(t *testing.T, job string, tick time.Time) {
+			t.Helper()
+			for _, q := range []string{
+				`UPDATE runs SET tick = $2 WHERE job_id = $1 AND token = (SELECT token FROM leases WHERE job_id = $1)`,
+				`UPDATE leases SET tick = $2 WHERE job_id = $1`,
+			} {
+				if _, err := db.ExecContext(t.Context(), q, job, tick); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	})
 }
