@@ -69,6 +69,14 @@
 // released failed, or whose holder expired, can be acquired again. The same owner acquiring the same tick again while it
 // holds the lease is an idempotent retry: same token, renewed expiry.
 //
+// A tick far ahead of the store's clock (a replica whose clock was fast),
+// once released succeeded, would make every tick before it done. An
+// administrator's repair (Store.Repair, POST /leases/{jobId}/repair) undoes
+// that: it revokes an open grant of such a tick, marks the runs of such
+// ticks discarded (they no longer make their ticks done) and moves
+// lastCompletedTick back to the newest succeeded tick before, but never
+// past the run history kept. Tokens never go back.
+//
 // An acquire may also carry the job's schedule (a cron spec, package
 // schedule) and a grace; a granted one registers them. A sweep then decides,
 // once for every instance on the database, the fate of each tick whose grace
