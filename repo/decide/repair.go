@@ -46,6 +46,15 @@ func Repair(cur leaseapi.Lease, now time.Time, window, retention time.Duration, 
 	return p
 }
 
+// Changes reports whether the plan changes lease cur (it was decided
+// from): a repair whose plan does not, and that discarded no run, writes
+// nothing.
+func (p RepairPlan) Changes(cur leaseapi.Lease) bool {
+	same := (p.LastCompletedTick == nil) == (cur.LastCompletedTick == nil) &&
+		(p.LastCompletedTick == nil || p.LastCompletedTick.Equal(*cur.LastCompletedTick))
+	return p.Revoke || p.ClearOwed || !same
+}
+
 // later is the later of a and b, nil when both are.
 func later(a, b *time.Time) *time.Time {
 	switch {

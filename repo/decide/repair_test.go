@@ -48,6 +48,11 @@ func TestRepair(t *testing.T) {
 				(got.LastCompletedTick != nil && !got.LastCompletedTick.Equal(*tt.wantLast)) {
 				t.Errorf("LastCompletedTick = %v, want %v", got.LastCompletedTick, tt.wantLast)
 			}
+			sound := !tt.wantRevoke && !tt.wantClear && ((tt.wantLast == nil && tt.cur.LastCompletedTick == nil) ||
+				(tt.wantLast != nil && tt.cur.LastCompletedTick != nil && tt.wantLast.Equal(*tt.cur.LastCompletedTick)))
+			if got.Changes(tt.cur) == sound {
+				t.Errorf("Changes = %v, want %v", got.Changes(tt.cur), !sound)
+			}
 			if !got.Ahead.Equal(now.Add(window)) {
 				t.Errorf("Ahead = %v, want %v", got.Ahead, now.Add(window))
 			}

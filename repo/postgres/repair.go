@@ -32,14 +32,14 @@ UPDATE runs SET outcome = 'discarded', ended_at = COALESCE(ended_at, clock_times
 WHERE job_id = $1 AND tick > $2 AND outcome <> 'discarded'`
 
 	// repairLeaseQuery writes the last completed tick and clears the owed
-	// tick when $3.
+	// tick when $3, on the grant the repair left ($4: its token).
 	repairLeaseQuery = `
 UPDATE leases SET last_completed_tick = $2::timestamptz,
 	(owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (
 		SELECT CASE WHEN $3::boolean THEN NULL ELSE owed_tick END, CASE WHEN $3::boolean THEN NULL ELSE owed_reason END,
 			CASE WHEN $3::boolean THEN NULL ELSE owed_by END, CASE WHEN $3::boolean THEN NULL ELSE owed_trigger_reason END,
 			CASE WHEN $3::boolean THEN NULL ELSE owed_until END)
-WHERE job_id = $1
+WHERE job_id = $1 AND token = $4
 RETURNING ` + leaseColumns
 )
 
@@ -51,7 +51,8 @@ UPDATE leases AS l SET (token, timeline, revoked_at, expires_at, last_outcome, r
 	SELECT ` + tokenAfter(`l.token`, `c.timeline`) + `, c.timeline, c.now, LEAST(l.expires_at, c.now), 'revoked', $3::text
 	FROM (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS timeline) AS c
 )
-WHERE job_id = $1 AND token = $2 AND released_at IS NULL AND revoked_at IS NULL`
+WHERE job_id = $1 AND token = $2 AND released_at IS NULL AND revoked_at IS NULL
+RETURNING token`
 
 // Repair undoes what ticks ahead of the clock did to a job. See
 // leaseapi.Store.
@@ -84,19 +85,29 @@ func (p *Store) Repair(ctx context.Context, rp *leaseapi.RepairParams) (leaseapi
 			}
 			l := cur.toLease()
 			plan := decide.Repair(l, now, rp.Window, rp.Retention, nullTime(newest))
+			token := cur.Token
 			if plan.Revoke {
 				by := sql.NullString{String: rp.By, Valid: rp.By != ""}
-				if _, err := tx.ExecContext(ctx, repairRevokeQuery, rp.JobID, cur.Token, by); err != nil {
-					return err
+				if err := tx.GetContext(ctx, &token, repairRevokeQuery, rp.JobID, cur.Token, by); err != nil {
+					return err // no row: none can change under the lock
 				}
 				revoked = &l
 			}
-			if _, err := tx.ExecContext(ctx, discardRunsQuery, rp.JobID, plan.Ahead); err != nil {
+			res, err := tx.ExecContext(ctx, discardRunsQuery, rp.JobID, plan.Ahead)
+			if err != nil {
 				return err
+			}
+			discarded, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if discarded == 0 && !plan.Changes(l) {
+				out = l // nothing ahead: nothing written
+				return nil
 			}
 			var row leaseRow
 			if err := tx.QueryRowxContext(ctx, repairLeaseQuery, rp.JobID,
-				nullableTime(plan.LastCompletedTick), plan.ClearOwed).Scan(row.fields()...); err != nil {
+				nullableTime(plan.LastCompletedTick), plan.ClearOwed, token).Scan(row.fields()...); err != nil {
 				return err
 			}
 			out = row.toLease()

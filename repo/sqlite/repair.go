@@ -37,7 +37,7 @@ UPDATE runs SET outcome = 'discarded', ended_at = COALESCE(ended_at, $3)
 WHERE job_id = $1 AND tick > $2 AND outcome <> 'discarded'`
 
 	// repairLeaseQuery writes the last completed tick and clears the owed
-	// tick when $3.
+	// tick when $3, on the grant the repair left ($4: its token).
 	repairLeaseQuery = `
 UPDATE leases SET last_completed_tick = $2,
 	owed_tick = CASE WHEN $3 THEN NULL ELSE owed_tick END,
@@ -45,7 +45,7 @@ UPDATE leases SET last_completed_tick = $2,
 	owed_by = CASE WHEN $3 THEN NULL ELSE owed_by END,
 	owed_trigger_reason = CASE WHEN $3 THEN NULL ELSE owed_trigger_reason END,
 	owed_until = CASE WHEN $3 THEN NULL ELSE owed_until END
-WHERE job_id = $1
+WHERE job_id = $1 AND token = $4
 RETURNING ` + leaseColumns
 )
 
@@ -67,21 +67,33 @@ func (s *Store) Repair(ctx context.Context, p *leaseapi.RepairParams) (leaseapi.
 		if err := tx.GetContext(ctx, &newest, newestSucceededQuery, p.JobID, ahead); err != nil {
 			return leaseapi.Lease{}, err
 		}
-		plan := decide.Repair(cur.lease(now), fromMs(now), p.Window, p.Retention, fromNullMs(newest))
+		l := cur.lease(now)
+		plan := decide.Repair(l, fromMs(now), p.Window, p.Retention, fromNullMs(newest))
+		token := cur.Token
 		if plan.Revoke {
 			by := sql.NullString{String: p.By, Valid: p.By != ""}
-			if _, err := writeLease(ctx, tx, repairRevokeQuery, p.JobID, cur.Token, now, by); err != nil {
+			row, err := writeLease(ctx, tx, repairRevokeQuery, p.JobID, cur.Token, now, by)
+			if err != nil {
 				return leaseapi.Lease{}, err
 			}
+			token = row.Token
 			if _, err := tx.ExecContext(ctx, revokeRunQuery, p.JobID, cur.Token, now, by); err != nil {
 				return leaseapi.Lease{}, err
 			}
 			ev.RunFinished(leaseapi.OutcomeRevoked, time.Duration(now-cur.AcquiredAt)*time.Millisecond)
 		}
-		if _, err := tx.ExecContext(ctx, discardRunsQuery, p.JobID, plan.Ahead.UnixMilli(), now); err != nil {
+		res, err := tx.ExecContext(ctx, discardRunsQuery, p.JobID, plan.Ahead.UnixMilli(), now)
+		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		row, err := writeLease(ctx, tx, repairLeaseQuery, p.JobID, toNullMs(plan.LastCompletedTick), plan.ClearOwed)
+		discarded, err := res.RowsAffected()
+		if err != nil {
+			return leaseapi.Lease{}, err
+		}
+		if discarded == 0 && !plan.Changes(l) {
+			return l, nil // nothing ahead: nothing written
+		}
+		row, err := writeLease(ctx, tx, repairLeaseQuery, p.JobID, toNullMs(plan.LastCompletedTick), plan.ClearOwed, token)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
