@@ -1353,7 +1353,8 @@ type Role string
 // Run One grant of the lease, or one missed tick: a missed run has `tick` and
 // `endedAt` (tick + grace, when it was decided missed; for a manual tick
 // nobody claimed, the end of its claimable time) but `token`, `owner`,
-// `startedAt` and `durationMs` null.
+// `startedAt` and `durationMs` null. A `discarded` run keeps the fields it
+// had: a discarded missed run has no holder either.
 type Run struct {
 	// DurationMs endedAt - startedAt in milliseconds; null while running and for a missed run.
 	DurationMs *int64 `json:"durationMs"`
@@ -1599,7 +1600,8 @@ type WebhookEvent struct {
 		// Run One grant of the lease, or one missed tick: a missed run has `tick` and
 		// `endedAt` (tick + grace, when it was decided missed; for a manual tick
 		// nobody claimed, the end of its claimable time) but `token`, `owner`,
-		// `startedAt` and `durationMs` null.
+		// `startedAt` and `durationMs` null. A `discarded` run keeps the fields it
+		// had: a discarded missed run has no holder either.
 		Run Run `json:"run"`
 	} `json:"data"`
 
