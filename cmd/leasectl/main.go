@@ -8,6 +8,7 @@
 //	leasectl revoke report
 //	leasectl pause --reason 'database maintenance' report
 //	leasectl resume report
+//	leasectl repair --reason 'clock was two days fast' report
 //	leasectl trigger --reason 'rerun after the fix' report
 //	leasectl run --owed report -- /usr/local/bin/report.sh
 //
