@@ -19,6 +19,10 @@ type RepairPlan struct {
 	LastCompletedTick *time.Time
 	// ClearOwed: the tick the job owes is ahead.
 	ClearOwed bool
+	// ClearTick: the tick of the lease's grant is ahead. Its run is
+	// discarded, and the lease no longer names it, so that the tick sweep
+	// does not take the grant for the run of that tick when it comes.
+	ClearTick bool
 }
 
 // Repair decides the repair of lease cur, read under its row lock at the
@@ -34,6 +38,7 @@ func Repair(cur leaseapi.Lease, now time.Time, window, retention time.Duration, 
 	open := cur.State == leaseapi.StateHeld || cur.State == leaseapi.StateExpired
 	p.Revoke = open && cur.Tick != nil && cur.Tick.After(ahead)
 	p.ClearOwed = cur.OwedTick != nil && cur.OwedTick.After(ahead)
+	p.ClearTick = cur.Tick != nil && cur.Tick.After(ahead)
 	var kept *time.Time
 	if cur.LastCompletedTick != nil {
 		t := now.Add(-retention)
@@ -52,7 +57,7 @@ func Repair(cur leaseapi.Lease, now time.Time, window, retention time.Duration, 
 func (p RepairPlan) Changes(cur leaseapi.Lease) bool {
 	same := (p.LastCompletedTick == nil) == (cur.LastCompletedTick == nil) &&
 		(p.LastCompletedTick == nil || p.LastCompletedTick.Equal(*cur.LastCompletedTick))
-	return p.Revoke || p.ClearOwed || !same
+	return p.Revoke || p.ClearOwed || p.ClearTick || !same
 }
 
 // later is the later of a and b, nil when both are.

@@ -48,7 +48,11 @@ func TestRepair(t *testing.T) {
 				(got.LastCompletedTick != nil && !got.LastCompletedTick.Equal(*tt.wantLast)) {
 				t.Errorf("LastCompletedTick = %v, want %v", got.LastCompletedTick, tt.wantLast)
 			}
-			sound := !tt.wantRevoke && !tt.wantClear && ((tt.wantLast == nil && tt.cur.LastCompletedTick == nil) ||
+			clearTick := tt.cur.Tick != nil && tt.cur.Tick.After(now.Add(window))
+			if got.ClearTick != clearTick {
+				t.Errorf("ClearTick = %v, want %v", got.ClearTick, clearTick)
+			}
+			sound := !tt.wantRevoke && !tt.wantClear && !clearTick && ((tt.wantLast == nil && tt.cur.LastCompletedTick == nil) ||
 				(tt.wantLast != nil && tt.cur.LastCompletedTick != nil && tt.wantLast.Equal(*tt.cur.LastCompletedTick)))
 			if got.Changes(tt.cur) == sound {
 				t.Errorf("Changes = %v, want %v", got.Changes(tt.cur), !sound)

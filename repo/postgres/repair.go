@@ -31,10 +31,11 @@ SELECT max(tick) FROM runs WHERE job_id = $1 AND outcome = 'succeeded' AND tick 
 UPDATE runs SET outcome = 'discarded', ended_at = COALESCE(ended_at, clock_timestamp())
 WHERE job_id = $1 AND tick > $2 AND outcome <> 'discarded'`
 
-	// repairLeaseQuery writes the last completed tick and clears the owed
-	// tick when $3, on the grant the repair left ($4: its token).
+	// repairLeaseQuery writes the last completed tick, clears the owed
+	// tick when $3 and the grant's tick when $5, on the grant the repair
+	// left ($4: its token).
 	repairLeaseQuery = `
-UPDATE leases SET last_completed_tick = $2::timestamptz,
+UPDATE leases SET last_completed_tick = $2::timestamptz, tick = CASE WHEN $5::boolean THEN NULL ELSE tick END,
 	(owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (
 		SELECT CASE WHEN $3::boolean THEN NULL ELSE owed_tick END, CASE WHEN $3::boolean THEN NULL ELSE owed_reason END,
 			CASE WHEN $3::boolean THEN NULL ELSE owed_by END, CASE WHEN $3::boolean THEN NULL ELSE owed_trigger_reason END,
@@ -107,7 +108,7 @@ func (p *Store) Repair(ctx context.Context, rp *leaseapi.RepairParams) (leaseapi
 			}
 			var row leaseRow
 			if err := tx.QueryRowxContext(ctx, repairLeaseQuery, rp.JobID,
-				nullableTime(plan.LastCompletedTick), plan.ClearOwed, token).Scan(row.fields()...); err != nil {
+				nullableTime(plan.LastCompletedTick), plan.ClearOwed, token, plan.ClearTick).Scan(row.fields()...); err != nil {
 				return err
 			}
 			out = row.toLease()

@@ -49,6 +49,7 @@ func RunRepairSuite(t *testing.T, h *RepairHarness) {
 		{"OwedTickAhead", testRepairOwedTickAhead},
 		{"SoundJob", testRepairSoundJob},
 		{"UnknownAndInvalid", testRepairUnknownAndInvalid},
+		{"DiscardedTickMissed", testRepairDiscardedTickMissed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -354,5 +355,44 @@ func testJobsAhead(t *testing.T, b *bundle, h *RepairHarness) {
 		if _, err := b.store.JobsAhead(ctx, repairWindow, limit); !errors.As(err, &invalid) {
 			t.Errorf("JobsAhead(limit %d): got error %v, want an *InvalidError", limit, err)
 		}
+	}
+}
+
+// testRepairDiscardedTickMissed: the tick of a discarded grant, when it
+// comes and nobody runs it, is decided missed, not ran: the sweep no
+// longer takes the discarded grant for its run. (A window of a second, so
+// that the tick comes within the test.)
+func testRepairDiscardedTickMissed(t *testing.T, b *bundle, h *RepairHarness) {
+	ctx, job, fast := t.Context(), b.job("sweep"), b.owner("fast")
+	reg := b.register(t, job, everySecond, shortGrace)
+	s := mustSchedule(t, everySecond)
+	g := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: fast, TTL: longTTL})
+	tick := s.Next(g.AcquiredAt.Add(4 * time.Second))
+	h.SetTicks(t, b.store, job, &tick, nil)
+	b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: fast, Token: g.Token, Outcome: leaseapi.OutcomeSucceeded})
+
+	l, err := b.store.Repair(ctx, &leaseapi.RepairParams{JobID: job, Window: time.Second, Retention: repairRetention})
+	if err != nil {
+		t.Fatalf("Repair: %v", err)
+	}
+	if l.Tick != nil || l.LastCompletedTick == nil || !l.LastCompletedTick.Before(reg.AcquiredAt) {
+		t.Fatalf("Repair: tick %s, last completed %s; want no tick, and now - retention", fmtTime(l.Tick), fmtTime(l.LastCompletedTick))
+	}
+	if got := runsByOutcome(b.runs(t, job, 10)); got[leaseapi.OutcomeDiscarded] != 1 {
+		t.Fatalf("runs after Repair: %v, want the grant discarded (the test took over 3 s to get here?)", got)
+	}
+	// Sweep until the tick after it is decided: ticks are decided in order.
+	after := s.Next(tick)
+	decided := func(at time.Time) *leaseapi.Run {
+		for _, r := range b.runs(t, job, 1000) {
+			if r.Outcome == leaseapi.OutcomeMissed && r.Tick != nil && r.Tick.Equal(at) {
+				return &r
+			}
+		}
+		return nil
+	}
+	b.sweepUntil(t, job, "the tick after the discarded one decided missed", func(leaseapi.Lease) bool { return decided(after) != nil })
+	if decided(tick) == nil {
+		t.Errorf("tick %s of the discarded grant: not recorded missed (taken for run?)", fmtTime(&tick))
 	}
 }

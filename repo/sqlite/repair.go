@@ -36,10 +36,11 @@ RETURNING ` + leaseColumns
 UPDATE runs SET outcome = 'discarded', ended_at = COALESCE(ended_at, $3)
 WHERE job_id = $1 AND tick > $2 AND outcome <> 'discarded'`
 
-	// repairLeaseQuery writes the last completed tick and clears the owed
-	// tick when $3, on the grant the repair left ($4: its token).
+	// repairLeaseQuery writes the last completed tick, clears the owed
+	// tick when $3 and the grant's tick when $5, on the grant the repair
+	// left ($4: its token).
 	repairLeaseQuery = `
-UPDATE leases SET last_completed_tick = $2,
+UPDATE leases SET last_completed_tick = $2, tick = CASE WHEN $5 THEN NULL ELSE tick END,
 	owed_tick = CASE WHEN $3 THEN NULL ELSE owed_tick END,
 	owed_reason = CASE WHEN $3 THEN NULL ELSE owed_reason END,
 	owed_by = CASE WHEN $3 THEN NULL ELSE owed_by END,
@@ -93,7 +94,7 @@ func (s *Store) Repair(ctx context.Context, p *leaseapi.RepairParams) (leaseapi.
 		if discarded == 0 && !plan.Changes(l) {
 			return l, nil // nothing ahead: nothing written
 		}
-		row, err := writeLease(ctx, tx, repairLeaseQuery, p.JobID, toNullMs(plan.LastCompletedTick), plan.ClearOwed, token)
+		row, err := writeLease(ctx, tx, repairLeaseQuery, p.JobID, toNullMs(plan.LastCompletedTick), plan.ClearOwed, token, plan.ClearTick)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
