@@ -68,7 +68,9 @@ type Store interface {
 	// did to the job (a replica whose clock was fast), under the job's row
 	// lock: it revokes an open grant whose tick is ahead (token + 1, the
 	// run revoked by p.By), marks every run whose tick is ahead
-	// OutcomeDiscarded, clears an owed tick that is ahead, and sets the
+	// OutcomeDiscarded (the lease no longer names such a tick, and the
+	// tick sweep ignores discarded grants), clears an owed tick that is
+	// ahead, and sets the
 	// last completed tick to the later of the newest succeeded run's tick
 	// at or before now + p.Window and min(its value, now - p.Retention), so
 	// that no tick older than the kept history becomes grantable again.

@@ -2052,7 +2052,9 @@ type ClientInterface interface {
 	//   nor revoked (its token + 1, `revokedBy` the caller), so its holder
 	//   can no longer release it;
 	// - marks every run whose tick is ahead `discarded`: it no longer
-	//   counts as the run of its tick, which is granted when it comes;
+	//   counts as the run of its tick, which is granted when it comes (or
+	//   recorded missed, if no replica runs it); the lease's `tick` is
+	//   cleared when it is such a tick;
 	// - sets `lastCompletedTick` to the later of the newest `succeeded`
 	//   run's tick at or before now + the window, and the older of its
 	//   value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
@@ -2079,7 +2081,9 @@ type ClientInterface interface {
 	//   nor revoked (its token + 1, `revokedBy` the caller), so its holder
 	//   can no longer release it;
 	// - marks every run whose tick is ahead `discarded`: it no longer
-	//   counts as the run of its tick, which is granted when it comes;
+	//   counts as the run of its tick, which is granted when it comes (or
+	//   recorded missed, if no replica runs it); the lease's `tick` is
+	//   cleared when it is such a tick;
 	// - sets `lastCompletedTick` to the later of the newest `succeeded`
 	//   run's tick at or before now + the window, and the older of its
 	//   value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
@@ -2725,7 +2729,9 @@ func (c *Client) ReleaseLease(ctx context.Context, jobId JobID, body ReleaseLeas
 //     nor revoked (its token + 1, `revokedBy` the caller), so its holder
 //     can no longer release it;
 //   - marks every run whose tick is ahead `discarded`: it no longer
-//     counts as the run of its tick, which is granted when it comes;
+//     counts as the run of its tick, which is granted when it comes (or
+//     recorded missed, if no replica runs it); the lease's `tick` is
+//     cleared when it is such a tick;
 //   - sets `lastCompletedTick` to the later of the newest `succeeded`
 //     run's tick at or before now + the window, and the older of its
 //     value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
@@ -2762,7 +2768,9 @@ func (c *Client) RepairJobWithBody(ctx context.Context, jobId JobID, contentType
 //     nor revoked (its token + 1, `revokedBy` the caller), so its holder
 //     can no longer release it;
 //   - marks every run whose tick is ahead `discarded`: it no longer
-//     counts as the run of its tick, which is granted when it comes;
+//     counts as the run of its tick, which is granted when it comes (or
+//     recorded missed, if no replica runs it); the lease's `tick` is
+//     cleared when it is such a tick;
 //   - sets `lastCompletedTick` to the later of the newest `succeeded`
 //     run's tick at or before now + the window, and the older of its
 //     value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
@@ -4796,7 +4804,9 @@ type ClientWithResponsesInterface interface {
 	//   nor revoked (its token + 1, `revokedBy` the caller), so its holder
 	//   can no longer release it;
 	// - marks every run whose tick is ahead `discarded`: it no longer
-	//   counts as the run of its tick, which is granted when it comes;
+	//   counts as the run of its tick, which is granted when it comes (or
+	//   recorded missed, if no replica runs it); the lease's `tick` is
+	//   cleared when it is such a tick;
 	// - sets `lastCompletedTick` to the later of the newest `succeeded`
 	//   run's tick at or before now + the window, and the older of its
 	//   value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
@@ -4823,7 +4833,9 @@ type ClientWithResponsesInterface interface {
 	//   nor revoked (its token + 1, `revokedBy` the caller), so its holder
 	//   can no longer release it;
 	// - marks every run whose tick is ahead `discarded`: it no longer
-	//   counts as the run of its tick, which is granted when it comes;
+	//   counts as the run of its tick, which is granted when it comes (or
+	//   recorded missed, if no replica runs it); the lease's `tick` is
+	//   cleared when it is such a tick;
 	// - sets `lastCompletedTick` to the later of the newest `succeeded`
 	//   run's tick at or before now + the window, and the older of its
 	//   value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
@@ -8530,7 +8542,9 @@ func (c *ClientWithResponses) ReleaseLeaseWithResponse(ctx context.Context, jobI
 //     nor revoked (its token + 1, `revokedBy` the caller), so its holder
 //     can no longer release it;
 //   - marks every run whose tick is ahead `discarded`: it no longer
-//     counts as the run of its tick, which is granted when it comes;
+//     counts as the run of its tick, which is granted when it comes (or
+//     recorded missed, if no replica runs it); the lease's `tick` is
+//     cleared when it is such a tick;
 //   - sets `lastCompletedTick` to the later of the newest `succeeded`
 //     run's tick at or before now + the window, and the older of its
 //     value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
@@ -8563,7 +8577,9 @@ func (c *ClientWithResponses) RepairJobWithBodyWithResponse(ctx context.Context,
 //     nor revoked (its token + 1, `revokedBy` the caller), so its holder
 //     can no longer release it;
 //   - marks every run whose tick is ahead `discarded`: it no longer
-//     counts as the run of its tick, which is granted when it comes;
+//     counts as the run of its tick, which is granted when it comes (or
+//     recorded missed, if no replica runs it); the lease's `tick` is
+//     cleared when it is such a tick;
 //   - sets `lastCompletedTick` to the later of the newest `succeeded`
 //     run's tick at or before now + the window, and the older of its
 //     value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
