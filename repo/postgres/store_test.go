@@ -100,10 +100,12 @@ func TestPostgresStatsRuns24h(t *testing.T) {
 	}
 }
 
-// TestPostgresRepair runs the repair suite on Postgres.
+// TestPostgresRepair runs the repair suite on Postgres, on a database of
+// its own: the store suite's pruning and job health read every job of the
+// package database while this suite runs.
 func TestPostgresRepair(t *testing.T) {
 	t.Parallel()
-	dsn := repotest.PostgresURL(t)
+	dsn := repotest.NewPostgresURL(t)
 	repotest.RunRepairSuite(t, &repotest.RepairHarness{
 		Open: func(t *testing.T) leaseapi.Store {
 			store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
