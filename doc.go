@@ -76,6 +76,14 @@
 // would make every earlier tick tick_done. A tick in the past is never
 // refused for its time, and a tick lies in the years 0001 to 9999.
 //
+// A tick far ahead of the store's clock (a replica whose clock was fast),
+// once released succeeded, would make every tick before it done. An
+// administrator's repair (Store.Repair, POST /leases/{jobId}/repair) undoes
+// that: it revokes an open grant of such a tick, marks the runs of such
+// ticks discarded (they no longer make their ticks done) and moves
+// lastCompletedTick back to the newest succeeded tick before, but never
+// past the run history kept. Tokens never go back.
+//
 // An acquire may also carry the job's schedule (a cron spec, package
 // schedule) and a grace; a granted one registers them. A sweep then decides,
 // once for every instance on the database, the fate of each tick whose grace

@@ -45,12 +45,17 @@ const (
 	// within its grace. A missed run has a tick and an end (tick + grace)
 	// but no token, owner or start.
 	OutcomeMissed Outcome = "missed"
+	// OutcomeDiscarded: a repair (Store.Repair) set the run aside because
+	// its tick lay ahead of the store's clock by more than the window; a
+	// discarded run does not count as the run of its tick, which may be
+	// granted when it comes.
+	OutcomeDiscarded Outcome = "discarded"
 )
 
 // Valid reports whether o is one of the outcomes of a run.
 func (o Outcome) Valid() bool {
 	switch o {
-	case OutcomeRunning, OutcomeSucceeded, OutcomeFailed, OutcomeExpired, OutcomeRevoked, OutcomeMissed:
+	case OutcomeRunning, OutcomeSucceeded, OutcomeFailed, OutcomeExpired, OutcomeRevoked, OutcomeMissed, OutcomeDiscarded:
 		return true
 	}
 	return false
@@ -325,6 +330,23 @@ type PauseParams struct {
 	// By names who pauses (a credential's name), or "".
 	By string
 	// Reason says why, at most 256 bytes, or "".
+	Reason string
+}
+
+// RepairParams are the inputs of Store.Repair.
+type RepairParams struct {
+	JobID string
+	// Window is how far past the store's clock a tick may lie (the
+	// service's MaxTickAhead): a mark later than now + Window is ahead.
+	Window time.Duration
+	// Retention is how long finished runs are kept: the last completed
+	// tick is never moved back past now - Retention, since the runs that
+	// would show a tick older than that as done may be pruned already.
+	Retention time.Duration
+	// By names who repairs (a credential's name), or "": it is recorded as
+	// the revocation's RevokedBy when the repair revokes a grant.
+	By string
+	// Reason says why, at most 256 characters, or "".
 	Reason string
 }
 

@@ -14,7 +14,8 @@ import (
 //  1. Mutual exclusion: at any instant at most one grant of a job is held.
 //  2. Fencing: tokens of one job strictly increase with every grant and
 //     revocation; an operation carrying an older token never succeeds.
-//  3. Per tick: a tick, once released succeeded, is never granted again.
+//  3. Per tick: a tick, once released succeeded, is never granted again,
+//     unless Repair discarded that run (its tick lay ahead of the clock).
 //  4. Liveness: a lease whose holder vanished is grantable once expiresAt passes.
 //  5. Durability: a restart loses no lease, no token and no completed tick.
 //
@@ -66,6 +67,19 @@ type Store interface {
 	// not touched. Pausing a paused job changes nothing. ErrNotFound for an
 	// unknown job.
 	Pause(ctx context.Context, p *PauseParams) (Lease, error)
+	// Repair undoes what a tick later than the store's clock plus p.Window
+	// did to the job (a replica whose clock was fast), under the job's row
+	// lock: it revokes an open grant whose tick is ahead (token + 1, the
+	// run revoked by p.By), marks every run whose tick is ahead
+	// OutcomeDiscarded (the lease no longer names such a tick, and the
+	// tick sweep ignores discarded grants), clears an owed tick that is
+	// ahead, and sets the
+	// last completed tick to the later of the newest succeeded run's tick
+	// at or before now + p.Window and min(its value, now - p.Retention), so
+	// that no tick older than the kept history becomes grantable again.
+	// Tokens never go back. Repairing a sound job, or again, changes
+	// nothing. ErrNotFound for an unknown job.
+	Repair(ctx context.Context, p *RepairParams) (Lease, error)
 	// Resume ends a pause; ticks that fell during it stay uncounted.
 	// Resuming a job that is not paused changes nothing. ErrNotFound for an
 	// unknown job.
@@ -87,6 +101,12 @@ type Store interface {
 	// and the runs that ended in the last 24 hours by outcome, of the jobs
 	// whose id starts with prefix ("" for every job).
 	Stats(ctx context.Context, prefix string) (Stats, error)
+	// JobsAhead counts the jobs whose stored marks lie later than the
+	// store's clock plus window: the last completed tick, the tick of a
+	// grant neither released nor revoked, or an owed tick (what Repair
+	// undoes). It returns the first limit (1 to MaxJobsAheadLimit) of
+	// their ids in job id order, all read by one set-based query.
+	JobsAhead(ctx context.Context, window time.Duration, limit int) (JobsAhead, error)
 	// JobHealth returns the health of the first limit jobs in job id order
 	// (1 to MaxJobHealthLimit) and how many jobs it left out, all read at
 	// one instant by one set-based query: its cost grows with the jobs and
@@ -136,6 +156,17 @@ type Owing interface {
 	// cost grows with the ids, not with all jobs.
 	Owed(ctx context.Context, p *OwedParams) ([]Owed, error)
 }
+
+// JobsAhead is the answer of Store.JobsAhead.
+type JobsAhead struct {
+	// Count is how many jobs have a mark ahead.
+	Count int64
+	// JobIDs are the first of them in job id order.
+	JobIDs []string
+}
+
+// MaxJobsAheadLimit bounds the job ids one Store.JobsAhead returns.
+const MaxJobsAheadLimit = 1000
 
 // MaxMissedRunsPerSweep bounds the missed runs one pass of SweepTicks
 // records per job: a job whose replicas were gone for a day must not write

@@ -196,6 +196,34 @@ func (p *PauseParams) Validate() error {
 	return nil
 }
 
+// Validate checks p against the domain: a valid job id, a window and a
+// retention above zero, and a reason as a pause's. By is set by the
+// service and is not checked.
+func (p *RepairParams) Validate() error {
+	if err := ValidateJobID(p.JobID); err != nil {
+		return err
+	}
+	if p.Window <= 0 {
+		return &InvalidError{Field: "window", Rule: "must be above zero"}
+	}
+	if p.Retention <= 0 {
+		return &InvalidError{Field: "retention", Rule: "must be above zero"}
+	}
+	return validateReason(p.Reason)
+}
+
+// ValidateJobsAhead checks the inputs of Store.JobsAhead: a window above
+// zero and a limit of 1 to MaxJobsAheadLimit.
+func ValidateJobsAhead(window time.Duration, limit int) error {
+	if window <= 0 {
+		return &InvalidError{Field: "window", Rule: "must be above zero"}
+	}
+	if limit < 1 || limit > MaxJobsAheadLimit {
+		return &InvalidError{Field: "limit", Rule: "must be 1 to 1000"}
+	}
+	return nil
+}
+
 func containsControl(s string) bool {
 	for _, r := range s {
 		if unicode.IsControl(r) {

@@ -258,6 +258,12 @@ type PauseRequest struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
+// RepairRequest is the body of POST /leases/{jobId}/repair.
+type RepairRequest struct {
+	// Reason says why, at most 256 characters.
+	Reason *string `json:"reason,omitempty"`
+}
+
 // ResumeRequest is the body of POST /leases/{jobId}/resume: an empty object.
 type ResumeRequest struct{}
 
@@ -364,7 +370,8 @@ func FromRun(r leaseapi.Run) Run {
 		Trigger:     cmp.Or(r.Trigger, leaseapi.TriggerSchedule),
 		TriggeredBy: stringPtr(r.TriggeredBy),
 	}
-	if r.Outcome != leaseapi.OutcomeMissed {
+	// A missed run has no holder; nor has a discarded one that was missed.
+	if r.Outcome != leaseapi.OutcomeMissed && r.StartedAt != nil {
 		token, owner := r.Token, r.Owner
 		out.Token, out.Owner = &token, &owner
 	}

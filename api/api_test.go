@@ -153,6 +153,9 @@ func TestDTOsMatchSpec(t *testing.T) {
 	running := leaseapi.Run{JobID: "a", Token: 2, Owner: "o", StartedAt: &now, Outcome: leaseapi.OutcomeRunning}
 	done := leaseapi.Run{JobID: "a", Token: 1, Owner: "o", Tick: &now, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
 	missed := leaseapi.Run{JobID: "b.c", Tick: &now, EndedAt: &later, Outcome: leaseapi.OutcomeMissed}
+	// Runs a repair set aside: a grant's, and a missed tick's.
+	discarded := leaseapi.Run{JobID: "a", Token: 3, Owner: "o", Tick: &later, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeDiscarded, RevokedBy: "ops"}
+	discardedMissed := leaseapi.Run{JobID: "b.c", Tick: &later, EndedAt: &later, Outcome: leaseapi.OutcomeDiscarded}
 	cursor := "YQ"
 	problemLease := api.FromLease(full)
 	tests := []struct {
@@ -163,7 +166,7 @@ func TestDTOsMatchSpec(t *testing.T) {
 		{"MinimalLease", "Lease", api.FromLease(minimal)},
 		{"LeaseListLast", "LeaseList", api.LeaseList{Leases: api.FromLeases(nil), ServerTime: api.NewTime(now)}},
 		{"LeaseListMore", "LeaseList", api.LeaseList{Leases: api.FromLeases([]leaseapi.Lease{full, minimal}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
-		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed})}},
+		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed, discarded, discardedMissed})}},
 		{"EmptyRunList", "RunList", api.RunList{Runs: api.FromRuns(nil)}},
 		{"RecentRunListMore", "RecentRunList", api.RecentRunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
 		{"RecentRunListLast", "RecentRunList", api.RecentRunList{Runs: api.FromRuns(nil), ServerTime: api.NewTime(now)}},
@@ -202,6 +205,12 @@ func TestDTOsMatchSpec(t *testing.T) {
 		}
 		if m := api.FromRun(missed); m.DurationMs != nil || m.Token != nil || m.Owner != nil || m.StartedAt != nil {
 			t.Errorf("a missed run: got %+v, want no token, owner, start or duration", m)
+		}
+		if m := api.FromRun(discardedMissed); m.Token != nil || m.Owner != nil || m.StartedAt != nil {
+			t.Errorf("a discarded missed run: got %+v, want no token, owner or start", m)
+		}
+		if d := api.FromRun(discarded); d.Token == nil || *d.Token != 3 || d.DurationMs == nil {
+			t.Errorf("a discarded grant: got %+v, want its token and duration", d)
 		}
 	})
 	t.Run("NullsAreExplicit", func(t *testing.T) {

@@ -161,6 +161,14 @@ func (s *recordingStore) Revoke(ctx context.Context, p *leaseapi.RevokeParams) (
 	return s.Store.Revoke(ctx, p)
 }
 
+func (s *recordingStore) Repair(ctx context.Context, p *leaseapi.RepairParams) (leaseapi.Lease, error) {
+	var c check
+	c.jobID(p.JobID)
+	c.that(p.Window > 0 && p.Retention > 0, "window %s, retention %s", p.Window, p.Retention)
+	s.record("repair", c...)
+	return s.Store.Repair(ctx, p)
+}
+
 func (s *recordingStore) Get(ctx context.Context, jobID string) (leaseapi.Lease, error) {
 	var c check
 	c.jobID(jobID)

@@ -26,6 +26,10 @@ const (
 	DefaultMaxTTL         = time.Hour
 	DefaultRequestTimeout = time.Second
 	DefaultMissedGrace    = time.Minute
+	// DefaultRepairWindow and DefaultRepairRetention are the window and
+	// the run retention a repair assumes, the service's defaults.
+	DefaultRepairWindow    = 5 * time.Minute
+	DefaultRepairRetention = 168 * time.Hour
 )
 
 // Options configure New. Zero durations take the Default* values.
@@ -68,6 +72,13 @@ type Options struct {
 	// job's grace when that is longer); zero means
 	// leaseapi.DefaultTriggerGrace.
 	TriggerGrace time.Duration
+	// MaxTickAhead is how far past the store's clock a tick may lie: a
+	// repair (POST /leases/{jobId}/repair) undoes the marks of ticks later
+	// than that.
+	MaxTickAhead time.Duration
+	// HistoryRetention is how long finished runs are kept: a repair never
+	// makes a tick older than that grantable again.
+	HistoryRetention time.Duration
 	// Now is the clock of the GET /stats cache; nil uses time.Now. The
 	// answers themselves carry the store's clock.
 	Now func() time.Time
@@ -90,6 +101,8 @@ type handler struct {
 	requestTimeout time.Duration
 	missedGrace    time.Duration
 	triggerGrace   time.Duration
+	repairWindow   time.Duration
+	retention      time.Duration
 	auth           *authenticator
 	limits         *rateLimiters
 	perms          map[string]permission // by "METHOD pattern"; see authorize
@@ -118,6 +131,8 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		requestTimeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
 		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
 		triggerGrace:   orDefault(opts.TriggerGrace, leaseapi.DefaultTriggerGrace),
+		repairWindow:   orDefault(opts.MaxTickAhead, DefaultRepairWindow),
+		retention:      orDefault(opts.HistoryRetention, DefaultRepairRetention),
 		logger:         opts.Logger,
 		registry:       opts.Registry,
 		metricsToken:   opts.MetricsToken,
@@ -187,6 +202,7 @@ func (h *handler) routes() http.Handler {
 			{http.MethodDelete, "/leases/{jobId}", admin, h.revokeLease},
 			{http.MethodPost, "/leases/{jobId}/pause", admin, h.pause},
 			{http.MethodPost, "/leases/{jobId}/resume", admin, h.resume},
+			{http.MethodPost, "/leases/{jobId}/repair", admin, h.repair},
 			{http.MethodDelete, "/leases/{jobId}/schedule", admin, h.forgetSchedule},
 			{http.MethodPost, "/leases/{jobId}/trigger", admin, h.trigger},
 			{http.MethodDelete, "/leases/{jobId}/trigger", admin, h.cancelTrigger},
@@ -232,6 +248,9 @@ func (h *handler) checkTTLs() error {
 	}
 	if h.triggerGrace < time.Millisecond || h.triggerGrace%time.Millisecond != 0 || h.triggerGrace > leaseapi.MaxGrace {
 		return fmt.Errorf("TriggerGrace must be a positive whole number of milliseconds up to 24h, got %s", h.triggerGrace)
+	}
+	if h.repairWindow <= 0 || h.retention <= 0 {
+		return fmt.Errorf("MaxTickAhead and HistoryRetention must be positive, got %s, %s", h.repairWindow, h.retention)
 	}
 	return nil
 }

@@ -235,6 +235,35 @@ func pauseParams(w http.ResponseWriter, r *http.Request) (*leaseapi.PauseParams,
 	return p, p.Validate()
 }
 
+// repair undoes the marks of ticks ahead of the clock; the log line is its
+// audit record, with who repaired, why, and what the job became.
+func (h *handler) repair(w http.ResponseWriter, r *http.Request) {
+	serve(h, w, r, "repair", h.repairParams, func(ctx context.Context, p *leaseapi.RepairParams) (leaseapi.Lease, error) {
+		l, err := h.store.Repair(ctx, p)
+		if err == nil {
+			loggerFrom(ctx).Info("job repaired", "job_id", l.JobID, "by", p.By, "reason", p.Reason,
+				"token", l.Token, "state", l.State, "revoked_by", l.RevokedBy, "last_completed_tick", l.LastCompletedTick)
+		}
+		return l, err
+	}, leaseBody)
+}
+
+func (h *handler) repairParams(w http.ResponseWriter, r *http.Request) (*leaseapi.RepairParams, error) {
+	id, err := pathAndNoQuery(w, r)
+	if err != nil {
+		return nil, err
+	}
+	var req api.RepairRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return nil, err
+	}
+	p := &leaseapi.RepairParams{JobID: id, Window: h.repairWindow, Retention: h.retention, By: principalFrom(r.Context()).name}
+	if req.Reason != nil {
+		p.Reason = *req.Reason
+	}
+	return p, p.Validate()
+}
+
 func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "resume", func(w http.ResponseWriter, r *http.Request) (string, error) {
 		id, err := pathAndNoQuery(w, r)

@@ -134,7 +134,7 @@ func recentRunsParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.RecentR
 		for o := range strings.SplitSeq(s, ",") {
 			outcome := leaseapi.Outcome(o)
 			if !outcome.Valid() {
-				return nil, invalidf("outcome must be a comma-separated list of running, succeeded, failed, expired, revoked, missed (or left out for all); %q is none of them", clip(o))
+				return nil, invalidf("outcome must be a comma-separated list of running, succeeded, failed, expired, revoked, missed, discarded (or left out for all); %q is none of them", clip(o))
 			}
 			if slices.Contains(p.Outcomes, outcome) {
 				return nil, invalidf("outcome names %s twice; name each outcome once", outcome)

@@ -254,6 +254,7 @@ func TestAdminOperations(t *testing.T) {
 		for _, req := range []request{
 			{method: http.MethodPost, path: "/leases/" + job + "/pause", body: `{}`},
 			{method: http.MethodPost, path: "/leases/" + job + "/resume", body: `{}`},
+			{method: http.MethodPost, path: "/leases/" + job + "/repair", body: `{}`},
 			{method: http.MethodDelete, path: "/leases/" + job + "/schedule"},
 		} {
 			req.header = bearer("api-token")

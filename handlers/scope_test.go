@@ -113,6 +113,7 @@ func TestScopes(t *testing.T) {
 			{"Release", leaseapi.RoleLease, http.MethodPost, "/release", holder + "", 409},
 			{"Pause", leaseapi.RoleAdmin, http.MethodPost, "/pause", `{}`, 200},
 			{"Resume", leaseapi.RoleAdmin, http.MethodPost, "/resume", `{}`, 200},
+			{"Repair", leaseapi.RoleAdmin, http.MethodPost, "/repair", `{}`, 200},
 			{"ForgetSchedule", leaseapi.RoleAdmin, http.MethodDelete, "/schedule", "", 200},
 		}
 		for name, c := range creds {
@@ -377,8 +378,9 @@ func TestEveryRouteAuthorized(t *testing.T) {
 		"POST /leases/{jobId}/acquire":   leaseapi.RoleLease,
 		"POST /leases/{jobId}/heartbeat": leaseapi.RoleLease, "POST /leases/{jobId}/release": leaseapi.RoleLease,
 		"DELETE /leases/{jobId}": leaseapi.RoleAdmin, "POST /leases/{jobId}/pause": leaseapi.RoleAdmin,
-		"POST /leases/{jobId}/resume": leaseapi.RoleAdmin, "DELETE /leases/{jobId}/schedule": leaseapi.RoleAdmin,
-		"POST /leases/{jobId}/trigger": leaseapi.RoleAdmin, "DELETE /leases/{jobId}/trigger": leaseapi.RoleAdmin,
+		"POST /leases/{jobId}/resume": leaseapi.RoleAdmin, "POST /leases/{jobId}/repair": leaseapi.RoleAdmin,
+		"DELETE /leases/{jobId}/schedule": leaseapi.RoleAdmin,
+		"POST /leases/{jobId}/trigger":    leaseapi.RoleAdmin, "DELETE /leases/{jobId}/trigger": leaseapi.RoleAdmin,
 		"POST /owed":        leaseapi.RoleRead,
 		"POST /credentials": leaseapi.RoleAdmin, "GET /credentials": leaseapi.RoleAdmin, "DELETE /credentials/{id}": leaseapi.RoleAdmin,
 		"POST /webhooks": leaseapi.RoleAdmin, "GET /webhooks": leaseapi.RoleAdmin, "DELETE /webhooks/{id}": leaseapi.RoleAdmin,

@@ -9,7 +9,7 @@ import (
 
 // LimitCalls returns store with at most n lease calls in flight at once
 // (Acquire, Heartbeat, Release, Revoke, Get, List, Runs, RecentRuns, Pause,
-// Resume, ForgetSchedule, Stats). A call beyond the
+// Resume, Repair, ForgetSchedule, Stats). A call beyond the
 // limit is refused at once with leaseapi.ErrOverloaded, before it reaches
 // the database, so an overloaded instance sheds load with a fast 503
 // instead of queueing requests for a pool of a few connections until their
@@ -74,6 +74,10 @@ func (l *callLimiter) Pause(ctx context.Context, p *leaseapi.PauseParams) (lease
 
 func (l *callLimiter) Resume(ctx context.Context, jobID string) (leaseapi.Lease, error) {
 	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Resume(ctx, jobID) })
+}
+
+func (l *callLimiter) Repair(ctx context.Context, p *leaseapi.RepairParams) (leaseapi.Lease, error) {
+	return limited(l, func() (leaseapi.Lease, error) { return l.Store.Repair(ctx, p) })
 }
 
 func (l *callLimiter) ForgetSchedule(ctx context.Context, jobID string) (leaseapi.Lease, error) {

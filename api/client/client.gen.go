@@ -525,6 +525,7 @@ func (e Role) Valid() bool {
 
 // Defines values for RunOutcome.
 const (
+	RunOutcomeDiscarded RunOutcome = "discarded"
 	RunOutcomeExpired   RunOutcome = "expired"
 	RunOutcomeFailed    RunOutcome = "failed"
 	RunOutcomeMissed    RunOutcome = "missed"
@@ -536,6 +537,8 @@ const (
 // Valid indicates whether the value is a known member of the RunOutcome enum.
 func (e RunOutcome) Valid() bool {
 	switch e {
+	case RunOutcomeDiscarded:
+		return true
 	case RunOutcomeExpired:
 		return true
 	case RunOutcomeFailed:
@@ -1409,6 +1412,12 @@ type ReleaseRequest struct {
 // ReleaseRequestOutcome defines model for ReleaseRequest.Outcome.
 type ReleaseRequestOutcome string
 
+// RepairRequest defines model for RepairRequest.
+type RepairRequest struct {
+	// Reason Why the job is repaired (text, no control characters); written to the server's log with the repair.
+	Reason *string `json:"reason,omitempty"`
+}
+
 // ResumeRequest defines model for ResumeRequest.
 type ResumeRequest = map[string]interface{}
 
@@ -1418,7 +1427,8 @@ type Role string
 // Run One grant of the lease, or one missed tick: a missed run has `tick` and
 // `endedAt` (tick + grace, when it was decided missed; for a manual tick
 // nobody claimed, the end of its claimable time) but `token`, `owner`,
-// `startedAt` and `durationMs` null.
+// `startedAt` and `durationMs` null. A `discarded` run keeps the fields it
+// had: a discarded missed run has no holder either.
 type Run struct {
 	// DurationMs endedAt - startedAt in milliseconds; null while running and for a missed run.
 	DurationMs *int64 `json:"durationMs"`
@@ -1426,6 +1436,12 @@ type Run struct {
 	// EndedAt Null while the run is going on.
 	EndedAt *time.Time `json:"endedAt"`
 	JobId   JobID      `json:"jobId"`
+
+	// Outcome How the run ended. `discarded`: a repair (POST
+	// /leases/{jobId}/repair) set the run aside because its tick lay
+	// further ahead of the server's clock than LEASEAPI_MAX_TICK_AHEAD
+	// (a replica whose clock was fast); it does not count as the run of
+	// its tick, which is granted when it comes.
 	Outcome RunOutcome `json:"outcome"`
 
 	// Owner The grant's holder; null for a missed run.
@@ -1448,7 +1464,11 @@ type Run struct {
 	TriggeredBy *string `json:"triggeredBy"`
 }
 
-// RunOutcome defines model for Run.Outcome.
+// RunOutcome How the run ended. `discarded`: a repair (POST
+// /leases/{jobId}/repair) set the run aside because its tick lay
+// further ahead of the server's clock than LEASEAPI_MAX_TICK_AHEAD
+// (a replica whose clock was fast); it does not count as the run of
+// its tick, which is granted when it comes.
 type RunOutcome string
 
 // RunTrigger What started the run: a tick of the schedule (or a job without one), a catch-up tick, or a manual trigger.
@@ -1688,7 +1708,8 @@ type WebhookEvent struct {
 		// Run One grant of the lease, or one missed tick: a missed run has `tick` and
 		// `endedAt` (tick + grace, when it was decided missed; for a manual tick
 		// nobody claimed, the end of its claimable time) but `token`, `owner`,
-		// `startedAt` and `durationMs` null.
+		// `startedAt` and `durationMs` null. A `discarded` run keeps the fields it
+		// had: a discarded missed run has no holder either.
 		Run Run `json:"run"`
 	} `json:"data"`
 
@@ -1812,8 +1833,8 @@ type TriggerJobParams struct {
 type ListRecentRunsParams struct {
 	// Outcome Only runs with one of these outcomes: a comma-separated list of
 	// `running`, `succeeded`, `failed`, `expired`, `revoked`, `missed`,
-	// each at most once (for example `failed,expired,missed`). Left out
-	// or empty, every outcome.
+	// `discarded`, each at most once (for example `failed,expired,missed`).
+	// Left out or empty, every outcome.
 	Outcome *string `form:"outcome,omitempty" json:"outcome,omitempty"`
 	Limit   *int    `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -1847,6 +1868,9 @@ type PauseJobJSONRequestBody = PauseRequest
 
 // ReleaseLeaseJSONRequestBody defines body for ReleaseLease for application/json ContentType.
 type ReleaseLeaseJSONRequestBody = ReleaseRequest
+
+// RepairJobJSONRequestBody defines body for RepairJob for application/json ContentType.
+type RepairJobJSONRequestBody = RepairRequest
 
 // ResumeJobJSONRequestBody defines body for ResumeJob for application/json ContentType.
 type ResumeJobJSONRequestBody = ResumeRequest
@@ -2261,6 +2285,64 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 	ReleaseLease(ctx context.Context, jobId JobID, body ReleaseLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RepairJobWithBody Undo what ticks ahead of the clock did to a job. Needs role admin.
+	//
+	// A replica whose clock was fast could leave marks of ticks later than
+	// the server's clock plus LEASEAPI_MAX_TICK_AHEAD (default 5 minutes)
+	// before such ticks were refused: a grant of such a tick released
+	// `succeeded` made every later tick `tick_done`. A repair, under the
+	// job's lock and with the database's clock:
+	//
+	// - revokes a grant whose tick is ahead and that was neither released
+	//   nor revoked (its token + 1, `revokedBy` the caller), so its holder
+	//   can no longer release it;
+	// - marks every run whose tick is ahead `discarded`: it no longer
+	//   counts as the run of its tick, which is granted when it comes (or
+	//   recorded missed, if no replica runs it); the lease's `tick` is
+	//   cleared when it is such a tick;
+	// - sets `lastCompletedTick` to the later of the newest `succeeded`
+	//   run's tick at or before now + the window, and the older of its
+	//   value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
+	//   than the kept run history becomes grantable again;
+	// - cancels an owed tick that is ahead.
+	//
+	// Tokens never go back. Repairing a job with nothing ahead, or again,
+	// changes nothing. The repair is logged with the caller and the reason.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /leases/{jobId}/repair (the `RepairJob` operationId).
+	RepairJobWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RepairJob Undo what ticks ahead of the clock did to a job. Needs role admin.
+	//
+	// A replica whose clock was fast could leave marks of ticks later than
+	// the server's clock plus LEASEAPI_MAX_TICK_AHEAD (default 5 minutes)
+	// before such ticks were refused: a grant of such a tick released
+	// `succeeded` made every later tick `tick_done`. A repair, under the
+	// job's lock and with the database's clock:
+	//
+	// - revokes a grant whose tick is ahead and that was neither released
+	//   nor revoked (its token + 1, `revokedBy` the caller), so its holder
+	//   can no longer release it;
+	// - marks every run whose tick is ahead `discarded`: it no longer
+	//   counts as the run of its tick, which is granted when it comes (or
+	//   recorded missed, if no replica runs it); the lease's `tick` is
+	//   cleared when it is such a tick;
+	// - sets `lastCompletedTick` to the later of the newest `succeeded`
+	//   run's tick at or before now + the window, and the older of its
+	//   value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
+	//   than the kept run history becomes grantable again;
+	// - cancels an owed tick that is ahead.
+	//
+	// Tokens never go back. Repairing a job with nothing ahead, or again,
+	// changes nothing. The repair is logged with the caller and the reason.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /leases/{jobId}/repair (the `RepairJob` operationId).
+	RepairJob(ctx context.Context, jobId JobID, body RepairJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResumeJobWithBody Resume a paused job. Needs role admin.
 	//
@@ -2887,6 +2969,84 @@ func (c *Client) ReleaseLeaseWithBody(ctx context.Context, jobId JobID, contentT
 // Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 func (c *Client) ReleaseLease(ctx context.Context, jobId JobID, body ReleaseLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleaseLeaseRequest(c.Server, jobId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RepairJobWithBody Undo what ticks ahead of the clock did to a job. Needs role admin.
+//
+// A replica whose clock was fast could leave marks of ticks later than
+// the server's clock plus LEASEAPI_MAX_TICK_AHEAD (default 5 minutes)
+// before such ticks were refused: a grant of such a tick released
+// `succeeded` made every later tick `tick_done`. A repair, under the
+// job's lock and with the database's clock:
+//
+//   - revokes a grant whose tick is ahead and that was neither released
+//     nor revoked (its token + 1, `revokedBy` the caller), so its holder
+//     can no longer release it;
+//   - marks every run whose tick is ahead `discarded`: it no longer
+//     counts as the run of its tick, which is granted when it comes (or
+//     recorded missed, if no replica runs it); the lease's `tick` is
+//     cleared when it is such a tick;
+//   - sets `lastCompletedTick` to the later of the newest `succeeded`
+//     run's tick at or before now + the window, and the older of its
+//     value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
+//     than the kept run history becomes grantable again;
+//   - cancels an owed tick that is ahead.
+//
+// Tokens never go back. Repairing a job with nothing ahead, or again,
+// changes nothing. The repair is logged with the caller and the reason.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /leases/{jobId}/repair (the `RepairJob` operationId).
+func (c *Client) RepairJobWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRepairJobRequestWithBody(c.Server, jobId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RepairJob Undo what ticks ahead of the clock did to a job. Needs role admin.
+//
+// A replica whose clock was fast could leave marks of ticks later than
+// the server's clock plus LEASEAPI_MAX_TICK_AHEAD (default 5 minutes)
+// before such ticks were refused: a grant of such a tick released
+// `succeeded` made every later tick `tick_done`. A repair, under the
+// job's lock and with the database's clock:
+//
+//   - revokes a grant whose tick is ahead and that was neither released
+//     nor revoked (its token + 1, `revokedBy` the caller), so its holder
+//     can no longer release it;
+//   - marks every run whose tick is ahead `discarded`: it no longer
+//     counts as the run of its tick, which is granted when it comes (or
+//     recorded missed, if no replica runs it); the lease's `tick` is
+//     cleared when it is such a tick;
+//   - sets `lastCompletedTick` to the later of the newest `succeeded`
+//     run's tick at or before now + the window, and the older of its
+//     value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
+//     than the kept run history becomes grantable again;
+//   - cancels an owed tick that is ahead.
+//
+// Tokens never go back. Repairing a job with nothing ahead, or again,
+// changes nothing. The repair is logged with the caller and the reason.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /leases/{jobId}/repair (the `RepairJob` operationId).
+func (c *Client) RepairJob(ctx context.Context, jobId JobID, body RepairJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRepairJobRequest(c.Server, jobId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3917,6 +4077,53 @@ func NewReleaseLeaseRequestWithBody(server string, jobId JobID, contentType stri
 	return req, nil
 }
 
+// NewRepairJobRequest calls the generic RepairJob builder with application/json body
+func NewRepairJobRequest(server string, jobId JobID, body RepairJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRepairJobRequestWithBody(server, jobId, "application/json", bodyReader)
+}
+
+// NewRepairJobRequestWithBody constructs an http.Request for the RepairJob method, with any body, and a specified content type
+func NewRepairJobRequestWithBody(server string, jobId JobID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/repair", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewResumeJobRequest calls the generic ResumeJob builder with application/json body
 func NewResumeJobRequest(server string, jobId JobID, body ResumeJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4862,6 +5069,64 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /leases/{jobId}/release (the `ReleaseLease` operationId).
 	ReleaseLeaseWithResponse(ctx context.Context, jobId JobID, body ReleaseLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseLeaseResponse, error)
+
+	// RepairJobWithBodyWithResponse Undo what ticks ahead of the clock did to a job. Needs role admin.
+	//
+	// A replica whose clock was fast could leave marks of ticks later than
+	// the server's clock plus LEASEAPI_MAX_TICK_AHEAD (default 5 minutes)
+	// before such ticks were refused: a grant of such a tick released
+	// `succeeded` made every later tick `tick_done`. A repair, under the
+	// job's lock and with the database's clock:
+	//
+	// - revokes a grant whose tick is ahead and that was neither released
+	//   nor revoked (its token + 1, `revokedBy` the caller), so its holder
+	//   can no longer release it;
+	// - marks every run whose tick is ahead `discarded`: it no longer
+	//   counts as the run of its tick, which is granted when it comes (or
+	//   recorded missed, if no replica runs it); the lease's `tick` is
+	//   cleared when it is such a tick;
+	// - sets `lastCompletedTick` to the later of the newest `succeeded`
+	//   run's tick at or before now + the window, and the older of its
+	//   value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
+	//   than the kept run history becomes grantable again;
+	// - cancels an owed tick that is ahead.
+	//
+	// Tokens never go back. Repairing a job with nothing ahead, or again,
+	// changes nothing. The repair is logged with the caller and the reason.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /leases/{jobId}/repair (the `RepairJob` operationId).
+	RepairJobWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RepairJobResponse, error)
+
+	// RepairJobWithResponse Undo what ticks ahead of the clock did to a job. Needs role admin.
+	//
+	// A replica whose clock was fast could leave marks of ticks later than
+	// the server's clock plus LEASEAPI_MAX_TICK_AHEAD (default 5 minutes)
+	// before such ticks were refused: a grant of such a tick released
+	// `succeeded` made every later tick `tick_done`. A repair, under the
+	// job's lock and with the database's clock:
+	//
+	// - revokes a grant whose tick is ahead and that was neither released
+	//   nor revoked (its token + 1, `revokedBy` the caller), so its holder
+	//   can no longer release it;
+	// - marks every run whose tick is ahead `discarded`: it no longer
+	//   counts as the run of its tick, which is granted when it comes (or
+	//   recorded missed, if no replica runs it); the lease's `tick` is
+	//   cleared when it is such a tick;
+	// - sets `lastCompletedTick` to the later of the newest `succeeded`
+	//   run's tick at or before now + the window, and the older of its
+	//   value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
+	//   than the kept run history becomes grantable again;
+	// - cancels an owed tick that is ahead.
+	//
+	// Tokens never go back. Repairing a job with nothing ahead, or again,
+	// changes nothing. The repair is logged with the caller and the reason.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /leases/{jobId}/repair (the `RepairJob` operationId).
+	RepairJobWithResponse(ctx context.Context, jobId JobID, body RepairJobJSONRequestBody, reqEditors ...RequestEditorFn) (*RepairJobResponse, error)
 
 	// ResumeJobWithBodyWithResponse Resume a paused job. Needs role admin.
 	//
@@ -6426,6 +6691,131 @@ func (r ReleaseLeaseResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReleaseLeaseResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RepairJobResponse401Headers the declared response headers of an HTTP 401 response for RepairJob
+type RepairJobResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RepairJobResponse429Headers the declared response headers of an HTTP 429 response for RepairJob
+type RepairJobResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RepairJobResponse503Headers the declared response headers of an HTTP 503 response for RepairJob
+type RepairJobResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RepairJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lease
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RepairJobResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RepairJobResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RepairJobResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RepairJobResponse) GetJSON200() *Lease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RepairJobResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RepairJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RepairJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RepairJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RepairJobResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8434,6 +8824,76 @@ func (c *ClientWithResponses) ReleaseLeaseWithResponse(ctx context.Context, jobI
 	return ParseReleaseLeaseResponse(rsp)
 }
 
+// RepairJobWithBodyWithResponse Undo what ticks ahead of the clock did to a job. Needs role admin.
+//
+// A replica whose clock was fast could leave marks of ticks later than
+// the server's clock plus LEASEAPI_MAX_TICK_AHEAD (default 5 minutes)
+// before such ticks were refused: a grant of such a tick released
+// `succeeded` made every later tick `tick_done`. A repair, under the
+// job's lock and with the database's clock:
+//
+//   - revokes a grant whose tick is ahead and that was neither released
+//     nor revoked (its token + 1, `revokedBy` the caller), so its holder
+//     can no longer release it;
+//   - marks every run whose tick is ahead `discarded`: it no longer
+//     counts as the run of its tick, which is granted when it comes (or
+//     recorded missed, if no replica runs it); the lease's `tick` is
+//     cleared when it is such a tick;
+//   - sets `lastCompletedTick` to the later of the newest `succeeded`
+//     run's tick at or before now + the window, and the older of its
+//     value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
+//     than the kept run history becomes grantable again;
+//   - cancels an owed tick that is ahead.
+//
+// Tokens never go back. Repairing a job with nothing ahead, or again,
+// changes nothing. The repair is logged with the caller and the reason.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /leases/{jobId}/repair (the `RepairJob` operationId).
+func (c *ClientWithResponses) RepairJobWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RepairJobResponse, error) {
+	rsp, err := c.RepairJobWithBody(ctx, jobId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRepairJobResponse(rsp)
+}
+
+// RepairJobWithResponse Undo what ticks ahead of the clock did to a job. Needs role admin.
+//
+// A replica whose clock was fast could leave marks of ticks later than
+// the server's clock plus LEASEAPI_MAX_TICK_AHEAD (default 5 minutes)
+// before such ticks were refused: a grant of such a tick released
+// `succeeded` made every later tick `tick_done`. A repair, under the
+// job's lock and with the database's clock:
+//
+//   - revokes a grant whose tick is ahead and that was neither released
+//     nor revoked (its token + 1, `revokedBy` the caller), so its holder
+//     can no longer release it;
+//   - marks every run whose tick is ahead `discarded`: it no longer
+//     counts as the run of its tick, which is granted when it comes (or
+//     recorded missed, if no replica runs it); the lease's `tick` is
+//     cleared when it is such a tick;
+//   - sets `lastCompletedTick` to the later of the newest `succeeded`
+//     run's tick at or before now + the window, and the older of its
+//     value and now - LEASEAPI_HISTORY_RETENTION, so that no tick older
+//     than the kept run history becomes grantable again;
+//   - cancels an owed tick that is ahead.
+//
+// Tokens never go back. Repairing a job with nothing ahead, or again,
+// changes nothing. The repair is logged with the caller and the reason.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /leases/{jobId}/repair (the `RepairJob` operationId).
+func (c *ClientWithResponses) RepairJobWithResponse(ctx context.Context, jobId JobID, body RepairJobJSONRequestBody, reqEditors ...RequestEditorFn) (*RepairJobResponse, error) {
+	rsp, err := c.RepairJob(ctx, jobId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRepairJobResponse(rsp)
+}
+
 // ResumeJobWithBodyWithResponse Resume a paused job. Needs role admin.
 //
 // Resuming a job that is not paused changes nothing.
@@ -10079,6 +10539,128 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ReleaseLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRepairJobResponse parses an HTTP response from a RepairJobWithResponse call
+func ParseRepairJobResponse(rsp *http.Response) (*RepairJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RepairJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RepairJobResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RepairJobResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RepairJobResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

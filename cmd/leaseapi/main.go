@@ -406,6 +406,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 			key("API_TOKENS") + " and " + key("ADMIN_TOKENS"))
 	}
 	warnFastSchedules(ctx, s, cfg.MinTTL, logger)
+	reportJobsAhead(ctx, s, cfg.MaxTickAhead, logger)
 	sealer, err := webhook.NewSealer(cfg.WebhookKey) // validated with the configuration
 	if err != nil {
 		return fmt.Errorf("%s: %w", key("WEBHOOK_KEY"), err)
@@ -452,6 +453,10 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		MissedGrace:  cfg.MissedGrace,
 		TriggerGrace: cfg.TriggerGrace,
 		RateLimit:    cfg.RateLimit,
+		// A repair undoes the marks of ticks past this window, and never
+		// back past the history kept.
+		MaxTickAhead:     cfg.MaxTickAhead,
+		HistoryRetention: cfg.HistoryRetention,
 		// Like the credentials, from the store itself.
 		Webhooks:            s,
 		WebhookSealer:       sealer,
@@ -537,6 +542,34 @@ func replicationMonitor(pg *postgres.Store, reg prometheus.Registerer, logger *s
 	return postgres.NewReplicationMonitor(pg, 0, report, logger), nil
 }
 
+// jobsAheadLogged bounds the job ids the start's report of jobs ahead names.
+const jobsAheadLogged = 20
+
+// jobsAheadTimeout bounds the start's count of jobs ahead.
+const jobsAheadTimeout = 10 * time.Second
+
+// reportJobsAhead warns, at start, of the jobs whose stored marks lie
+// later than the database clock plus window: a replica whose clock was
+// fast left them, before such ticks were refused, and every later tick of
+// such a job may be refused tick_done until it is repaired. A failed count
+// is logged and does not stop the start; leaseapi_jobs_ticks_ahead counts
+// them from then on.
+func reportJobsAhead(ctx context.Context, s leaseapi.Store, window time.Duration, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, jobsAheadTimeout)
+	defer cancel()
+	ja, err := s.JobsAhead(ctx, window, jobsAheadLogged)
+	if err != nil {
+		logger.Warn("counting the jobs with ticks ahead of the clock failed", slog.Any("error", err))
+		return
+	}
+	if ja.Count == 0 {
+		return
+	}
+	logger.Warn("jobs have ticks ahead of the database clock by more than "+key("MAX_TICK_AHEAD")+
+		" (a replica's clock was fast); repair each with POST /leases/{jobId}/repair or leasectl repair JOB",
+		slog.Int64("count", ja.Count), slog.Any("job_ids", ja.JobIDs), slog.Bool("more", ja.Count > int64(len(ja.JobIDs))))
+}
+
 // loop is a background loop of the service; Run returns when ctx ends.
 type loop interface{ Run(ctx context.Context) }
 
@@ -561,6 +594,7 @@ func backgroundLoops(cfg Config, s store, m *metrics.Leases, wm *metrics.Webhook
 		return nil, err
 	}
 	stats.CountOutbox(s, wm)
+	stats.CountJobsAhead(cfg.MaxTickAhead)
 	// Every instance delivers; each attempt is claimed by one of them.
 	deliverer, err := repo.NewWebhookDeliverer(s, repo.WebhookDelivererConfig{
 		AllowPrivate: cfg.WebhookAllowPrivate,

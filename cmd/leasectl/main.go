@@ -8,6 +8,7 @@
 //	leasectl revoke report
 //	leasectl pause --reason 'database maintenance' report
 //	leasectl resume report
+//	leasectl repair --reason 'clock was two days fast' report
 //	leasectl trigger --reason 'rerun after the fix' report
 //	leasectl run --owed report -- /usr/local/bin/report.sh
 //
@@ -60,6 +61,7 @@ Usage:
   leasectl revoke [flags] JOB                   force-release the lease of JOB (admin)
   leasectl pause [flags] JOB                    pause JOB: acquires answer job_paused (admin)
   leasectl resume [flags] JOB                   resume a paused JOB (admin)
+  leasectl repair [flags] JOB                   undo the marks of ticks ahead of the clock (admin)
   leasectl trigger [flags] JOB                  run now: JOB owes one manual tick (admin)
   leasectl run --owed [flags] JOB -- COMMAND    run COMMAND for the tick JOB owes, if any
 
@@ -78,7 +80,7 @@ func dispatch(args []string, env environment) int {
 	switch cmd {
 	case "run":
 		return runCommand(rest, env)
-	case "ls", "get", "runs", "revoke", "pause", "resume":
+	case "ls", "get", "runs", "revoke", "pause", "resume", "repair":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		return readCommand(ctx, cmd, rest, env)

@@ -494,6 +494,32 @@ func TestScheduleAndPause(t *testing.T) {
 	}
 }
 
+// TestRepair: repair needs an admin, sends its reason, prints what the job
+// became, and names an unknown job or a bad reason.
+func TestRepair(t *testing.T) {
+	t.Parallel()
+	job := "repaired"
+	if code, _, stderr := leasectl(t, userToken, "run", "--tick", "2026-01-02T03:04:05Z", job, "--", "true"); code != 0 {
+		t.Fatalf("run: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := leasectl(t, userToken, "repair", job); code != 77 || !strings.Contains(stderr, "403") {
+		t.Fatalf("repair by a user: exit %d, %q; want 77 and 403", code, stderr)
+	}
+	code, stdout, stderr := leasectl(t, adminToken, "repair", "--reason", "clock was fast", job)
+	if code != 0 || !strings.Contains(stdout, `job "repaired" repaired`) || !strings.Contains(stdout, "2026-01-02T03:04:05.000Z") {
+		t.Fatalf("repair: exit %d, %q %q; want the job repaired, its last completed tick kept", code, stdout, stderr)
+	}
+	if code, stdout, _ := leasectl(t, adminToken, "repair", "-o", "json", job); code != 0 || !strings.Contains(stdout, `"lastCompletedTick"`) {
+		t.Errorf("repair -o json: exit %d, %q; want the lease", code, stdout)
+	}
+	if code, _, stderr := leasectl(t, adminToken, "repair", "no-such-job"); code != 1 || !strings.Contains(stderr, "not_found") {
+		t.Errorf("repair of an unknown job: exit %d, %q; want 1 and not_found", code, stderr)
+	}
+	if code, _, stderr := leasectl(t, adminToken, "repair", "--reason", strings.Repeat("x", 257), job); code != 64 || !strings.Contains(stderr, "reason") {
+		t.Errorf("repair with a reason too long: exit %d, %q; want 64 naming the reason", code, stderr)
+	}
+}
+
 // TestSignalStopsCommand: SIGTERM to leasectl stops COMMAND; the status is
 // COMMAND's when it is non-zero, else 1; the run is released failed.
 func TestSignalStopsCommand(t *testing.T) {

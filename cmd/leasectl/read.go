@@ -22,7 +22,7 @@ import (
 // requestTimeout bounds each request of the read commands.
 const requestTimeout = 30 * time.Second
 
-// readCommand is `leasectl ls|get|runs|revoke|pause|resume`; it returns the
+// readCommand is `leasectl ls|get|runs|revoke|pause|resume|repair`; it returns the
 // exit status.
 func readCommand(ctx context.Context, name string, args []string, env environment) int {
 	err := read(ctx, name, args, env)
@@ -44,6 +44,9 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 	var state, owner, prefix, reason string
 	if name == "pause" {
 		fs.StringVar(&reason, "reason", "", "why the job is paused (at most 256 characters), shown as pausedReason")
+	}
+	if name == "repair" {
+		fs.StringVar(&reason, "reason", "", "why the job is repaired (at most 256 characters), written to the server's log")
 	}
 	if name == "ls" {
 		fs.StringVar(&state, "state", "", "only leases in this state: held, released, expired or revoked")
@@ -91,7 +94,7 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 	switch name {
 	case "ls":
 		return listLeases(ctx, c, params, asJSON, env.stdout)
-	case "get", "revoke", "pause", "resume":
+	case "get", "revoke", "pause", "resume", "repair":
 		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) {
 			switch name {
 			case "revoke":
@@ -104,6 +107,12 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 				return c.PauseJob(ctx, job, p)
 			case "resume":
 				return c.ResumeJob(ctx, job, client.ResumeRequest{})
+			case "repair":
+				var p client.RepairRequest
+				if reason != "" {
+					p.Reason = &reason
+				}
+				return c.RepairJob(ctx, job, p)
 			}
 			return c.GetLease(ctx, job)
 		})
@@ -120,6 +129,10 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 		switch name {
 		case "revoke":
 			_, err := fmt.Fprintf(env.stdout, "lease %q %s (token %d)\n", l.JobId, l.State, l.Token)
+			return err
+		case "repair":
+			_, err := fmt.Fprintf(env.stdout, "job %q repaired (lease %s, token %d, last completed tick %s)\n",
+				l.JobId, l.State, l.Token, timeOrNone(l.LastCompletedTick, time.Now()))
 			return err
 		case "pause", "resume":
 			what := "resumed"

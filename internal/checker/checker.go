@@ -17,7 +17,7 @@ var invariantTitles = map[string]string{
 	"I3":  "only the current holder heartbeats or releases",
 	"I4":  "every job's history is linearizable (porcupine)",
 	"I5":  "fenced side effects never overlap",
-	"I6":  "a tick released succeeded is never run again; an owed tick is owed once, and only as owed",
+	"I6":  "a tick released succeeded is never run again (unless a repair discarded its run); an owed tick is owed once, and only as owed",
 	"I7":  "no lost or stuck lease rows; every job grantable at the end",
 	"I8":  "overlapping unfenced beliefs only after a pause of the holder",
 	"I9":  "503 within the deadline during database faults, no 500s, recovery",

@@ -308,6 +308,29 @@ func TestIllegalHistoriesAreFlagged(t *testing.T) {
 	}
 }
 
+// TestDiscardedRunIsNotDone: a run a repair discarded (its tick lay ahead
+// of the clock) does not make its tick done; the tick may be granted and
+// run again without an I6 violation, in the run history and in what the
+// clients saw. (The repair is no call of the history, so the lease model,
+// I4, and the durability of the releases, I1, still object: the chaos
+// runs never repair.)
+func TestDiscardedRunIsNotDone(t *testing.T) {
+	t.Parallel()
+	h := legal()
+	// Ticks 0 and 1 lay ahead; a repair discarded their runs.
+	h.Runs[0].Outcome = "discarded"
+	h.Runs[1].Outcome = "discarded"
+	h.Runs[3].Tick = tick(0)
+	h.Witness[3].Tick = tick(0)
+	l := *h.Ops[11].Lease
+	l.Tick = tick(0)
+	h.Ops[11].Lease = &l
+	h.Ops[11].Tick = tick(0)
+	if r := check(t, h); r.Caught("I6") {
+		t.Errorf("I6 flagged a tick whose succeeded run was discarded: %v", r.Violations)
+	}
+}
+
 func TestWaiveAvailability(t *testing.T) {
 	t.Parallel()
 	h := legal()

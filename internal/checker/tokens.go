@@ -299,15 +299,19 @@ func checkTicks(h *History, idx *index, r *Report) {
 	}
 
 	// A grant's trigger, from the run history: a manual tick before a
-	// succeeded tick may be granted when it was owed (checkOwedTicks).
+	// succeeded tick may be granted when it was owed (checkOwedTicks). A
+	// run a repair discarded (its tick lay ahead of the clock) does not
+	// make its tick done, though its release was seen to succeed.
 	trigger := make(map[grantKey]string)
+	discarded := make(map[grantKey]bool)
 	for _, run := range h.Runs {
 		trigger[grantKey{run.Job, run.Token}] = run.Trigger
+		discarded[grantKey{run.Job, run.Token}] = run.Outcome == "discarded"
 	}
 	for job, ops := range idx.byJob {
 		for _, rel := range ops {
 			if rel.Kind != Release || rel.Result != ResultOK || rel.Outcome != "succeeded" ||
-				rel.Lease == nil || rel.Lease.Tick.IsZero() {
+				rel.Lease == nil || rel.Lease.Tick.IsZero() || discarded[grantKey{job, rel.Token}] {
 				continue
 			}
 			for _, g := range ops {

@@ -32,6 +32,7 @@ type Leases struct {
 	leases         *prometheus.GaugeVec
 	jobsPaused     prometheus.Gauge
 	jobsOverdue    prometheus.Gauge
+	jobsAhead      prometheus.Gauge
 	statsRefreshed prometheus.Gauge
 
 	// jobs are the per-job series, nil unless EnableJobSeries was
@@ -92,13 +93,17 @@ func New(reg prometheus.Registerer) (*Leases, error) {
 			Name: "leaseapi_jobs_overdue",
 			Help: "Scheduled, unpaused jobs whose latest decided tick was missed and that have not run since, as of the last refresh.",
 		}),
+		jobsAhead: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "leaseapi_jobs_ticks_ahead",
+			Help: "Jobs whose last completed tick, open grant's tick or owed tick lies later than the database clock plus LEASEAPI_MAX_TICK_AHEAD (left by a replica whose clock was fast; POST /leases/{jobId}/repair mends them), as of the last refresh.",
+		}),
 		statsRefreshed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "leaseapi_stats_refreshed_timestamp_seconds",
 			Help: "When the lease gauges were last computed (Unix seconds, the store's clock); 0 before the first time.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.runsFinished, m.runsStarted, m.ticksOwed, m.runDuration, m.expirations, m.ticksSkipped,
-		m.leases, m.jobsPaused, m.jobsOverdue, m.statsRefreshed} {
+		m.leases, m.jobsPaused, m.jobsOverdue, m.jobsAhead, m.statsRefreshed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -156,7 +161,8 @@ func (m *Leases) SetStats(st leaseapi.Stats) {
 // StatsRefresher computes the gauges of the lease table at start and then
 // every interval: a count of the table on a timer, never one per scrape;
 // with the per-job series enabled, also one read of the jobs' health, and
-// with CountOutbox, a count of the webhook outbox.
+// with CountOutbox, a count of the webhook outbox; with CountJobsAhead, a
+// count of the jobs with marks ahead of the clock.
 type StatsRefresher struct {
 	store    leaseapi.Store
 	metrics  *Leases
@@ -164,6 +170,9 @@ type StatsRefresher struct {
 	logger   *slog.Logger
 	// outbox counts the webhook outbox; nil unless CountOutbox was called.
 	outbox func(context.Context) error
+	// aheadWindow is the window of the jobs-ahead count; zero unless
+	// CountJobsAhead was called.
+	aheadWindow time.Duration
 }
 
 // DefaultStatsInterval is how often the gauges are computed.
@@ -186,6 +195,10 @@ func NewStatsRefresher(store leaseapi.Store, m *Leases, interval time.Duration, 
 	}
 	return &StatsRefresher{store: store, metrics: m, interval: interval, logger: logger}, nil
 }
+
+// CountJobsAhead makes each refresh count the jobs whose marks lie later
+// than the store's clock plus window (leaseapi_jobs_ticks_ahead).
+func (r *StatsRefresher) CountJobsAhead(window time.Duration) { r.aheadWindow = window }
 
 // Run refreshes now and then every interval until ctx is cancelled.
 func (r *StatsRefresher) Run(ctx context.Context) {
@@ -219,6 +232,13 @@ func (r *StatsRefresher) runOnce(ctx context.Context) error {
 	}
 	if r.outbox != nil {
 		err = errors.Join(err, r.outbox(ctx))
+	}
+	if r.aheadWindow > 0 {
+		ja, aerr := r.store.JobsAhead(ctx, r.aheadWindow, 1)
+		if aerr == nil {
+			r.metrics.jobsAhead.Set(float64(ja.Count))
+		}
+		err = errors.Join(err, aerr)
 	}
 	if errors.Is(err, context.Canceled) {
 		return nil

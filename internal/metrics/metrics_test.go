@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,7 +43,7 @@ leaseapi_runs_finished_total{outcome="succeeded"} 0
 		t.Error(err)
 	}
 	for _, name := range []string{"leaseapi_lease_expirations_total", "leaseapi_ticks_skipped_total",
-		"leaseapi_jobs_paused", "leaseapi_jobs_overdue", "leaseapi_run_duration_seconds"} {
+		"leaseapi_jobs_paused", "leaseapi_jobs_overdue", "leaseapi_jobs_ticks_ahead", "leaseapi_run_duration_seconds"} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n == 0 {
 			t.Errorf("%s: %d series, %v; want it exported from the start", name, n, err)
 		}
@@ -161,6 +163,66 @@ func newMetrics(t *testing.T) (*prometheus.Registry, *metrics.Leases) {
 		t.Fatal(err)
 	}
 	return reg, m
+}
+
+// TestJobsTicksAhead: the refresher counts the jobs whose marks lie ahead
+// of the clock plus the window (a replica with a fast clock left them,
+// written here with SQL), and a repaired job no longer.
+func TestJobsTicksAhead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	reg, m := newMetrics(t)
+	path := filepath.Join(t.TempDir(), "leaseapi.db")
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: path, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{"sound", "poisoned"} {
+		l, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: "a", TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Release(ctx, &leaseapi.ReleaseParams{JobID: job, Owner: "a", Token: l.Token, Outcome: leaseapi.OutcomeSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := db.ExecContext(ctx, `UPDATE leases SET last_completed_tick = $1 WHERE job_id = 'poisoned'`,
+		time.Now().Add(48*time.Hour).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := metrics.NewStatsRefresher(s, m, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.CountJobsAhead(5 * time.Minute)
+	gauge := func(want float64) {
+		t.Helper()
+		if err := metrics.RefreshOnce(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		text := fmt.Sprintf(`
+# HELP leaseapi_jobs_ticks_ahead Jobs whose last completed tick, open grant's tick or owed tick lies later than the database clock plus LEASEAPI_MAX_TICK_AHEAD (left by a replica whose clock was fast; POST /leases/{jobId}/repair mends them), as of the last refresh.
+# TYPE leaseapi_jobs_ticks_ahead gauge
+leaseapi_jobs_ticks_ahead %v
+`, want)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(text), "leaseapi_jobs_ticks_ahead"); err != nil {
+			t.Error(err)
+		}
+	}
+	gauge(1)
+	if _, err := s.Repair(ctx, &leaseapi.RepairParams{JobID: "poisoned", Window: 5 * time.Minute, Retention: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	gauge(0)
 }
 
 // TestOwedTickMetrics: the refresher counts the jobs that owe a tick by

@@ -164,3 +164,33 @@ func (p *Store) Rewind(ctx context.Context, jobID string, d time.Duration) error
 		return nil
 	})
 }
+
+// setGrantTickQuery moves job $1's grant to tick $2 (the lease's and its run's);
+// setOwedTickQuery makes it owe the manual tick $2: the marks a replica
+// with a fast clock left before ticks ahead were refused.
+const (
+	setGrantTickQuery = `
+WITH l AS (UPDATE leases SET tick = $2 WHERE job_id = $1 RETURNING job_id, token)
+UPDATE runs AS r SET tick = $2 FROM l WHERE r.job_id = l.job_id AND r.token = l.token`
+	setOwedTickQuery = `
+UPDATE leases SET (owed_tick, owed_reason, owed_until) = ($2, 'manual', $2::timestamptz + interval '1 hour')
+WHERE job_id = $1`
+)
+
+// SetTicks writes ticks ahead of the clock into job's rows, as
+// repotest.RepairHarness.SetTicks says.
+func (p *Store) SetTicks(ctx context.Context, jobID string, grant, owed *time.Time) error {
+	return p.inTx(ctx, func(tx *sqlx.Tx) error {
+		if grant != nil {
+			if _, err := tx.ExecContext(ctx, setGrantTickQuery, jobID, *grant); err != nil {
+				return fmt.Errorf("set tick %q: %w", jobID, err)
+			}
+		}
+		if owed != nil {
+			if _, err := tx.ExecContext(ctx, setOwedTickQuery, jobID, *owed); err != nil {
+				return fmt.Errorf("set owed tick %q: %w", jobID, err)
+			}
+		}
+		return nil
+	})
+}

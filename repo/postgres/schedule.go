@@ -213,10 +213,10 @@ SELECT i.in_job_id AS job_id, r.token, r.tick, r.started_at, r.ended_at, r.trigg
 FROM unnest($1::text[], $2::timestamptz[]) AS i(in_job_id, in_from),
 LATERAL (
 	(SELECT token, tick, started_at, ended_at, trigger FROM runs
-		WHERE job_id = i.in_job_id AND COALESCE(started_at, tick) >= i.in_from AND token IS NOT NULL)
+		WHERE job_id = i.in_job_id AND COALESCE(started_at, tick) >= i.in_from AND token IS NOT NULL AND outcome <> 'discarded')
 	UNION ALL
 	(SELECT token, tick, started_at, ended_at, trigger FROM runs
-		WHERE job_id = i.in_job_id AND COALESCE(started_at, tick) < i.in_from AND token IS NOT NULL
+		WHERE job_id = i.in_job_id AND COALESCE(started_at, tick) < i.in_from AND token IS NOT NULL AND outcome <> 'discarded'
 		ORDER BY COALESCE(started_at, tick) DESC LIMIT 1)
 ) AS r`
 )

@@ -99,3 +99,33 @@ func TestPostgresStatsRuns24h(t *testing.T) {
 		t.Errorf("Stats.Runs24h[failed]: got %d, want 2 (the run 23 h 59 min ago and the one now, not the one 24 h 1 min ago)", got)
 	}
 }
+
+// TestPostgresRepair runs the repair suite on Postgres, on a database of
+// its own: the store suite's pruning and job health read every job of the
+// package database while this suite runs.
+func TestPostgresRepair(t *testing.T) {
+	t.Parallel()
+	dsn := repotest.NewPostgresURL(t)
+	repotest.RunRepairSuite(t, &repotest.RepairHarness{
+		Open: func(t *testing.T) leaseapi.Store {
+			store, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return store
+		},
+		OpenAlone: func(t *testing.T) leaseapi.Store {
+			store, err := postgres.Open(t.Context(), postgres.Config{DSN: repotest.NewPostgresURL(t)})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			return store
+		},
+		SetTicks: func(t *testing.T, s leaseapi.Store, jobID string, grant, owed *time.Time) {
+			t.Helper()
+			if err := s.(*postgres.Store).SetTicks(t.Context(), jobID, grant, owed); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}

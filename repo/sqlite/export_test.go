@@ -33,3 +33,33 @@ func (s *Store) Rewind(ctx context.Context, jobID string, d time.Duration) error
 		return nil
 	})
 }
+
+// setGrantTickQuery moves job $1's grant to tick $2 (the lease's and its
+// run's); setOwedTickQuery makes it owe the manual tick $2.
+const (
+	setGrantTickQuery = `UPDATE leases SET tick = $2 WHERE job_id = $1`
+	setRunTickQuery   = `
+UPDATE runs SET tick = $2 WHERE job_id = $1 AND token = (SELECT token FROM leases WHERE job_id = $1)`
+	setOwedTickQuery = `
+UPDATE leases SET owed_tick = $2, owed_reason = 'manual', owed_until = $2 + 3600000 WHERE job_id = $1`
+)
+
+// SetTicks writes ticks ahead of the clock into job's rows, as
+// repotest.RepairHarness.SetTicks says.
+func (s *Store) SetTicks(ctx context.Context, jobID string, grant, owed *time.Time) error {
+	return s.writeTx(ctx, func(tx *sqlx.Tx, _ int64) error {
+		if grant != nil {
+			for _, q := range []string{setGrantTickQuery, setRunTickQuery} {
+				if _, err := tx.ExecContext(ctx, q, jobID, grant.UnixMilli()); err != nil {
+					return fmt.Errorf("set tick %q: %w", jobID, err)
+				}
+			}
+		}
+		if owed != nil {
+			if _, err := tx.ExecContext(ctx, setOwedTickQuery, jobID, owed.UnixMilli()); err != nil {
+				return fmt.Errorf("set owed tick %q: %w", jobID, err)
+			}
+		}
+		return nil
+	})
+}

@@ -144,11 +144,11 @@ WHERE decide_at <= $1 ORDER BY decide_at LIMIT $2`
 	grantsAroundQuery = `
 SELECT token, tick, started_at, ended_at, trigger FROM (
 	SELECT token, tick, started_at, ended_at, trigger FROM runs
-	WHERE job_id = $1 AND COALESCE(started_at, tick) >= $2 AND token IS NOT NULL
+	WHERE job_id = $1 AND COALESCE(started_at, tick) >= $2 AND token IS NOT NULL AND outcome <> 'discarded'
 	UNION ALL
 	SELECT * FROM (
 		SELECT token, tick, started_at, ended_at, trigger FROM runs
-		WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL
+		WHERE job_id = $1 AND COALESCE(started_at, tick) < $2 AND token IS NOT NULL AND outcome <> 'discarded'
 		ORDER BY COALESCE(started_at, tick) DESC LIMIT 1
 	)
 )`

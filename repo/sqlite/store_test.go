@@ -31,6 +31,28 @@ func TestSQLite(t *testing.T) {
 	})
 }
 
+// TestSQLiteRepair runs the repair suite on the embedded store, a file per
+// subtest.
+func TestSQLiteRepair(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// Every subtest has a file of its own.
+	open := func(t *testing.T) leaseapi.Store {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+		return repotest.OpenSQLite(t, filepath.Join(dir, name+".db"))
+	}
+	repotest.RunRepairSuite(t, &repotest.RepairHarness{
+		Open:      open,
+		OpenAlone: open,
+		SetTicks: func(t *testing.T, s leaseapi.Store, jobID string, grant, owed *time.Time) {
+			t.Helper()
+			if err := s.(*sqlite.Store).SetTicks(t.Context(), jobID, grant, owed); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}
+
 // TestSQLiteSweep runs the sweep suite on the embedded store: one store
 // (one instance per file) on a file of each subtest's own.
 func TestSQLiteSweep(t *testing.T) {

@@ -646,6 +646,33 @@ func TestConsole(t *testing.T) {
 		noCSPViolations(t, ctx)
 	})
 
+	t.Run("RepairAsksFirst", func(t *testing.T) {
+		job := "repair.asks"
+		granted := closed.acquire(t, job, "pod-a", 600000)
+		closed.release(t, granted, "succeeded")
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/jobs/"+job, closed.admin)
+		press(t, ctx, `#act-repair`)
+		run(t, ctx,
+			chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open] #confirm-reason`)),
+			chromedp.Click(chromedp.CSS(`#confirm-cancel`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`dialog#confirm[open]`)))
+		if !eval[bool](t, ctx, `document.getElementById('notice').hidden`) {
+			t.Errorf("after cancel: notice %q, want none (nothing sent)", textOf(t, ctx, `#notice`))
+		}
+		press(t, ctx, `#act-repair`)
+		run(t, ctx,
+			chromedp.WaitVisible(chromedp.CSS(`#confirm-reason`)),
+			chromedp.SendKeys(chromedp.CSS(`#confirm-reason`), "clock was fast"),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+		until(t, ctx, `(document.getElementById('notice').textContent || '').startsWith('Repaired')`)
+		// A job with nothing ahead is left as it is.
+		if l := closed.get(t, job); l.Token != granted.Token || l.State != "released" {
+			t.Errorf("after repair: %+v, want released with token %d unchanged", l, granted.Token)
+		}
+		noCSPViolations(t, ctx)
+	})
+
 	t.Run("ReadOnlyCredential", func(t *testing.T) {
 		ctx := tab(t, bctx)
 		open(t, ctx, closed, "#/jobs/billing:reminders", reader)

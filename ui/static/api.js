@@ -121,6 +121,8 @@ export const recentRuns = (params) => call('GET', `/runs${query(params)}`);
 export const revoke = (id) => call('DELETE', job(id));
 export const pause = (id, reason) => call('POST', `${job(id)}/pause`, reason ? { reason } : {});
 export const resume = (id) => call('POST', `${job(id)}/resume`, {});
+// repair undoes what ticks ahead of the server's clock did to the job.
+export const repair = (id, reason) => call('POST', `${job(id)}/repair`, reason ? { reason } : {});
 export const forgetSchedule = (id) => call('DELETE', `${job(id)}/schedule`);
 // trigger (run now) makes the job owe one manual tick. The key is the
 // Idempotency-Key of this one confirmed action: sent again, it answers the

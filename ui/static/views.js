@@ -283,6 +283,8 @@ const ACTIONS = {
     text: (id) => `Run ${id} now: it owes one manual tick, which the next replica that claims owed ticks runs once. It runs in addition to its schedule, not instead of it.` },
   cancelTrigger: { label: 'Cancel run now', title: 'Cancel the run now?', done: 'Cancelled the run now of', call: (id) => api.cancelTrigger(id),
     text: (id) => `Cancel the manual tick ${id} owes: no replica will claim it. A run already started is not stopped.` },
+  repair: { label: 'Repair', title: 'Repair this job?', done: 'Repaired', reason: true, call: (id, reason) => api.repair(id, reason),
+    text: (id) => `Repair ${id}: undo what ticks later than the server's clock plus its window (a replica whose clock was fast) did to it. A grant of such a tick is revoked, the runs of such ticks are marked discarded, and the last completed tick goes back to the newest succeeded tick before, so later ticks are granted again. A job with nothing ahead is left as it is.` },
   forget: { label: 'Forget schedule', title: 'Forget the schedule?', done: 'Forgot the schedule of', call: (id) => api.forgetSchedule(id),
     text: (id) => `Forget the schedule of ${id}: no more missed-tick accounting until a replica sends a schedule again.` },
 };
@@ -315,7 +317,7 @@ export function job(ctx, route) {
     if (!canAdmin(ctx.who(), id)) {
       const who = ctx.who();
       return h('p', { class: 'muted', id: 'admin-note' }, who && !who.open
-        ? `Admin actions (run now, revoke, pause, resume, forget schedule) need a credential of role admin for this job; yours is ${who.role}.`
+        ? `Admin actions (run now, revoke, pause, resume, repair, forget schedule) need a credential of role admin for this job; yours is ${who.role}.`
         : '');
     }
     const btn = (kind, cls) => h('button', { type: 'button', id: `act-${kind}`, class: cls, onclick: () => act(kind) }, ACTIONS[kind].label);
@@ -325,6 +327,7 @@ export function job(ctx, route) {
       lease.owedReason === 'manual' ? btn('cancelTrigger') : null,
       lease.state === 'held' ? btn('revoke', 'danger') : null,
       lease.paused ? btn('resume') : btn('pause'),
+      btn('repair'),
       lease.schedule ? btn('forget') : null);
   }
 

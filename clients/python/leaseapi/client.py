@@ -270,6 +270,14 @@ class Client:
         """Resumes a paused job."""
         return self._call("POST", f"/leases/{_segment(job_id)}/resume", body={}, retry_for=retry_for, parse=Lease.from_json)
 
+    def repair(self, job_id: str, reason: Optional[str] = None, *, retry_for: Optional[Seconds] = None) -> Lease:
+        """Undoes what ticks later than the server's clock plus its window
+        (a replica whose clock was fast) did to the job: a grant of such a
+        tick is revoked, their runs are marked ``discarded``, and the last
+        completed tick goes back, so later ticks are granted again."""
+        body = {} if reason is None else {"reason": reason}
+        return self._call("POST", f"/leases/{_segment(job_id)}/repair", body=body, retry_for=retry_for, parse=Lease.from_json)
+
     def forget_schedule(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
         """Forgets the job's schedule: no missed-tick accounting until an
         acquire sends one again."""

@@ -149,8 +149,9 @@ class Run:
     tick: Optional[datetime]
     started_at: Optional[datetime]
     ended_at: Optional[datetime]
-    #: ``running``, ``succeeded``, ``failed``, ``expired``, ``revoked`` or
-    #: ``missed``.
+    #: ``running``, ``succeeded``, ``failed``, ``expired``, ``revoked``,
+    #: ``missed`` or ``discarded`` (set aside by a repair: its tick lay
+    #: ahead of the server's clock).
     outcome: str
     #: Seconds from start to end; None while running and for a missed run.
     duration: Optional[float]

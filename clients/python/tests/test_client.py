@@ -73,6 +73,10 @@ def test_conflicts_raise_with_code_and_lease(client: leaseapi.Client, admin: lea
     with pytest.raises(leaseapi.LeaseLost):
         client.release(job_id, "replica-b", later.token, outcome="failed")
 
+    # Nothing of the job lies ahead of the clock: a repair changes nothing.
+    repaired = admin.repair(job_id, reason="clock was fast")
+    assert repaired.token == revoked.token and repaired.last_completed_tick == TICK
+
 
 def test_errors_of_bad_calls(server: Server, client: leaseapi.Client, recorder: Recorder, job_id: str) -> None:
     with pytest.raises(leaseapi.NotFound) as not_found:

@@ -19,3 +19,11 @@ func HeldAt(now string) string {
 func ExpiredAt(now string) string {
 	return `(` + GrantOpen + ` AND l.expires_at <= ` + now + `)`
 }
+
+// AheadAt: a mark of l lies after the instant ahead (the clock plus the
+// window a tick may lie ahead): its last completed tick, its open grant's
+// tick, or its owed tick. Store.JobsAhead counts such jobs; Repair undoes
+// the marks.
+func AheadAt(ahead string) string {
+	return `(l.last_completed_tick > ` + ahead + ` OR (` + GrantOpen + ` AND l.tick > ` + ahead + `) OR l.owed_tick > ` + ahead + `)`
+}

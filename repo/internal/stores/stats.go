@@ -42,3 +42,20 @@ func (r StatsRow) Stats(now time.Time) leaseapi.Stats {
 		Now:  now,
 	}
 }
+
+// JobAheadRow is a row of either store's jobs-ahead query: a job, and the
+// count of all the jobs the query found.
+type JobAheadRow struct {
+	JobID string `db:"job_id"`
+	Total int64  `db:"total"`
+}
+
+// JobsAhead is the rows as leaseapi.JobsAhead.
+func JobsAhead(rows []JobAheadRow) leaseapi.JobsAhead {
+	var out leaseapi.JobsAhead
+	for _, r := range rows {
+		out.Count = r.Total
+		out.JobIDs = append(out.JobIDs, r.JobID)
+	}
+	return out
+}
