@@ -43,7 +43,7 @@ func TestDeliverStandardIsSignedAndVerifiable(t *testing.T) {
 	t.Parallel()
 	url, got := receiver(t, http.StatusNoContent)
 	secret, _ := webhook.NewSecret()
-	client := webhook.NewClient(true)
+	client := webhook.NewClient(true, 0)
 	now := time.Unix(1764655201, 0)
 	for attempt := range 2 { // a retry carries the same webhook-id
 		res := webhook.Deliver(context.Background(), client, url, secret, webhook.FormatStandard, "", msg, now.Add(time.Duration(attempt)*time.Minute))
@@ -72,14 +72,14 @@ func TestDeliverReportsFailures(t *testing.T) {
 	t.Parallel()
 	url, got := receiver(t, http.StatusInternalServerError)
 	secret, _ := webhook.NewSecret()
-	res := webhook.Deliver(context.Background(), webhook.NewClient(true), url, secret, webhook.FormatStandard, "", msg, time.Now())
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true, 0), url, secret, webhook.FormatStandard, "", msg, time.Now())
 	<-got
 	if res.Delivered || res.Status != http.StatusInternalServerError {
 		t.Fatalf("a 500: %+v, want not delivered with the status", res)
 	}
 	// A refused target: an error that does not repeat the URL (it may be
 	// a secret).
-	res = webhook.Deliver(context.Background(), webhook.NewClient(false), url, secret, webhook.FormatStandard, "", msg, time.Now())
+	res = webhook.Deliver(context.Background(), webhook.NewClient(false, 0), url, secret, webhook.FormatStandard, "", msg, time.Now())
 	if res.Delivered || res.Status != 0 || res.Err == "" || strings.Contains(res.Err, "/hook") || strings.Contains(res.Err, "team=a") {
 		t.Fatalf("a refused dial: %+v", res)
 	}
@@ -91,7 +91,7 @@ func TestDeliverReportsFailures(t *testing.T) {
 func TestDeliverSlack(t *testing.T) {
 	t.Parallel()
 	url, got := receiver(t, http.StatusOK)
-	res := webhook.Deliver(context.Background(), webhook.NewClient(true), url, "", webhook.FormatSlack, "https://leaseapi.example.com/", msg, time.Now())
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true, 0), url, "", webhook.FormatSlack, "https://leaseapi.example.com/", msg, time.Now())
 	if !res.Delivered {
 		t.Fatalf("%+v", res)
 	}

@@ -161,7 +161,7 @@ func TestReceiver(t *testing.T) {
 	}
 	defer rv.close()
 	rv.setSecret(secret)
-	client := webhook.NewClient(true)
+	client := webhook.NewClient(true, 0)
 	tick := time.Date(2026, 12, 2, 15, 0, 2, 0, time.UTC)
 	message := func(id string, typ webhook.Event, run *leaseapi.Run) webhook.Message {
 		e := &leaseapi.WebhookEvent{ID: id, Type: string(typ), JobID: "job-03", Run: run}
