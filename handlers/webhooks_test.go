@@ -206,7 +206,7 @@ func TestWebhookScopes(t *testing.T) {
 		l := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/acquire", body: `{"owner":"r"}`, header: aAdmin}))
 		b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/release",
 			body: `{"owner":"r","token":` + jsonBody(t, l.Token) + `,"outcome":"failed"}`, header: aAdmin})
-		events, err := store.(leaseapi.WebhookStore).ClaimWebhookEvents(t.Context(), 10, time.Minute)
+		events, err := store.(leaseapi.WebhookStore).ClaimWebhookEvents(t.Context(), &leaseapi.ClaimWebhookParams{Limit: 10, Claim: time.Minute})
 		if err != nil || len(events) != 1 {
 			t.Fatalf("ClaimWebhookEvents: %+v, %v; want the run.failed of %s", events, err, job)
 		}

@@ -129,3 +129,19 @@ func TestSlackBodyEscapesAndOmitsLinkWithoutPublicURL(t *testing.T) {
 		t.Errorf("ConsoleJobURL = %q", got)
 	}
 }
+
+// An attempt the receiver does not answer within the client's timeout ends
+// at it and says so.
+func TestDeliverTimesOut(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then the server notices the client leave
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	msg := webhook.Message{ID: "msg_1", Type: "run.failed", Timestamp: time.Now(), Data: []byte(`{}`)}
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true, 50*time.Millisecond), srv.URL, "whsec_MDEyMzQ1Njc4OWFiY2RlZg==", webhook.FormatStandard, "", msg, time.Now())
+	if res.Delivered || !res.TimedOut || res.Status != 0 {
+		t.Fatalf("Deliver to a receiver that never answers: %+v, want timed out", res)
+	}
+}

@@ -47,6 +47,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 	// They claim every due webhook event of the store.
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, setup(t, open)) })
 	t.Run("WebhookSweepEvents", func(t *testing.T) { testWebhookSweepEvents(t, setup(t, open)) })
+	t.Run("WebhookFairClaims", func(t *testing.T) { testWebhookFairClaims(t, setup(t, open)) })
 
 	for _, tc := range []struct {
 		name string
