@@ -41,8 +41,8 @@ type receiver struct {
 	got []received
 	// before, if set, runs first; false ends the request unanswered.
 	before func(*http.Request) bool
-	addr string
-	srv  *httptest.Server
+	addr   string
+	srv    *httptest.Server
 }
 
 // newReceiver starts a receiver, up unless down.
