@@ -1567,8 +1567,10 @@ type WebhookDeliveryList struct {
 // `webhook-signature` (`v1,` and the base64 of HMAC-SHA256 over
 // `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the base64-decoded
 // part of the secret after `whsec_`). A 2xx answer delivers it; any other
-// answer, none within 10 s, or a redirect is retried with backoff (5 s,
-// then four times longer each time up to 4 h) for 24 h after the event.
+// answer, none within 10 s, or a redirect is retried with backoff (5 s
+// plus up to a fifth of jitter, then four times longer each time up to
+// 4 h) for 24 h after the event. Each webhook is its own queue: one
+// webhook's slow receiver does not delay another's events.
 type WebhookEvent struct {
 	// Data The job; the run the event is about (for job.overdue the job's
 	// newest run, the missed one); the job's lease. Both as they were
@@ -2224,10 +2226,16 @@ type ClientInterface interface {
 	//
 	// The scopes must lie within the caller's own (else 403 `forbidden`).
 	// The URL must be absolute `http` or `https` with a host and no user
-	// information, at most 2048 characters; an IP literal that is not a
-	// public address (loopback, private, link-local, multicast, CGNAT,
-	// reserved, or an IPv6 form of one) is refused with 400 unless the
-	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// information, at most 2048 characters, with a port, if any, of
+	// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+	// IPv6 Special-Purpose Address Registries is not globally reachable
+	// (loopback, private, link-local, shared, documentation,
+	// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+	// form embedding such an IPv4 address, is refused with 400 naming the
+	// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+	// A host that a URL parser reads as an IPv4 address not written as a
+	// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+	// `0`) is refused with 400 in every case. A host name is
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
@@ -2241,10 +2249,16 @@ type ClientInterface interface {
 	//
 	// The scopes must lie within the caller's own (else 403 `forbidden`).
 	// The URL must be absolute `http` or `https` with a host and no user
-	// information, at most 2048 characters; an IP literal that is not a
-	// public address (loopback, private, link-local, multicast, CGNAT,
-	// reserved, or an IPv6 form of one) is refused with 400 unless the
-	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// information, at most 2048 characters, with a port, if any, of
+	// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+	// IPv6 Special-Purpose Address Registries is not globally reachable
+	// (loopback, private, link-local, shared, documentation,
+	// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+	// form embedding such an IPv4 address, is refused with 400 naming the
+	// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+	// A host that a URL parser reads as an IPv4 address not written as a
+	// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+	// `0`) is refused with 400 in every case. A host name is
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
@@ -3013,10 +3027,16 @@ func (c *Client) ListWebhooks(ctx context.Context, reqEditors ...RequestEditorFn
 //
 // The scopes must lie within the caller's own (else 403 `forbidden`).
 // The URL must be absolute `http` or `https` with a host and no user
-// information, at most 2048 characters; an IP literal that is not a
-// public address (loopback, private, link-local, multicast, CGNAT,
-// reserved, or an IPv6 form of one) is refused with 400 unless the
-// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// information, at most 2048 characters, with a port, if any, of
+// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+// IPv6 Special-Purpose Address Registries is not globally reachable
+// (loopback, private, link-local, shared, documentation,
+// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+// form embedding such an IPv4 address, is refused with 400 naming the
+// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+// A host that a URL parser reads as an IPv4 address not written as a
+// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+// `0`) is refused with 400 in every case. A host name is
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
@@ -3040,10 +3060,16 @@ func (c *Client) CreateWebhookWithBody(ctx context.Context, contentType string, 
 //
 // The scopes must lie within the caller's own (else 403 `forbidden`).
 // The URL must be absolute `http` or `https` with a host and no user
-// information, at most 2048 characters; an IP literal that is not a
-// public address (loopback, private, link-local, multicast, CGNAT,
-// reserved, or an IPv6 form of one) is refused with 400 unless the
-// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// information, at most 2048 characters, with a port, if any, of
+// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+// IPv6 Special-Purpose Address Registries is not globally reachable
+// (loopback, private, link-local, shared, documentation,
+// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+// form embedding such an IPv4 address, is refused with 400 naming the
+// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+// A host that a URL parser reads as an IPv4 address not written as a
+// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+// `0`) is refused with 400 in every case. A host name is
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
@@ -4815,10 +4841,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// The scopes must lie within the caller's own (else 403 `forbidden`).
 	// The URL must be absolute `http` or `https` with a host and no user
-	// information, at most 2048 characters; an IP literal that is not a
-	// public address (loopback, private, link-local, multicast, CGNAT,
-	// reserved, or an IPv6 form of one) is refused with 400 unless the
-	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// information, at most 2048 characters, with a port, if any, of
+	// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+	// IPv6 Special-Purpose Address Registries is not globally reachable
+	// (loopback, private, link-local, shared, documentation,
+	// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+	// form embedding such an IPv4 address, is refused with 400 naming the
+	// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+	// A host that a URL parser reads as an IPv4 address not written as a
+	// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+	// `0`) is refused with 400 in every case. A host name is
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
@@ -4832,10 +4864,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// The scopes must lie within the caller's own (else 403 `forbidden`).
 	// The URL must be absolute `http` or `https` with a host and no user
-	// information, at most 2048 characters; an IP literal that is not a
-	// public address (loopback, private, link-local, multicast, CGNAT,
-	// reserved, or an IPv6 form of one) is refused with 400 unless the
-	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// information, at most 2048 characters, with a port, if any, of
+	// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+	// IPv6 Special-Purpose Address Registries is not globally reachable
+	// (loopback, private, link-local, shared, documentation,
+	// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+	// form embedding such an IPv4 address, is refused with 400 naming the
+	// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+	// A host that a URL parser reads as an IPv4 address not written as a
+	// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+	// `0`) is refused with 400 in every case. A host name is
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
@@ -8472,10 +8510,16 @@ func (c *ClientWithResponses) ListWebhooksWithResponse(ctx context.Context, reqE
 //
 // The scopes must lie within the caller's own (else 403 `forbidden`).
 // The URL must be absolute `http` or `https` with a host and no user
-// information, at most 2048 characters; an IP literal that is not a
-// public address (loopback, private, link-local, multicast, CGNAT,
-// reserved, or an IPv6 form of one) is refused with 400 unless the
-// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// information, at most 2048 characters, with a port, if any, of
+// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+// IPv6 Special-Purpose Address Registries is not globally reachable
+// (loopback, private, link-local, shared, documentation,
+// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+// form embedding such an IPv4 address, is refused with 400 naming the
+// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+// A host that a URL parser reads as an IPv4 address not written as a
+// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+// `0`) is refused with 400 in every case. A host name is
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
@@ -8495,10 +8539,16 @@ func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Cont
 //
 // The scopes must lie within the caller's own (else 403 `forbidden`).
 // The URL must be absolute `http` or `https` with a host and no user
-// information, at most 2048 characters; an IP literal that is not a
-// public address (loopback, private, link-local, multicast, CGNAT,
-// reserved, or an IPv6 form of one) is refused with 400 unless the
-// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// information, at most 2048 characters, with a port, if any, of
+// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+// IPv6 Special-Purpose Address Registries is not globally reachable
+// (loopback, private, link-local, shared, documentation,
+// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+// form embedding such an IPv4 address, is refused with 400 naming the
+// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+// A host that a URL parser reads as an IPv4 address not written as a
+// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+// `0`) is refused with 400 in every case. A host name is
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
