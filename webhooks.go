@@ -36,7 +36,10 @@ type Webhook struct {
 
 // WebhookEvents are the events a webhook can subscribe to; package webhook
 // names the same, and its tests hold the two lists equal.
-var WebhookEvents = []string{"run.failed", "run.expired", "run.missed", "job.overdue", "run.succeeded", "job.recovered"}
+var WebhookEvents = []string{"run.failed", "run.expired", "run.missed", "job.overdue", "run.succeeded", "job.recovered", "job.missed"}
+
+// MaxMissedPerEvent bounds the missed runs a job.missed event lists.
+const MaxMissedPerEvent = 100
 
 // The formats of a webhook's deliveries.
 const (
@@ -69,9 +72,14 @@ type WebhookEvent struct {
 	// Run is the run the event is about (for job.overdue the job's newest
 	// run); nil when there is none. Lease is the job's lease; nil only
 	// when the job has none.
-	Run       *Run
-	Lease     *Lease
-	CreatedAt time.Time
+	Run   *Run
+	Lease *Lease
+	// Missed and MissedCount are a job.missed event's: the missed runs
+	// one sweep pass recorded for the job, newest first, at most
+	// MaxMissedPerEvent, and the count of all the ticks it decided missed.
+	Missed      []Run
+	MissedCount int64
+	CreatedAt   time.Time
 	// Attempt is the number of this attempt, 1 for the first.
 	Attempt int
 	URL     string

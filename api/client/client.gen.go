@@ -313,6 +313,27 @@ func (e LeaseLostProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for MissedRunTrigger.
+const (
+	MissedRunTriggerCatchUp  MissedRunTrigger = "catch-up"
+	MissedRunTriggerManual   MissedRunTrigger = "manual"
+	MissedRunTriggerSchedule MissedRunTrigger = "schedule"
+)
+
+// Valid indicates whether the value is a known member of the MissedRunTrigger enum.
+func (e MissedRunTrigger) Valid() bool {
+	switch e {
+	case MissedRunTriggerCatchUp:
+		return true
+	case MissedRunTriggerManual:
+		return true
+	case MissedRunTriggerSchedule:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NotFoundProblemCode.
 const (
 	NotFoundProblemCodeNotFound NotFoundProblemCode = "not_found"
@@ -705,6 +726,7 @@ func (e UnsupportedMediaTypeProblemStatus) Valid() bool {
 
 // Defines values for WebhookEventType.
 const (
+	JobMissed    WebhookEventType = "job.missed"
 	JobOverdue   WebhookEventType = "job.overdue"
 	JobRecovered WebhookEventType = "job.recovered"
 	RunExpired   WebhookEventType = "run.expired"
@@ -716,6 +738,8 @@ const (
 // Valid indicates whether the value is a known member of the WebhookEventType enum.
 func (e WebhookEventType) Valid() bool {
 	switch e {
+	case JobMissed:
+		return true
 	case JobOverdue:
 		return true
 	case JobRecovered:
@@ -1184,6 +1208,19 @@ type LeaseLostProblemCode string
 // LeaseLostProblemStatus defines model for LeaseLostProblem.Status.
 type LeaseLostProblemStatus int
 
+// MissedRun A missed run as a job.missed event lists it.
+type MissedRun struct {
+	// EndedAt When the tick was decided missed.
+	EndedAt time.Time `json:"endedAt"`
+	Tick    time.Time `json:"tick"`
+
+	// Trigger What the tick was (as a Run's trigger).
+	Trigger MissedRunTrigger `json:"trigger"`
+}
+
+// MissedRunTrigger What the tick was (as a Run's trigger).
+type MissedRunTrigger string
+
 // NotFoundProblem defines model for NotFoundProblem.
 type NotFoundProblem struct {
 	Code NotFoundProblemCode `json:"code"`
@@ -1547,7 +1584,9 @@ type WebhookDelivery struct {
 	// started, one event per missed tick), `job.overdue` (the job's latest
 	// tick was missed and it has not run since: once, when it becomes
 	// overdue), `job.recovered` (a run succeeded after the job's previous
-	// finished run failed, expired or was missed).
+	// finished run failed, expired or was missed), `job.missed` (opt-in:
+	// one event per job per sweep pass that decided ticks missed, listing
+	// its missed runs; `run.missed` is still one event per missed run).
 	EventType WebhookEventType `json:"eventType"`
 	JobId     JobID            `json:"jobId"`
 
@@ -1573,17 +1612,24 @@ type WebhookDeliveryList struct {
 // webhook's slow receiver does not delay another's events.
 type WebhookEvent struct {
 	// Data The job; the run the event is about (for job.overdue the job's
-	// newest run, the missed one); the job's lease. Both as they were
-	// when the event was decided, in the schemas of this API.
+	// newest run, the missed one; none for job.missed); the job's
+	// lease. Both as they were when the event was decided, in the
+	// schemas of this API. A job.missed event carries `missed` and
+	// `count` instead of `run`.
 	Data struct {
-		JobId JobID `json:"jobId"`
-		Lease Lease `json:"lease"`
+		// Count job.missed only. Every tick the pass decided missed, recorded or not.
+		Count *int64 `json:"count,omitempty"`
+		JobId JobID  `json:"jobId"`
+		Lease Lease  `json:"lease"`
+
+		// Missed job.missed only. The missed runs the sweep pass recorded, newest first, at most 100.
+		Missed *[]MissedRun `json:"missed,omitempty"`
 
 		// Run One grant of the lease, or one missed tick: a missed run has `tick` and
 		// `endedAt` (tick + grace, when it was decided missed; for a manual tick
 		// nobody claimed, the end of its claimable time) but `token`, `owner`,
 		// `startedAt` and `durationMs` null.
-		Run Run `json:"run"`
+		Run *Run `json:"run,omitempty"`
 	} `json:"data"`
 
 	// Timestamp When the event was decided.
@@ -1595,7 +1641,9 @@ type WebhookEvent struct {
 	// started, one event per missed tick), `job.overdue` (the job's latest
 	// tick was missed and it has not run since: once, when it becomes
 	// overdue), `job.recovered` (a run succeeded after the job's previous
-	// finished run failed, expired or was missed).
+	// finished run failed, expired or was missed), `job.missed` (opt-in:
+	// one event per job per sweep pass that decided ticks missed, listing
+	// its missed runs; `run.missed` is still one event per missed run).
 	Type WebhookEventType `json:"type"`
 }
 
@@ -1605,7 +1653,9 @@ type WebhookEvent struct {
 // started, one event per missed tick), `job.overdue` (the job's latest
 // tick was missed and it has not run since: once, when it becomes
 // overdue), `job.recovered` (a run succeeded after the job's previous
-// finished run failed, expired or was missed).
+// finished run failed, expired or was missed), `job.missed` (opt-in:
+// one event per job per sweep pass that decided ticks missed, listing
+// its missed runs; `run.missed` is still one event per missed run).
 type WebhookEventType string
 
 // WebhookFormat `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).

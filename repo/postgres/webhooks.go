@@ -40,14 +40,15 @@ RETURNING created_at`
 	disabledWebhookTriggersQuery = `
 SELECT count(*) FROM pg_trigger
 WHERE tgrelid IN ('runs'::regclass, 'leases'::regclass)
-	AND tgname IN ('runs_webhook_insert', 'runs_webhook_update', 'leases_webhook_overdue') AND tgenabled = 'D'`
+	AND tgname IN ('runs_webhook_insert', 'runs_webhook_update', 'leases_webhook_overdue', 'leases_webhook_missed')
+	AND tgenabled = 'D'`
 	enableWebhookTriggersQuery = `
 ALTER TABLE runs ENABLE TRIGGER runs_webhook_insert, ENABLE TRIGGER runs_webhook_update;
-ALTER TABLE leases ENABLE TRIGGER leases_webhook_overdue`
+ALTER TABLE leases ENABLE TRIGGER leases_webhook_overdue, ENABLE TRIGGER leases_webhook_missed`
 	anyWebhookQuery             = `SELECT EXISTS (SELECT 1 FROM webhooks)`
 	disableWebhookTriggersQuery = `
 ALTER TABLE runs DISABLE TRIGGER runs_webhook_insert, DISABLE TRIGGER runs_webhook_update;
-ALTER TABLE leases DISABLE TRIGGER leases_webhook_overdue`
+ALTER TABLE leases DISABLE TRIGGER leases_webhook_overdue, DISABLE TRIGGER leases_webhook_missed`
 
 	// claimEventsQuery claims, for $2 milliseconds, the oldest due event
 	// that no live claim holds of up to $1 webhooks, oldest head first,
@@ -87,13 +88,13 @@ WITH heads AS (
 	SET claimed_until = statement_timestamp() + $2::bigint * interval '1 millisecond', attempts = o.attempts + 1
 	FROM heads
 	WHERE o.id = heads.id AND (o.claimed_until IS NULL OR o.claimed_until <= statement_timestamp())
-	RETURNING o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.created_at, o.attempts, o.claimed_until
+	RETURNING o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.detail, o.created_at, o.attempts, o.claimed_until
 ), held AS (
 	UPDATE webhooks AS w SET claimed_until = c.claimed_until, claim_event = c.id
 	FROM claimed AS c
 	WHERE w.id = c.webhook_id AND (w.claimed_until IS NULL OR w.claimed_until <= c.claimed_until)
 )
-SELECT c.id, c.webhook_id, c.type, c.job_id, c.run, c.lease, c.created_at, c.attempts, w.url, w.secret, w.format
+SELECT c.id, c.webhook_id, c.type, c.job_id, c.run, c.lease, c.detail, c.created_at, c.attempts, w.url, w.secret, w.format
 FROM claimed AS c JOIN webhooks AS w ON w.id = c.webhook_id
 ORDER BY c.created_at, c.id`
 

@@ -549,3 +549,69 @@ func testWebhookFairClaims(t *testing.T, b *bundle) {
 		t.Fatalf("claims after an attempt in time: %d then %d events of the webhook, want 1 and 1", len(got[slow.ID]), len(again[slow.ID]))
 	}
 }
+
+// testWebhookJobMissed: a webhook of job.missed gets one event per sweep
+// pass that decided ticks of the job missed, listing that pass's missed
+// runs newest first and counting its missed ticks; all of them together
+// are the missed runs that run.missed tells one by one.
+func testWebhookJobMissed(t *testing.T, b *bundle) {
+	ws := webhookStore(t, b)
+	ctx := t.Context()
+	job := b.prefix + ":flood"
+	w := newWebhook(t, []string{b.prefix + ":"}, "run.missed", "job.missed")
+	if err := ws.CreateWebhook(ctx, &w); err != nil {
+		t.Fatalf("CreateWebhook: %v", err)
+	}
+	t.Cleanup(func() { _ = ws.DeleteWebhook(t.Context(), w.ID) })
+
+	b.register(t, job, everySecond, shortGrace)
+	l := b.sweepUntil(t, job, "three missed ticks", func(l leaseapi.Lease) bool { return l.MissedTicks >= 3 })
+	if _, err := b.store.ForgetSchedule(ctx, job); err != nil {
+		t.Fatalf("ForgetSchedule: %v", err)
+	}
+	l = b.get(t, job)
+
+	var perRun, listed []string
+	var counted int64
+	for {
+		events, err := ws.ClaimWebhookEvents(ctx, &leaseapi.ClaimWebhookParams{Limit: 10, Claim: time.Hour})
+		if err != nil {
+			t.Fatalf("ClaimWebhookEvents: %v", err)
+		}
+		if len(events) == 0 {
+			break
+		}
+		for _, e := range events {
+			if e.WebhookID != w.ID || e.JobID != job {
+				t.Fatalf("event %s of %s %s: another webhook's or job's", e.Type, e.WebhookID, e.JobID)
+			}
+			switch e.Type {
+			case "run.missed":
+				perRun = append(perRun, e.Run.Tick.UTC().Format(time.RFC3339Nano))
+			case "job.missed":
+				if e.Run != nil || e.Lease == nil || len(e.Missed) == 0 || e.MissedCount < int64(len(e.Missed)) {
+					t.Errorf("job.missed: run %v, lease %v, %d missed runs, count %d; want no run, the lease, the pass's missed runs and a count of at least as many",
+						e.Run, e.Lease, len(e.Missed), e.MissedCount)
+				}
+				counted += e.MissedCount
+				for i, r := range e.Missed {
+					if r.Outcome != leaseapi.OutcomeMissed || r.Tick == nil || r.EndedAt == nil ||
+						(i > 0 && !r.Tick.Before(*e.Missed[i-1].Tick)) {
+						t.Errorf("job.missed: run %d %+v, want missed runs with tick and end, newest first", i, r)
+						continue
+					}
+					listed = append(listed, r.Tick.UTC().Format(time.RFC3339Nano))
+				}
+			default:
+				t.Errorf("event %s, want only run.missed and job.missed", e.Type)
+			}
+			finish(t, ws, e, 200, 0)
+		}
+	}
+	if counted != l.MissedTicks {
+		t.Errorf("job.missed counts add up to %d, want the job's %d missed ticks", counted, l.MissedTicks)
+	}
+	if !slices.Equal(sortedCopy(perRun), sortedCopy(listed)) || len(perRun) == 0 {
+		t.Errorf("missed runs: run.missed told %v, job.missed listed %v; want the same runs", perRun, listed)
+	}
+}

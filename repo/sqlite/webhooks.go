@@ -29,7 +29,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	// a webhook whose last attempt timed out while its claim is live, as
 	// the Postgres store's claim does.
 	dueEventsQuery = `
-SELECT o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.created_at, o.attempts + 1 AS attempts,
+SELECT o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.detail, o.created_at, o.attempts + 1 AS attempts,
 	w.url, w.secret, w.format
 FROM webhooks AS w JOIN webhook_outbox AS o ON o.id = (
 	SELECT h.id FROM webhook_outbox AS h

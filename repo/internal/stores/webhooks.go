@@ -107,6 +107,7 @@ type OutboxRow struct {
 	JobID     string `db:"job_id"`
 	Run       []byte `db:"run"`
 	Lease     []byte `db:"lease"`
+	Detail    []byte `db:"detail"`
 	CreatedAt any    `db:"created_at"`
 	Attempts  int    `db:"attempts"`
 	URL       string `db:"url"`
@@ -134,6 +135,20 @@ func (r *OutboxRow) Event() (leaseapi.WebhookEvent, error) {
 		}
 		run := s.run(e.JobID, e.Lease, e.CreatedAt)
 		e.Run = &run
+	}
+	if notNull(r.Detail) {
+		var d struct {
+			Count  int64         `json:"count"`
+			Missed []runSnapshot `json:"missed"`
+		}
+		if err := json.Unmarshal(r.Detail, &d); err != nil {
+			return e, fmt.Errorf("webhook event %s detail: %w", r.ID, err)
+		}
+		e.MissedCount = d.Count
+		e.Missed = make([]leaseapi.Run, len(d.Missed))
+		for i := range d.Missed {
+			e.Missed[i] = d.Missed[i].run(e.JobID, nil, e.CreatedAt)
+		}
 	}
 	return e, nil
 }
