@@ -36,7 +36,10 @@ type Webhook struct {
 
 // WebhookEvents are the events a webhook can subscribe to; package webhook
 // names the same, and its tests hold the two lists equal.
-var WebhookEvents = []string{"run.failed", "run.expired", "run.missed", "job.overdue", "run.succeeded", "job.recovered"}
+var WebhookEvents = []string{"run.failed", "run.expired", "run.missed", "job.overdue", "run.succeeded", "job.recovered", "job.missed"}
+
+// MaxMissedPerEvent bounds the missed runs a job.missed event lists.
+const MaxMissedPerEvent = 100
 
 // The formats of a webhook's deliveries.
 const (
@@ -69,9 +72,14 @@ type WebhookEvent struct {
 	// Run is the run the event is about (for job.overdue the job's newest
 	// run); nil when there is none. Lease is the job's lease; nil only
 	// when the job has none.
-	Run       *Run
-	Lease     *Lease
-	CreatedAt time.Time
+	Run   *Run
+	Lease *Lease
+	// Missed and MissedCount are a job.missed event's: the missed runs
+	// one sweep pass recorded for the job, newest first, at most
+	// MaxMissedPerEvent, and the count of all the ticks it decided missed.
+	Missed      []Run
+	MissedCount int64
+	CreatedAt   time.Time
 	// Attempt is the number of this attempt, 1 for the first.
 	Attempt int
 	URL     string
@@ -103,6 +111,21 @@ type WebhookAttempt struct {
 	// RetryIn is how long after now (the store's clock) to try again; zero
 	// when the event is done: delivered, or given up.
 	RetryIn time.Duration
+	// TimedOut: the attempt ran out of time. Until an attempt of the
+	// webhook ends in time, it holds at most one delivery slot across all
+	// instances.
+	TimedOut bool
+}
+
+// ClaimWebhookParams are the parameters of a claim.
+type ClaimWebhookParams struct {
+	// Limit bounds the events claimed, one per webhook at most.
+	Limit int
+	// Claim is how long the claimed events are the caller's.
+	Claim time.Duration
+	// Busy are the webhooks the caller has an attempt in flight for: none
+	// of their events is claimed.
+	Busy []string
 }
 
 // WebhookResult is what became of a delivery attempt, the label of the
@@ -152,15 +175,22 @@ type WebhookStore interface {
 	// first, at most MaxWebhookDeliveries; ErrWebhookNotFound when there
 	// is none.
 	WebhookDeliveries(ctx context.Context, id string) ([]WebhookDelivery, error)
-	// ClaimWebhookEvents claims up to limit due events for the duration
-	// claim: no other claim takes them until it passes or the attempt is
-	// reported. Of several stores over one database claiming at once, each
-	// event goes to one. It counts the attempt (WebhookEvent.Attempt).
-	ClaimWebhookEvents(ctx context.Context, limit int, claim time.Duration) ([]WebhookEvent, error)
+	// ClaimWebhookEvents claims up to p.Limit due events, each the oldest
+	// due event of its webhook and at most one per webhook, for p.Claim:
+	// no other claim takes them until it passes or the attempt is
+	// reported. Each webhook is its own queue: the webhooks of p.Busy are
+	// passed over, and so is a webhook whose last attempt timed out while
+	// a claim of it is live (anyone's), so that it holds at most one slot
+	// across instances. The webhooks are taken oldest head first. Of
+	// several stores over one database claiming at once, each event goes
+	// to one. It counts the attempt (WebhookEvent.Attempt).
+	ClaimWebhookEvents(ctx context.Context, p *ClaimWebhookParams) ([]WebhookEvent, error)
 	// FinishWebhookAttempt records an attempt in the webhook's log
 	// (keeping the last MaxWebhookDeliveries) and removes the event when
 	// it is done, else makes it due again after a.RetryIn; ErrClaimLost
-	// when the event was claimed again meanwhile.
+	// when the event was claimed again meanwhile. It records whether the
+	// attempt timed out on the webhook, and ends the claim the webhook
+	// holds if it was this event's.
 	FinishWebhookAttempt(ctx context.Context, a *WebhookAttempt) error
 	// WebhookOutbox counts the events waiting for delivery.
 	WebhookOutbox(ctx context.Context) (int64, error)

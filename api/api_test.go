@@ -13,6 +13,7 @@ import (
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/api/apitest"
+	"github.com/leaseapi/leaseapi/webhook"
 )
 
 func loadSpec(t *testing.T) *openapi3.T {
@@ -252,4 +253,40 @@ func TestDTOsMatchSpec(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWebhookBodiesMatchSpec: the data of a run event and of a job.missed
+// event, in the body a standard webhook gets, match the WebhookEvent
+// schema.
+func TestWebhookBodiesMatchSpec(t *testing.T) {
+	t.Parallel()
+	strict, err := apitest.Strict()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	earlier, later := now.Add(-time.Second), now.Add(time.Second)
+	lease := leaseapi.Lease{JobID: "a.b", Owner: "o", Token: 1, State: leaseapi.StateReleased, AcquiredAt: now,
+		RenewedAt: now, ExpiresAt: later, ReleasedAt: &later, TTL: time.Second, MissedTicks: 2}
+	run := leaseapi.Run{JobID: "a.b", Token: 1, Owner: "o", Tick: &now, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
+	missed := []leaseapi.Run{
+		{JobID: "a.b", Tick: &now, EndedAt: &later, Outcome: leaseapi.OutcomeMissed, Trigger: leaseapi.TriggerSchedule},
+		{JobID: "a.b", Tick: &earlier, EndedAt: &later, Outcome: leaseapi.OutcomeMissed, Trigger: leaseapi.TriggerSchedule},
+	}
+	for _, e := range []leaseapi.WebhookEvent{
+		{ID: "msg_1", Type: "run.failed", JobID: "a.b", Run: &run, Lease: &lease},
+		{ID: "msg_2", Type: "job.missed", JobID: "a.b", Lease: &lease, Missed: missed, MissedCount: 5},
+	} {
+		data, err := api.MarshalWebhookData(&e)
+		if err != nil {
+			t.Fatalf("%s: MarshalWebhookData: %v", e.Type, err)
+		}
+		body, err := webhook.StandardBody(webhook.Message{ID: e.ID, Type: webhook.Event(e.Type), Timestamp: now, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := strict.ValidateJSON(apitest.SchemaPointer("WebhookEvent"), body); err != nil {
+			t.Errorf("%s body does not match WebhookEvent: %v\n%s", e.Type, err, body)
+		}
+	}
 }

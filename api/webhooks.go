@@ -93,8 +93,41 @@ type WebhookData struct {
 	Lease *Lease `json:"lease"`
 }
 
+// JobMissedData is the data of a job.missed event: the job, its lease,
+// the missed runs one sweep pass recorded (newest first, at most
+// leaseapi.MaxMissedPerEvent) and the count of every tick it decided
+// missed.
+type JobMissedData struct {
+	JobID  string      `json:"jobId"`
+	Lease  *Lease      `json:"lease"`
+	Missed []MissedRun `json:"missed"`
+	Count  int64       `json:"count"`
+}
+
+// MissedRun is a missed run as a job.missed event lists it.
+type MissedRun struct {
+	Tick    *Time            `json:"tick"`
+	Trigger leaseapi.Trigger `json:"trigger"`
+	EndedAt *Time            `json:"endedAt"`
+}
+
 // MarshalWebhookData writes the data of e.
 func MarshalWebhookData(e *leaseapi.WebhookEvent) ([]byte, error) {
+	if e.Type == "job.missed" {
+		d := JobMissedData{JobID: e.JobID, Missed: make([]MissedRun, len(e.Missed)), Count: e.MissedCount}
+		if e.Lease != nil {
+			l := FromLease(*e.Lease)
+			d.Lease = &l
+		}
+		for i, r := range e.Missed {
+			d.Missed[i] = MissedRun{Tick: timePtr(r.Tick), Trigger: r.Trigger, EndedAt: timePtr(r.EndedAt)}
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("webhook data of %s: %w", e.ID, err)
+		}
+		return b, nil
+	}
 	d := WebhookData{JobID: e.JobID}
 	if e.Run != nil {
 		r := FromRun(*e.Run)

@@ -31,9 +31,10 @@ func (h *handler) webhookStore() (leaseapi.WebhookStore, error) {
 
 // checkWebhookURL says what is wrong with a webhook's URL, if anything:
 // an absolute http or https URL with a host and no user information, of
-// at most leaseapi.MaxWebhookURLLen characters, whose host, when it is an
-// IP literal, is a public address unless private targets are allowed. A
-// host name is checked on every address it resolves to when a delivery
+// at most leaseapi.MaxWebhookURLLen characters, with a port of 1–65535,
+// whose host is not an IPv4 address in a form other than a dotted quad
+// and, when it is an IP literal, is globally reachable unless private
+// targets are allowed (webhook.CheckURL). A host name is checked on every address it resolves to when a delivery
 // dials it (webhook.Control), since a name can resolve elsewhere later.
 func (h *handler) checkWebhookURL(raw string) error {
 	if len(raw) > leaseapi.MaxWebhookURLLen {
@@ -51,14 +52,22 @@ func (h *handler) checkWebhookURL(raw string) error {
 		return invalidf("url must not carry a user name or password; authenticate deliveries by their signature")
 	}
 	err = webhook.CheckURL(raw, h.webhookAllowPrivate)
-	if errors.Is(err, webhook.ErrForbiddenTarget) {
-		return invalidf("url's host %s is not a public address (loopback, private, link-local, multicast, or reserved); "+
-			"this server delivers only to public addresses", clip(u.Hostname()))
+	var (
+		forbidden *webhook.ForbiddenError
+		form      *webhook.IPv4FormError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &forbidden):
+		return invalidf("url's host %s is not a public address: %s; this server delivers only to globally reachable addresses",
+			clip(u.Hostname()), forbidden.Reason())
+	case errors.As(err, &form):
+		return invalidf("url's %s", form.Reason())
+	case errors.Is(err, webhook.ErrBadPort):
+		return invalidf("url's port must be 1 to 65535, not %q", clip(u.Port()))
 	}
-	if err != nil {
-		return invalidf("url must be an absolute http or https URL, such as https://hooks.example.com/leaseapi")
-	}
-	return nil
+	return invalidf("url must be an absolute http or https URL, such as https://hooks.example.com/leaseapi")
 }
 
 // createWebhook makes a webhook and answers its secret, the only time it

@@ -59,11 +59,11 @@ func TestWebhookBadInput(t *testing.T) {
 		for _, tc := range []struct {
 			name, body, detail string
 		}{
-			{"UnknownEvent", `{"url":"https://hooks.example.com/x","events":["run.started"],"scopes":["team-a:"]}`, `events[0] must be one of run.failed, run.expired, run.missed, job.overdue, run.succeeded, job.recovered, not "run.started"`},
+			{"UnknownEvent", `{"url":"https://hooks.example.com/x","events":["run.started"],"scopes":["team-a:"]}`, `events[0] must be one of run.failed, run.expired, run.missed, job.overdue, run.succeeded, job.recovered, job.missed, not "run.started"`},
 			{"RepeatedEvent", `{"url":"https://hooks.example.com/x","events":["run.failed","job.overdue","run.failed"],"scopes":["team-a:"]}`, `events[2] repeats "run.failed"`},
-			{"TooManyEvents", `{"url":"https://hooks.example.com/x","events":["run.failed","run.expired","run.missed","job.overdue","run.succeeded","job.recovered","run.failed"],"scopes":["team-a:"]}`, "events must list 1 to 6 distinct events"},
-			{"NoEvents", `{"url":"https://hooks.example.com/x","events":[],"scopes":["team-a:"]}`, "events must list 1 to 6 distinct events"},
-			{"MissingEvents", `{"url":"https://hooks.example.com/x","scopes":["team-a:"]}`, "events must list 1 to 6 distinct events"},
+			{"TooManyEvents", `{"url":"https://hooks.example.com/x","events":["run.failed","run.expired","run.missed","job.overdue","run.succeeded","job.recovered","job.missed","run.failed"],"scopes":["team-a:"]}`, "events must list 1 to 7 distinct events"},
+			{"NoEvents", `{"url":"https://hooks.example.com/x","events":[],"scopes":["team-a:"]}`, "events must list 1 to 7 distinct events"},
+			{"MissingEvents", `{"url":"https://hooks.example.com/x","scopes":["team-a:"]}`, "events must list 1 to 7 distinct events"},
 			{"BadFormat", `{"url":"https://hooks.example.com/x",` + valid + `,"format":"teams"}`, `format must be "standard" or "slack"`},
 			{"EmptyFormat", `{"url":"https://hooks.example.com/x",` + valid + `,"format":""}`, `format must be "standard" or "slack"`},
 			{"Scheme", `{"url":"ftp://hooks.example.com/x",` + valid + `}`, `url must use http or https, not "ftp"`},
@@ -79,6 +79,16 @@ func TestWebhookBadInput(t *testing.T) {
 			{"Private", `{"url":"https://10.1.2.3/x",` + valid + `}`, "url's host 10.1.2.3 is not a public address"},
 			{"MappedPrivate", `{"url":"http://[::ffff:192.168.1.1]/x",` + valid + `}`, "is not a public address"},
 			{"Multicast", `{"url":"http://224.0.0.1/x",` + valid + `}`, "url's host 224.0.0.1 is not a public address"},
+			{"Documentation", `{"url":"http://192.0.2.7/x",` + valid + `}`, "192.0.2.7 is in 192.0.2.0/24 (Documentation (TEST-NET-1), RFC 5737), which is not globally reachable"},
+			{"NAT64Loopback", `{"url":"http://[64:ff9b::7f00:1]/x",` + valid + `}`, "64:ff9b::7f00:1 embeds 127.0.0.1, which is in 127.0.0.0/8 (Loopback"},
+			{"Decimal", `{"url":"http://2130706433/x",` + valid + `}`, `host "2130706433" is the IPv4 address 127.0.0.1 written in another form; write it as 127.0.0.1`},
+			{"Hex", `{"url":"http://0x7f000001/x",` + valid + `}`, `host "0x7f000001" is the IPv4 address 127.0.0.1`},
+			{"Octal", `{"url":"http://0177.0.0.1/x",` + valid + `}`, `host "0177.0.0.1" is the IPv4 address 127.0.0.1`},
+			{"Short", `{"url":"http://127.1/x",` + valid + `}`, `host "127.1" is the IPv4 address 127.0.0.1`},
+			{"Zero", `{"url":"http://0/x",` + valid + `}`, `host "0" is the IPv4 address 0.0.0.0`},
+			{"BadIPv4", `{"url":"http://1.2.3.256/x",` + valid + `}`, `host "1.2.3.256" ends in a number`},
+			{"PortZero", `{"url":"http://hooks.example.com:0/x",` + valid + `}`, `url's port must be 1 to 65535, not "0"`},
+			{"PortTooHigh", `{"url":"http://hooks.example.com:65536/x",` + valid + `}`, `url's port must be 1 to 65535, not "65536"`},
 			{"BadScope", `{"url":"https://hooks.example.com/x","events":["run.failed"],"scopes":["team-a"]}`, "scopes[0] must be * or a job id prefix"},
 			{"NoScopes", `{"url":"https://hooks.example.com/x","events":["run.failed"],"scopes":[]}`, "scopes must be 1 to 32 scopes"},
 			{"UnknownField", `{"url":"https://hooks.example.com/x",` + valid + `,"secret":"whsec_mine"}`, `unknown field "secret"`},
@@ -196,7 +206,7 @@ func TestWebhookScopes(t *testing.T) {
 		l := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/acquire", body: `{"owner":"r"}`, header: aAdmin}))
 		b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/release",
 			body: `{"owner":"r","token":` + jsonBody(t, l.Token) + `,"outcome":"failed"}`, header: aAdmin})
-		events, err := store.(leaseapi.WebhookStore).ClaimWebhookEvents(t.Context(), 10, time.Minute)
+		events, err := store.(leaseapi.WebhookStore).ClaimWebhookEvents(t.Context(), &leaseapi.ClaimWebhookParams{Limit: 10, Claim: time.Minute})
 		if err != nil || len(events) != 1 {
 			t.Fatalf("ClaimWebhookEvents: %+v, %v; want the run.failed of %s", events, err, job)
 		}

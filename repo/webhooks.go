@@ -14,18 +14,19 @@ import (
 
 // WebhookDelivererConfig configures a WebhookDeliverer.
 type WebhookDelivererConfig struct {
-	// Interval is the time between looks at an empty outbox (default
-	// 1 s): an event is first tried about this long after it was decided,
-	// at most.
+	// Interval is the time between looks at an outbox with nothing due
+	// (default 1 s): an event is first tried about this long after it was
+	// decided, at most, when a slot is free.
 	Interval time.Duration
-	// BatchSize bounds the events one claim takes (default 16).
-	BatchSize int
-	// Concurrency bounds the attempts in flight (default 4).
+	// Concurrency is the number of delivery slots: attempts in flight at
+	// once (default 4). Each webhook holds at most one of them.
 	Concurrency int
+	// Timeout bounds one attempt (default webhook.Timeout, 10 s).
+	Timeout time.Duration
 	// Claim is how long a claimed event stays this instance's (default
 	// 1 min): should the instance die mid-attempt, another one tries the
-	// event again once the claim has passed. It must outlast the attempts
-	// of a whole batch.
+	// event again once the claim has passed. It must outlast an attempt
+	// and its report.
 	Claim time.Duration
 	// AllowPrivate lets deliveries reach loopback, private, link-local and
 	// the other addresses webhook.CheckAddr refuses
@@ -44,18 +45,18 @@ type WebhookDelivererConfig struct {
 	Observer leaseapi.WebhookObserver
 }
 
-// reportTimeout bounds the store calls of a pass: a claim, a report.
+// reportTimeout bounds the store calls of the deliverer: a claim, a report.
 const reportTimeout = 10 * time.Second
 
 func (c *WebhookDelivererConfig) setDefaults() {
 	if c.Interval == 0 {
 		c.Interval = time.Second
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 16
-	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 4
+	}
+	if c.Timeout == 0 {
+		c.Timeout = webhook.Timeout
 	}
 	if c.Claim == 0 {
 		c.Claim = time.Minute
@@ -65,29 +66,34 @@ func (c *WebhookDelivererConfig) setDefaults() {
 // Validate reports a configuration the deliverer cannot run with.
 func (c *WebhookDelivererConfig) Validate() error {
 	switch {
-	case c.Interval <= 0:
-		return fmt.Errorf("webhook deliverer: interval %s must be positive", c.Interval)
-	case c.BatchSize <= 0 || c.Concurrency <= 0:
-		return fmt.Errorf("webhook deliverer: batch size %d and concurrency %d must be positive", c.BatchSize, c.Concurrency)
+	case c.Interval <= 0 || c.Timeout <= 0:
+		return fmt.Errorf("webhook deliverer: interval %s and timeout %s must be positive", c.Interval, c.Timeout)
+	case c.Concurrency <= 0:
+		return fmt.Errorf("webhook deliverer: concurrency %d must be positive", c.Concurrency)
 	case c.DataFunc == nil:
 		return errors.New("webhook deliverer: DataFunc is required")
 	}
-	rounds := time.Duration((c.BatchSize + c.Concurrency - 1) / c.Concurrency)
-	if need := rounds*webhook.Timeout + reportTimeout; c.Claim < need {
-		return fmt.Errorf("webhook deliverer: claim %s must outlast the attempts of a batch (%d rounds of %s, and the report): at least %s",
-			c.Claim, rounds, webhook.Timeout, need)
+	if need := c.Timeout + reportTimeout; c.Claim <= need {
+		return fmt.Errorf("webhook deliverer: claim %s must outlast an attempt (%s) and its report (%s): more than %s",
+			c.Claim, c.Timeout, reportTimeout, need)
 	}
 	return nil
 }
 
-// WebhookDeliverer delivers the webhook outbox: it claims the due events,
-// makes one attempt at each with no transaction open (webhook.Deliver: a
-// 10 s timeout, no redirect, no proxy, and unless AllowPrivate a dialer
-// that refuses private addresses, checked on the address it dials), and
-// reports each attempt: delivered (2xx) and gone, or due again after a
-// backoff from seconds to hours (webhook.NextAttempt), or given up 24 h
-// after the event. Every instance may run one: each attempt is claimed by
-// one of them.
+// WebhookDeliverer delivers the webhook outbox. Each webhook is its own
+// queue: the deliverer has Concurrency slots, claims the oldest due event
+// of as many webhooks as it has free slots, passing over the webhooks it
+// has an attempt in flight for, and claims again as soon as a slot frees.
+// A webhook thus holds at most one slot of an instance, and one whose last
+// attempt timed out at most one slot of all instances (the store sees to
+// it), so that while the webhooks whose receivers time out are fewer than
+// the slots, another webhook's due event starts within one Timeout. Each
+// attempt is made with no transaction open (webhook.Deliver: the timeout,
+// no redirect, no proxy, and unless AllowPrivate a dialer that refuses
+// private addresses, checked on the address it dials) and reported:
+// delivered (2xx) and gone, or due again after a backoff from seconds to
+// hours (webhook.NextAttempt), or given up 24 h after the event. Every
+// instance may run one: each attempt is claimed by one of them.
 type WebhookDeliverer struct {
 	store  leaseapi.WebhookStore
 	cfg    WebhookDelivererConfig
@@ -99,10 +105,6 @@ type WebhookDeliverer struct {
 	nextAttempt func(created, now time.Time, attempts int) (time.Time, bool)
 }
 
-// maxWebhookBatchesPerPass bounds one pass; what is left waits for the
-// next one.
-const maxWebhookBatchesPerPass = 100
-
 // NewWebhookDeliverer returns a deliverer of store's outbox; zero config
 // fields get defaults.
 func NewWebhookDeliverer(store leaseapi.WebhookStore, cfg WebhookDelivererConfig, logger *slog.Logger) (*WebhookDeliverer, error) {
@@ -113,7 +115,7 @@ func NewWebhookDeliverer(store leaseapi.WebhookStore, cfg WebhookDelivererConfig
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	client := webhook.NewClient(cfg.AllowPrivate)
+	client := webhook.NewClient(cfg.AllowPrivate, cfg.Timeout)
 	publicURL := cfg.PublicURL
 	return &WebhookDeliverer{
 		store:  store,
@@ -127,7 +129,7 @@ func NewWebhookDeliverer(store leaseapi.WebhookStore, cfg WebhookDelivererConfig
 	}, nil
 }
 
-// webhookPass is what one pass did.
+// webhookPass is what a round of attempts did.
 type webhookPass struct {
 	Delivered, Failed, GaveUp int
 	// Lost counts the attempts whose report came after their claim had
@@ -136,68 +138,111 @@ type webhookPass struct {
 	Lost int
 }
 
-// Run delivers now and then every interval until ctx is cancelled.
-func (d *WebhookDeliverer) Run(ctx context.Context) {
-	every(ctx, d.cfg.Interval, func(ctx context.Context) {
-		res, err := d.runOnce(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			d.logger.WarnContext(ctx, "delivering webhooks failed", slog.Any("error", err))
-		case res.Failed > 0 || res.GaveUp > 0 || res.Lost > 0:
-			d.logger.InfoContext(ctx, "delivered webhooks", slog.Int("delivered", res.Delivered),
-				slog.Int("failed", res.Failed), slog.Int("gave_up", res.GaveUp), slog.Int("claims_lost", res.Lost))
-		}
-	})
+// attemptDone is what an attempt tells the loop when it ends.
+type attemptDone struct {
+	webhookID string
+	result    leaseapi.WebhookResult
+	err       error
 }
 
-// runOnce claims and delivers batches until the outbox has no due event
-// left, and returns what it did.
-func (d *WebhookDeliverer) runOnce(ctx context.Context) (webhookPass, error) {
-	var total webhookPass
-	var mu sync.Mutex
-	for range maxWebhookBatchesPerPass {
-		claimCtx, cancel := context.WithTimeout(ctx, reportTimeout)
-		events, err := d.store.ClaimWebhookEvents(claimCtx, d.cfg.BatchSize, d.cfg.Claim)
-		cancel()
-		if err != nil {
-			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-				return total, nil
+// add counts a finished attempt in p, and returns its error unless it is
+// a lost claim.
+func (p *webhookPass) add(a attemptDone) error {
+	switch {
+	case errors.Is(a.err, leaseapi.ErrClaimLost):
+		p.Lost++
+	case a.err != nil:
+		return a.err
+	case a.result == leaseapi.WebhookDelivered:
+		p.Delivered++
+	case a.result == leaseapi.WebhookFailed:
+		p.Failed++
+	case a.result == leaseapi.WebhookGaveUp:
+		p.GaveUp++
+	}
+	return nil
+}
+
+// Run delivers until ctx is cancelled: it fills its free slots whenever
+// one frees, and looks for due events every interval otherwise. An
+// attempt in flight when ctx is cancelled is cut short and not reported:
+// its claim passes and the event is tried again.
+func (d *WebhookDeliverer) Run(ctx context.Context) {
+	done := make(chan attemptDone, d.cfg.Concurrency)
+	busy := make(map[string]bool, d.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ticker := time.NewTicker(d.cfg.Interval)
+	defer ticker.Stop()
+	failing := false // a claim failed: said once until one succeeds
+	for {
+		if free := d.cfg.Concurrency - len(busy); free > 0 && ctx.Err() == nil {
+			events, err := d.claim(ctx, free, busy)
+			switch {
+			case err != nil && ctx.Err() == nil && !failing:
+				d.logger.WarnContext(ctx, "claiming webhook events failed", slog.Any("error", err))
+				failing = true
+			case err == nil:
+				failing = false
 			}
-			return total, err
+			for i := range events {
+				e := &events[i]
+				busy[e.WebhookID] = true
+				wg.Go(func() {
+					result, err := d.attempt(ctx, e)
+					done <- attemptDone{webhookID: e.WebhookID, result: result, err: err}
+				})
+			}
 		}
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, d.cfg.Concurrency)
-		var errs []error
-		for i := range events {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				result, err := d.attempt(ctx, &events[i])
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case errors.Is(err, leaseapi.ErrClaimLost):
-					total.Lost++
-				case err != nil:
-					errs = append(errs, err)
-				case result == leaseapi.WebhookDelivered:
-					total.Delivered++
-				case result == leaseapi.WebhookFailed:
-					total.Failed++
-				case result == leaseapi.WebhookGaveUp:
-					total.GaveUp++
-				}
-			})
-		}
-		wg.Wait()
-		if len(errs) > 0 {
-			return total, errors.Join(errs...)
-		}
-		if len(events) < d.cfg.BatchSize || ctx.Err() != nil {
-			return total, nil
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-done:
+			delete(busy, a.webhookID)
+			if a.err != nil && !errors.Is(a.err, leaseapi.ErrClaimLost) && ctx.Err() == nil {
+				d.logger.WarnContext(ctx, "recording a webhook attempt failed", slog.Any("error", a.err))
+			}
+		case <-ticker.C:
 		}
 	}
-	return total, nil
+}
+
+// claim claims up to free events of webhooks other than busy ones.
+func (d *WebhookDeliverer) claim(ctx context.Context, free int, busy map[string]bool) ([]leaseapi.WebhookEvent, error) {
+	ids := make([]string, 0, len(busy))
+	for id := range busy {
+		ids = append(ids, id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	return d.store.ClaimWebhookEvents(ctx, &leaseapi.ClaimWebhookParams{Limit: free, Claim: d.cfg.Claim, Busy: ids})
+}
+
+// runOnce is one round of Run, for tests: it fills every slot, at most one
+// event per webhook, waits for those attempts, and returns what they did.
+func (d *WebhookDeliverer) runOnce(ctx context.Context) (webhookPass, error) {
+	var total webhookPass
+	events, err := d.claim(ctx, d.cfg.Concurrency, nil)
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return total, nil
+		}
+		return total, err
+	}
+	done := make(chan attemptDone, len(events))
+	for i := range events {
+		go func() {
+			result, err := d.attempt(ctx, &events[i])
+			done <- attemptDone{webhookID: events[i].WebhookID, result: result, err: err}
+		}()
+	}
+	var errs []error
+	for range events {
+		if err := total.add(<-done); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
 }
 
 // attempt makes one attempt at e and reports it. An attempt cut short by
@@ -211,7 +256,8 @@ func (d *WebhookDeliverer) attempt(ctx context.Context, e *leaseapi.WebhookEvent
 	if !res.Delivered && ctx.Err() != nil {
 		return "", nil
 	}
-	a := &leaseapi.WebhookAttempt{Event: e, At: now, Status: res.Status, Error: res.Err, Delivered: res.Delivered}
+	a := &leaseapi.WebhookAttempt{Event: e, At: now, Status: res.Status, Error: res.Err, Delivered: res.Delivered,
+		TimedOut: res.TimedOut}
 	result := leaseapi.WebhookDelivered
 	if !res.Delivered {
 		result = leaseapi.WebhookGaveUp
@@ -230,6 +276,10 @@ func (d *WebhookDeliverer) attempt(ctx context.Context, e *leaseapi.WebhookEvent
 	}
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.WebhookAttempted(result)
+	}
+	if res.TimedOut {
+		log.InfoContext(ctx, "webhook attempt timed out; the webhook holds one delivery slot until an attempt ends in time",
+			slog.Duration("timeout", d.cfg.Timeout))
 	}
 	switch result {
 	case leaseapi.WebhookFailed:

@@ -37,10 +37,12 @@ type received struct {
 // receiver is a webhook receiver on a loopback port that answers 204 and
 // records every request; down, its port refuses connections.
 type receiver struct {
-	mu   sync.Mutex
-	got  []received
-	addr string
-	srv  *httptest.Server
+	mu  sync.Mutex
+	got []received
+	// before, if set, runs first; false ends the request unanswered.
+	before func(*http.Request) bool
+	addr   string
+	srv    *httptest.Server
 }
 
 // newReceiver starts a receiver, up unless down.
@@ -48,7 +50,15 @@ func newReceiver(t *testing.T, down bool) *receiver {
 	t.Helper()
 	r := &receiver{}
 	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// The body first: the server notices a client gone only once it
+		// is read.
 		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		before := r.before
+		r.mu.Unlock()
+		if before != nil && !before(req) {
+			return // the attempt ended without an answer
+		}
 		r.mu.Lock()
 		r.got = append(r.got, received{req.Header.Get(webhook.HeaderID), req.Header.Get(webhook.HeaderTimestamp),
 			req.Header.Get(webhook.HeaderSignature), body})
@@ -351,10 +361,13 @@ func TestWebhookRestartLosesNothing(t *testing.T) {
 	first := openPostgres(t, dsn)
 	h := createHook(t, first, r.url(), leaseapi.WebhookFormatStandard, nil)
 	want := finishRuns(t, first, h.prefix, 8)
-	// It claims some events and dies before it delivers them.
-	claimed, err := first.ClaimWebhookEvents(t.Context(), 3, 200*time.Millisecond)
-	if err != nil || len(claimed) != 3 {
-		t.Fatalf("ClaimWebhookEvents: %d events, %v; want 3", len(claimed), err)
+	// It claims some events (one of the webhook's a claim) and dies
+	// before it delivers them.
+	for range 3 {
+		claimed, err := first.ClaimWebhookEvents(t.Context(), &leaseapi.ClaimWebhookParams{Limit: 3, Claim: 200 * time.Millisecond})
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("ClaimWebhookEvents: %d events, %v; want 1, the webhook's oldest unclaimed", len(claimed), err)
+		}
 	}
 	if err := first.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -507,4 +520,144 @@ func TestWebhookDelivererConfig(t *testing.T) {
 			t.Errorf("%s: NewWebhookDeliverer accepted %+v", name, cfg)
 		}
 	}
+}
+
+// TestWebhookSlowReceiverHarmsNoOtherWebhook: one team's receiver hangs
+// and its webhook has a flood of events; another team's webhook gets all
+// of its events while the first receiver is still hanging on its first
+// request, and that receiver never has more than one request of this
+// instance at once. Once it answers, every event of both is delivered
+// once. (Before each webhook was its own queue, the flood filled every
+// slot and the other team's events waited behind it.)
+func TestWebhookSlowReceiverHarmsNoOtherWebhook(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]func(t *testing.T) interface {
+		leaseapi.Store
+		leaseapi.WebhookStore
+	}{
+		"Postgres": func(t *testing.T) interface {
+			leaseapi.Store
+			leaseapi.WebhookStore
+		} {
+			return openPostgres(t, repotest.NewPostgresURL(t))
+		},
+		"SQLite": func(t *testing.T) interface {
+			leaseapi.Store
+			leaseapi.WebhookStore
+		} {
+			return repotest.OpenSQLite(t, filepath.Join(t.TempDir(), "leaseapi.db"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			release := make(chan struct{})
+			var (
+				mu                  sync.Mutex
+				inFlight, maxFlight int
+				slowStarted         bool
+				slowEnded           bool
+			)
+			slow, fast := newReceiver(t, false), newReceiver(t, false)
+			slow.before = func(req *http.Request) bool {
+				mu.Lock()
+				inFlight++
+				maxFlight = max(maxFlight, inFlight)
+				slowStarted = true
+				mu.Unlock()
+				defer func() {
+					mu.Lock()
+					inFlight--
+					slowEnded = true
+					mu.Unlock()
+				}()
+				select {
+				case <-release:
+					return true
+				case <-req.Context().Done():
+					return false
+				}
+			}
+			slowHook := createHook(t, s, slow.url(), leaseapi.WebhookFormatStandard, nil)
+			fastHook := createHook(t, s, fast.url(), leaseapi.WebhookFormatStandard, nil)
+			// The flood first, so that its events are the oldest due.
+			wantSlow := finishRuns(t, s, slowHook.prefix, 20)
+			wantFast := finishRuns(t, s, fastHook.prefix, 6)
+
+			d, err := NewWebhookDeliverer(s, WebhookDelivererConfig{Interval: 5 * time.Millisecond, Concurrency: 2,
+				Timeout: time.Hour, Claim: 2 * time.Hour, AllowPrivate: true, DataFunc: api.MarshalWebhookData}, nil)
+			if err != nil {
+				t.Fatalf("NewWebhookDeliverer: %v", err)
+			}
+			ctx, stop := context.WithCancel(t.Context())
+			var loop sync.WaitGroup
+			loop.Go(func() { d.Run(ctx) })
+			defer func() { stop(); loop.Wait() }()
+
+			for i := 0; len(fast.requests()) < wantFast; i++ {
+				if i == hookAttempts {
+					t.Fatalf("the fast receiver got %d of %d events while the slow one hung", len(fast.requests()), wantFast)
+				}
+				time.Sleep(hookPoll)
+			}
+			mu.Lock()
+			started, ended, most := slowStarted, slowEnded, maxFlight
+			mu.Unlock()
+			if !started || ended {
+				t.Errorf("slow receiver: request started %v, ended %v; want the fast webhook served while its first request hangs", started, ended)
+			}
+			if most != 1 {
+				t.Errorf("slow receiver: %d requests at once, want 1: a webhook holds one slot of an instance", most)
+			}
+
+			close(release)
+			waitOutboxEmpty(t, s, nil)
+			checkDeliveredOnce(t, fast, fastHook.secret, wantFast)
+			checkDeliveredOnce(t, slow, slowHook.secret, wantSlow)
+		})
+	}
+}
+
+// TestWebhookTimedOutAttempt: an attempt whose receiver does not answer
+// within the deliverer's timeout is cut at it, recorded as failed with
+// the timeout, and tried again later with the same webhook-id.
+func TestWebhookTimedOutAttempt(t *testing.T) {
+	t.Parallel()
+	s := repotest.OpenSQLite(t, filepath.Join(t.TempDir(), "leaseapi.db"))
+	r := newReceiver(t, false)
+	var mu sync.Mutex
+	hung := 0
+	r.before = func(req *http.Request) bool {
+		mu.Lock()
+		first := hung == 0
+		hung++
+		mu.Unlock()
+		if first {
+			<-req.Context().Done() // until the deliverer gives up on it
+			return false
+		}
+		return true
+	}
+	h := createHook(t, s, r.url(), leaseapi.WebhookFormatStandard, nil)
+	want := finishRuns(t, s, h.prefix, 1)
+	d, err := NewWebhookDeliverer(s, WebhookDelivererConfig{Interval: 5 * time.Millisecond, Timeout: 50 * time.Millisecond,
+		Claim: time.Minute, AllowPrivate: true, DataFunc: api.MarshalWebhookData}, nil)
+	if err != nil {
+		t.Fatalf("NewWebhookDeliverer: %v", err)
+	}
+	d.nextAttempt = func(_, now time.Time, _ int) (time.Time, bool) { return now.Add(time.Millisecond), true }
+	res, err := d.runOnce(t.Context())
+	if err != nil || res.Failed != 1 {
+		t.Fatalf("runOnce against a hanging receiver: %+v, %v; want 1 failed", res, err)
+	}
+	log, err := s.WebhookDeliveries(t.Context(), h.id)
+	if err != nil || len(log) != 1 || log[0].Delivered || !strings.Contains(log[0].Error, "deadline exceeded") {
+		t.Fatalf("attempts: %+v, %v; want one failed for the timeout", log, err)
+	}
+	waitOutboxEmpty(t, s, func() {
+		if _, err := d.runOnce(t.Context()); err != nil {
+			t.Fatalf("runOnce: %v", err)
+		}
+	})
+	checkDeliveredOnce(t, r, h.secret, want)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -104,12 +105,14 @@ func SlackBody(m Message, publicURL string) ([]byte, error) {
 
 // Result is the outcome of one delivery attempt: Status is the HTTP status
 // (0 when no response came), Err what went wrong otherwise; Delivered when
-// the receiver answered 2xx. The response body is read (so the connection
-// can be reused) but never kept.
+// the receiver answered 2xx; TimedOut when the attempt ran out of time
+// (the receiver did not answer within the client's timeout). The response
+// body is read (so the connection can be reused) but never kept.
 type Result struct {
 	Delivered bool
 	Status    int
 	Err       string
+	TimedOut  bool
 }
 
 // maxDrain bounds what is read of a response body before it is discarded.
@@ -117,7 +120,8 @@ const maxDrain = 64 << 10
 
 // Deliver makes one attempt to POST m to target in format, signed with
 // secret for the standard format (a Slack URL carries its own secret and
-// gets no signature headers), with client (NewClient) and at most Timeout.
+// gets no signature headers), with client (NewClient) and at most its
+// timeout.
 // The attempt's time is the webhook-timestamp.
 func Deliver(ctx context.Context, client *http.Client, target, secret string, format Format, publicURL string, m Message, now time.Time) Result {
 	var (
@@ -132,7 +136,11 @@ func Deliver(ctx context.Context, client *http.Client, target, secret string, fo
 	if err != nil {
 		return Result{Err: err.Error()}
 	}
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	timeout := client.Timeout
+	if timeout <= 0 {
+		timeout = Timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
@@ -151,11 +159,17 @@ func Deliver(ctx context.Context, client *http.Client, target, secret string, fo
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return Result{Err: attemptError(err)}
+		return Result{Err: attemptError(err), TimedOut: timedOut(err)}
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	_ = resp.Body.Close()
-	return Result{Delivered: resp.StatusCode >= 200 && resp.StatusCode < 300, Status: resp.StatusCode}
+	return Result{Delivered: resp.StatusCode >= 200 && resp.StatusCode < 300, Status: resp.StatusCode, TimedOut: timedOut(err)}
+}
+
+// timedOut reports an error of an attempt that ran out of time.
+func timedOut(err error) bool {
+	var ne net.Error
+	return err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout())
 }
 
 // attemptError describes a failed attempt without the URL (a *url.Error

@@ -43,7 +43,7 @@ func TestDeliverStandardIsSignedAndVerifiable(t *testing.T) {
 	t.Parallel()
 	url, got := receiver(t, http.StatusNoContent)
 	secret, _ := webhook.NewSecret()
-	client := webhook.NewClient(true)
+	client := webhook.NewClient(true, 0)
 	now := time.Unix(1764655201, 0)
 	for attempt := range 2 { // a retry carries the same webhook-id
 		res := webhook.Deliver(context.Background(), client, url, secret, webhook.FormatStandard, "", msg, now.Add(time.Duration(attempt)*time.Minute))
@@ -72,14 +72,14 @@ func TestDeliverReportsFailures(t *testing.T) {
 	t.Parallel()
 	url, got := receiver(t, http.StatusInternalServerError)
 	secret, _ := webhook.NewSecret()
-	res := webhook.Deliver(context.Background(), webhook.NewClient(true), url, secret, webhook.FormatStandard, "", msg, time.Now())
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true, 0), url, secret, webhook.FormatStandard, "", msg, time.Now())
 	<-got
 	if res.Delivered || res.Status != http.StatusInternalServerError {
 		t.Fatalf("a 500: %+v, want not delivered with the status", res)
 	}
 	// A refused target: an error that does not repeat the URL (it may be
 	// a secret).
-	res = webhook.Deliver(context.Background(), webhook.NewClient(false), url, secret, webhook.FormatStandard, "", msg, time.Now())
+	res = webhook.Deliver(context.Background(), webhook.NewClient(false, 0), url, secret, webhook.FormatStandard, "", msg, time.Now())
 	if res.Delivered || res.Status != 0 || res.Err == "" || strings.Contains(res.Err, "/hook") || strings.Contains(res.Err, "team=a") {
 		t.Fatalf("a refused dial: %+v", res)
 	}
@@ -91,7 +91,7 @@ func TestDeliverReportsFailures(t *testing.T) {
 func TestDeliverSlack(t *testing.T) {
 	t.Parallel()
 	url, got := receiver(t, http.StatusOK)
-	res := webhook.Deliver(context.Background(), webhook.NewClient(true), url, "", webhook.FormatSlack, "https://leaseapi.example.com/", msg, time.Now())
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true, 0), url, "", webhook.FormatSlack, "https://leaseapi.example.com/", msg, time.Now())
 	if !res.Delivered {
 		t.Fatalf("%+v", res)
 	}
@@ -127,5 +127,21 @@ func TestSlackBodyEscapesAndOmitsLinkWithoutPublicURL(t *testing.T) {
 	}
 	if got := webhook.ConsoleJobURL("http://x", "a b"); got != "http://x/ui/#/jobs/a%20b" {
 		t.Errorf("ConsoleJobURL = %q", got)
+	}
+}
+
+// An attempt the receiver does not answer within the client's timeout ends
+// at it and says so.
+func TestDeliverTimesOut(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then the server notices the client leave
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	msg := webhook.Message{ID: "msg_1", Type: "run.failed", Timestamp: time.Now(), Data: []byte(`{}`)}
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true, 50*time.Millisecond), srv.URL, "whsec_MDEyMzQ1Njc4OWFiY2RlZg==", webhook.FormatStandard, "", msg, time.Now())
+	if res.Delivered || !res.TimedOut || res.Status != 0 {
+		t.Fatalf("Deliver to a receiver that never answers: %+v, want timed out", res)
 	}
 }

@@ -20,10 +20,13 @@ const (
 	RunSucceeded Event = "run.succeeded"
 	// JobRecovered: a run succeeded after the job was overdue or failing.
 	JobRecovered Event = "job.recovered"
+	// JobMissed: one event per job per sweep pass that decided ticks
+	// missed, listing the missed runs (opt-in; run.missed is one per run).
+	JobMissed Event = "job.missed"
 )
 
 // Events lists every event in a fixed order.
-var Events = []Event{RunFailed, RunExpired, RunMissed, JobOverdue, RunSucceeded, JobRecovered}
+var Events = []Event{RunFailed, RunExpired, RunMissed, JobOverdue, RunSucceeded, JobRecovered, JobMissed}
 
 // Format is how a delivery's body is written.
 type Format string

@@ -20,10 +20,16 @@ func TestCheckAddr(t *testing.T) {
 		"::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254",
 		"64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b:1::808:808",
 		"2002:7f00:1::", "2002:a00:1::1", "2002:a9fe:a9fe::", "::a00:1",
+		// 6to4 and Teredo are N/A whatever they embed.
+		"2002:808:808::", "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+		"192.0.2.1", "198.51.100.7", "203.0.113.9", "2001:db8::1", "3fff::1", "5f00::1", "100::1",
+		"192.0.0.1", "192.0.0.8", "192.0.0.170", "192.88.99.1", "2001:2::1", "2001:10::1",
 	}
 	allowed := []string{
 		"8.8.8.8", "1.1.1.1", "100.63.255.255", "100.128.0.0", "198.17.255.255", "198.20.0.0",
-		"172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::",
+		"172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808",
+		"192.0.0.9", "192.0.0.10", "192.31.196.1", "192.52.193.1", "192.175.48.1",
+		"2001:1::1", "2001:3::1", "2001:4:112::1", "2001:20::1", "2001:30::1", "2620:4f:8000::1",
 	}
 	for _, s := range refused {
 		if err := webhook.CheckAddr(netip.MustParseAddr(s)); !errors.Is(err, webhook.ErrForbiddenTarget) {
@@ -59,7 +65,8 @@ func TestCheckURL(t *testing.T) {
 			t.Errorf("CheckURL(%q) = %v, want ErrBadURL", u, err)
 		}
 	}
-	for _, u := range []string{"http://127.0.0.1:8080/", "https://[::1]/x", "http://169.254.169.254/latest", "http://[64:ff9b::a00:1]/"} {
+	for _, u := range []string{"http://127.0.0.1:8080/", "https://[::1]/x", "http://169.254.169.254/latest", "http://[64:ff9b::a00:1]/",
+		"http://192.0.2.10/", "http://[2001:db8::1]/", "http://[fe80::1%25eth0]/", "http://100.64.0.1/"} {
 		if err := webhook.CheckURL(u, false); !errors.Is(err, webhook.ErrForbiddenTarget) {
 			t.Errorf("CheckURL(%q) = %v, want ErrForbiddenTarget", u, err)
 		}
@@ -92,7 +99,7 @@ func TestClientRefusesLoopbackAndRedirects(t *testing.T) {
 	t.Cleanup(srv.Close)
 	url := "http://localhost:" + srv.URL[len("http://127.0.0.1:"):]
 
-	resp, err := webhook.NewClient(false).Post(url+"/hook", "application/json", nil)
+	resp, err := webhook.NewClient(false, 0).Post(url+"/hook", "application/json", nil)
 	if err == nil {
 		resp.Body.Close()
 		t.Fatalf("POST %s without allowPrivate: status %d, want a refused dial", url, resp.StatusCode)
@@ -104,7 +111,7 @@ func TestClientRefusesLoopbackAndRedirects(t *testing.T) {
 		t.Fatalf("the receiver was reached: %s", <-hits)
 	}
 
-	client := webhook.NewClient(true)
+	client := webhook.NewClient(true, 0)
 	resp, err = client.Post(url+"/hook", "application/json", nil)
 	if err != nil {
 		t.Fatalf("POST with allowPrivate: %v", err)

@@ -313,6 +313,27 @@ func (e LeaseLostProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for MissedRunTrigger.
+const (
+	MissedRunTriggerCatchUp  MissedRunTrigger = "catch-up"
+	MissedRunTriggerManual   MissedRunTrigger = "manual"
+	MissedRunTriggerSchedule MissedRunTrigger = "schedule"
+)
+
+// Valid indicates whether the value is a known member of the MissedRunTrigger enum.
+func (e MissedRunTrigger) Valid() bool {
+	switch e {
+	case MissedRunTriggerCatchUp:
+		return true
+	case MissedRunTriggerManual:
+		return true
+	case MissedRunTriggerSchedule:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NotFoundProblemCode.
 const (
 	NotFoundProblemCodeNotFound NotFoundProblemCode = "not_found"
@@ -741,6 +762,7 @@ func (e UnsupportedMediaTypeProblemStatus) Valid() bool {
 
 // Defines values for WebhookEventType.
 const (
+	JobMissed    WebhookEventType = "job.missed"
 	JobOverdue   WebhookEventType = "job.overdue"
 	JobRecovered WebhookEventType = "job.recovered"
 	RunExpired   WebhookEventType = "run.expired"
@@ -752,6 +774,8 @@ const (
 // Valid indicates whether the value is a known member of the WebhookEventType enum.
 func (e WebhookEventType) Valid() bool {
 	switch e {
+	case JobMissed:
+		return true
 	case JobOverdue:
 		return true
 	case JobRecovered:
@@ -1249,6 +1273,19 @@ type LeaseLostProblemCode string
 // LeaseLostProblemStatus defines model for LeaseLostProblem.Status.
 type LeaseLostProblemStatus int
 
+// MissedRun A missed run as a job.missed event lists it.
+type MissedRun struct {
+	// EndedAt When the tick was decided missed.
+	EndedAt time.Time `json:"endedAt"`
+	Tick    time.Time `json:"tick"`
+
+	// Trigger What the tick was (as a Run's trigger).
+	Trigger MissedRunTrigger `json:"trigger"`
+}
+
+// MissedRunTrigger What the tick was (as a Run's trigger).
+type MissedRunTrigger string
+
 // NotFoundProblem defines model for NotFoundProblem.
 type NotFoundProblem struct {
 	Code NotFoundProblemCode `json:"code"`
@@ -1675,7 +1712,9 @@ type WebhookDelivery struct {
 	// started, one event per missed tick), `job.overdue` (the job's latest
 	// tick was missed and it has not run since: once, when it becomes
 	// overdue), `job.recovered` (a run succeeded after the job's previous
-	// finished run failed, expired or was missed).
+	// finished run failed, expired or was missed), `job.missed` (opt-in:
+	// one event per job per sweep pass that decided ticks missed, listing
+	// its missed runs; `run.missed` is still one event per missed run).
 	EventType WebhookEventType `json:"eventType"`
 	JobId     JobID            `json:"jobId"`
 
@@ -1695,22 +1734,31 @@ type WebhookDeliveryList struct {
 // `webhook-signature` (`v1,` and the base64 of HMAC-SHA256 over
 // `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the base64-decoded
 // part of the secret after `whsec_`). A 2xx answer delivers it; any other
-// answer, none within 10 s, or a redirect is retried with backoff (5 s,
-// then four times longer each time up to 4 h) for 24 h after the event.
+// answer, none within 10 s, or a redirect is retried with backoff (5 s
+// plus up to a fifth of jitter, then four times longer each time up to
+// 4 h) for 24 h after the event. Each webhook is its own queue: one
+// webhook's slow receiver does not delay another's events.
 type WebhookEvent struct {
 	// Data The job; the run the event is about (for job.overdue the job's
-	// newest run, the missed one); the job's lease. Both as they were
-	// when the event was decided, in the schemas of this API.
+	// newest run, the missed one; none for job.missed); the job's
+	// lease. Both as they were when the event was decided, in the
+	// schemas of this API. A job.missed event carries `missed` and
+	// `count` instead of `run`.
 	Data struct {
-		JobId JobID `json:"jobId"`
-		Lease Lease `json:"lease"`
+		// Count job.missed only. Every tick the pass decided missed, recorded or not.
+		Count *int64 `json:"count,omitempty"`
+		JobId JobID  `json:"jobId"`
+		Lease Lease  `json:"lease"`
+
+		// Missed job.missed only. The missed runs the sweep pass recorded, newest first, at most 100.
+		Missed *[]MissedRun `json:"missed,omitempty"`
 
 		// Run One grant of the lease, or one missed tick: a missed run has `tick` and
 		// `endedAt` (tick + grace, when it was decided missed; for a manual tick
 		// nobody claimed, the end of its claimable time) but `token`, `owner`,
 		// `startedAt` and `durationMs` null. A `discarded` run keeps the fields it
 		// had: a discarded missed run has no holder either.
-		Run Run `json:"run"`
+		Run *Run `json:"run,omitempty"`
 	} `json:"data"`
 
 	// Timestamp When the event was decided.
@@ -1722,7 +1770,9 @@ type WebhookEvent struct {
 	// started, one event per missed tick), `job.overdue` (the job's latest
 	// tick was missed and it has not run since: once, when it becomes
 	// overdue), `job.recovered` (a run succeeded after the job's previous
-	// finished run failed, expired or was missed).
+	// finished run failed, expired or was missed), `job.missed` (opt-in:
+	// one event per job per sweep pass that decided ticks missed, listing
+	// its missed runs; `run.missed` is still one event per missed run).
 	Type WebhookEventType `json:"type"`
 }
 
@@ -1732,7 +1782,9 @@ type WebhookEvent struct {
 // started, one event per missed tick), `job.overdue` (the job's latest
 // tick was missed and it has not run since: once, when it becomes
 // overdue), `job.recovered` (a run succeeded after the job's previous
-// finished run failed, expired or was missed).
+// finished run failed, expired or was missed), `job.missed` (opt-in:
+// one event per job per sweep pass that decided ticks missed, listing
+// its missed runs; `run.missed` is still one event per missed run).
 type WebhookEventType string
 
 // WebhookFormat `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
@@ -2558,10 +2610,16 @@ type ClientInterface interface {
 	//
 	// The scopes must lie within the caller's own (else 403 `forbidden`).
 	// The URL must be absolute `http` or `https` with a host and no user
-	// information, at most 2048 characters; an IP literal that is not a
-	// public address (loopback, private, link-local, multicast, CGNAT,
-	// reserved, or an IPv6 form of one) is refused with 400 unless the
-	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// information, at most 2048 characters, with a port, if any, of
+	// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+	// IPv6 Special-Purpose Address Registries is not globally reachable
+	// (loopback, private, link-local, shared, documentation,
+	// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+	// form embedding such an IPv4 address, is refused with 400 naming the
+	// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+	// A host that a URL parser reads as an IPv4 address not written as a
+	// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+	// `0`) is refused with 400 in every case. A host name is
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
@@ -2575,10 +2633,16 @@ type ClientInterface interface {
 	//
 	// The scopes must lie within the caller's own (else 403 `forbidden`).
 	// The URL must be absolute `http` or `https` with a host and no user
-	// information, at most 2048 characters; an IP literal that is not a
-	// public address (loopback, private, link-local, multicast, CGNAT,
-	// reserved, or an IPv6 form of one) is refused with 400 unless the
-	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// information, at most 2048 characters, with a port, if any, of
+	// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+	// IPv6 Special-Purpose Address Registries is not globally reachable
+	// (loopback, private, link-local, shared, documentation,
+	// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+	// form embedding such an IPv4 address, is refused with 400 naming the
+	// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+	// A host that a URL parser reads as an IPv4 address not written as a
+	// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+	// `0`) is refused with 400 in every case. A host name is
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
@@ -3441,10 +3505,16 @@ func (c *Client) ListWebhooks(ctx context.Context, reqEditors ...RequestEditorFn
 //
 // The scopes must lie within the caller's own (else 403 `forbidden`).
 // The URL must be absolute `http` or `https` with a host and no user
-// information, at most 2048 characters; an IP literal that is not a
-// public address (loopback, private, link-local, multicast, CGNAT,
-// reserved, or an IPv6 form of one) is refused with 400 unless the
-// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// information, at most 2048 characters, with a port, if any, of
+// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+// IPv6 Special-Purpose Address Registries is not globally reachable
+// (loopback, private, link-local, shared, documentation,
+// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+// form embedding such an IPv4 address, is refused with 400 naming the
+// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+// A host that a URL parser reads as an IPv4 address not written as a
+// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+// `0`) is refused with 400 in every case. A host name is
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
@@ -3468,10 +3538,16 @@ func (c *Client) CreateWebhookWithBody(ctx context.Context, contentType string, 
 //
 // The scopes must lie within the caller's own (else 403 `forbidden`).
 // The URL must be absolute `http` or `https` with a host and no user
-// information, at most 2048 characters; an IP literal that is not a
-// public address (loopback, private, link-local, multicast, CGNAT,
-// reserved, or an IPv6 form of one) is refused with 400 unless the
-// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// information, at most 2048 characters, with a port, if any, of
+// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+// IPv6 Special-Purpose Address Registries is not globally reachable
+// (loopback, private, link-local, shared, documentation,
+// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+// form embedding such an IPv4 address, is refused with 400 naming the
+// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+// A host that a URL parser reads as an IPv4 address not written as a
+// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+// `0`) is refused with 400 in every case. A host name is
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
@@ -5364,10 +5440,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// The scopes must lie within the caller's own (else 403 `forbidden`).
 	// The URL must be absolute `http` or `https` with a host and no user
-	// information, at most 2048 characters; an IP literal that is not a
-	// public address (loopback, private, link-local, multicast, CGNAT,
-	// reserved, or an IPv6 form of one) is refused with 400 unless the
-	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// information, at most 2048 characters, with a port, if any, of
+	// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+	// IPv6 Special-Purpose Address Registries is not globally reachable
+	// (loopback, private, link-local, shared, documentation,
+	// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+	// form embedding such an IPv4 address, is refused with 400 naming the
+	// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+	// A host that a URL parser reads as an IPv4 address not written as a
+	// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+	// `0`) is refused with 400 in every case. A host name is
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
@@ -5381,10 +5463,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// The scopes must lie within the caller's own (else 403 `forbidden`).
 	// The URL must be absolute `http` or `https` with a host and no user
-	// information, at most 2048 characters; an IP literal that is not a
-	// public address (loopback, private, link-local, multicast, CGNAT,
-	// reserved, or an IPv6 form of one) is refused with 400 unless the
-	// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+	// information, at most 2048 characters, with a port, if any, of
+	// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+	// IPv6 Special-Purpose Address Registries is not globally reachable
+	// (loopback, private, link-local, shared, documentation,
+	// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+	// form embedding such an IPv4 address, is refused with 400 naming the
+	// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+	// A host that a URL parser reads as an IPv4 address not written as a
+	// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+	// `0`) is refused with 400 in every case. A host name is
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
@@ -9232,10 +9320,16 @@ func (c *ClientWithResponses) ListWebhooksWithResponse(ctx context.Context, reqE
 //
 // The scopes must lie within the caller's own (else 403 `forbidden`).
 // The URL must be absolute `http` or `https` with a host and no user
-// information, at most 2048 characters; an IP literal that is not a
-// public address (loopback, private, link-local, multicast, CGNAT,
-// reserved, or an IPv6 form of one) is refused with 400 unless the
-// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// information, at most 2048 characters, with a port, if any, of
+// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+// IPv6 Special-Purpose Address Registries is not globally reachable
+// (loopback, private, link-local, shared, documentation,
+// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+// form embedding such an IPv4 address, is refused with 400 naming the
+// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+// A host that a URL parser reads as an IPv4 address not written as a
+// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+// `0`) is refused with 400 in every case. A host name is
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
@@ -9255,10 +9349,16 @@ func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Cont
 //
 // The scopes must lie within the caller's own (else 403 `forbidden`).
 // The URL must be absolute `http` or `https` with a host and no user
-// information, at most 2048 characters; an IP literal that is not a
-// public address (loopback, private, link-local, multicast, CGNAT,
-// reserved, or an IPv6 form of one) is refused with 400 unless the
-// server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`. A host name is
+// information, at most 2048 characters, with a port, if any, of
+// 1-65535. An IP literal whose most specific entry in IANA's IPv4 and
+// IPv6 Special-Purpose Address Registries is not globally reachable
+// (loopback, private, link-local, shared, documentation,
+// benchmarking, 6to4, Teredo...), or that is multicast, or an IPv6
+// form embedding such an IPv4 address, is refused with 400 naming the
+// entry unless the server sets `LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true`.
+// A host that a URL parser reads as an IPv4 address not written as a
+// dotted quad (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`,
+// `0`) is refused with 400 in every case. A host name is
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).

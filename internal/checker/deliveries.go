@@ -11,6 +11,10 @@ const (
 	EventRunFailed  = "run.failed"
 	EventRunExpired = "run.expired"
 	EventRunMissed  = "run.missed"
+	// EventJobMissed lists the missed runs of one sweep pass of a job: a
+	// subscriber of it is told its missed runs that way, and I12 accepts
+	// either form for a missed run.
+	EventJobMissed = "job.missed"
 )
 
 // AlertEvents are the events I12 judges.
@@ -37,6 +41,17 @@ type Delivery struct {
 	// Err says why the body of a verified message could not be read as an
 	// event about a run ("" when it could).
 	Err string
+	// Missed and Count are a job.missed event's: the missed runs it lists
+	// (Tick and Trigger each) and the count of every tick its pass decided
+	// missed, listed or not.
+	Missed []MissedRef
+	Count  int64
+}
+
+// MissedRef is a missed run as a job.missed event lists it.
+type MissedRef struct {
+	Tick    time.Time
+	Trigger string
 }
 
 // OutboxEvent is an event of the webhook's outbox as the harness saw it
@@ -160,19 +175,38 @@ func Undelivered(w *Webhook) []Violation {
 	}
 	left := make(map[alertKey]int)
 	seen := make(map[string]bool)
+	// unlisted are the job.missed events whose pass missed more ticks than
+	// they list (at most 100): each covers that many more missed runs of
+	// its job older than the oldest it lists.
+	type unlisted struct {
+		oldest time.Time
+		n      int64
+	}
+	beyond := make(map[string][]*unlisted)
 	for i := range w.Deliveries {
 		d := &w.Deliveries[i]
-		if !d.counts() || seen[d.ID] {
+		if seen[d.ID] || !d.Verified || d.Err != "" {
 			continue
 		}
-		seen[d.ID] = true
-		left[d.key()]++
+		switch {
+		case d.Type == EventJobMissed:
+			seen[d.ID] = true
+			for _, m := range d.Missed {
+				left[keyOf(EventRunMissed, d.Job, 0, m.Tick, m.Trigger)]++
+			}
+			if extra := d.Count - int64(len(d.Missed)); extra > 0 && len(d.Missed) > 0 {
+				beyond[d.Job] = append(beyond[d.Job], &unlisted{oldest: d.Missed[len(d.Missed)-1].Tick, n: extra})
+			}
+		case d.counts():
+			seen[d.ID] = true
+			left[d.key()]++
+		}
 	}
 	var out []Violation
 	for i := range w.Alerting {
 		run := &w.Alerting[i]
 		for _, typ := range alertEvents(run) {
-			if !slices.Contains(w.Events, typ) {
+			if !w.subscribed(typ) {
 				continue
 			}
 			k := runKey(typ, run)
@@ -180,11 +214,23 @@ func Undelivered(w *Webhook) []Violation {
 				left[k]--
 				continue
 			}
+			if covered := slices.IndexFunc(beyond[run.Job], func(u *unlisted) bool {
+				return typ == EventRunMissed && u.n > 0 && run.Tick.Before(u.oldest)
+			}); covered >= 0 {
+				beyond[run.Job][covered].n--
+				continue
+			}
 			out = append(out, Violation{Invariant: "I12", Job: run.Job,
 				Detail: fmt.Sprintf("%s was never delivered as %s; %s", describeAlerting(run), typ, w.outboxFate(k))})
 		}
 	}
 	return out
+}
+
+// subscribed reports whether w hears of the events of type typ: a missed
+// run through run.missed or job.missed.
+func (w *Webhook) subscribed(typ string) bool {
+	return slices.Contains(w.Events, typ) || typ == EventRunMissed && slices.Contains(w.Events, EventJobMissed)
 }
 
 // describeAlerting names a run of w.Alerting.
@@ -230,7 +276,7 @@ func checkDeliveries(h *History, r *Report) {
 	s.AlertsDue = make(map[string]int)
 	for i := range w.Alerting {
 		for _, typ := range alertEvents(&w.Alerting[i]) {
-			if slices.Contains(w.Events, typ) {
+			if w.subscribed(typ) {
 				s.AlertsDue[typ]++
 			}
 		}

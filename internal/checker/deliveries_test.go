@@ -204,3 +204,44 @@ func TestUndelivered(t *testing.T) {
 		t.Errorf("a history without a webhook: stats %+v, summary %q; want no webhook", r.Stats, r.SummaryLine())
 	}
 }
+
+// TestJobMissedCoversMissedRuns: a webhook subscribed to job.missed alone
+// is told its missed runs by the job.missed events that list them, or by
+// the count of one whose pass missed more than it lists (only runs older
+// than the oldest it lists); a missed run that no event covers is still
+// caught.
+func TestJobMissedCoversMissedRuns(t *testing.T) {
+	t.Parallel()
+	h := webhookHistory()
+	w := h.Webhook
+	w.Events = []string{EventRunFailed, EventRunExpired, EventJobMissed}
+	older := Run{ID: 9, Job: "j", Tick: tick(3), EndedAt: tick(4).Add(period / 2), Outcome: "missed", Trigger: TriggerSchedule}
+	w.Alerting = append(w.Alerting, older)
+	w.Known = append(w.Known, older)
+	var kept []Delivery
+	for _, d := range w.Deliveries {
+		if d.Type != EventRunMissed {
+			kept = append(kept, d)
+		}
+	}
+	listing := Delivery{ID: "msg_7", Type: EventJobMissed, Job: "j", At: at(9100), Verified: true,
+		Missed: []MissedRef{{Tick: tick(4), Trigger: TriggerSchedule}}, Count: 2}
+	w.Deliveries = append(kept, listing)
+	if got := Undelivered(w); len(got) != 0 {
+		t.Errorf("missed runs listed or counted by job.missed: Undelivered = %v, want nothing", got)
+	}
+	if r := check(t, h); len(r.Violations) != 0 {
+		t.Errorf("violations: %v", r.Violations)
+	}
+
+	listing.Count = 1 // the older tick is no longer covered
+	w.Deliveries = append(kept, listing)
+	if got := Undelivered(w); len(got) != 1 || !strings.Contains(got[0].Detail, "missed tick") {
+		t.Errorf("a missed run no job.missed covers: Undelivered = %v, want it alone", got)
+	}
+	listing.Verified = false
+	w.Deliveries = append(kept, listing)
+	if got := Undelivered(w); len(got) != 2 {
+		t.Errorf("the job.missed event unverified: Undelivered = %v, want both missed runs", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
@@ -39,37 +40,61 @@ RETURNING created_at`
 	disabledWebhookTriggersQuery = `
 SELECT count(*) FROM pg_trigger
 WHERE tgrelid IN ('runs'::regclass, 'leases'::regclass)
-	AND tgname IN ('runs_webhook_insert', 'runs_webhook_update', 'leases_webhook_overdue') AND tgenabled = 'D'`
+	AND tgname IN ('runs_webhook_insert', 'runs_webhook_update', 'leases_webhook_overdue', 'leases_webhook_missed')
+	AND tgenabled = 'D'`
 	enableWebhookTriggersQuery = `
 ALTER TABLE runs ENABLE TRIGGER runs_webhook_insert, ENABLE TRIGGER runs_webhook_update;
-ALTER TABLE leases ENABLE TRIGGER leases_webhook_overdue`
+ALTER TABLE leases ENABLE TRIGGER leases_webhook_overdue, ENABLE TRIGGER leases_webhook_missed`
 	anyWebhookQuery             = `SELECT EXISTS (SELECT 1 FROM webhooks)`
 	disableWebhookTriggersQuery = `
 ALTER TABLE runs DISABLE TRIGGER runs_webhook_insert, DISABLE TRIGGER runs_webhook_update;
-ALTER TABLE leases DISABLE TRIGGER leases_webhook_overdue`
+ALTER TABLE leases DISABLE TRIGGER leases_webhook_overdue, DISABLE TRIGGER leases_webhook_missed`
 
-	// claimEventsQuery claims up to $1 due events that no live claim
-	// holds, for $2 milliseconds, and counts the attempt, in one short
-	// statement: SKIP LOCKED passes over the rows another instance is
-	// claiming, and a row claimed and committed meanwhile fails the
-	// condition when it is locked (it is evaluated again on the locked
-	// version), so each claim goes to one instance. statement_timestamp()
-	// rather than clock_timestamp() keeps next_attempt an index condition
-	// (webhook_outbox_due_idx).
+	// claimEventsQuery claims, for $2 milliseconds, the oldest due event
+	// that no live claim holds of up to $1 webhooks, oldest head first,
+	// and counts the attempt, in one short statement. Each webhook is its
+	// own queue: its head is found through webhook_outbox_queue_idx; the
+	// webhooks of $3 (the caller's attempts in flight) are passed over, and
+	// so is one whose last attempt timed out while a claim of it is live:
+	// the webhook's own (the newest claim, set under its row lock) or any
+	// of its events' (claims taken before it timed out).
+	// The webhook's row lock (FOR NO KEY UPDATE: the outbox inserts' key
+	// share locks pass) serializes the claims of a webhook: SKIP LOCKED
+	// passes over one another instance is claiming, and one claimed and
+	// committed meanwhile is checked again on its new version (its
+	// claimed_until), as is the event's row when it is updated, so that
+	// each event, and a timed-out webhook's one slot, goes to one claim.
+	// statement_timestamp() rather than clock_timestamp() keeps
+	// next_attempt an index condition.
 	claimEventsQuery = `
-WITH claimed AS (
+WITH heads AS (
+	SELECT w.id AS webhook_id, h.id, h.next_attempt
+	FROM webhooks AS w
+	CROSS JOIN LATERAL (
+		SELECT o.id, o.next_attempt FROM webhook_outbox AS o
+		WHERE o.webhook_id = w.id AND o.next_attempt <= statement_timestamp()
+			AND (o.claimed_until IS NULL OR o.claimed_until <= statement_timestamp())
+		ORDER BY o.next_attempt, o.id
+		LIMIT 1) AS h
+	WHERE w.id <> ALL ($3::text[])
+		AND (NOT w.timed_out OR ((w.claimed_until IS NULL OR w.claimed_until <= statement_timestamp())
+			AND NOT EXISTS (SELECT 1 FROM webhook_outbox AS c
+				WHERE c.webhook_id = w.id AND c.claimed_until > statement_timestamp())))
+	ORDER BY h.next_attempt, w.id
+	LIMIT $1
+	FOR NO KEY UPDATE OF w SKIP LOCKED
+), claimed AS (
 	UPDATE webhook_outbox AS o
 	SET claimed_until = statement_timestamp() + $2::bigint * interval '1 millisecond', attempts = o.attempts + 1
-	WHERE o.id IN (
-		SELECT id FROM webhook_outbox
-		WHERE next_attempt <= statement_timestamp()
-			AND (claimed_until IS NULL OR claimed_until <= statement_timestamp())
-		ORDER BY next_attempt
-		LIMIT $1
-		FOR UPDATE SKIP LOCKED)
-	RETURNING o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.created_at, o.attempts
+	FROM heads
+	WHERE o.id = heads.id AND (o.claimed_until IS NULL OR o.claimed_until <= statement_timestamp())
+	RETURNING o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.detail, o.created_at, o.attempts, o.claimed_until
+), held AS (
+	UPDATE webhooks AS w SET claimed_until = c.claimed_until, claim_event = c.id
+	FROM claimed AS c
+	WHERE w.id = c.webhook_id AND (w.claimed_until IS NULL OR w.claimed_until <= c.claimed_until)
 )
-SELECT c.id, c.webhook_id, c.type, c.job_id, c.run, c.lease, c.created_at, c.attempts, w.url, w.secret, w.format
+SELECT c.id, c.webhook_id, c.type, c.job_id, c.run, c.lease, c.detail, c.created_at, c.attempts, w.url, w.secret, w.format
 FROM claimed AS c JOIN webhooks AS w ON w.id = c.webhook_id
 ORDER BY c.created_at, c.id`
 
@@ -195,13 +220,17 @@ func (p *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.We
 }
 
 // ClaimWebhookEvents claims due events. See leaseapi.WebhookStore.
-func (p *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Duration) ([]leaseapi.WebhookEvent, error) {
-	if err := stores.ValidateClaim(limit, claim); err != nil {
+func (p *Store) ClaimWebhookEvents(ctx context.Context, c *leaseapi.ClaimWebhookParams) ([]leaseapi.WebhookEvent, error) {
+	if err := stores.ValidateClaim(c); err != nil {
 		return nil, err
+	}
+	busy := c.Busy
+	if busy == nil {
+		busy = []string{}
 	}
 	return bounded(ctx, func(ctx context.Context) ([]leaseapi.WebhookEvent, error) {
 		var rows []stores.OutboxRow
-		if err := p.db.SelectContext(ctx, &rows, claimEventsQuery, limit, claim.Milliseconds()); err != nil {
+		if err := p.db.SelectContext(ctx, &rows, claimEventsQuery, c.Limit, c.Claim.Milliseconds(), pq.Array(busy)); err != nil {
 			return nil, interpretError("claim webhook events", err)
 		}
 		return stores.EventsOf(rows)

@@ -47,6 +47,8 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 	// They claim every due webhook event of the store.
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, setup(t, open)) })
 	t.Run("WebhookSweepEvents", func(t *testing.T) { testWebhookSweepEvents(t, setup(t, open)) })
+	t.Run("WebhookFairClaims", func(t *testing.T) { testWebhookFairClaims(t, setup(t, open)) })
+	t.Run("WebhookJobMissed", func(t *testing.T) { testWebhookJobMissed(t, setup(t, open)) })
 
 	// The subtests whose ticks lie up to hours ahead of the clock get a
 	// store with a wider window (MaxTickAhead); the others the default.

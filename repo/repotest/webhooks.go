@@ -50,7 +50,7 @@ func claimAll(t *testing.T, ws leaseapi.WebhookStore) []leaseapi.WebhookEvent {
 	var out []leaseapi.WebhookEvent
 	seen := make(map[string]bool)
 	for {
-		events, err := ws.ClaimWebhookEvents(t.Context(), 7, time.Hour)
+		events, err := ws.ClaimWebhookEvents(t.Context(), &leaseapi.ClaimWebhookParams{Limit: 7, Claim: time.Hour})
 		if err != nil {
 			t.Fatalf("ClaimWebhookEvents: %v", err)
 		}
@@ -355,7 +355,7 @@ func testWebhooks(t *testing.T, b *bundle) {
 			limit int
 			claim time.Duration
 		}{{0, time.Minute}, {1, 0}} {
-			if _, err := ws.ClaimWebhookEvents(ctx, bad.limit, bad.claim); !errors.Is(err, leaseapi.ErrInvalid) {
+			if _, err := ws.ClaimWebhookEvents(ctx, &leaseapi.ClaimWebhookParams{Limit: bad.limit, Claim: bad.claim}); !errors.Is(err, leaseapi.ErrInvalid) {
 				t.Errorf("ClaimWebhookEvents(%d, %s): got %v, want ErrInvalid", bad.limit, bad.claim, err)
 			}
 		}
@@ -406,7 +406,7 @@ func testWebhookSweepEvents(t *testing.T, b *bundle) {
 	counts := make(map[string]int)
 	var overdue leaseapi.WebhookEvent
 	for {
-		events, err := ws.ClaimWebhookEvents(ctx, 100, time.Hour)
+		events, err := ws.ClaimWebhookEvents(ctx, &leaseapi.ClaimWebhookParams{Limit: 100, Claim: time.Hour})
 		if err != nil {
 			t.Fatalf("ClaimWebhookEvents: %v", err)
 		}
@@ -448,4 +448,170 @@ func fmtEvents(events []leaseapi.WebhookEvent) string {
 		fmt.Fprintf(&b, "%s %s %s; ", e.WebhookID, e.Type, e.JobID)
 	}
 	return b.String()
+}
+
+// testWebhookFairClaims: each webhook is its own queue. A claim takes at
+// most one event per webhook, its oldest due one, and passes over the
+// webhooks the caller names busy; a webhook whose last attempt timed out
+// is claimed only while no claim of it is live, whoever holds it, and
+// once an attempt ends in time it is claimed as before. It claims every
+// due event of the store, so it must not run beside another test that
+// claims.
+func testWebhookFairClaims(t *testing.T, b *bundle) {
+	ws := webhookStore(t, b)
+	ctx := t.Context()
+	slow := newWebhook(t, []string{b.prefix + ":slow."}, "run.failed")
+	fast := newWebhook(t, []string{b.prefix + ":fast."}, "run.failed")
+	for _, w := range []*leaseapi.Webhook{&slow, &fast} {
+		if err := ws.CreateWebhook(ctx, w); err != nil {
+			t.Fatalf("CreateWebhook: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = ws.DeleteWebhook(t.Context(), slow.ID)
+		_ = ws.DeleteWebhook(t.Context(), fast.ID)
+	})
+	owner := b.owner("a")
+	fail := func(job string, n int) {
+		for i := range n {
+			l := b.acquire(t, leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: longTTL, Tick: tickAt(i + 1)})
+			b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: owner, Token: l.Token, Outcome: leaseapi.OutcomeFailed})
+		}
+	}
+	fail(b.prefix+":slow.job", 5)
+	fail(b.prefix+":fast.job", 3)
+
+	// claim claims with busy and returns the events of the two webhooks
+	// by webhook; another webhook's event (none is expected) fails t.
+	claim := func(busy ...string) map[string][]leaseapi.WebhookEvent {
+		t.Helper()
+		events, err := ws.ClaimWebhookEvents(ctx, &leaseapi.ClaimWebhookParams{Limit: 10, Claim: time.Hour, Busy: busy})
+		if err != nil {
+			t.Fatalf("ClaimWebhookEvents: %v", err)
+		}
+		out := make(map[string][]leaseapi.WebhookEvent)
+		for _, e := range events {
+			if e.WebhookID != slow.ID && e.WebhookID != fast.ID {
+				t.Fatalf("claimed %s of another webhook %s", e.ID, e.WebhookID)
+			}
+			out[e.WebhookID] = append(out[e.WebhookID], e)
+		}
+		return out
+	}
+	report := func(e leaseapi.WebhookEvent, timedOut bool) {
+		t.Helper()
+		a := &leaseapi.WebhookAttempt{Event: &e, At: time.Now(), Delivered: !timedOut, TimedOut: timedOut}
+		if timedOut {
+			a.Error, a.RetryIn = "context deadline exceeded", time.Hour
+		}
+		if err := ws.FinishWebhookAttempt(ctx, a); err != nil {
+			t.Fatalf("FinishWebhookAttempt(%s): %v", e.ID, err)
+		}
+	}
+
+	// One event per webhook per claim, the oldest first.
+	first := claim()
+	if len(first[slow.ID]) != 1 || len(first[fast.ID]) != 1 {
+		t.Fatalf("first claim: %d events of one webhook, %d of the other; want one of each", len(first[slow.ID]), len(first[fast.ID]))
+	}
+	if tick := first[slow.ID][0].Run.Tick; tick == nil || !tick.Equal(*tickAt(1)) {
+		t.Errorf("first claim of a webhook: the run of tick %v, want its oldest event (tick %v)", tick, *tickAt(1))
+	}
+	// Busy webhooks are passed over.
+	if got := claim(slow.ID, fast.ID); len(got) != 0 {
+		t.Errorf("claim with both webhooks busy: got %d webhooks' events, want none", len(got))
+	}
+	// Another instance (no webhook busy) claims the next of each.
+	second := claim()
+	if len(second[slow.ID]) != 1 || len(second[fast.ID]) != 1 || second[slow.ID][0].ID == first[slow.ID][0].ID {
+		t.Fatalf("second claim: %v; want the next event of each webhook", second)
+	}
+
+	// The first attempt at slow times out: while the other claim of slow
+	// is live, slow is not claimed again, by anyone; fast is.
+	report(first[slow.ID][0], true)
+	if got := claim(); len(got[slow.ID]) != 0 || len(got[fast.ID]) != 1 {
+		t.Fatalf("claim after a timeout, another claim of it live: %d of the timed-out webhook, %d of the other; want 0 and 1",
+			len(got[slow.ID]), len(got[fast.ID]))
+	}
+	// Its other attempt times out too: its slot is free, one claim takes it.
+	report(second[slow.ID][0], true)
+	third := claim()
+	if len(third[slow.ID]) != 1 {
+		t.Fatalf("claim once the timed-out webhook's claims ended: %d of its events, want 1", len(third[slow.ID]))
+	}
+	if got := claim(); len(got[slow.ID]) != 0 {
+		t.Fatalf("claim while the timed-out webhook's one slot is held: %d of its events, want none", len(got[slow.ID]))
+	}
+	// An attempt that ends in time: slow is claimed as any webhook again.
+	report(third[slow.ID][0], false)
+	if got, again := claim(), claim(); len(got[slow.ID]) != 1 || len(again[slow.ID]) != 1 {
+		t.Fatalf("claims after an attempt in time: %d then %d events of the webhook, want 1 and 1", len(got[slow.ID]), len(again[slow.ID]))
+	}
+}
+
+// testWebhookJobMissed: a webhook of job.missed gets one event per sweep
+// pass that decided ticks of the job missed, listing that pass's missed
+// runs newest first and counting its missed ticks; all of them together
+// are the missed runs that run.missed tells one by one.
+func testWebhookJobMissed(t *testing.T, b *bundle) {
+	ws := webhookStore(t, b)
+	ctx := t.Context()
+	job := b.prefix + ":flood"
+	w := newWebhook(t, []string{b.prefix + ":"}, "run.missed", "job.missed")
+	if err := ws.CreateWebhook(ctx, &w); err != nil {
+		t.Fatalf("CreateWebhook: %v", err)
+	}
+	t.Cleanup(func() { _ = ws.DeleteWebhook(t.Context(), w.ID) })
+
+	b.register(t, job, everySecond, shortGrace)
+	l := b.sweepUntil(t, job, "three missed ticks", func(l leaseapi.Lease) bool { return l.MissedTicks >= 3 })
+	if _, err := b.store.ForgetSchedule(ctx, job); err != nil {
+		t.Fatalf("ForgetSchedule: %v", err)
+	}
+	l = b.get(t, job)
+
+	var perRun, listed []string
+	var counted int64
+	for {
+		events, err := ws.ClaimWebhookEvents(ctx, &leaseapi.ClaimWebhookParams{Limit: 10, Claim: time.Hour})
+		if err != nil {
+			t.Fatalf("ClaimWebhookEvents: %v", err)
+		}
+		if len(events) == 0 {
+			break
+		}
+		for _, e := range events {
+			if e.WebhookID != w.ID || e.JobID != job {
+				t.Fatalf("event %s of %s %s: another webhook's or job's", e.Type, e.WebhookID, e.JobID)
+			}
+			switch e.Type {
+			case "run.missed":
+				perRun = append(perRun, e.Run.Tick.UTC().Format(time.RFC3339Nano))
+			case "job.missed":
+				if e.Run != nil || e.Lease == nil || len(e.Missed) == 0 || e.MissedCount < int64(len(e.Missed)) {
+					t.Errorf("job.missed: run %v, lease %v, %d missed runs, count %d; want no run, the lease, the pass's missed runs and a count of at least as many",
+						e.Run, e.Lease, len(e.Missed), e.MissedCount)
+				}
+				counted += e.MissedCount
+				for i, r := range e.Missed {
+					if r.Outcome != leaseapi.OutcomeMissed || r.Tick == nil || r.EndedAt == nil ||
+						(i > 0 && !r.Tick.Before(*e.Missed[i-1].Tick)) {
+						t.Errorf("job.missed: run %d %+v, want missed runs with tick and end, newest first", i, r)
+						continue
+					}
+					listed = append(listed, r.Tick.UTC().Format(time.RFC3339Nano))
+				}
+			default:
+				t.Errorf("event %s, want only run.missed and job.missed", e.Type)
+			}
+			finish(t, ws, e, 200, 0)
+		}
+	}
+	if counted != l.MissedTicks {
+		t.Errorf("job.missed counts add up to %d, want the job's %d missed ticks", counted, l.MissedTicks)
+	}
+	if !slices.Equal(sortedCopy(perRun), sortedCopy(listed)) || len(perRun) == 0 {
+		t.Errorf("missed runs: run.missed told %v, job.missed listed %v; want the same runs", perRun, listed)
+	}
 }

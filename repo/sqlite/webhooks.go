@@ -2,8 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -23,16 +23,28 @@ const (
 INSERT INTO webhooks (id, url, url_redacted, secret, events, scopes, format, created_by, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 
-	// dueEventsQuery reads up to $2 events due at $1 that no live claim
-	// holds, with their webhook.
+	// dueEventsQuery reads the oldest event due at $1 that no live claim
+	// holds of up to $2 webhooks, oldest head first, passing over the
+	// webhooks of $3 (a JSON array: the caller's attempts in flight) and
+	// a webhook whose last attempt timed out while its claim is live, as
+	// the Postgres store's claim does.
 	dueEventsQuery = `
-SELECT o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.created_at, o.attempts + 1 AS attempts,
+SELECT o.id, o.webhook_id, o.type, o.job_id, o.run, o.lease, o.detail, o.created_at, o.attempts + 1 AS attempts,
 	w.url, w.secret, w.format
-FROM webhook_outbox AS o JOIN webhooks AS w ON w.id = o.webhook_id
-WHERE o.next_attempt <= $1 AND (o.claimed_until IS NULL OR o.claimed_until <= $1)
-ORDER BY o.next_attempt
+FROM webhooks AS w JOIN webhook_outbox AS o ON o.id = (
+	SELECT h.id FROM webhook_outbox AS h
+	WHERE h.webhook_id = w.id AND h.next_attempt <= $1 AND (h.claimed_until IS NULL OR h.claimed_until <= $1)
+	ORDER BY h.next_attempt, h.id
+	LIMIT 1)
+WHERE w.id NOT IN (SELECT value FROM json_each($3))
+	AND (w.timed_out = 0 OR ((w.claimed_until IS NULL OR w.claimed_until <= $1)
+		AND NOT EXISTS (SELECT 1 FROM webhook_outbox AS c WHERE c.webhook_id = w.id AND c.claimed_until > $1)))
+ORDER BY o.next_attempt, w.id
 LIMIT $2`
-	claimEventQuery = `UPDATE webhook_outbox SET claimed_until = $2, attempts = $3 WHERE id = $1`
+	claimEventQuery   = `UPDATE webhook_outbox SET claimed_until = $2, attempts = $3 WHERE id = $1`
+	claimWebhookQuery = `
+UPDATE webhooks SET claimed_until = $2, claim_event = $3
+WHERE id = $1 AND (claimed_until IS NULL OR claimed_until <= $2)`
 	retryEventQuery = `
 UPDATE webhook_outbox SET next_attempt = $3, claimed_until = NULL WHERE id = $1 AND attempts = $2`
 )
@@ -99,17 +111,29 @@ func (s *Store) WebhookDeliveries(ctx context.Context, id string) ([]leaseapi.We
 }
 
 // ClaimWebhookEvents claims due events. See leaseapi.WebhookStore.
-func (s *Store) ClaimWebhookEvents(ctx context.Context, limit int, claim time.Duration) ([]leaseapi.WebhookEvent, error) {
-	if err := stores.ValidateClaim(limit, claim); err != nil {
+func (s *Store) ClaimWebhookEvents(ctx context.Context, c *leaseapi.ClaimWebhookParams) ([]leaseapi.WebhookEvent, error) {
+	if err := stores.ValidateClaim(c); err != nil {
 		return nil, err
+	}
+	busy := c.Busy
+	if busy == nil {
+		busy = []string{}
+	}
+	busyJSON, err := json.Marshal(busy)
+	if err != nil {
+		return nil, fmt.Errorf("claim webhook events: %w", err)
 	}
 	return transact(ctx, s, "claim webhook events", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) ([]leaseapi.WebhookEvent, error) {
 		var rows []stores.OutboxRow
-		if err := tx.SelectContext(ctx, &rows, dueEventsQuery, now, limit); err != nil {
+		if err := tx.SelectContext(ctx, &rows, dueEventsQuery, now, c.Limit, string(busyJSON)); err != nil {
 			return nil, err
 		}
+		until := now + c.Claim.Milliseconds()
 		for i := range rows {
-			if _, err := tx.ExecContext(ctx, claimEventQuery, rows[i].ID, now+claim.Milliseconds(), rows[i].Attempts); err != nil {
+			if _, err := tx.ExecContext(ctx, claimEventQuery, rows[i].ID, until, rows[i].Attempts); err != nil {
+				return nil, err
+			}
+			if _, err := tx.ExecContext(ctx, claimWebhookQuery, rows[i].WebhookID, until, rows[i].ID); err != nil {
 				return nil, err
 			}
 		}

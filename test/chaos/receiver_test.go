@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +82,22 @@ func parseDelivery(id string, body []byte, at time.Time) (checker.Delivery, erro
 		return checker.Delivery{ID: id, At: at}, fmt.Errorf("body: %w", err)
 	}
 	d := checker.Delivery{ID: id, Type: b.Type, Job: b.Data.JobID, At: at}
+	if b.Type == checker.EventJobMissed {
+		var m struct {
+			Data api.JobMissedData `json:"data"`
+		}
+		if err := json.Unmarshal(body, &m); err != nil || d.Job == "" || len(m.Data.Missed) == 0 {
+			return d, errors.New("the job.missed body lacks data.jobId or data.missed")
+		}
+		d.Count = m.Data.Count
+		for _, r := range m.Data.Missed {
+			if r.Tick == nil {
+				return d, errors.New("a missed run of the job.missed body lacks its tick")
+			}
+			d.Missed = append(d.Missed, checker.MissedRef{Tick: r.Tick.Time, Trigger: string(r.Trigger)})
+		}
+		return d, nil
+	}
 	run := b.Data.Run
 	if b.Type == "" || d.Job == "" || run == nil {
 		return d, errors.New("the body lacks type, data.jobId or data.run")
@@ -161,7 +178,7 @@ func TestReceiver(t *testing.T) {
 	}
 	defer rv.close()
 	rv.setSecret(secret)
-	client := webhook.NewClient(true)
+	client := webhook.NewClient(true, 0)
 	tick := time.Date(2026, 12, 2, 15, 0, 2, 0, time.UTC)
 	message := func(id string, typ webhook.Event, run *leaseapi.Run) webhook.Message {
 		e := &leaseapi.WebhookEvent{ID: id, Type: string(typ), JobID: "job-03", Run: run}
@@ -193,12 +210,23 @@ func TestReceiver(t *testing.T) {
 	if res := send(rv, secret, message("msg_d", webhook.RunExpired, nil)); res.Delivered || res.Status != http.StatusBadRequest {
 		t.Fatalf("signed delivery without a run: %+v, want 400", res)
 	}
+	jobMissed := &leaseapi.WebhookEvent{ID: "msg_e", Type: string(webhook.JobMissed), JobID: "job-03", MissedCount: 3,
+		Missed: []leaseapi.Run{{JobID: "job-03", Tick: &tick, EndedAt: &tick, Outcome: leaseapi.OutcomeMissed, Trigger: leaseapi.TriggerSchedule}}}
+	data, err := api.MarshalWebhookData(jobMissed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := send(rv, secret, webhook.Message{ID: "msg_e", Type: webhook.JobMissed, Timestamp: time.Now(), Data: data}); !res.Delivered {
+		t.Fatalf("signed job.missed refused: %+v", res)
+	}
 	got, refused := rv.accepted()
 	want := []checker.Delivery{
 		{ID: "msg_a", Type: "run.failed", Job: "job-03", Token: 7, Tick: tick, Outcome: "failed", Trigger: "schedule", Verified: true},
 		{ID: "msg_b", Type: "run.missed", Job: "job-03", Tick: tick, Outcome: "missed", Trigger: "manual", Verified: true},
 		{ID: "msg_c", Type: "run.failed", Job: "job-03", Token: 8, Tick: tick, Outcome: "failed", Trigger: "schedule"},
 		{ID: "msg_d", Type: "run.expired", Job: "job-03", Verified: true, Err: "the body lacks type, data.jobId or data.run"},
+		{ID: "msg_e", Type: "job.missed", Job: "job-03", Verified: true, Count: 3,
+			Missed: []checker.MissedRef{{Tick: tick, Trigger: "schedule"}}},
 	}
 	if len(got) != len(want) || refused != 0 {
 		t.Fatalf("recorded %d deliveries (%d refused), want %d: %+v", len(got), refused, len(want), got)
@@ -206,7 +234,7 @@ func TestReceiver(t *testing.T) {
 	for i := range want {
 		g := got[i]
 		g.At = time.Time{}
-		if g != want[i] {
+		if !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("delivery %d: got %+v, want %+v", i, g, want[i])
 		}
 	}

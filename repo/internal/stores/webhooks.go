@@ -107,6 +107,7 @@ type OutboxRow struct {
 	JobID     string `db:"job_id"`
 	Run       []byte `db:"run"`
 	Lease     []byte `db:"lease"`
+	Detail    []byte `db:"detail"`
 	CreatedAt any    `db:"created_at"`
 	Attempts  int    `db:"attempts"`
 	URL       string `db:"url"`
@@ -134,6 +135,20 @@ func (r *OutboxRow) Event() (leaseapi.WebhookEvent, error) {
 		}
 		run := s.run(e.JobID, e.Lease, e.CreatedAt)
 		e.Run = &run
+	}
+	if notNull(r.Detail) {
+		var d struct {
+			Count  int64         `json:"count"`
+			Missed []runSnapshot `json:"missed"`
+		}
+		if err := json.Unmarshal(r.Detail, &d); err != nil {
+			return e, fmt.Errorf("webhook event %s detail: %w", r.ID, err)
+		}
+		e.MissedCount = d.Count
+		e.Missed = make([]leaseapi.Run, len(d.Missed))
+		for i := range d.Missed {
+			e.Missed[i] = d.Missed[i].run(e.JobID, nil, e.CreatedAt)
+		}
 	}
 	return e, nil
 }
@@ -331,6 +346,14 @@ WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2`
 	trimDeliveriesQuery = `
 DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id <= (
 	SELECT id FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`
+	// endWebhookClaimQuery records on webhook $1 whether the attempt at
+	// event $2 timed out ($3), and ends the webhook's claim if it was that
+	// event's.
+	endWebhookClaimQuery = `
+UPDATE webhooks SET timed_out = $3,
+	claimed_until = CASE WHEN claim_event = $2 THEN NULL ELSE claimed_until END,
+	claim_event = CASE WHEN claim_event = $2 THEN NULL ELSE claim_event END
+WHERE id = $1`
 	insertDeliveryQuery = `
 INSERT INTO webhook_deliveries (webhook_id, event_id, type, job_id, attempt, attempted_at, status, error, delivered)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
@@ -353,11 +376,14 @@ func ReadWebhookDeliveries(ctx context.Context, tx *sqlx.Tx, id string) ([]lease
 	return deliveriesOf(rows), nil
 }
 
-// RecordWebhookAttempt records attempt a in tx: its event is removed (done
-// or given up) or, with a RetryIn, made due again by the store's retry
-// statement ($1 event, $2 attempts, $3 retryArg), in either case only if
-// the claim reported is still the event's last (else ErrClaimLost); then
-// the attempt is logged at attemptedAt (the store's form of a.At) and the
+// RecordWebhookAttempt records attempt a in tx: first the webhook's row
+// (whether the attempt timed out; its claim ended if it was this event's),
+// so that a report locks the webhook before its event as a claim does; then
+// its event is removed (done or given up) or, with a RetryIn, made due
+// again by the store's retry statement ($1 event, $2 attempts, $3
+// retryArg), in either case only if the claim reported is still the
+// event's last (else ErrClaimLost, and the caller rolls tx back); then the
+// attempt is logged at attemptedAt (the store's form of a.At) and the
 // webhook's log trimmed to its newest MaxWebhookDeliveries.
 func RecordWebhookAttempt(ctx context.Context, tx *sqlx.Tx, a *leaseapi.WebhookAttempt, retry string, retryArg, attemptedAt any) error {
 	e := a.Event
@@ -365,6 +391,9 @@ func RecordWebhookAttempt(ctx context.Context, tx *sqlx.Tx, a *leaseapi.WebhookA
 		res interface{ RowsAffected() (int64, error) }
 		err error
 	)
+	if _, err := tx.ExecContext(ctx, endWebhookClaimQuery, e.WebhookID, e.ID, a.TimedOut); err != nil {
+		return err
+	}
 	if a.RetryIn <= 0 {
 		res, err = tx.ExecContext(ctx, doneEventQuery, e.ID, e.Attempt)
 	} else {
@@ -387,11 +416,11 @@ func RecordWebhookAttempt(ctx context.Context, tx *sqlx.Tx, a *leaseapi.WebhookA
 }
 
 // ValidateClaim checks the parameters of ClaimWebhookEvents.
-func ValidateClaim(limit int, claim time.Duration) error {
-	if limit < 1 {
+func ValidateClaim(p *leaseapi.ClaimWebhookParams) error {
+	if p.Limit < 1 {
 		return &leaseapi.InvalidError{Field: "limit", Rule: "must be at least 1"}
 	}
-	if claim < time.Millisecond {
+	if p.Claim < time.Millisecond {
 		return &leaseapi.InvalidError{Field: "claim", Rule: "must be at least 1ms"}
 	}
 	return nil
