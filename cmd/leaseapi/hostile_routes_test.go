@@ -109,21 +109,21 @@ func TestHostileRoutes(t *testing.T) {
 
 // routesEnv is one server of the run, its contract and its credentials.
 type routesEnv struct {
-	t        *testing.T
-	store    string
-	srv      *server
-	addr     string
-	doc      *openapi3.T
-	router   routers.Router
-	strict   *apitest.Contract
-	creds    map[string]string // name → bearer token: admin, lease, read
-	credIDs  []string          // ids of credentials variants may delete
-	hookIDs  []string          // ids of webhooks variants may delete
-	heldTok  int64             // token of the held job
-	fresh    int               // counter of fresh job ids
-	createdB map[string]string // job id → the variant that created it
-	requests map[string]string // X-Request-Id → the case's key
-	failures []string
+	t         *testing.T
+	store     string
+	srv       *server
+	addr      string
+	doc       *openapi3.T
+	router    routers.Router
+	strict    *apitest.Contract
+	creds     map[string]string // name → bearer token: admin, lease, read
+	credID    string            // the credential of /credentials/{id}
+	hookID    string            // the webhook of /webhooks/{id}
+	heldTok   int64             // token of the held job
+	fresh     int               // counter of fresh job ids
+	createdBy map[string]string // job id → the variant that created it
+	requests  map[string]string // X-Request-Id → the case's key
+	failures  []string
 }
 
 func runHostileRoutes(t *testing.T, store string) {
@@ -141,7 +141,7 @@ func runHostileRoutes(t *testing.T, store string) {
 		return serveWith(ctx, cfg, logger, defaultServerLimits())
 	})
 	e := &routesEnv{t: t, store: store, srv: srv, addr: strings.TrimPrefix(srv.url, "http://"),
-		creds: map[string]string{"admin": routesAdminToken}, createdB: map[string]string{}, requests: map[string]string{}}
+		creds: map[string]string{"admin": routesAdminToken}, createdBy: map[string]string{}, requests: map[string]string{}}
 	e.loadContract()
 	e.setUp()
 
@@ -202,22 +202,19 @@ func (e *routesEnv) loadContract() {
 	e.doc = doc
 }
 
-// setUp creates the scoped credentials, a held job, a paused job, and the
-// credentials and webhooks that DELETE variants may remove.
+// setUp creates the scoped credentials, a held, a paused and a done job,
+// and the credential and webhook of the {id} routes (which their DELETE
+// variants may remove: they run last).
 func (e *routesEnv) setUp() {
 	for _, c := range []struct{ name, role string }{{"lease", "lease"}, {"read", "read"}} {
 		body := fmt.Sprintf(`{"name":"routes-%s","role":%q,"scopes":[%q],"ratePerSecond":0}`, c.name, c.role, routesScope)
 		resp := e.mustOK(http.MethodPost, "/credentials", body)
 		e.creds[c.name] = resp["token"].(string)
 	}
-	for i := range 2 {
-		resp := e.mustOK(http.MethodPost, "/credentials", fmt.Sprintf(`{"name":"routes-victim-%d","role":"read","scopes":[%q]}`, i, routesScope))
-		e.credIDs = append(e.credIDs, resp["id"].(string))
-	}
-	for range 2 {
-		resp := e.mustOK(http.MethodPost, "/webhooks", `{"url":"https://hooks.example.invalid/x","events":["run.failed"],"scopes":["team-a:"]}`)
-		e.hookIDs = append(e.hookIDs, resp["id"].(string))
-	}
+	resp := e.mustOK(http.MethodPost, "/credentials", fmt.Sprintf(`{"name":"routes-victim","role":"read","scopes":[%q]}`, routesScope))
+	e.credID = resp["id"].(string)
+	resp = e.mustOK(http.MethodPost, "/webhooks", `{"url":"https://hooks.example.invalid/x","events":["run.failed"],"scopes":["team-a:"]}`)
+	e.hookID = resp["id"].(string)
 	l := e.mustOK(http.MethodPost, "/leases/team-a:held/acquire", `{"owner":"a","ttlMs":3600000,"schedule":"*/5 * * * *"}`)
 	e.heldTok = int64(l["token"].(float64))
 	e.mustOK(http.MethodPost, "/leases/team-a:paused/acquire", `{"owner":"a","tick":"2026-01-01T00:00:00Z"}`)
@@ -229,7 +226,7 @@ func (e *routesEnv) setUp() {
 // mustOK sends a valid request as the admin and wants a 2xx JSON object.
 func (e *routesEnv) mustOK(method, path, body string) map[string]any {
 	e.t.Helper()
-	resp, err := e.roundTrip(rawRequest(method, path, "admin-setup", body, "application/json", http.Header{"Authorization": {"Bearer " + routesAdminToken}}))
+	resp, err := e.roundTrip(rawRequest(method, path, body, "application/json", http.Header{"Authorization": {"Bearer " + routesAdminToken}}))
 	if err != nil || resp.status/100 != 2 {
 		e.t.Fatalf("set up %s %s: %v %v", method, path, err, resp)
 	}
@@ -302,9 +299,9 @@ func (e *routesEnv) basePath(op operation, jobID string) string {
 	p := op.path
 	p = strings.ReplaceAll(p, "{jobId}", jobID)
 	if strings.HasPrefix(op.path, "/credentials/") {
-		p = strings.ReplaceAll(p, "{id}", e.credIDs[0])
+		p = strings.ReplaceAll(p, "{id}", e.credID)
 	} else {
-		p = strings.ReplaceAll(p, "{id}", e.hookIDs[0])
+		p = strings.ReplaceAll(p, "{id}", e.hookID)
 	}
 	return strings.ReplaceAll(p, "{asset}", "app.js")
 }
@@ -604,7 +601,7 @@ func clipName(s string) string {
 }
 
 // rawRequest writes one HTTP/1.1 request with Connection: close.
-func rawRequest(method, target, _ string, body, contentType string, header http.Header) string {
+func rawRequest(method, target, body, contentType string, header http.Header) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: leaseapi\r\nConnection: close\r\n", method, target)
 	keys := slices.Sorted(func(yield func(string) bool) {
@@ -681,10 +678,10 @@ func (e *routesEnv) send(c hostileCase, i int) {
 	if c.noBody {
 		body, ct = "", ""
 	}
-	raw := rawRequest(c.op.method, target, "", body, ct, header)
+	raw := rawRequest(c.op.method, target, body, ct, header)
 	if c.fresh {
 		if id, ok := jobOfTarget(target); ok {
-			e.createdB[id] = key
+			e.createdBy[id] = key
 		}
 	}
 	resp, err := e.roundTrip(raw)
@@ -799,7 +796,7 @@ func (e *routesEnv) checkClients() {
 
 // storedKey names the variant that stored job id's lease.
 func (e *routesEnv) storedKey(id string) string {
-	if v, ok := e.createdB[id]; ok {
+	if v, ok := e.createdBy[id]; ok {
 		return "stored " + v
 	}
 	return "stored " + id
