@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,6 +38,8 @@ func TestUnreadableTimes(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
+		case strings.HasSuffix(r.URL.Path, "/trigger"):
+			_, _ = w.Write([]byte(unreadableLease("year-10000", `,"tick":"10000-01-01T00:00:00.000Z","owedTick":"10000-01-01T00:05:00.000Z","owedReason":"manual"`)))
 		case r.URL.Path == "/leases":
 			_, _ = w.Write([]byte(list))
 		case strings.HasSuffix(r.URL.Path, "/runs"):
@@ -51,7 +54,13 @@ func TestUnreadableTimes(t *testing.T) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
 		env := environment{apiURL: srv.URL, stdout: &stdout, stderr: &stderr}
-		if code := readCommand(t.Context(), args[0], args[1:], env); code != 0 {
+		command := readCommand
+		if args[0] == "trigger" {
+			command = func(ctx context.Context, _ string, args []string, env environment) int {
+				return triggerCommand(ctx, args, env)
+			}
+		}
+		if code := command(t.Context(), args[0], args[1:], env); code != 0 {
 			t.Fatalf("leasectl %v: exit %d: %s", args, code, stderr.String())
 		}
 		return stdout.String()
@@ -68,6 +77,9 @@ func TestUnreadableTimes(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("leasectl get does not show %q:\n%s", want, out)
 		}
+	}
+	if out = run("trigger", "year-10000"); !strings.Contains(out, "owes tick 10000-01-01T00:05:00.000Z (manual)") {
+		t.Errorf("leasectl trigger:\n%s", out)
 	}
 	out = run("runs", "year-10000")
 	if !strings.Contains(out, "10000-01-01T00:00:00.000Z (unreadable") || !strings.Contains(out, "missed") {
