@@ -124,6 +124,7 @@ type routesEnv struct {
 	createdBy map[string]string // job id → the variant that created it
 	requests  map[string]string // X-Request-Id → the case's key
 	failures  []string
+	statuses  map[int]int // answers by status
 }
 
 func runHostileRoutes(t *testing.T, store string) {
@@ -141,7 +142,7 @@ func runHostileRoutes(t *testing.T, store string) {
 		return serveWith(ctx, cfg, logger, defaultServerLimits())
 	})
 	e := &routesEnv{t: t, store: store, srv: srv, addr: strings.TrimPrefix(srv.url, "http://"),
-		creds: map[string]string{"admin": routesAdminToken}, createdBy: map[string]string{}, requests: map[string]string{}}
+		creds: map[string]string{"admin": routesAdminToken}, createdBy: map[string]string{}, requests: map[string]string{}, statuses: map[int]int{}}
 	e.loadContract()
 	e.setUp()
 
@@ -159,21 +160,34 @@ func runHostileRoutes(t *testing.T, store string) {
 	sort.SliceStable(cases, func(i, j int) bool {
 		return cases[i].op.method != http.MethodDelete && cases[j].op.method == http.MethodDelete
 	})
+	// Three in four cases go as the credential of the role the operation
+	// needs (its x-required-role), so that their input gets past the
+	// authorization; the others as any credential.
 	creds := []string{"admin", "lease", "read"}
 	for i, c := range cases {
 		c.cred = creds[rng.IntN(len(creds))]
+		if role := requiredRole(c.op.op); role != "" && rng.IntN(4) > 0 {
+			c.cred = role
+		}
 		if c.forceCred != "" {
 			c.cred = c.forceCred
 		}
 		e.send(c, i)
 	}
-	t.Logf("%s: %d operations, %d requests", store, len(ops), len(cases))
+	t.Logf("%s: %d operations, %d requests, answers by status %v", store, len(ops), len(cases), e.statuses)
 
 	e.checkLog()
 	e.checkClients()
 	for _, f := range e.failures {
 		t.Error(f)
 	}
+}
+
+// requiredRole is the x-required-role of op, "" when it names none (the
+// public routes).
+func requiredRole(op *openapi3.Operation) string {
+	role, _ := op.Extensions["x-required-role"].(string)
+	return role
 }
 
 // fail records a failure of the case named key, unless it is a known open
@@ -210,6 +224,10 @@ func (e *routesEnv) setUp() {
 		body := fmt.Sprintf(`{"name":"routes-%s","role":%q,"scopes":[%q],"ratePerSecond":0}`, c.name, c.role, routesScope)
 		resp := e.mustOK(http.MethodPost, "/credentials", body)
 		e.creds[c.name] = resp["token"].(string)
+		who, err := e.roundTrip(rawRequest(http.MethodGet, "/whoami", "", "", http.Header{"Authorization": {"Bearer " + e.creds[c.name]}}))
+		if err != nil || who.status != http.StatusOK || !strings.Contains(string(who.body), `"routes-`+c.name+`"`) {
+			e.t.Fatalf("the %s credential does not authenticate: %v %v", c.name, who, err)
+		}
 	}
 	resp := e.mustOK(http.MethodPost, "/credentials", fmt.Sprintf(`{"name":"routes-victim","role":"read","scopes":[%q]}`, routesScope))
 	e.credID = resp["id"].(string)
@@ -689,6 +707,7 @@ func (e *routesEnv) send(c hostileCase, i int) {
 		e.fail(key, "request %d (as %s) got no answer: %v", i, c.cred, err)
 		return
 	}
+	e.statuses[resp.status]++
 	if resp.status >= 500 {
 		e.fail(key, "as %s: %s", c.cred, resp)
 		return
