@@ -47,7 +47,7 @@ PYTHON_PACKAGES := py/pytest:python3-pytest py/apscheduler:python3-apscheduler p
 	py/redis:python3-redis py/jsonschema:python3-jsonschema py/yaml:python3-yaml \
 	redis-server:redis-server psql:postgresql-client openssl:openssl
 
-.PHONY: help build run test test-python test-short lint migrate cover db-up db-down docker generate bench manifests
+.PHONY: help build run test test-python test-short fuzz lint migrate cover db-up db-down docker generate bench manifests
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -78,6 +78,9 @@ test-short: ## run the tests that need no Postgres (nor etcd, redis-server)
 	$(GO) test -short $(TEST_FLAGS) ./...
 	$(GO) test -C bench/peers -short $(TEST_FLAGS) ./...
 	$(GO) test -C deploy/helm/test -short $(CHART_TEST_FLAGS) ./...
+
+fuzz: ## run every Go fuzz target of the module (found with go test -list) for an equal share of ~2 min, failing on any crash (FUZZ_BUDGET=seconds, or FUZZTIME=8s per target)
+	GO=$(GO) bash scripts/fuzz.sh
 
 lint: ## no tracked file over 1 MB but images, gofmt, go vet, staticcheck (pinned), go mod tidy, in the root and the nested modules; OpenAPI lint (pinned), helm lint and template (pinned), import directions, shell syntax
 	@unformatted=$$(gofmt -l .); if [[ -n $$unformatted ]]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi

@@ -218,6 +218,14 @@ func fuzzOptions() handlers.Options {
 // worker process), holds fuzzHeld in it, and serves it with opts.
 func newFuzzBundle(f *testing.F, opts handlers.Options) *fuzzBundle {
 	f.Helper()
+	return newFuzzBundleWith(f, opts, nil)
+}
+
+// newFuzzBundleWith is newFuzzBundle; configure, when not nil, completes
+// opts with the store (its credentials, its webhooks) before the handler is
+// built.
+func newFuzzBundleWith(f *testing.F, opts handlers.Options, configure func(*handlers.Options, *sqlite.Store)) *fuzzBundle {
+	f.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(f.TempDir(), "fuzz.db")})
 	if err != nil {
@@ -233,6 +241,9 @@ func newFuzzBundle(f *testing.F, opts handlers.Options) *fuzzBundle {
 	}
 	if _, err := s.Acquire(ctx, &leaseapi.AcquireParams{JobID: fuzzHeld, Owner: "a", TTL: time.Hour}); err != nil {
 		f.Fatalf("hold %s: %v", fuzzHeld, err)
+	}
+	if configure != nil {
+		configure(&opts, s)
 	}
 	rec := &recordingStore{Store: s, opts: opts}
 	return &fuzzBundle{handler: handlers.New(rec, opts), store: rec}
@@ -352,6 +363,12 @@ func checkSuccess(t *testing.T, req *http.Request, ct string, body []byte) {
 	switch {
 	case keys["leases"] != nil:
 		v = &api.LeaseList{}
+	case keys["owed"] != nil:
+		v = &api.OwedList{}
+	case keys["secret"] != nil:
+		v = &api.CreatedWebhook{}
+	case keys["token"] != nil && keys["role"] != nil:
+		v = &api.CreatedCredential{}
 	case keys["runs"] != nil:
 		v = &api.RunList{}
 	case keys["jobId"] != nil:

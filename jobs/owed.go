@@ -64,8 +64,11 @@ func (r *Runner) pollOwed(ctx context.Context, jobs []*job, runs *sync.WaitGroup
 func (r *Runner) pollOnce(ctx context.Context, ids []string, byID map[string]*job, runs *sync.WaitGroup) {
 	for _, batch := range batches(ids, owedBatch) {
 		reqCtx, cancel := context.WithTimeout(ctx, r.requestTimeout)
-		owed, err := postOwed(reqCtx, r.client, batch)
+		owed, skipped, err := postOwed(reqCtx, r.client, batch)
 		cancel()
+		for _, e := range skipped {
+			r.logger.Error("owed tick skipped", slog.String("owner", r.owner), slog.Any("error", e))
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

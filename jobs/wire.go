@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -221,31 +222,91 @@ func fromWire(l client.Lease) leaseapi.Lease {
 	return out
 }
 
-// postOwed asks what the jobs ids (1 to 1,000) owe: POST /owed.
-func postOwed(ctx context.Context, c leaseClient, ids []string) ([]leaseapi.Owed, error) {
+// rawOwedClient is what *client.ClientWithResponses also offers: POST
+// /owed with the answer unparsed.
+type rawOwedClient interface {
+	OwedTicks(ctx context.Context, body client.OwedTicksJSONRequestBody, reqEditors ...client.RequestEditorFn) (*http.Response, error)
+}
+
+// postOwed asks what the jobs ids (1 to 1,000) owe: POST /owed. An entry
+// the client cannot read (a tick that time.Time cannot hold, such as year
+// 10000) is left out and returned in skipped, so that it costs the other
+// jobs nothing; the generated client would fail the whole answer, so the
+// answer is read entry by entry when the client offers it unparsed.
+func postOwed(ctx context.Context, c leaseClient, ids []string) (owed []leaseapi.Owed, skipped []error, err error) {
+	if rc, ok := c.(rawOwedClient); ok {
+		return postOwedRaw(ctx, rc, ids)
+	}
 	resp, err := c.OwedTicksWithResponse(ctx, client.OwedRequest{Jobs: ids})
 	if err != nil {
-		return nil, fmt.Errorf("owed: %w: %w", leaseapi.ErrUnavailable, err)
+		return nil, nil, fmt.Errorf("owed: %w: %w", leaseapi.ErrUnavailable, err)
 	}
 	switch {
 	case resp.JSON200 != nil:
-	case resp.StatusCode() == http.StatusNotFound, resp.StatusCode() == http.StatusMethodNotAllowed:
-		// POST /owed never answers 404 (unknown ids are absent from the
-		// answer): the route itself is missing.
-		return nil, fmt.Errorf("owed: %w", errNoOwedRoute)
 	default:
-		return nil, fmt.Errorf("owed: %w", responseError(resp.HTTPResponse, resp.Body))
+		return nil, nil, owedError(resp.HTTPResponse, resp.Body)
 	}
 	out := make([]leaseapi.Owed, 0, len(resp.JSON200.Owed))
 	for _, o := range resp.JSON200.Owed {
-		owed := leaseapi.Owed{JobID: o.JobId, Tick: o.Tick, Reason: leaseapi.Trigger(o.Reason)}
-		if o.TriggeredBy != nil {
-			owed.TriggeredBy = *o.TriggeredBy
-		}
-		if o.TriggerReason != nil {
-			owed.TriggerReason = *o.TriggerReason
-		}
-		out = append(out, owed)
+		out = append(out, fromWireOwed(o))
 	}
-	return out, nil
+	return out, nil, nil
+}
+
+// postOwedRaw is postOwed reading each entry of the answer by itself.
+func postOwedRaw(ctx context.Context, c rawOwedClient, ids []string) ([]leaseapi.Owed, []error, error) {
+	resp, err := c.OwedTicks(ctx, client.OwedRequest{Jobs: ids})
+	if err != nil {
+		return nil, nil, fmt.Errorf("owed: %w: %w", leaseapi.ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, nil, fmt.Errorf("owed: %w: read the answer: %w", leaseapi.ErrUnavailable, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, owedError(resp, body)
+	}
+	var list struct {
+		Owed []json.RawMessage `json:"owed"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, nil, fmt.Errorf("owed: %w: an answer the client cannot read: %w", leaseapi.ErrUnavailable, err)
+	}
+	out := make([]leaseapi.Owed, 0, len(list.Owed))
+	var skipped []error
+	for _, raw := range list.Owed {
+		var o client.Owed
+		if err := json.Unmarshal(raw, &o); err != nil {
+			var id struct {
+				JobID string `json:"jobId"`
+			}
+			_ = json.Unmarshal(raw, &id)
+			skipped = append(skipped, fmt.Errorf("owed tick of %q not read: %w", id.JobID, err))
+			continue
+		}
+		out = append(out, fromWireOwed(o))
+	}
+	return out, skipped, nil
+}
+
+// owedError is the error of an answer of POST /owed other than 200.
+func owedError(resp *http.Response, body []byte) error {
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		// POST /owed never answers 404 (unknown ids are absent from the
+		// answer): the route itself is missing.
+		return fmt.Errorf("owed: %w", errNoOwedRoute)
+	}
+	return fmt.Errorf("owed: %w", responseError(resp, body))
+}
+
+func fromWireOwed(o client.Owed) leaseapi.Owed {
+	owed := leaseapi.Owed{JobID: o.JobId, Tick: o.Tick, Reason: leaseapi.Trigger(o.Reason)}
+	if o.TriggeredBy != nil {
+		owed.TriggeredBy = *o.TriggeredBy
+	}
+	if o.TriggerReason != nil {
+		owed.TriggerReason = *o.TriggerReason
+	}
+	return owed
 }

@@ -108,14 +108,19 @@ Flags:
 		return printJSON(env.stdout, answer)
 	}
 	var l client.Lease
-	if err := json.Unmarshal(answer, &l); err != nil || l.OwedTick == nil {
+	bad, err := decodeTolerant(answer, &l)
+	if _, unreadable := bad["owedTick"]; err != nil || (l.OwedTick == nil && !unreadable) {
 		return fmt.Errorf("leaseapi answered a lease without an owed tick: %s", answer)
 	}
 	reasonText := client.LeaseOwedReasonManual
 	if l.OwedReason != nil {
 		reasonText = *l.OwedReason
 	}
-	_, err = fmt.Fprintf(env.stdout, "job %q owes tick %s (%s)\n", l.JobId, api.FormatTime(*l.OwedTick), reasonText)
+	tick, unreadable := bad["owedTick"]
+	if !unreadable {
+		tick = api.FormatTime(*l.OwedTick)
+	}
+	_, err = fmt.Fprintf(env.stdout, "job %q owes tick %s (%s)\n", l.JobId, tick, reasonText)
 	return err
 }
 

@@ -123,7 +123,8 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 			return printJSON(env.stdout, body)
 		}
 		var l client.Lease
-		if err := json.Unmarshal(body, &l); err != nil {
+		bad, err := decodeTolerant(body, &l)
+		if err != nil {
 			return fmt.Errorf("decode lease: %w", err)
 		}
 		switch name {
@@ -142,7 +143,7 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 			_, err := fmt.Fprintf(env.stdout, "job %q %s (lease %s, token %d)\n", l.JobId, what, l.State, l.Token)
 			return err
 		}
-		return printLease(env.stdout, l, time.Now())
+		return printLease(env.stdout, leaseView{l, bad}, time.Now())
 	case "runs":
 		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) {
 			return c.ListRuns(ctx, job, nil)
@@ -153,11 +154,19 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 		if asJSON {
 			return printJSON(env.stdout, body)
 		}
-		var rl client.RunList
+		var rl struct {
+			Runs []json.RawMessage `json:"runs"`
+		}
 		if err := json.Unmarshal(body, &rl); err != nil {
 			return fmt.Errorf("decode runs: %w", err)
 		}
-		return printRuns(env.stdout, rl.Runs, time.Now())
+		runs := make([]runView, len(rl.Runs))
+		for i, raw := range rl.Runs {
+			if runs[i].bad, err = decodeTolerant(raw, &runs[i].Run); err != nil {
+				return fmt.Errorf("decode run: %w", err)
+			}
+		}
+		return printRuns(env.stdout, runs, time.Now())
 	}
 	return usagef("unknown command %q", name)
 }
@@ -234,9 +243,10 @@ func listLeases(ctx context.Context, c *client.ClientWithResponses, params clien
 	if err := json.Unmarshal(all.ServerTime, &serverTime); err != nil {
 		return fmt.Errorf("decode serverTime: %w", err)
 	}
-	leases := make([]client.Lease, len(all.Leases))
+	leases := make([]leaseView, len(all.Leases))
 	for i, raw := range all.Leases {
-		if err := json.Unmarshal(raw, &leases[i]); err != nil {
+		var err error
+		if leases[i].bad, err = decodeTolerant(raw, &leases[i].Lease); err != nil {
 			return fmt.Errorf("decode lease: %w", err)
 		}
 	}
@@ -257,47 +267,61 @@ func printJSON(w io.Writer, body []byte) error {
 // newTable is a kubectl-like table writer: columns two spaces apart.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
 
+// leaseView is a lease as decodeTolerant read it: the times it could not
+// read are in bad, by JSON name.
+type leaseView struct {
+	client.Lease
+	bad unreadable
+}
+
+// runView is a run as decodeTolerant read it.
+type runView struct {
+	client.Run
+	bad unreadable
+}
+
 // printLeases prints leases as a table, times relative to now (the
 // server's clock of the list).
-func printLeases(w io.Writer, leases []client.Lease, now time.Time) error {
+func printLeases(w io.Writer, leases []leaseView, now time.Time) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "JOB\tSTATE\tOWNER\tTOKEN\tTICK\tEXPIRES\tLAST OUTCOME")
 	for _, l := range leases {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.JobId, l.State, l.Owner, l.Token,
-			timeOrNone(l.Tick, now), when(l.ExpiresAt, now), outcomeOrNone(l.LastOutcome))
+			l.bad.at("tick", l.Tick, now), l.bad.at("expiresAt", &l.ExpiresAt, now), outcomeOrNone(l.LastOutcome))
 	}
 	return tw.Flush()
 }
 
 // printLease prints one lease as "FIELD  value" lines.
-func printLease(w io.Writer, l client.Lease, now time.Time) error {
+func printLease(w io.Writer, v leaseView, now time.Time) error {
+	l, bad := v.Lease, v.bad
 	tw := newTable(w)
 	fmt.Fprintf(tw, "JOB\t%s\n", l.JobId)
 	fmt.Fprintf(tw, "STATE\t%s\n", l.State)
 	fmt.Fprintf(tw, "OWNER\t%s\n", l.Owner)
 	fmt.Fprintf(tw, "TOKEN\t%d\n", l.Token)
 	fmt.Fprintf(tw, "TTL\t%s\n", time.Duration(l.TtlMs)*time.Millisecond)
-	fmt.Fprintf(tw, "TICK\t%s\n", timeOrNone(l.Tick, now))
-	fmt.Fprintf(tw, "ACQUIRED\t%s\n", when(l.AcquiredAt, now))
-	fmt.Fprintf(tw, "RENEWED\t%s\n", when(l.RenewedAt, now))
-	fmt.Fprintf(tw, "EXPIRES\t%s\n", when(l.ExpiresAt, now))
-	fmt.Fprintf(tw, "RELEASED\t%s\n", timeOrNone(l.ReleasedAt, now))
+	fmt.Fprintf(tw, "TICK\t%s\n", bad.at("tick", l.Tick, now))
+	fmt.Fprintf(tw, "ACQUIRED\t%s\n", bad.at("acquiredAt", &l.AcquiredAt, now))
+	fmt.Fprintf(tw, "RENEWED\t%s\n", bad.at("renewedAt", &l.RenewedAt, now))
+	fmt.Fprintf(tw, "EXPIRES\t%s\n", bad.at("expiresAt", &l.ExpiresAt, now))
+	fmt.Fprintf(tw, "RELEASED\t%s\n", bad.at("releasedAt", l.ReleasedAt, now))
 	fmt.Fprintf(tw, "LAST OUTCOME\t%s\n", outcomeOrNone(l.LastOutcome))
-	fmt.Fprintf(tw, "LAST COMPLETED TICK\t%s\n", timeOrNone(l.LastCompletedTick, now))
+	fmt.Fprintf(tw, "LAST COMPLETED TICK\t%s\n", bad.at("lastCompletedTick", l.LastCompletedTick, now))
 	if l.Schedule != nil {
 		fmt.Fprintf(tw, "SCHEDULE\t%s (grace %s)\n", *l.Schedule, time.Duration(*l.GraceMs)*time.Millisecond)
-		fmt.Fprintf(tw, "NEXT TICK\t%s\n", timeOrNone(l.NextTick, now))
+		fmt.Fprintf(tw, "NEXT TICK\t%s\n", bad.at("nextTick", l.NextTick, now))
 	}
 	fmt.Fprintf(tw, "MISSED TICKS\t%d\n", l.MissedTicks)
 	fmt.Fprintf(tw, "SKIPPED TICKS\t%d\n", l.SkippedTicks)
 	if l.Paused {
-		fmt.Fprintf(tw, "PAUSED\t%s by %s: %s\n", timeOrNone(l.PausedAt, now), stringOrNone(l.PausedBy), stringOrNone(l.PausedReason))
+		fmt.Fprintf(tw, "PAUSED\t%s by %s: %s\n", bad.at("pausedAt", l.PausedAt, now), stringOrNone(l.PausedBy), stringOrNone(l.PausedReason))
 	}
 	return tw.Flush()
 }
 
 // printRuns prints runs as a table, newest first as the API lists them.
-func printRuns(w io.Writer, runs []client.Run, now time.Time) error {
+func printRuns(w io.Writer, runs []runView, now time.Time) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "TOKEN\tOWNER\tTICK\tSTARTED\tDURATION\tOUTCOME")
 	for _, r := range runs {
@@ -312,8 +336,8 @@ func printRuns(w io.Writer, runs []client.Run, now time.Time) error {
 		if r.Owner != nil {
 			owner = *r.Owner
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", token, owner, timeOrNone(r.Tick, now),
-			timeOrNone(r.StartedAt, now), duration, r.Outcome)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", token, owner, r.bad.at("tick", r.Tick, now),
+			r.bad.at("startedAt", r.StartedAt, now), duration, r.Outcome)
 	}
 	return tw.Flush()
 }

@@ -4,6 +4,13 @@ Times are timezone-aware ``datetime`` values in UTC (the service sends RFC
 3339 with millisecond precision); durations are seconds (``float``). Every
 value keeps the JSON it was read from in ``raw``, so fields that a newer
 service adds are not lost.
+
+A time that ``datetime`` cannot represent (year 0000 or after 9999, an
+offset that moves it out of years 1-9999, or text that is not RFC 3339) is
+an error of that field only, never of the answer: the attribute is None,
+``field_errors`` maps its name (``"last_completed_tick"``) to what was
+wrong, and ``raw`` keeps the text as sent. A list with such a lease still
+returns every lease.
 """
 
 from __future__ import annotations
@@ -46,9 +53,17 @@ def to_seconds(value: Seconds) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
-def _time(data: Mapping[str, Any], key: str) -> Optional[datetime]:
+def _time(data: Mapping[str, Any], key: str, field_errors: Dict[str, str], attr: str) -> Optional[datetime]:
+    """The time of data[key], or None; a value that is not a time this
+    client can represent is recorded in field_errors[attr] instead."""
     value = data.get(key)
-    return None if value is None else parse_time(value)
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except (TypeError, ValueError, OverflowError, AttributeError) as err:
+        field_errors[attr] = f"{key} {value!r} is not a time this client can represent: {err}"
+        return None
 
 
 def _seconds(data: Mapping[str, Any], key: str) -> Optional[float]:
@@ -72,9 +87,11 @@ class Lease:
     timeline: Optional[int]
     #: ``held``, ``released``, ``expired`` or ``revoked``.
     state: str
-    acquired_at: datetime
-    renewed_at: datetime
-    expires_at: datetime
+    #: acquired_at, renewed_at and expires_at are None only when
+    #: field_errors names them.
+    acquired_at: Optional[datetime]
+    renewed_at: Optional[datetime]
+    expires_at: Optional[datetime]
     released_at: Optional[datetime]
     #: TTL of the last grant or renewal, in seconds.
     ttl: float
@@ -103,28 +120,32 @@ class Lease:
     #: ``catch-up`` or ``manual`` when a tick is owed.
     owed_reason: Optional[str]
     raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: The attributes that could not be read, by name, and why (they are
+    #: None; ``raw`` keeps the text as sent). Empty for a lease read whole.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Lease":
+        errs: Dict[str, str] = {}
         return cls(
             job_id=data["jobId"],
             owner=data["owner"],
             token=int(data["token"]),
             timeline=data.get("timeline"),
             state=data["state"],
-            acquired_at=parse_time(data["acquiredAt"]),
-            renewed_at=parse_time(data["renewedAt"]),
-            expires_at=parse_time(data["expiresAt"]),
-            released_at=_time(data, "releasedAt"),
+            acquired_at=_time(data, "acquiredAt", errs, "acquired_at"),
+            renewed_at=_time(data, "renewedAt", errs, "renewed_at"),
+            expires_at=_time(data, "expiresAt", errs, "expires_at"),
+            released_at=_time(data, "releasedAt", errs, "released_at"),
             ttl=data["ttlMs"] / 1000,
-            tick=_time(data, "tick"),
-            last_completed_tick=_time(data, "lastCompletedTick"),
+            tick=_time(data, "tick", errs, "tick"),
+            last_completed_tick=_time(data, "lastCompletedTick", errs, "last_completed_tick"),
             last_outcome=data.get("lastOutcome"),
             schedule=data.get("schedule"),
             grace=_seconds(data, "graceMs"),
-            next_tick=_time(data, "nextTick"),
+            next_tick=_time(data, "nextTick", errs, "next_tick"),
             paused=bool(data.get("paused", False)),
-            paused_at=_time(data, "pausedAt"),
+            paused_at=_time(data, "pausedAt", errs, "paused_at"),
             paused_by=data.get("pausedBy"),
             paused_reason=data.get("pausedReason"),
             missed_ticks=int(data.get("missedTicks", 0)),
@@ -132,9 +153,10 @@ class Lease:
             revoked_by=data.get("revokedBy"),
             catch_up=data.get("catchUp", "none"),
             catch_up_window=data.get("catchUpWindowMs", 86_400_000) / 1000,
-            owed_tick=_time(data, "owedTick"),
+            owed_tick=_time(data, "owedTick", errs, "owed_tick"),
             owed_reason=data.get("owedReason"),
             raw=dict(data),
+            field_errors=errs,
         )
 
 
@@ -161,23 +183,27 @@ class Run:
     #: Who triggered a manual run, when the service knows.
     triggered_by: Optional[str]
     raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: As Lease.field_errors.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Run":
         token = data.get("token")
+        errs: Dict[str, str] = {}
         return cls(
             job_id=data["jobId"],
             token=None if token is None else int(token),
             owner=data.get("owner"),
-            tick=_time(data, "tick"),
-            started_at=_time(data, "startedAt"),
-            ended_at=_time(data, "endedAt"),
+            tick=_time(data, "tick", errs, "tick"),
+            started_at=_time(data, "startedAt", errs, "started_at"),
+            ended_at=_time(data, "endedAt", errs, "ended_at"),
             outcome=data["outcome"],
             duration=_seconds(data, "durationMs"),
             revoked_by=data.get("revokedBy"),
             trigger=data.get("trigger", "schedule"),
             triggered_by=data.get("triggeredBy"),
             raw=dict(data),
+            field_errors=errs,
         )
 
 

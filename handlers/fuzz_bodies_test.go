@@ -1,0 +1,100 @@
+package handlers_test
+
+// Fuzz targets for the bodies of the routes other than acquire, heartbeat
+// and release (fuzz_test.go): pause, resume, trigger, owed, credentials and
+// webhooks. Each serves its input through handlers.New over the real SQLite
+// store and holds the answer to checkFuzzResponse's properties. Run one with
+//
+//	go test ./handlers -run '^$' -fuzz '^FuzzPauseBody$' -fuzztime 60s
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/leaseapi/leaseapi/handlers"
+	"github.com/leaseapi/leaseapi/repo/sqlite"
+)
+
+// hostileBodies seed every body target besides its valid bodies: what a
+// strict decoder must refuse with a 4xx.
+var hostileBodies = []string{
+	``, `null`, `[]`, `"x"`, `1`, `{}`, `{"x":1}`, `{} {}`, `{`, "\ufeff{}", `{"a":` + strings.Repeat("[", 1000),
+	`{"reason":null}`, `{"reason":1}`, `{"reason":"` + strings.Repeat("r", 300) + `"}`, `{"reason":"a\u0000b"}`,
+	`{"reason":"x","reason":"y"}`, `{"Reason":"x"}`, `{"jobs":[]}`, `{"jobs":[""]}`, `{"jobs":null}`,
+	`{"jobs":["a","a"]}`, `{"jobs":[1]}`, `{"name":"n","role":"root","scopes":["*"]}`,
+	`{"url":"http://127.0.0.1/x","events":["run.failed"],"scopes":["*"]}`,
+}
+
+// fuzzBodyOf fuzzes the body of method target (target returns the path of
+// each input), sent with the bearer token when not empty.
+func fuzzBodyOf(f *testing.F, b *fuzzBundle, method string, target func() string, token string, valid ...string) {
+	for _, v := range append(valid, hostileBodies...) {
+		f.Add("application/json", "", []byte(v))
+	}
+	f.Add("text/plain", "", []byte(valid[0]))
+	f.Add("application/json; charset=utf-8", "gzip", []byte(valid[0]))
+	f.Fuzz(func(t *testing.T, contentType, contentEncoding string, body []byte) {
+		req := httptest.NewRequest(method, target(), bytes.NewReader(body))
+		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Content-Encoding", contentEncoding)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		b.serve(t, req, contentType+contentEncoding+string(body))
+	})
+}
+
+// fuzzAdminBundle is a bundle with an admin token, whose credentials and
+// webhooks are kept by the store.
+func fuzzAdminBundle(f *testing.F) *fuzzBundle {
+	opts := fuzzOptions()
+	opts.AdminTokens = []string{fuzzAdminToken}
+	return newFuzzBundleWith(f, opts, func(o *handlers.Options, s *sqlite.Store) {
+		o.Credentials = s
+		o.Webhooks = s
+	})
+}
+
+func heldPath(suffix string) func() string {
+	return func() string { return "/leases/" + fuzzHeld + suffix }
+}
+
+func FuzzPauseBody(f *testing.F) {
+	fuzzBodyOf(f, fuzzAdminBundle(f), http.MethodPost, heldPath("/pause"), fuzzAdminToken,
+		`{}`, `{"reason":"maintenance until 10:00"}`, `{"reason":""}`, `{"reason":"é\u202e"}`)
+}
+
+func FuzzResumeBody(f *testing.F) {
+	fuzzBodyOf(f, fuzzAdminBundle(f), http.MethodPost, heldPath("/resume"), fuzzAdminToken, `{}`)
+}
+
+func FuzzTriggerBody(f *testing.F) {
+	fuzzBodyOf(f, fuzzAdminBundle(f), http.MethodPost, heldPath("/trigger"), fuzzAdminToken,
+		`{}`, `{"reason":"rerun after the fix"}`, `{"reason":""}`)
+}
+
+func FuzzOwedBody(f *testing.F) {
+	fuzzBodyOf(f, fuzzAdminBundle(f), http.MethodPost, func() string { return "/owed" }, fuzzAdminToken,
+		`{"jobs":["`+fuzzHeld+`"]}`, `{"jobs":["`+fuzzHeld+`","`+fuzzFresh+`","team-a:x"]}`,
+		`{"jobs":[`+strings.Repeat(`"j",`, 1000)+`"k"]}`)
+}
+
+func FuzzCredentialBody(f *testing.F) {
+	fuzzBodyOf(f, fuzzAdminBundle(f), http.MethodPost, func() string { return "/credentials" }, fuzzAdminToken,
+		`{"name":"ci","role":"lease","scopes":["team-a:"]}`,
+		`{"name":"reader","role":"read","scopes":["*"],"ratePerSecond":0}`,
+		`{"name":"ops","role":"admin","scopes":["team-a:","team-b."],"ratePerSecond":2.5}`,
+		`{"name":"x","role":"lease","scopes":["team-a:"],"ratePerSecond":1e308}`,
+		`{"name":"x","role":"lease","scopes":["team-a:"],"ratePerSecond":-1}`)
+}
+
+func FuzzWebhookBody(f *testing.F) {
+	fuzzBodyOf(f, fuzzAdminBundle(f), http.MethodPost, func() string { return "/webhooks" }, fuzzAdminToken,
+		`{"url":"https://hooks.example.com/leaseapi","events":["run.failed"],"scopes":["team-a:"]}`,
+		`{"url":"https://hooks.slack.com/services/T/B/x","events":["run.failed","run.missed"],"scopes":["*"],"format":"slack"}`,
+		`{"url":"http://2130706433/x","events":["run.failed"],"scopes":["*"]}`,
+		`{"url":"http://[::ffff:10.0.0.1]:65536/x","events":["run.failed"],"scopes":["*"]}`)
+}
