@@ -46,13 +46,10 @@ func (h *handler) cancelTrigger(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// owed answers what the named jobs owe (read). Ids out of the caller's
-// scopes are absent from the answer, as unknown ones are.
+// owed answers what the named jobs owe (read). An id out of the caller's
+// scopes is 403, as on the routes that name one job.
 func (h *handler) owed(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "owed", owedParams, func(ctx context.Context, p *leaseapi.OwedParams) ([]leaseapi.Owed, error) {
-		if len(p.JobIDs) == 0 {
-			return nil, nil // none in scope: nothing to ask
-		}
 		return h.store.Owed(ctx, p)
 	}, func(_ *http.Request, os []leaseapi.Owed) any {
 		return api.OwedList{Owed: api.FromOwed(os)}
@@ -72,12 +69,10 @@ func owedParams(w http.ResponseWriter, r *http.Request) (*leaseapi.OwedParams, e
 		return nil, err
 	}
 	caller := principalFrom(r.Context())
-	inScope := p.JobIDs[:0:0]
 	for _, id := range p.JobIDs {
-		if caller.inScope(id) {
-			inScope = append(inScope, id)
+		if !caller.inScope(id) {
+			return nil, outOfScope(caller, id)
 		}
 	}
-	p.JobIDs = inScope
 	return p, nil
 }

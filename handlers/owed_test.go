@@ -174,8 +174,8 @@ func manyJobs(n int) string {
 	return string(b)
 }
 
-// TestOwedScopes: POST /owed leaves out the jobs outside the caller's
-// scopes, as if they owed nothing; a trigger needs role admin.
+// TestOwedScopes: POST /owed naming a job outside the caller's scopes is
+// 403, whether or not the job exists; a trigger needs role admin.
 func TestOwedScopes(t *testing.T) {
 	t.Parallel()
 	store := openSQLite(t)
@@ -190,12 +190,15 @@ func TestOwedScopes(t *testing.T) {
 		wantLease(t, b.trigger(t, job, `{}`, admin))
 	}
 	wantProblem(t, b.trigger(t, "team-a:report", `{}`, reader), http.StatusForbidden, api.CodeForbidden)
-	o := b.owed(t, reader, "team-a:report", "team-b:report")
+	o := b.owed(t, reader, "team-a:report")
 	if len(o.Owed) != 1 || o.Owed[0].JobID != "team-a:report" || o.Owed[0].TriggeredBy == nil || *o.Owed[0].TriggeredBy != "admin" {
-		t.Errorf("POST /owed by a reader of team-a: got %+v, want team-a:report only, triggered by admin", o.Owed)
+		t.Errorf("POST /owed by a reader of team-a: got %+v, want team-a:report, triggered by admin", o.Owed)
 	}
-	if o := b.owed(t, reader, "team-b:report"); len(o.Owed) != 0 {
-		t.Errorf("POST /owed of team-b only: got %+v, want nothing", o.Owed)
+	for _, body := range []string{`{"jobs":["team-a:report","team-b:report"]}`, `{"jobs":["team-b:report"]}`, `{"jobs":["team-b:nothing"]}`} {
+		p := wantProblem(t, b.do(t, request{method: http.MethodPost, path: "/owed", body: body, header: reader}), http.StatusForbidden, api.CodeForbidden)
+		if !strings.Contains(p.Detail, "scopes (team-a:)") {
+			t.Errorf("POST /owed %s: detail %q does not name the scopes", body, p.Detail)
+		}
 	}
 }
 
