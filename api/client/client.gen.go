@@ -2132,8 +2132,8 @@ type ClientInterface interface {
 	//
 	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 	// job with `catchUp` `latest` after a missed tick), in job id order, one
-	// per job at most. Jobs that owe nothing, are unknown or lie outside the
-	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// per job at most. Jobs that owe nothing or are unknown are absent; a job
+	// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 	// Go runner every 10 s, jittered) and claims each tick with an ordinary
 	// acquire of that tick. Bodies up to 256 KiB.
 	//
@@ -2146,8 +2146,8 @@ type ClientInterface interface {
 	//
 	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 	// job with `catchUp` `latest` after a missed tick), in job id order, one
-	// per job at most. Jobs that owe nothing, are unknown or lie outside the
-	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// per job at most. Jobs that owe nothing or are unknown are absent; a job
+	// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 	// Go runner every 10 s, jittered) and claims each tick with an ordinary
 	// acquire of that tick. Bodies up to 256 KiB.
 	//
@@ -2841,8 +2841,8 @@ func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 //
 // The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 // job with `catchUp` `latest` after a missed tick), in job id order, one
-// per job at most. Jobs that owe nothing, are unknown or lie outside the
-// caller's scopes are absent. A replica polls this for all its jobs (the
+// per job at most. Jobs that owe nothing or are unknown are absent; a job
+// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 // Go runner every 10 s, jittered) and claims each tick with an ordinary
 // acquire of that tick. Bodies up to 256 KiB.
 //
@@ -2865,8 +2865,8 @@ func (c *Client) OwedTicksWithBody(ctx context.Context, contentType string, body
 //
 // The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 // job with `catchUp` `latest` after a missed tick), in job id order, one
-// per job at most. Jobs that owe nothing, are unknown or lie outside the
-// caller's scopes are absent. A replica polls this for all its jobs (the
+// per job at most. Jobs that owe nothing or are unknown are absent; a job
+// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 // Go runner every 10 s, jittered) and claims each tick with an ordinary
 // acquire of that tick. Bodies up to 256 KiB.
 //
@@ -4711,8 +4711,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 	// job with `catchUp` `latest` after a missed tick), in job id order, one
-	// per job at most. Jobs that owe nothing, are unknown or lie outside the
-	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// per job at most. Jobs that owe nothing or are unknown are absent; a job
+	// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 	// Go runner every 10 s, jittered) and claims each tick with an ordinary
 	// acquire of that tick. Bodies up to 256 KiB.
 	//
@@ -4725,8 +4725,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 	// job with `catchUp` `latest` after a missed tick), in job id order, one
-	// per job at most. Jobs that owe nothing, are unknown or lie outside the
-	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// per job at most. Jobs that owe nothing or are unknown are absent; a job
+	// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 	// Go runner every 10 s, jittered) and claims each tick with an ordinary
 	// acquire of that tick. Bodies up to 256 KiB.
 	//
@@ -4880,8 +4880,15 @@ type ConsoleRedirectResponse302Headers struct {
 type ConsoleRedirectResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// Headers302 the parsed response headers for an HTTP 302 response
 	Headers302 *ConsoleRedirectResponse302Headers
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ConsoleRedirectResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -5332,6 +5339,8 @@ type ListLeasesResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5359,6 +5368,11 @@ func (r ListLeasesResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListLeasesResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListLeasesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -5540,6 +5554,8 @@ type GetLeaseResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -5569,6 +5585,11 @@ func (r GetLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r GetLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -6297,6 +6318,8 @@ type ListRunsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -6326,6 +6349,11 @@ func (r ListRunsResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListRunsResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListRunsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -7017,6 +7045,8 @@ type ListRecentRunsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7044,6 +7074,11 @@ func (r ListRecentRunsResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListRecentRunsResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListRecentRunsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7114,6 +7149,8 @@ type GetStatsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7141,6 +7178,11 @@ func (r GetStatsResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r GetStatsResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7196,8 +7238,15 @@ type ConsoleRedirectSlashResponse302Headers struct {
 type ConsoleRedirectSlashResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// Headers302 the parsed response headers for an HTTP 302 response
 	Headers302 *ConsoleRedirectSlashResponse302Headers
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ConsoleRedirectSlashResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -7238,10 +7287,17 @@ type ConsoleAssetResponse200Headers struct {
 type ConsoleAssetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ConsoleAssetResponse200Headers
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ConsoleAssetResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -7760,6 +7816,8 @@ type WhoamiResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7787,6 +7845,11 @@ func (r WhoamiResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r WhoamiResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WhoamiResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -8320,8 +8383,8 @@ func (c *ClientWithResponses) OpenapiWithResponse(ctx context.Context, reqEditor
 //
 // The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 // job with `catchUp` `latest` after a missed tick), in job id order, one
-// per job at most. Jobs that owe nothing, are unknown or lie outside the
-// caller's scopes are absent. A replica polls this for all its jobs (the
+// per job at most. Jobs that owe nothing or are unknown are absent; a job
+// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 // Go runner every 10 s, jittered) and claims each tick with an ordinary
 // acquire of that tick. Bodies up to 256 KiB.
 //
@@ -8340,8 +8403,8 @@ func (c *ClientWithResponses) OwedTicksWithBodyWithResponse(ctx context.Context,
 //
 // The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 // job with `catchUp` `latest` after a missed tick), in job id order, one
-// per job at most. Jobs that owe nothing, are unknown or lie outside the
-// caller's scopes are absent. A replica polls this for all its jobs (the
+// per job at most. Jobs that owe nothing or are unknown are absent; a job
+// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 // Go runner every 10 s, jittered) and claims each tick with an ordinary
 // acquire of that tick. Bodies up to 256 KiB.
 //
@@ -8568,6 +8631,19 @@ func ParseConsoleRedirectResponse(rsp *http.Response) (*ConsoleRedirectResponse,
 	response := &ConsoleRedirectResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	}
 
 	switch {
@@ -9005,6 +9081,13 @@ func ParseListLeasesResponse(rsp *http.Response) (*ListLeasesResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9206,6 +9289,13 @@ func ParseGetLeaseResponse(rsp *http.Response) (*GetLeaseResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -9949,6 +10039,13 @@ func ParseListRunsResponse(rsp *http.Response) (*ListRunsResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10621,6 +10718,13 @@ func ParseListRecentRunsResponse(rsp *http.Response) (*ListRecentRunsResponse, e
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10715,6 +10819,13 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10789,6 +10900,19 @@ func ParseConsoleRedirectSlashResponse(rsp *http.Response) (*ConsoleRedirectSlas
 
 	switch {
 	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
 		var headers ConsoleRedirectSlashResponse302Headers
 		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
 			var value string
@@ -10826,6 +10950,13 @@ func ParseConsoleAssetResponse(rsp *http.Response) (*ConsoleAssetResponse, error
 	switch {
 	case rsp.StatusCode == 304:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -11345,6 +11476,13 @@ func ParseWhoamiResponse(rsp *http.Response) (*WhoamiResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
