@@ -80,6 +80,11 @@ type Options struct {
 	// WebhookAllowPrivate accepts webhook URLs whose host is a loopback,
 	// private, link-local or otherwise non-public IP address.
 	WebhookAllowPrivate bool
+	// Open serves every peer while the API is open (LEASEAPI_OPEN). Without
+	// it an open API answers only loopback peers whose Host is localhost,
+	// *.localhost, 127.0.0.0/8 or [::1] (403 for others), except on
+	// /healthz, /readyz, /metrics and /openapi.yaml.
+	Open bool
 }
 
 // handler holds the dependencies of every route; the routes are its methods.
@@ -103,6 +108,7 @@ type handler struct {
 	webhooks            leaseapi.WebhookStore
 	webhookSealer       *webhook.Sealer
 	webhookAllowPrivate bool
+	openToAll           bool // Options.Open
 }
 
 // New returns the HTTP handler of the API, serving store. It panics when the
@@ -126,6 +132,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		webhooks:            opts.Webhooks,
 		webhookSealer:       opts.WebhookSealer,
 		webhookAllowPrivate: opts.WebhookAllowPrivate,
+		openToAll:           opts.Open,
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -155,7 +162,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 // routes is the route table.
 func (h *handler) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(h.requestID, closeChunked, h.instrument, h.recoverer)
+	r.Use(h.requestID, closeChunked, h.instrument, h.recoverer, h.protect)
 	r.NotFound(h.notFound)
 	r.MethodNotAllowed(h.methodNotAllowed(r))
 

@@ -398,7 +398,7 @@ func TestServeEmbedded(t *testing.T) {
 	cfg := serveConfig(t)
 	srv := startServe(t, cfg)
 	job := strings.TrimPrefix(exercise(t, srv.url), srv.url)
-	if got := srv.logs.records(t, "no API or admin tokens configured: the API is open to anyone who can reach it; set LEASEAPI_API_TOKENS and LEASEAPI_ADMIN_TOKENS"); len(got) != 1 || got[0]["level"] != "WARN" {
+	if got := srv.logs.records(t, "no credential or token exists: the API answers only requests from this host to localhost until a credential is created (leaseapi credentials create); set LEASEAPI_OPEN=true to serve every peer without one"); len(got) != 1 || got[0]["level"] != "WARN" {
 		t.Errorf("open-API warning = %v, want one WARN record", got)
 	}
 	if err := srv.stop(); err != nil {
