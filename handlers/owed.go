@@ -14,7 +14,7 @@ import (
 // Idempotency-Key answers the tick the first call made.
 func (h *handler) trigger(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "trigger", h.triggerParams, h.store.Trigger, func(r *http.Request, l leaseapi.Lease) any {
-		loggerFrom(r.Context()).Info("job triggered", "job_id", l.JobID, "by", principalFrom(r.Context()).name,
+		loggerFrom(r.Context()).Info("job triggered", "job_id", l.JobID, "by", principalFrom(r.Context()).audit(),
 			"owed_tick", l.OwedTick, "owed_reason", l.OwedReason)
 		return api.FromLease(l)
 	})
@@ -29,7 +29,7 @@ func (h *handler) triggerParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	p := &leaseapi.TriggerParams{JobID: id, By: principalFrom(r.Context()).name,
+	p := &leaseapi.TriggerParams{JobID: id, By: principalFrom(r.Context()).audit(),
 		Key: r.Header.Get("Idempotency-Key"), Grace: h.triggerGrace}
 	if req.Reason != nil {
 		p.Reason = *req.Reason
@@ -41,7 +41,7 @@ func (h *handler) triggerParams(w http.ResponseWriter, r *http.Request) (*leasea
 // catch-up debt. A job that owes nothing answers its lease as it is.
 func (h *handler) cancelTrigger(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "cancel_owed", pathAndNoQuery, h.store.CancelOwed, func(r *http.Request, l leaseapi.Lease) any {
-		loggerFrom(r.Context()).Info("owed tick cancelled", "job_id", l.JobID, "by", principalFrom(r.Context()).name)
+		loggerFrom(r.Context()).Info("owed tick cancelled", "job_id", l.JobID, "by", principalFrom(r.Context()).audit())
 		return api.FromLease(l)
 	})
 }

@@ -83,6 +83,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) leaseapi.Store) {
 		{"ListPausedOverdue", testListPausedOverdue},
 		{"RecentRuns", testRecentRuns},
 		{"Credentials", testCredentials},
+		{"IdempotencyKeys", testIdempotencyKeys},
 		{"Trigger", testTrigger},
 		{"TriggerAfterTicks", testTriggerAfterTicks},
 		{"TriggerPaused", testTriggerPaused},
