@@ -102,11 +102,11 @@ func (h *handler) limitRate(creator *principal, c *leaseapi.Credential) error {
 		}
 		return nil
 	case *c.RatePerSecond == 0 || *c.RatePerSecond > own:
-		asked := strconv.FormatFloat(*c.RatePerSecond, 'g', -1, 64)
+		asked := strconv.FormatFloat(*c.RatePerSecond, 'f', -1, 64)
 		if *c.RatePerSecond == 0 {
 			asked = "0 (no limit)"
 		}
-		ownText := strconv.FormatFloat(own, 'g', -1, 64)
+		ownText := strconv.FormatFloat(own, 'f', -1, 64)
 		return &requestError{status: http.StatusForbidden, code: api.CodeForbidden,
 			detail: "ratePerSecond " + asked + " is above this credential's own rate of " + ownText +
 				" calls per second; ask for at most " + ownText + ", or leave ratePerSecond out to get " + ownText}

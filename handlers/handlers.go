@@ -80,6 +80,9 @@ type Options struct {
 	// WebhookAllowPrivate accepts webhook URLs whose host is a loopback,
 	// private, link-local or otherwise non-public IP address.
 	WebhookAllowPrivate bool
+	// Idempotency keeps the Idempotency-Keys; nil uses the store when it
+	// is a leaseapi.IdempotencyStore (both stores are).
+	Idempotency leaseapi.IdempotencyStore
 	// Open serves every peer while the API is open (LEASEAPI_OPEN). Without
 	// it an open API answers only loopback peers whose Host is localhost,
 	// *.localhost, 127.0.0.0/8 or [::1] (403 for others), except on
@@ -109,6 +112,7 @@ type handler struct {
 	webhookSealer       *webhook.Sealer
 	webhookAllowPrivate bool
 	openToAll           bool // Options.Open
+	idempotency         leaseapi.IdempotencyStore
 }
 
 // New returns the HTTP handler of the API, serving store. It panics when the
@@ -133,6 +137,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		webhookSealer:       opts.WebhookSealer,
 		webhookAllowPrivate: opts.WebhookAllowPrivate,
 		openToAll:           opts.Open,
+		idempotency:         opts.Idempotency,
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -142,6 +147,9 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 	}
 	if h.registry == nil {
 		h.registry = prometheus.NewRegistry()
+	}
+	if is, ok := store.(leaseapi.IdempotencyStore); ok && h.idempotency == nil {
+		h.idempotency = is
 	}
 	if ws, ok := store.(leaseapi.WebhookStore); ok && h.webhooks == nil {
 		h.webhooks = ws

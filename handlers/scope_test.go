@@ -69,6 +69,7 @@ func TestScopes(t *testing.T) {
 			header http.Header
 			scopes []string
 		}{}
+		ids := map[string]string{}
 		for _, c := range []struct {
 			name   string
 			role   leaseapi.Role
@@ -79,12 +80,13 @@ func TestScopes(t *testing.T) {
 			{"a-read", leaseapi.RoleRead, []string{"team-a:"}},
 			{"b-lease", leaseapi.RoleLease, []string{"team-b."}},
 		} {
-			_, h := mint(t, store, c.name, c.role, c.scopes...)
+			cred, h := mint(t, store, c.name, c.role, c.scopes...)
 			creds[c.name] = struct {
 				role   leaseapi.Role
 				header http.Header
 				scopes []string
 			}{c.role, h, c.scopes}
+			ids[c.name] = cred.ID
 		}
 		_, two := mint(t, store, "a-and-b", leaseapi.RoleRead, "team-b.", "team-a:")
 		b := setup(t, store, defaultOptions())
@@ -142,8 +144,8 @@ func TestScopes(t *testing.T) {
 			}
 		}
 		// Pause records who paused.
-		if l := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-a:job/pause", body: `{}`, header: creds["a-admin"].header})); l.PausedBy == nil || *l.PausedBy != "a-admin" {
-			t.Errorf("pausedBy: got %v, want a-admin", l.PausedBy)
+		if l := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-a:job/pause", body: `{}`, header: creds["a-admin"].header})); l.PausedBy == nil || *l.PausedBy != "a-admin ("+ids["a-admin"]+")" {
+			t.Errorf("pausedBy: got %v, want a-admin and its id", l.PausedBy)
 		}
 		// Revoke last: it changes the lease.
 		wantProblem(t, b.do(t, request{method: http.MethodDelete, path: "/leases/team-ab:job", header: creds["a-admin"].header}), http.StatusForbidden, api.CodeForbidden)
@@ -227,7 +229,7 @@ func TestScopes(t *testing.T) {
 			if err := json.Unmarshal(resp.body, &created); err != nil {
 				t.Fatal(err)
 			}
-			wantProblem(t, create(aAdmin, `{"name":"a-sub","role":"lease","scopes":["team-a:"]}`), http.StatusConflict, api.CodeCredentialExists)
+			wantProblem(t, create(aAdmin, `{"name":"a-sub","role":"read","scopes":["team-a:sub."]}`), http.StatusConflict, api.CodeCredentialExists)
 			// Works at once on this instance.
 			who := b.do(t, request{method: http.MethodGet, path: "/whoami", header: bearerHeader(created.Token)})
 			if who.status != 200 || !strings.Contains(string(who.body), `"name":"a-sub"`) {
@@ -274,8 +276,8 @@ func TestScopes(t *testing.T) {
 				wantProblem(t, b.do(t, request{method: http.MethodGet, path: "/whoami", header: bearerHeader(token)}), http.StatusUnauthorized, api.CodeUnauthorized)
 			}
 			// The audit: the access log names the credential, never a token.
-			if len(b.logs.lines(t, map[string]any{"msg": "request", "method": "POST", "credential": "a-admin"})) == 0 {
-				t.Error("no access log line names the credential a-admin")
+			if len(b.logs.lines(t, map[string]any{"msg": "request", "method": "POST", "credential": "a-admin (" + ids["a-admin"] + ")"})) == 0 {
+				t.Error("no access log line names the credential a-admin with its id")
 			}
 			if strings.Contains(b.logs.buf.String(), secret) {
 				t.Error("the log holds a secret")

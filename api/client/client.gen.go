@@ -163,6 +163,66 @@ func (e ForbiddenProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for IdempotencyKeyInFlightProblemCode.
+const (
+	IdempotencyKeyInFlightProblemCodeIdempotencyKeyInFlight IdempotencyKeyInFlightProblemCode = "idempotency_key_in_flight"
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyKeyInFlightProblemCode enum.
+func (e IdempotencyKeyInFlightProblemCode) Valid() bool {
+	switch e {
+	case IdempotencyKeyInFlightProblemCodeIdempotencyKeyInFlight:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdempotencyKeyInFlightProblemStatus.
+const (
+	IdempotencyKeyInFlightProblemStatusN409 IdempotencyKeyInFlightProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyKeyInFlightProblemStatus enum.
+func (e IdempotencyKeyInFlightProblemStatus) Valid() bool {
+	switch e {
+	case IdempotencyKeyInFlightProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdempotencyKeyReusedProblemCode.
+const (
+	IdempotencyKeyReusedProblemCodeIdempotencyKeyReused IdempotencyKeyReusedProblemCode = "idempotency_key_reused"
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyKeyReusedProblemCode enum.
+func (e IdempotencyKeyReusedProblemCode) Valid() bool {
+	switch e {
+	case IdempotencyKeyReusedProblemCodeIdempotencyKeyReused:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdempotencyKeyReusedProblemStatus.
+const (
+	N422 IdempotencyKeyReusedProblemStatus = 422
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyKeyReusedProblemStatus enum.
+func (e IdempotencyKeyReusedProblemStatus) Valid() bool {
+	switch e {
+	case N422:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InternalProblemCode.
 const (
 	InternalProblemCodeInternal InternalProblemCode = "internal"
@@ -393,22 +453,24 @@ func (e PayloadTooLargeProblemStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
-	ProblemCodeCredentialExists     ProblemCode = "credential_exists"
-	ProblemCodeForbidden            ProblemCode = "forbidden"
-	ProblemCodeInternal             ProblemCode = "internal"
-	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
-	ProblemCodeJobPaused            ProblemCode = "job_paused"
-	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
-	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
-	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
-	ProblemCodeNotFound             ProblemCode = "not_found"
-	ProblemCodeOverloaded           ProblemCode = "overloaded"
-	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
-	ProblemCodeRateLimited          ProblemCode = "rate_limited"
-	ProblemCodeTickDone             ProblemCode = "tick_done"
-	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
-	ProblemCodeUnavailable          ProblemCode = "unavailable"
-	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
+	ProblemCodeCredentialExists       ProblemCode = "credential_exists"
+	ProblemCodeForbidden              ProblemCode = "forbidden"
+	ProblemCodeIdempotencyKeyInFlight ProblemCode = "idempotency_key_in_flight"
+	ProblemCodeIdempotencyKeyReused   ProblemCode = "idempotency_key_reused"
+	ProblemCodeInternal               ProblemCode = "internal"
+	ProblemCodeInvalidRequest         ProblemCode = "invalid_request"
+	ProblemCodeJobPaused              ProblemCode = "job_paused"
+	ProblemCodeLeaseHeld              ProblemCode = "lease_held"
+	ProblemCodeLeaseLost              ProblemCode = "lease_lost"
+	ProblemCodeMethodNotAllowed       ProblemCode = "method_not_allowed"
+	ProblemCodeNotFound               ProblemCode = "not_found"
+	ProblemCodeOverloaded             ProblemCode = "overloaded"
+	ProblemCodePayloadTooLarge        ProblemCode = "payload_too_large"
+	ProblemCodeRateLimited            ProblemCode = "rate_limited"
+	ProblemCodeTickDone               ProblemCode = "tick_done"
+	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
+	ProblemCodeUnavailable            ProblemCode = "unavailable"
+	ProblemCodeUnsupportedMediaType   ProblemCode = "unsupported_media_type"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
@@ -417,6 +479,10 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeCredentialExists:
 		return true
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeIdempotencyKeyInFlight:
+		return true
+	case ProblemCodeIdempotencyKeyReused:
 		return true
 	case ProblemCodeInternal:
 		return true
@@ -998,6 +1064,50 @@ type HeartbeatRequest struct {
 	// Optional: the grant's TTL.
 	TtlMs *int64 `json:"ttlMs,omitempty"`
 }
+
+// IdempotencyKeyInFlightProblem defines model for IdempotencyKeyInFlightProblem.
+type IdempotencyKeyInFlightProblem struct {
+	Code IdempotencyKeyInFlightProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                              `json:"detail"`
+	Lease  *Lease                              `json:"lease,omitempty"`
+	Status IdempotencyKeyInFlightProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// IdempotencyKeyInFlightProblemCode defines model for IdempotencyKeyInFlightProblem.Code.
+type IdempotencyKeyInFlightProblemCode string
+
+// IdempotencyKeyInFlightProblemStatus defines model for IdempotencyKeyInFlightProblem.Status.
+type IdempotencyKeyInFlightProblemStatus int
+
+// IdempotencyKeyReusedProblem defines model for IdempotencyKeyReusedProblem.
+type IdempotencyKeyReusedProblem struct {
+	Code IdempotencyKeyReusedProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string                            `json:"detail"`
+	Lease  *Lease                            `json:"lease,omitempty"`
+	Status IdempotencyKeyReusedProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// IdempotencyKeyReusedProblemCode defines model for IdempotencyKeyReusedProblem.Code.
+type IdempotencyKeyReusedProblemCode string
+
+// IdempotencyKeyReusedProblemStatus defines model for IdempotencyKeyReusedProblem.Status.
+type IdempotencyKeyReusedProblemStatus int
 
 // InternalProblem defines model for InternalProblem.
 type InternalProblem struct {
@@ -1636,9 +1746,6 @@ type Forbidden = ForbiddenProblem
 // Internal defines model for Internal.
 type Internal = InternalProblem
 
-// JobPaused defines model for JobPaused.
-type JobPaused = JobPausedProblem
-
 // LeaseLost defines model for LeaseLost.
 type LeaseLost = LeaseLostProblem
 
@@ -1691,9 +1798,16 @@ type ListRunsParams struct {
 
 // TriggerJobParams defines parameters for TriggerJob.
 type TriggerJobParams struct {
-	// IdempotencyKey 1–256 printable ASCII characters; send a fresh one per intended run
+	// IdempotencyKey The key: 1–256 printable ASCII characters, sent bare (`abc`) or as a
+	// structured-field string (`"abc"`, with `\"` and `\\` escaped); the
+	// two spellings are the same key. Send a fresh one per intended run
 	// and the same one on retries of it.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// TriggerJob409ApplicationProblemPlusJSONResponseBody defines parameters for TriggerJob.
+type TriggerJob409ApplicationProblemPlusJSONResponseBody struct {
+	union json.RawMessage
 }
 
 // ListRecentRunsParams defines parameters for ListRecentRuns.
@@ -1750,6 +1864,68 @@ type CreateWebhookJSONRequestBody = CreateWebhookRequest
 
 // ReceiveWebhookEventJSONRequestBody defines body for ReceiveWebhookEvent for application/json ContentType.
 type ReceiveWebhookEventJSONRequestBody = WebhookEvent
+
+// AsJobPausedProblem returns the union data inside the TriggerJob409ApplicationProblemPlusJSONResponseBody as a JobPausedProblem
+func (t TriggerJob409ApplicationProblemPlusJSONResponseBody) AsJobPausedProblem() (JobPausedProblem, error) {
+	var body JobPausedProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromJobPausedProblem overwrites any union data inside the TriggerJob409ApplicationProblemPlusJSONResponseBody as the provided JobPausedProblem
+func (t *TriggerJob409ApplicationProblemPlusJSONResponseBody) FromJobPausedProblem(v JobPausedProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeJobPausedProblem performs a merge with any union data inside the TriggerJob409ApplicationProblemPlusJSONResponseBody, using the provided JobPausedProblem
+func (t *TriggerJob409ApplicationProblemPlusJSONResponseBody) MergeJobPausedProblem(v JobPausedProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIdempotencyKeyInFlightProblem returns the union data inside the TriggerJob409ApplicationProblemPlusJSONResponseBody as a IdempotencyKeyInFlightProblem
+func (t TriggerJob409ApplicationProblemPlusJSONResponseBody) AsIdempotencyKeyInFlightProblem() (IdempotencyKeyInFlightProblem, error) {
+	var body IdempotencyKeyInFlightProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIdempotencyKeyInFlightProblem overwrites any union data inside the TriggerJob409ApplicationProblemPlusJSONResponseBody as the provided IdempotencyKeyInFlightProblem
+func (t *TriggerJob409ApplicationProblemPlusJSONResponseBody) FromIdempotencyKeyInFlightProblem(v IdempotencyKeyInFlightProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeIdempotencyKeyInFlightProblem performs a merge with any union data inside the TriggerJob409ApplicationProblemPlusJSONResponseBody, using the provided IdempotencyKeyInFlightProblem
+func (t *TriggerJob409ApplicationProblemPlusJSONResponseBody) MergeIdempotencyKeyInFlightProblem(v IdempotencyKeyInFlightProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TriggerJob409ApplicationProblemPlusJSONResponseBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TriggerJob409ApplicationProblemPlusJSONResponseBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2081,6 +2257,15 @@ type ClientInterface interface {
 	// whatever became of it, so a retry after a 503 never owes a second run.
 	// A paused job cannot be triggered (409 `job_paused`).
 	//
+	// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+	// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+	// the route, the job id and the decoded request: the same request with
+	// the key again is answered as the first was; a request with the key and
+	// another job or body is 422 `idempotency_key_reused`; the same request
+	// while the first is still being answered is 409
+	// `idempotency_key_in_flight` (retry it). A request that failed is
+	// forgotten, so its retry runs again.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -2107,6 +2292,15 @@ type ClientInterface interface {
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
 	// A paused job cannot be triggered (409 `job_paused`).
+	//
+	// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+	// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+	// the route, the job id and the decoded request: the same request with
+	// the key again is answered as the first was; a request with the key and
+	// another job or body is 422 `idempotency_key_reused`; the same request
+	// while the first is still being answered is 409
+	// `idempotency_key_in_flight` (retry it). A request that failed is
+	// forgotten, so its retry runs again.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2750,6 +2944,15 @@ func (c *Client) CancelTrigger(ctx context.Context, jobId JobID, reqEditors ...R
 // whatever became of it, so a retry after a 503 never owes a second run.
 // A paused job cannot be triggered (409 `job_paused`).
 //
+// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+// the route, the job id and the decoded request: the same request with
+// the key again is answered as the first was; a request with the key and
+// another job or body is 422 `idempotency_key_reused`; the same request
+// while the first is still being answered is 409
+// `idempotency_key_in_flight` (retry it). A request that failed is
+// forgotten, so its retry runs again.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -2786,6 +2989,15 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, jobId JobID, params *Tr
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
 // A paused job cannot be triggered (409 `job_paused`).
+//
+// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+// the route, the job id and the decoded request: the same request with
+// the key again is answered as the first was; a request with the key and
+// another job or body is 422 `idempotency_key_reused`; the same request
+// while the first is still being answered is 409
+// `idempotency_key_in_flight` (retry it). A request that failed is
+// forgotten, so its retry runs again.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4656,6 +4868,15 @@ type ClientWithResponsesInterface interface {
 	// whatever became of it, so a retry after a 503 never owes a second run.
 	// A paused job cannot be triggered (409 `job_paused`).
 	//
+	// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+	// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+	// the route, the job id and the decoded request: the same request with
+	// the key again is answered as the first was; a request with the key and
+	// another job or body is 422 `idempotency_key_reused`; the same request
+	// while the first is still being answered is 409
+	// `idempotency_key_in_flight` (retry it). A request that failed is
+	// forgotten, so its retry runs again.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -4682,6 +4903,15 @@ type ClientWithResponsesInterface interface {
 	// the `Idempotency-Key` of the job's last manual tick answers that tick
 	// whatever became of it, so a retry after a 503 never owes a second run.
 	// A paused job cannot be triggered (409 `job_paused`).
+	//
+	// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+	// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+	// the route, the job id and the decoded request: the same request with
+	// the key again is answered as the first was; a request with the key and
+	// another job or body is 422 `idempotency_key_reused`; the same request
+	// while the first is still being answered is 409
+	// `idempotency_key_in_flight` (retry it). A request that failed is
+	// forgotten, so its retry runs again.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6656,11 +6886,13 @@ type TriggerJobResponse struct {
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *JobPaused
+	ApplicationproblemJSON409 *TriggerJob409ApplicationProblemPlusJSONResponseBody
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyKeyReusedProblem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -6701,7 +6933,7 @@ func (r TriggerJobResponse) GetApplicationproblemJSON404() *NotFound {
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r TriggerJobResponse) GetApplicationproblemJSON409() *JobPaused {
+func (r TriggerJobResponse) GetApplicationproblemJSON409() *TriggerJob409ApplicationProblemPlusJSONResponseBody {
 	return r.ApplicationproblemJSON409
 }
 
@@ -6713,6 +6945,11 @@ func (r TriggerJobResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 // GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
 func (r TriggerJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
 	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON422() *IdempotencyKeyReusedProblem {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -8304,6 +8541,15 @@ func (c *ClientWithResponses) CancelTriggerWithResponse(ctx context.Context, job
 // whatever became of it, so a retry after a 503 never owes a second run.
 // A paused job cannot be triggered (409 `job_paused`).
 //
+// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+// the route, the job id and the decoded request: the same request with
+// the key again is answered as the first was; a request with the key and
+// another job or body is 422 `idempotency_key_reused`; the same request
+// while the first is still being answered is 409
+// `idempotency_key_in_flight` (retry it). A request that failed is
+// forgotten, so its retry runs again.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -8336,6 +8582,15 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 // the `Idempotency-Key` of the job's last manual tick answers that tick
 // whatever became of it, so a retry after a 503 never owes a second run.
 // A paused job cannot be triggered (409 `job_paused`).
+//
+// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+// the route, the job id and the decoded request: the same request with
+// the key again is answered as the first was; a request with the key and
+// another job or body is 422 `idempotency_key_reused`; the same request
+// while the first is still being answered is 409
+// `idempotency_key_in_flight` (retry it). A request that failed is
+// forgotten, so its retry runs again.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10378,7 +10633,7 @@ func ParseTriggerJobResponse(rsp *http.Response) (*TriggerJobResponse, error) {
 		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest JobPaused
+		var dest TriggerJob409ApplicationProblemPlusJSONResponseBody
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -10397,6 +10652,13 @@ func ParseTriggerJobResponse(rsp *http.Response) (*TriggerJobResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReusedProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited

@@ -184,6 +184,7 @@ type store interface {
 	leaseapi.Store
 	leaseapi.CredentialStore
 	leaseapi.WebhookStore
+	leaseapi.IdempotencyStore
 	Migrate(ctx context.Context) error
 }
 
@@ -458,6 +459,8 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		WebhookSealer:       sealer,
 		WebhookAllowPrivate: cfg.WebhookAllowPrivate,
 		Open:                cfg.Open,
+		// Like the credentials, from the store itself.
+		Idempotency: s,
 	})
 	srv := &http.Server{
 		Handler:           handler,
