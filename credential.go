@@ -99,8 +99,9 @@ func NormalizeScopes(scopes []string) []string {
 type Credential struct {
 	// ID is public: "lk_" and 12 characters of [a-z0-9].
 	ID string
-	// Name is unique; the audit fields (PausedBy, RevokedBy) and the access
-	// log carry it.
+	// Name is unique among the credentials of the same scopes only (two
+	// teams may each have a "ci"); the audit fields (PausedBy, RevokedBy)
+	// and the access log carry it with the id, "name (id)".
 	Name   string
 	Role   Role
 	Scopes []string
@@ -204,8 +205,8 @@ func ParseToken(token string) (id, secret string, ok bool) {
 	return id, secret, true
 }
 
-// ErrCredentialExists: a credential of that name or id exists already
-// (credential_exists).
+// ErrCredentialExists: a credential of that id, or of that name and the
+// same scopes, exists already (credential_exists).
 var ErrCredentialExists = errors.New("credential exists")
 
 // ErrCredentialNotFound: no credential has that id. It wraps ErrNotFound.
@@ -223,8 +224,8 @@ type CredentialSet struct {
 // instance on it sees the same set. Both stores implement it.
 type CredentialStore interface {
 	// CreateCredential stores c (validated first), sets its CreatedAt and
-	// marks the API closed for good; ErrCredentialExists when its name or
-	// id is taken.
+	// marks the API closed for good; ErrCredentialExists when its id is
+	// taken, or its name by a credential of the same scopes.
 	CreateCredential(ctx context.Context, c *Credential) error
 	// DeleteCredential revokes the credential id; ErrCredentialNotFound
 	// when there is none.

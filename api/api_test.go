@@ -49,7 +49,7 @@ func TestSpecProblemCodes(t *testing.T) {
 		api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotFound,
 		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeTickAhead, api.CodeLeaseLost,
 		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal, api.CodeOverloaded, api.CodeRateLimited,
-		api.CodeCredentialExists,
+		api.CodeCredentialExists, api.CodeIdempotencyKeyReused, api.CodeIdempotencyKeyInFlight,
 	}
 	slices.Sort(got)
 	slices.Sort(want)

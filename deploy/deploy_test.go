@@ -334,3 +334,36 @@ func TestChartRulesAreDeployMonitoring(t *testing.T) {
 		t.Error("deploy/helm/leaseapi/files/leaseapi-rules.yaml differs from deploy/monitoring/leaseapi-rules.yaml; run make manifests")
 	}
 }
+
+// TestChartNeverOpensTheAPI: the chart, its values and the manifests
+// rendered from it never set LEASEAPI_OPEN, so an open API in a cluster
+// answers only loopback peers until its first credential exists
+// (docs/security.md); docker-compose.yml sets it for its replicas.
+func TestChartNeverOpensTheAPI(t *testing.T) {
+	t.Parallel()
+	for _, root := range []string{"helm", "kubernetes"} {
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(data, []byte("LEASEAPI_OPEN")) {
+				t.Errorf("%s sets LEASEAPI_OPEN; the chart never opens the API to every peer", path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	compose, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(compose, []byte(`LEASEAPI_OPEN: "true"`)) {
+		t.Errorf("docker-compose.yml does not set LEASEAPI_OPEN for leaseapi, whose replicas reach it from other containers")
+	}
+}

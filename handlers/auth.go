@@ -39,6 +39,17 @@ func (p *principal) key() string {
 	return p.name
 }
 
+// audit names the caller in what the store records (pausedBy, revokedBy,
+// triggeredBy, createdBy) and in the logs: "name (id)" for a credential of
+// the database, whose name is unique only within its scopes; a configured
+// token's name; "" in open mode.
+func (p *principal) audit() string {
+	if p.id != "" {
+		return p.name + " (" + p.id + ")"
+	}
+	return p.name
+}
+
 // inScope reports whether the caller may see jobID.
 func (p *principal) inScope(jobID string) bool { return leaseapi.InScope(p.scopes, jobID) }
 

@@ -2,8 +2,8 @@ package handlers
 
 import (
 	"context"
-
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -67,6 +67,10 @@ func (h *handler) createCredential(w http.ResponseWriter, r *http.Request) {
 			detail: "a credential can only create credentials within its own scopes and role"})
 		return
 	}
+	if err := h.limitRate(p, &c); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
 	_, err = call(r.Context(), h.metrics, "create_credential", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, cs.CreateCredential(ctx, &c)
 	})
@@ -78,6 +82,36 @@ func (h *handler) createCredential(w http.ResponseWriter, r *http.Request) {
 	loggerFrom(r.Context()).Info("credential created", "credential_id", c.ID, "name", c.Name, "role", string(c.Role), "scopes", c.Scopes)
 	w.Header().Set("Location", "/credentials/"+c.ID)
 	writeJSONStatus(w, r, http.StatusCreated, api.CreatedCredential{Credential: api.FromCredential(c), Token: token})
+}
+
+// limitRate keeps c's rate at or below its creator's: under a limited
+// creator an omitted ratePerSecond is the creator's own (a creator on the
+// server's default leaves it at the default, which it shares), and a
+// higher one, or 0 (no limit), is 403.
+func (h *handler) limitRate(creator *principal, c *leaseapi.Credential) error {
+	own := h.limits.def
+	if creator.rate != nil {
+		own = *creator.rate
+	}
+	switch {
+	case own <= 0: // the creator is not limited
+		return nil
+	case c.RatePerSecond == nil:
+		if creator.rate != nil {
+			c.RatePerSecond = new(own)
+		}
+		return nil
+	case *c.RatePerSecond == 0 || *c.RatePerSecond > own:
+		asked := strconv.FormatFloat(*c.RatePerSecond, 'f', -1, 64)
+		if *c.RatePerSecond == 0 {
+			asked = "0 (no limit)"
+		}
+		ownText := strconv.FormatFloat(own, 'f', -1, 64)
+		return &requestError{status: http.StatusForbidden, code: api.CodeForbidden,
+			detail: "ratePerSecond " + asked + " is above this credential's own rate of " + ownText +
+				" calls per second; ask for at most " + ownText + ", or leave ratePerSecond out to get " + ownText}
+	}
+	return nil
 }
 
 // visibleCredentials are the credentials the caller of r (which takes no

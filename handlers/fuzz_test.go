@@ -211,6 +211,7 @@ type fuzzBundle struct {
 func fuzzOptions() handlers.Options {
 	opts := defaultOptions()
 	opts.RequestTimeout = time.Minute
+	opts.Open = true // httptest's requests come from 192.0.2.1 to example.com
 	return opts
 }
 

@@ -91,6 +91,14 @@ type Options struct {
 	// WebhookAllowPrivate accepts webhook URLs whose host is a loopback,
 	// private, link-local or otherwise non-public IP address.
 	WebhookAllowPrivate bool
+	// Idempotency keeps the Idempotency-Keys; nil uses the store when it
+	// is a leaseapi.IdempotencyStore (both stores are).
+	Idempotency leaseapi.IdempotencyStore
+	// Open serves every peer while the API is open (LEASEAPI_OPEN). Without
+	// it an open API answers only loopback peers whose Host is localhost,
+	// *.localhost, 127.0.0.0/8 or [::1] (403 for others), except on
+	// /healthz, /readyz, /metrics and /openapi.yaml.
+	Open bool
 }
 
 // handler holds the dependencies of every route; the routes are its methods.
@@ -116,6 +124,8 @@ type handler struct {
 	webhooks            leaseapi.WebhookStore
 	webhookSealer       *webhook.Sealer
 	webhookAllowPrivate bool
+	openToAll           bool // Options.Open
+	idempotency         leaseapi.IdempotencyStore
 }
 
 // New returns the HTTP handler of the API, serving store. It panics when the
@@ -141,6 +151,8 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		webhooks:            opts.Webhooks,
 		webhookSealer:       opts.WebhookSealer,
 		webhookAllowPrivate: opts.WebhookAllowPrivate,
+		openToAll:           opts.Open,
+		idempotency:         opts.Idempotency,
 	}
 	if h.now == nil {
 		h.now = time.Now
@@ -150,6 +162,9 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 	}
 	if h.registry == nil {
 		h.registry = prometheus.NewRegistry()
+	}
+	if is, ok := store.(leaseapi.IdempotencyStore); ok && h.idempotency == nil {
+		h.idempotency = is
 	}
 	if ws, ok := store.(leaseapi.WebhookStore); ok && h.webhooks == nil {
 		h.webhooks = ws
@@ -170,7 +185,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 // routes is the route table.
 func (h *handler) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(h.requestID, closeChunked, h.instrument, h.recoverer)
+	r.Use(h.requestID, closeChunked, h.instrument, h.recoverer, h.protect)
 	r.NotFound(h.notFound)
 	r.MethodNotAllowed(h.methodNotAllowed(r))
 

@@ -155,6 +155,8 @@ type request struct {
 	// body is sent as is; with a body, Content-Type defaults to application/json.
 	body   string
 	header http.Header
+	// host, when set, is sent as the Host header.
+	host string
 	// bodyReader, when set, replaces body (for huge bodies), with
 	// contentLength as the announced length (-1: unknown, sent chunked).
 	bodyReader    io.Reader
@@ -188,6 +190,9 @@ func (r request) build(t *testing.T, baseURL string) *http.Request {
 	}
 	if r.body != "" || r.bodyReader != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.host != "" {
+		req.Host = r.host
 	}
 	for k, vs := range r.header {
 		req.Header.Del(k)

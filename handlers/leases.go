@@ -208,7 +208,7 @@ func revokeParams(w http.ResponseWriter, r *http.Request) (*leaseapi.RevokeParam
 	if err != nil {
 		return nil, err
 	}
-	p := &leaseapi.RevokeParams{JobID: id, By: principalFrom(r.Context()).name}
+	p := &leaseapi.RevokeParams{JobID: id, By: principalFrom(r.Context()).audit()}
 	return p, p.Validate()
 }
 
@@ -228,7 +228,7 @@ func pauseParams(w http.ResponseWriter, r *http.Request) (*leaseapi.PauseParams,
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	p := &leaseapi.PauseParams{JobID: id, By: principalFrom(r.Context()).name}
+	p := &leaseapi.PauseParams{JobID: id, By: principalFrom(r.Context()).audit()}
 	if req.Reason != nil {
 		p.Reason = *req.Reason
 	}

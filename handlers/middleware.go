@@ -139,7 +139,7 @@ func (h *handler) instrument(next http.Handler) http.Handler {
 			slog.Int("bytes", ww.BytesWritten()),
 		}
 		if s := stateFrom(r.Context()); s != nil && s.principal != nil && s.principal.name != "" {
-			attrs = append(attrs, slog.String("credential", s.principal.name)) // its name, never its token
+			attrs = append(attrs, slog.String("credential", s.principal.audit())) // its name, never its token
 		}
 		loggerFrom(r.Context()).LogAttrs(r.Context(), level, "request", attrs...)
 	})

@@ -11,12 +11,22 @@ import (
 // Owed ticks: run now (trigger, cancel) and what jobs owe.
 
 // trigger makes the job owe a manual tick (admin). A retry with the same
-// Idempotency-Key answers the tick the first call made.
+// Idempotency-Key is answered as the first call was (idempotent).
 func (h *handler) trigger(w http.ResponseWriter, r *http.Request) {
-	serve(h, w, r, "trigger", h.triggerParams, h.store.Trigger, func(r *http.Request, l leaseapi.Lease) any {
-		loggerFrom(r.Context()).Info("job triggered", "job_id", l.JobID, "by", principalFrom(r.Context()).name,
+	p, err := h.triggerParams(w, r)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	fp := leaseapi.IdempotencyFingerprint("POST /leases/{jobId}/trigger", p.JobID, p.Reason)
+	h.idempotent(w, r, p.Key, fp, func(ctx context.Context) (api.Lease, error) {
+		l, err := call(ctx, h.metrics, "trigger", func(ctx context.Context) (leaseapi.Lease, error) { return h.store.Trigger(ctx, p) })
+		if err != nil {
+			return api.Lease{}, err
+		}
+		loggerFrom(ctx).Info("job triggered", "job_id", l.JobID, "by", principalFrom(ctx).audit(),
 			"owed_tick", l.OwedTick, "owed_reason", l.OwedReason)
-		return api.FromLease(l)
+		return api.FromLease(l), nil
 	})
 }
 
@@ -25,12 +35,15 @@ func (h *handler) triggerParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err != nil {
 		return nil, err
 	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return nil, err
+	}
 	var req api.TriggerRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	p := &leaseapi.TriggerParams{JobID: id, By: principalFrom(r.Context()).name,
-		Key: r.Header.Get("Idempotency-Key"), Grace: h.triggerGrace}
+	p := &leaseapi.TriggerParams{JobID: id, By: principalFrom(r.Context()).audit(), Key: key, Grace: h.triggerGrace}
 	if req.Reason != nil {
 		p.Reason = *req.Reason
 	}
@@ -41,18 +54,15 @@ func (h *handler) triggerParams(w http.ResponseWriter, r *http.Request) (*leasea
 // catch-up debt. A job that owes nothing answers its lease as it is.
 func (h *handler) cancelTrigger(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "cancel_owed", pathAndNoQuery, h.store.CancelOwed, func(r *http.Request, l leaseapi.Lease) any {
-		loggerFrom(r.Context()).Info("owed tick cancelled", "job_id", l.JobID, "by", principalFrom(r.Context()).name)
+		loggerFrom(r.Context()).Info("owed tick cancelled", "job_id", l.JobID, "by", principalFrom(r.Context()).audit())
 		return api.FromLease(l)
 	})
 }
 
-// owed answers what the named jobs owe (read). Ids out of the caller's
-// scopes are absent from the answer, as unknown ones are.
+// owed answers what the named jobs owe (read). An id out of the caller's
+// scopes is 403, as on the routes that name one job.
 func (h *handler) owed(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "owed", owedParams, func(ctx context.Context, p *leaseapi.OwedParams) ([]leaseapi.Owed, error) {
-		if len(p.JobIDs) == 0 {
-			return nil, nil // none in scope: nothing to ask
-		}
 		return h.store.Owed(ctx, p)
 	}, func(_ *http.Request, os []leaseapi.Owed) any {
 		return api.OwedList{Owed: api.FromOwed(os)}
@@ -72,12 +82,10 @@ func owedParams(w http.ResponseWriter, r *http.Request) (*leaseapi.OwedParams, e
 		return nil, err
 	}
 	caller := principalFrom(r.Context())
-	inScope := p.JobIDs[:0:0]
 	for _, id := range p.JobIDs {
-		if caller.inScope(id) {
-			inScope = append(inScope, id)
+		if !caller.inScope(id) {
+			return nil, outOfScope(caller, id)
 		}
 	}
-	p.JobIDs = inScope
 	return p, nil
 }

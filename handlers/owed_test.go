@@ -57,10 +57,11 @@ func TestRunNowOverHTTP(t *testing.T) {
 			t.Fatalf("trigger: got owed %v %v, want a manual tick", triggered.OwedTick, triggered.OwedReason)
 		}
 		m := *triggered.OwedTick
-		again := wantLease(t, b.trigger(t, job, `{}`, key))
+		again := wantLease(t, b.trigger(t, job, `{"reason":"rerun the report"}`, key))
 		if again.OwedTick == nil || !again.OwedTick.Equal(m.Time) {
 			t.Errorf("trigger retried with its Idempotency-Key: got owed %v, want %s", again.OwedTick, m)
 		}
+		wantProblem(t, b.trigger(t, job, `{}`, key), http.StatusUnprocessableEntity, api.CodeIdempotencyKeyReused)
 		o := b.owed(t, nil, job, b.job("unknown"))
 		if len(o.Owed) != 1 || o.Owed[0].JobID != job || !o.Owed[0].Tick.Equal(m.Time) || o.Owed[0].Reason != leaseapi.TriggerManual ||
 			o.Owed[0].TriggerReason == nil || *o.Owed[0].TriggerReason != "rerun the report" {
@@ -117,6 +118,12 @@ func TestRunNowBadInput(t *testing.T) {
 			{"reason too long", "/leases/" + job + "/trigger", `{"reason":"` + strings.Repeat("r", 257) + `"}`, nil, 400, api.CodeInvalidRequest, "reason"},
 			{"key too long", "/leases/" + job + "/trigger", `{}`, http.Header{"Idempotency-Key": {strings.Repeat("k", 257)}}, 400, api.CodeInvalidRequest, "Idempotency-Key"},
 			{"key not ASCII", "/leases/" + job + "/trigger", `{}`, http.Header{"Idempotency-Key": {"clé"}}, 400, api.CodeInvalidRequest, "Idempotency-Key"},
+			{"quoted key too long", "/leases/" + job + "/trigger", `{}`, http.Header{"Idempotency-Key": {`"` + strings.Repeat("k", 257) + `"`}}, 400, api.CodeInvalidRequest, "Idempotency-Key"},
+			{"key unterminated", "/leases/" + job + "/trigger", `{}`, http.Header{"Idempotency-Key": {`"abc`}}, 400, api.CodeInvalidRequest, "Idempotency-Key"},
+			{"key quoted empty", "/leases/" + job + "/trigger", `{}`, http.Header{"Idempotency-Key": {`""`}}, 400, api.CodeInvalidRequest, "Idempotency-Key"},
+			{"key bad escape", "/leases/" + job + "/trigger", `{}`, http.Header{"Idempotency-Key": {`"a\x"`}}, 400, api.CodeInvalidRequest, "Idempotency-Key"},
+			{"key after quote", "/leases/" + job + "/trigger", `{}`, http.Header{"Idempotency-Key": {`"a";p=1`}}, 400, api.CodeInvalidRequest, "Idempotency-Key"},
+			{"two keys", "/leases/" + job + "/trigger", `{}`, http.Header{"Idempotency-Key": {"a", "b"}}, 400, api.CodeInvalidRequest, "Idempotency-Key"},
 			{"no jobs", "/owed", `{"jobs":[]}`, nil, 400, api.CodeInvalidRequest, "jobs"},
 			{"jobs missing", "/owed", `{}`, nil, 400, api.CodeInvalidRequest, "jobs"},
 			{"1,001 jobs", "/owed", manyJobs(1001), nil, 400, api.CodeInvalidRequest, "jobs"},
@@ -174,12 +181,12 @@ func manyJobs(n int) string {
 	return string(b)
 }
 
-// TestOwedScopes: POST /owed leaves out the jobs outside the caller's
-// scopes, as if they owed nothing; a trigger needs role admin.
+// TestOwedScopes: POST /owed naming a job outside the caller's scopes is
+// 403, whether or not the job exists; a trigger needs role admin.
 func TestOwedScopes(t *testing.T) {
 	t.Parallel()
 	store := openSQLite(t)
-	_, admin := mint(t, store, "admin", leaseapi.RoleAdmin, "*")
+	adminCred, admin := mint(t, store, "admin", leaseapi.RoleAdmin, "*")
 	_, reader := mint(t, store, "reader", leaseapi.RoleRead, "team-a:")
 	b := setup(t, store, defaultOptions())
 	for _, job := range []string{"team-a:report", "team-b:report"} {
@@ -190,12 +197,15 @@ func TestOwedScopes(t *testing.T) {
 		wantLease(t, b.trigger(t, job, `{}`, admin))
 	}
 	wantProblem(t, b.trigger(t, "team-a:report", `{}`, reader), http.StatusForbidden, api.CodeForbidden)
-	o := b.owed(t, reader, "team-a:report", "team-b:report")
-	if len(o.Owed) != 1 || o.Owed[0].JobID != "team-a:report" || o.Owed[0].TriggeredBy == nil || *o.Owed[0].TriggeredBy != "admin" {
-		t.Errorf("POST /owed by a reader of team-a: got %+v, want team-a:report only, triggered by admin", o.Owed)
+	o := b.owed(t, reader, "team-a:report")
+	if len(o.Owed) != 1 || o.Owed[0].JobID != "team-a:report" || o.Owed[0].TriggeredBy == nil || *o.Owed[0].TriggeredBy != "admin ("+adminCred.ID+")" {
+		t.Errorf("POST /owed by a reader of team-a: got %+v, want team-a:report, triggered by admin (its id)", o.Owed)
 	}
-	if o := b.owed(t, reader, "team-b:report"); len(o.Owed) != 0 {
-		t.Errorf("POST /owed of team-b only: got %+v, want nothing", o.Owed)
+	for _, body := range []string{`{"jobs":["team-a:report","team-b:report"]}`, `{"jobs":["team-b:report"]}`, `{"jobs":["team-b:nothing"]}`} {
+		p := wantProblem(t, b.do(t, request{method: http.MethodPost, path: "/owed", body: body, header: reader}), http.StatusForbidden, api.CodeForbidden)
+		if !strings.Contains(p.Detail, "scopes (team-a:)") {
+			t.Errorf("POST /owed %s: detail %q does not name the scopes", body, p.Detail)
+		}
 	}
 }
 

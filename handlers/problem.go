@@ -45,23 +45,25 @@ func clip(s string) string {
 
 // titles are the fixed titles of the problem codes.
 var titles = map[string]string{
-	api.CodeInvalidRequest:       "Invalid request",
-	api.CodeUnauthorized:         "Unauthorized",
-	api.CodeForbidden:            "Forbidden",
-	api.CodeNotFound:             "Not found",
-	api.CodeMethodNotAllowed:     "Method not allowed",
-	api.CodeLeaseHeld:            "Lease held",
-	api.CodeTickDone:             "Tick already done",
-	api.CodeJobPaused:            "Job paused",
-	api.CodeTickAhead:            "Tick ahead of the clock",
-	api.CodeLeaseLost:            "Lease lost",
-	api.CodePayloadTooLarge:      "Payload too large",
-	api.CodeUnsupportedMediaType: "Unsupported media type",
-	api.CodeInternal:             "Internal server error",
-	api.CodeUnavailable:          "Service unavailable",
-	api.CodeOverloaded:           "Overloaded",
-	api.CodeRateLimited:          "Rate limited",
-	api.CodeCredentialExists:     "Credential exists",
+	api.CodeInvalidRequest:         "Invalid request",
+	api.CodeUnauthorized:           "Unauthorized",
+	api.CodeForbidden:              "Forbidden",
+	api.CodeNotFound:               "Not found",
+	api.CodeMethodNotAllowed:       "Method not allowed",
+	api.CodeLeaseHeld:              "Lease held",
+	api.CodeTickDone:               "Tick already done",
+	api.CodeJobPaused:              "Job paused",
+	api.CodeTickAhead:              "Tick ahead of the clock",
+	api.CodeLeaseLost:              "Lease lost",
+	api.CodePayloadTooLarge:        "Payload too large",
+	api.CodeUnsupportedMediaType:   "Unsupported media type",
+	api.CodeInternal:               "Internal server error",
+	api.CodeUnavailable:            "Service unavailable",
+	api.CodeOverloaded:             "Overloaded",
+	api.CodeRateLimited:            "Rate limited",
+	api.CodeCredentialExists:       "Credential exists",
+	api.CodeIdempotencyKeyReused:   "Idempotency-Key reused",
+	api.CodeIdempotencyKeyInFlight: "Idempotency-Key in flight",
 }
 
 // writeProblem is the only place that maps errors to responses. It maps
@@ -95,7 +97,13 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		p.Detail = "no webhook with this id exists within your scopes; GET /webhooks lists them"
 	case errors.Is(err, leaseapi.ErrCredentialExists):
 		p.Status, p.Code = http.StatusConflict, api.CodeCredentialExists
-		p.Detail = "a credential of this name exists; choose another name or revoke that one first"
+		p.Detail = "a credential of this name and these scopes exists; choose another name or revoke that one first"
+	case errors.Is(err, leaseapi.ErrIdempotencyKeyReused):
+		p.Status, p.Code = http.StatusUnprocessableEntity, api.CodeIdempotencyKeyReused
+		p.Detail = "this Idempotency-Key was sent with another job or request body within 24 hours; send a fresh key for a new request"
+	case errors.Is(err, leaseapi.ErrIdempotencyKeyInFlight):
+		p.Status, p.Code = http.StatusConflict, api.CodeIdempotencyKeyInFlight
+		p.Detail = "the first request with this Idempotency-Key is still being answered; retry this one in a moment"
 	case errors.Is(err, leaseapi.ErrNotFound):
 		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
 		p.Detail = "no lease exists for this job id; acquire it first"

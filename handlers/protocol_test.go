@@ -28,8 +28,8 @@ func TestChunkedRequestClosesConnection(t *testing.T) {
 	t.Parallel()
 	b := setup(t, openSQLite(t), defaultOptions())
 	hidden := b.job("smuggled")
-	inner := fmt.Sprintf("POST /leases/%s/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"owner\":\"a\"}", hidden)
-	outer := fmt.Sprintf("POST /leases/%s/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	inner := fmt.Sprintf("POST /leases/%s/acquire HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"owner\":\"a\"}", hidden)
+	outer := fmt.Sprintf("POST /leases/%s/acquire HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 		b.job("outer"), 5+len(inner))
 
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(b.server.URL, "http://"), 10*time.Second)
@@ -90,7 +90,9 @@ func (failingBody) Close() error { return nil }
 // server's and the client's addresses.
 func TestBodyReadError(t *testing.T) {
 	t.Parallel()
-	h := handlers.New(openSQLite(t), defaultOptions())
+	opts := defaultOptions()
+	opts.Open = true // httptest's requests come from 192.0.2.1 to example.com
+	h := handlers.New(openSQLite(t), opts)
 	req := httptest.NewRequest(http.MethodPost, "/leases/job/acquire", nil)
 	req.Body = failingBody{}
 	req.ContentLength = 100

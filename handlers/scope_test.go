@@ -57,9 +57,9 @@ func mint(t *testing.T, store leaseapi.Store, name string, role leaseapi.Role, s
 func bearerHeader(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
 
 // TestScopes: every job operation for each credential, on jobs in and out
-// of its scopes: a role too weak is 403, a job out of scope is 404 with
-// exactly the body of a job that does not exist, and the rest reaches the
-// store.
+// of its scopes: a role too weak is 403, a job out of scope is 403
+// naming the caller's scopes, with exactly the body of a job of that
+// prefix that does not exist, and the rest reaches the store.
 func TestScopes(t *testing.T) {
 	t.Parallel()
 	forEachFreshStore(t, func(t *testing.T, store leaseapi.Store, _ func(*testing.T) leaseapi.Store) {
@@ -69,6 +69,7 @@ func TestScopes(t *testing.T) {
 			header http.Header
 			scopes []string
 		}{}
+		ids := map[string]string{}
 		for _, c := range []struct {
 			name   string
 			role   leaseapi.Role
@@ -79,12 +80,13 @@ func TestScopes(t *testing.T) {
 			{"a-read", leaseapi.RoleRead, []string{"team-a:"}},
 			{"b-lease", leaseapi.RoleLease, []string{"team-b."}},
 		} {
-			_, h := mint(t, store, c.name, c.role, c.scopes...)
+			cred, h := mint(t, store, c.name, c.role, c.scopes...)
 			creds[c.name] = struct {
 				role   leaseapi.Role
 				header http.Header
 				scopes []string
 			}{c.role, h, c.scopes}
+			ids[c.name] = cred.ID
 		}
 		_, two := mint(t, store, "a-and-b", leaseapi.RoleRead, "team-b.", "team-a:")
 		b := setup(t, store, defaultOptions())
@@ -92,10 +94,6 @@ func TestScopes(t *testing.T) {
 		for _, job := range jobs {
 			wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/acquire", body: `{"owner":"root"}`, header: root}))
 		}
-		// The body of a job that does not exist, for comparison.
-		missing := b.do(t, request{method: http.MethodGet, path: "/leases/team-a:nothing", header: root})
-		wantProblem(t, missing, http.StatusNotFound, api.CodeNotFound)
-
 		holder := `{"owner":"someone","token":999}`
 		ops := []struct {
 			name   string
@@ -129,9 +127,16 @@ func TestScopes(t *testing.T) {
 					case !c.role.Allows(op.role):
 						wantProblem(t, resp, http.StatusForbidden, api.CodeForbidden)
 					case !in:
-						wantProblem(t, resp, http.StatusNotFound, api.CodeNotFound)
-						if string(resp.body) != string(missing.body) {
-							t.Errorf("%s %s %s: out of scope answered %s, a missing job %s", name, op.name, job, resp.body, missing.body)
+						// 403 before any lookup: the same answer as for a
+						// job of that prefix that does not exist.
+						p := wantProblem(t, resp, http.StatusForbidden, api.CodeForbidden)
+						if !strings.Contains(p.Detail, strings.Join(c.scopes, " ")) {
+							t.Errorf("%s %s %s: detail %q does not name the caller's scopes %v", name, op.name, job, p.Detail, c.scopes)
+						}
+						ghost := job + "-none"
+						other := b.do(t, request{method: op.method, path: "/leases/" + ghost + op.suffix, body: body, header: c.header})
+						if got, want := string(other.body), strings.ReplaceAll(string(resp.body), job, ghost); got != want {
+							t.Errorf("%s %s: a missing job out of scope answered %s, an existing one %s", name, op.name, got, resp.body)
 						}
 					case resp.status != op.ok:
 						t.Errorf("%s %s %s: got %d %s, want %d", name, op.name, job, resp.status, resp.body, op.ok)
@@ -140,11 +145,11 @@ func TestScopes(t *testing.T) {
 			}
 		}
 		// Pause records who paused.
-		if l := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-a:job/pause", body: `{}`, header: creds["a-admin"].header})); l.PausedBy == nil || *l.PausedBy != "a-admin" {
-			t.Errorf("pausedBy: got %v, want a-admin", l.PausedBy)
+		if l := wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-a:job/pause", body: `{}`, header: creds["a-admin"].header})); l.PausedBy == nil || *l.PausedBy != "a-admin ("+ids["a-admin"]+")" {
+			t.Errorf("pausedBy: got %v, want a-admin and its id", l.PausedBy)
 		}
 		// Revoke last: it changes the lease.
-		wantProblem(t, b.do(t, request{method: http.MethodDelete, path: "/leases/team-ab:job", header: creds["a-admin"].header}), http.StatusNotFound, api.CodeNotFound)
+		wantProblem(t, b.do(t, request{method: http.MethodDelete, path: "/leases/team-ab:job", header: creds["a-admin"].header}), http.StatusForbidden, api.CodeForbidden)
 		wantProblem(t, b.do(t, request{method: http.MethodDelete, path: "/leases/team-a:job", header: creds["a-lease"].header}), http.StatusForbidden, api.CodeForbidden)
 		if l := wantLease(t, b.do(t, request{method: http.MethodDelete, path: "/leases/team-a:job", header: creds["a-admin"].header})); l.State != "revoked" {
 			t.Errorf("revoke in scope: %+v", l)
@@ -225,7 +230,7 @@ func TestScopes(t *testing.T) {
 			if err := json.Unmarshal(resp.body, &created); err != nil {
 				t.Fatal(err)
 			}
-			wantProblem(t, create(aAdmin, `{"name":"a-sub","role":"lease","scopes":["team-a:"]}`), http.StatusConflict, api.CodeCredentialExists)
+			wantProblem(t, create(aAdmin, `{"name":"a-sub","role":"read","scopes":["team-a:sub."]}`), http.StatusConflict, api.CodeCredentialExists)
 			// Works at once on this instance.
 			who := b.do(t, request{method: http.MethodGet, path: "/whoami", header: bearerHeader(created.Token)})
 			if who.status != 200 || !strings.Contains(string(who.body), `"name":"a-sub"`) {
@@ -272,8 +277,8 @@ func TestScopes(t *testing.T) {
 				wantProblem(t, b.do(t, request{method: http.MethodGet, path: "/whoami", header: bearerHeader(token)}), http.StatusUnauthorized, api.CodeUnauthorized)
 			}
 			// The audit: the access log names the credential, never a token.
-			if len(b.logs.lines(t, map[string]any{"msg": "request", "method": "POST", "credential": "a-admin"})) == 0 {
-				t.Error("no access log line names the credential a-admin")
+			if len(b.logs.lines(t, map[string]any{"msg": "request", "method": "POST", "credential": "a-admin (" + ids["a-admin"] + ")"})) == 0 {
+				t.Error("no access log line names the credential a-admin with its id")
 			}
 			if strings.Contains(b.logs.buf.String(), secret) {
 				t.Error("the log holds a secret")
@@ -415,7 +420,9 @@ func TestEveryRouteAuthorized(t *testing.T) {
 			case !c.role.Allows(need):
 				wantProblem(t, resp, http.StatusForbidden, api.CodeForbidden)
 			case strings.Contains(route, "{jobId}"):
-				wantProblem(t, resp, http.StatusNotFound, api.CodeNotFound)
+				if p := wantProblem(t, resp, http.StatusForbidden, api.CodeForbidden); !strings.Contains(p.Detail, "outside this credential's scopes (zz:)") {
+					t.Errorf("%s: out of scope: detail %q", key, p.Detail)
+				}
 			}
 		}
 		return nil
@@ -430,7 +437,7 @@ func TestEveryRouteAuthorized(t *testing.T) {
 
 // TestEscapedJobID: a job id whose characters the client escaped in the
 // path ("team-a%3Ajob") is the same job as the plain spelling, for the
-// operations and for the scope check: an escaped id out of scope is 404.
+// operations and for the scope check: an escaped id out of scope is 403.
 func TestEscapedJobID(t *testing.T) {
 	t.Parallel()
 	forEachFreshStore(t, func(t *testing.T, store leaseapi.Store, _ func(*testing.T) leaseapi.Store) {
@@ -450,9 +457,9 @@ func TestEscapedJobID(t *testing.T) {
 			t.Errorf("the plain spelling reads token %d, want %d (the same lease)", got.Token, l.Token)
 		}
 		for _, path := range []string{"/leases/team-b%3Ajob", "/leases/team-b%3ajob/runs", "/leases/%74eam-b:job"} {
-			wantProblem(t, b.doInvalid(t, request{method: http.MethodGet, path: path, header: teamA}), http.StatusNotFound, api.CodeNotFound)
+			wantProblem(t, b.doInvalid(t, request{method: http.MethodGet, path: path, header: teamA}), http.StatusForbidden, api.CodeForbidden)
 		}
-		wantProblem(t, b.doInvalid(t, request{method: http.MethodPost, path: "/leases/team-b%3Ajob/acquire", body: `{"owner":"a"}`, header: teamA}), http.StatusNotFound, api.CodeNotFound)
+		wantProblem(t, b.doInvalid(t, request{method: http.MethodPost, path: "/leases/team-b%3Ajob/acquire", body: `{"owner":"a"}`, header: teamA}), http.StatusForbidden, api.CodeForbidden)
 		wantProblem(t, b.doInvalid(t, request{method: http.MethodGet, path: "/leases/team-a%25job", header: teamA}), http.StatusBadRequest, api.CodeInvalidRequest)
 	})
 }

@@ -109,7 +109,7 @@ func (h *handler) createWebhook(w http.ResponseWriter, r *http.Request) {
 	hook := leaseapi.Webhook{ID: id, URL: req.URL, URLRedacted: webhook.Redact(req.URL), Secret: secret,
 		Events: req.Events, Scopes: req.Scopes, Format: format}
 	if !p.open {
-		hook.CreatedBy = p.name
+		hook.CreatedBy = p.audit()
 	}
 	if err := hook.Validate(); err != nil {
 		writeProblem(w, r, err)

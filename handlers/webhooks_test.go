@@ -115,7 +115,7 @@ func TestWebhookScopes(t *testing.T) {
 	t.Parallel()
 	forEachFreshStore(t, func(t *testing.T, store leaseapi.Store, _ func(*testing.T) leaseapi.Store) {
 		_, root := mint(t, store, "root", leaseapi.RoleAdmin, "*")
-		_, aAdmin := mint(t, store, "a-admin", leaseapi.RoleAdmin, "team-a:")
+		aAdminCred, aAdmin := mint(t, store, "a-admin", leaseapi.RoleAdmin, "team-a:")
 		_, aLease := mint(t, store, "a-lease", leaseapi.RoleLease, "team-a:")
 		_, bAdmin := mint(t, store, "b-admin", leaseapi.RoleAdmin, "team-b.")
 		sealer := testSealer(t)
@@ -153,8 +153,8 @@ func TestWebhookScopes(t *testing.T) {
 		}
 		if !strings.HasPrefix(created.Secret, "whsec_") || created.URL != "https://hooks.slack.example/…" ||
 			!slices.Equal(created.Scopes, []string{"team-a:"}) || created.Format != "slack" ||
-			created.CreatedBy == nil || *created.CreatedBy != "a-admin" || created.LastDelivery != nil || strings.Contains(string(resp.body), "lastDelivery") {
-			t.Errorf("created: %s, want a whsec_ secret, the URL redacted, the scopes normalized, format slack, by a-admin", resp.body)
+			created.CreatedBy == nil || *created.CreatedBy != "a-admin ("+aAdminCred.ID+")" || created.LastDelivery != nil || strings.Contains(string(resp.body), "lastDelivery") {
+			t.Errorf("created: %s, want a whsec_ secret, the URL redacted, the scopes normalized, format slack, by a-admin and its id", resp.body)
 		}
 		resp = create(bAdmin, `{"url":"https://hooks.example.com/b","events":["run.succeeded"],"scopes":["team-b."]}`)
 		if resp.status != http.StatusCreated {
@@ -237,8 +237,9 @@ func TestWebhookScopes(t *testing.T) {
 		}
 
 		// The audit names the credential; no log line holds a secret or the URL.
-		if len(b.logs.lines(t, map[string]any{"msg": "webhook created", "credential": "a-admin"})) == 0 &&
-			len(b.logs.lines(t, map[string]any{"msg": "request", "method": "POST", "credential": "a-admin"})) == 0 {
+		by := "a-admin (" + aAdminCred.ID + ")"
+		if len(b.logs.lines(t, map[string]any{"msg": "webhook created", "credential": by})) == 0 &&
+			len(b.logs.lines(t, map[string]any{"msg": "request", "method": "POST", "credential": by})) == 0 {
 			t.Error("no log line names the credential that created the webhook")
 		}
 		for _, secret := range []string{created.Secret, other.Secret, "XXXXSECRET", "hooks.example.com/b"} {

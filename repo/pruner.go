@@ -47,8 +47,9 @@ func (c *RunPrunerConfig) Validate() error {
 	return nil
 }
 
-// RunPruner deletes run history older than the retention, in batches, on
-// an interval. Each pass is idempotent and skips rows another instance is
+// RunPruner deletes run history older than the retention, and the
+// Idempotency-Keys older than leaseapi.IdempotencyTTL, in batches, on an
+// interval. Each pass is idempotent and skips rows another instance is
 // deleting, so every leaseapi instance may run one.
 type RunPruner struct {
 	store  leaseapi.Store
@@ -110,6 +111,36 @@ func (p *RunPruner) runOnce(ctx context.Context) (int64, error) {
 	for range maxBatchesPerPass {
 		batchCtx, cancel := context.WithTimeout(ctx, passTimeout)
 		n, err := p.store.PruneRuns(batchCtx, p.cfg.Retention, p.cfg.BatchSize)
+		cancel()
+		total += n
+		if err != nil {
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				return total, nil
+			}
+			return total, err
+		}
+		if n < int64(p.cfg.BatchSize) {
+			break
+		}
+	}
+	keys, err := p.pruneIdempotencyKeys(ctx)
+	if keys > 0 {
+		p.logger.InfoContext(ctx, "pruned idempotency keys", slog.Int64("deleted", keys), slog.Duration("ttl", leaseapi.IdempotencyTTL))
+	}
+	return total, err
+}
+
+// pruneIdempotencyKeys deletes the Idempotency-Keys older than
+// leaseapi.IdempotencyTTL, in batches, when the store keeps them.
+func (p *RunPruner) pruneIdempotencyKeys(ctx context.Context) (int64, error) {
+	is, ok := p.store.(leaseapi.IdempotencyStore)
+	if !ok {
+		return 0, nil
+	}
+	var total int64
+	for range maxBatchesPerPass {
+		batchCtx, cancel := context.WithTimeout(ctx, passTimeout)
+		n, err := is.PruneIdempotencyKeys(batchCtx, p.cfg.BatchSize)
 		cancel()
 		total += n
 		if err != nil {

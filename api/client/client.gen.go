@@ -163,6 +163,66 @@ func (e ForbiddenProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for IdempotencyKeyInFlightProblemCode.
+const (
+	IdempotencyKeyInFlightProblemCodeIdempotencyKeyInFlight IdempotencyKeyInFlightProblemCode = "idempotency_key_in_flight"
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyKeyInFlightProblemCode enum.
+func (e IdempotencyKeyInFlightProblemCode) Valid() bool {
+	switch e {
+	case IdempotencyKeyInFlightProblemCodeIdempotencyKeyInFlight:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdempotencyKeyInFlightProblemStatus.
+const (
+	IdempotencyKeyInFlightProblemStatusN409 IdempotencyKeyInFlightProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyKeyInFlightProblemStatus enum.
+func (e IdempotencyKeyInFlightProblemStatus) Valid() bool {
+	switch e {
+	case IdempotencyKeyInFlightProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdempotencyKeyReusedProblemCode.
+const (
+	IdempotencyKeyReusedProblemCodeIdempotencyKeyReused IdempotencyKeyReusedProblemCode = "idempotency_key_reused"
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyKeyReusedProblemCode enum.
+func (e IdempotencyKeyReusedProblemCode) Valid() bool {
+	switch e {
+	case IdempotencyKeyReusedProblemCodeIdempotencyKeyReused:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IdempotencyKeyReusedProblemStatus.
+const (
+	N422 IdempotencyKeyReusedProblemStatus = 422
+)
+
+// Valid indicates whether the value is a known member of the IdempotencyKeyReusedProblemStatus enum.
+func (e IdempotencyKeyReusedProblemStatus) Valid() bool {
+	switch e {
+	case N422:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for InternalProblemCode.
 const (
 	InternalProblemCodeInternal InternalProblemCode = "internal"
@@ -414,23 +474,25 @@ func (e PayloadTooLargeProblemStatus) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
-	ProblemCodeCredentialExists     ProblemCode = "credential_exists"
-	ProblemCodeForbidden            ProblemCode = "forbidden"
-	ProblemCodeInternal             ProblemCode = "internal"
-	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
-	ProblemCodeJobPaused            ProblemCode = "job_paused"
-	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
-	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
-	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
-	ProblemCodeNotFound             ProblemCode = "not_found"
-	ProblemCodeOverloaded           ProblemCode = "overloaded"
-	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
-	ProblemCodeRateLimited          ProblemCode = "rate_limited"
-	ProblemCodeTickAhead            ProblemCode = "tick_ahead"
-	ProblemCodeTickDone             ProblemCode = "tick_done"
-	ProblemCodeUnauthorized         ProblemCode = "unauthorized"
-	ProblemCodeUnavailable          ProblemCode = "unavailable"
-	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
+	ProblemCodeCredentialExists       ProblemCode = "credential_exists"
+	ProblemCodeForbidden              ProblemCode = "forbidden"
+	ProblemCodeIdempotencyKeyInFlight ProblemCode = "idempotency_key_in_flight"
+	ProblemCodeIdempotencyKeyReused   ProblemCode = "idempotency_key_reused"
+	ProblemCodeInternal               ProblemCode = "internal"
+	ProblemCodeInvalidRequest         ProblemCode = "invalid_request"
+	ProblemCodeJobPaused              ProblemCode = "job_paused"
+	ProblemCodeLeaseHeld              ProblemCode = "lease_held"
+	ProblemCodeLeaseLost              ProblemCode = "lease_lost"
+	ProblemCodeMethodNotAllowed       ProblemCode = "method_not_allowed"
+	ProblemCodeNotFound               ProblemCode = "not_found"
+	ProblemCodeOverloaded             ProblemCode = "overloaded"
+	ProblemCodePayloadTooLarge        ProblemCode = "payload_too_large"
+	ProblemCodeRateLimited            ProblemCode = "rate_limited"
+	ProblemCodeTickAhead              ProblemCode = "tick_ahead"
+	ProblemCodeTickDone               ProblemCode = "tick_done"
+	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
+	ProblemCodeUnavailable            ProblemCode = "unavailable"
+	ProblemCodeUnsupportedMediaType   ProblemCode = "unsupported_media_type"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
@@ -439,6 +501,10 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeCredentialExists:
 		return true
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeIdempotencyKeyInFlight:
+		return true
+	case ProblemCodeIdempotencyKeyReused:
 		return true
 	case ProblemCodeInternal:
 		return true
@@ -1078,6 +1144,56 @@ type HeartbeatRequest struct {
 	// Optional: the grant's TTL.
 	TtlMs *int64 `json:"ttlMs,omitempty"`
 }
+
+// IdempotencyKeyInFlightProblem defines model for IdempotencyKeyInFlightProblem.
+type IdempotencyKeyInFlightProblem struct {
+	Code IdempotencyKeyInFlightProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                               `json:"now,omitempty"`
+	Status IdempotencyKeyInFlightProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// IdempotencyKeyInFlightProblemCode defines model for IdempotencyKeyInFlightProblem.Code.
+type IdempotencyKeyInFlightProblemCode string
+
+// IdempotencyKeyInFlightProblemStatus defines model for IdempotencyKeyInFlightProblem.Status.
+type IdempotencyKeyInFlightProblemStatus int
+
+// IdempotencyKeyReusedProblem defines model for IdempotencyKeyReusedProblem.
+type IdempotencyKeyReusedProblem struct {
+	Code IdempotencyKeyReusedProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+	Lease  *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                             `json:"now,omitempty"`
+	Status IdempotencyKeyReusedProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// IdempotencyKeyReusedProblemCode defines model for IdempotencyKeyReusedProblem.Code.
+type IdempotencyKeyReusedProblemCode string
+
+// IdempotencyKeyReusedProblemStatus defines model for IdempotencyKeyReusedProblem.Status.
+type IdempotencyKeyReusedProblemStatus int
 
 // InternalProblem defines model for InternalProblem.
 type InternalProblem struct {
@@ -1876,7 +1992,9 @@ type ListRunsParams struct {
 
 // TriggerJobParams defines parameters for TriggerJob.
 type TriggerJobParams struct {
-	// IdempotencyKey 1–256 printable ASCII characters; send a fresh one per intended run
+	// IdempotencyKey The key: 1–256 printable ASCII characters, sent bare (`abc`) or as a
+	// structured-field string (`"abc"`, with `\"` and `\\` escaped); the
+	// two spellings are the same key. Send a fresh one per intended run
 	// and the same one on retries of it.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
@@ -2043,6 +2161,32 @@ func (t *TriggerConflict) FromTickAheadProblem(v TickAheadProblem) error {
 
 // MergeTickAheadProblem performs a merge with any union data inside the TriggerConflict, using the provided TickAheadProblem
 func (t *TriggerConflict) MergeTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIdempotencyKeyInFlightProblem returns the union data inside the TriggerConflict as a IdempotencyKeyInFlightProblem
+func (t TriggerConflict) AsIdempotencyKeyInFlightProblem() (IdempotencyKeyInFlightProblem, error) {
+	var body IdempotencyKeyInFlightProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIdempotencyKeyInFlightProblem overwrites any union data inside the TriggerConflict as the provided IdempotencyKeyInFlightProblem
+func (t *TriggerConflict) FromIdempotencyKeyInFlightProblem(v IdempotencyKeyInFlightProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeIdempotencyKeyInFlightProblem performs a merge with any union data inside the TriggerConflict, using the provided IdempotencyKeyInFlightProblem
+func (t *TriggerConflict) MergeIdempotencyKeyInFlightProblem(v IdempotencyKeyInFlightProblem) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -2464,6 +2608,15 @@ type ClientInterface interface {
 	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
 	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
+	// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+	// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+	// the route, the job id and the decoded request: the same request with
+	// the key again is answered as the first was; a request with the key and
+	// another job or body is 422 `idempotency_key_reused`; the same request
+	// while the first is still being answered is 409
+	// `idempotency_key_in_flight` (retry it). A request that failed is
+	// forgotten, so its retry runs again.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -2494,6 +2647,15 @@ type ClientInterface interface {
 	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
 	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
+	// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+	// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+	// the route, the job id and the decoded request: the same request with
+	// the key again is answered as the first was; a request with the key and
+	// another job or body is 422 `idempotency_key_reused`; the same request
+	// while the first is still being answered is 409
+	// `idempotency_key_in_flight` (retry it). A request that failed is
+	// forgotten, so its retry runs again.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -2518,8 +2680,8 @@ type ClientInterface interface {
 	//
 	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 	// job with `catchUp` `latest` after a missed tick), in job id order, one
-	// per job at most. Jobs that owe nothing, are unknown or lie outside the
-	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// per job at most. Jobs that owe nothing or are unknown are absent; a job
+	// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 	// Go runner every 10 s, jittered) and claims each tick with an ordinary
 	// acquire of that tick. Bodies up to 256 KiB.
 	//
@@ -2532,8 +2694,8 @@ type ClientInterface interface {
 	//
 	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 	// job with `catchUp` `latest` after a missed tick), in job id order, one
-	// per job at most. Jobs that owe nothing, are unknown or lie outside the
-	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// per job at most. Jobs that owe nothing or are unknown are absent; a job
+	// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 	// Go runner every 10 s, jittered) and claims each tick with an ordinary
 	// acquire of that tick. Bodies up to 256 KiB.
 	//
@@ -3239,6 +3401,15 @@ func (c *Client) CancelTrigger(ctx context.Context, jobId JobID, reqEditors ...R
 // `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
 // refused with 409 `tick_ahead`, and nothing is owed.
 //
+// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+// the route, the job id and the decoded request: the same request with
+// the key again is answered as the first was; a request with the key and
+// another job or body is 422 `idempotency_key_reused`; the same request
+// while the first is still being answered is 409
+// `idempotency_key_in_flight` (retry it). A request that failed is
+// forgotten, so its retry runs again.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -3278,6 +3449,15 @@ func (c *Client) TriggerJobWithBody(ctx context.Context, jobId JobID, params *Tr
 // that would lie later than the database's clock plus
 // `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
 // refused with 409 `tick_ahead`, and nothing is owed.
+//
+// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+// the route, the job id and the decoded request: the same request with
+// the key again is answered as the first was; a request with the key and
+// another job or body is 422 `idempotency_key_reused`; the same request
+// while the first is still being answered is 409
+// `idempotency_key_in_flight` (retry it). A request that failed is
+// forgotten, so its retry runs again.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3333,8 +3513,8 @@ func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 //
 // The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 // job with `catchUp` `latest` after a missed tick), in job id order, one
-// per job at most. Jobs that owe nothing, are unknown or lie outside the
-// caller's scopes are absent. A replica polls this for all its jobs (the
+// per job at most. Jobs that owe nothing or are unknown are absent; a job
+// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 // Go runner every 10 s, jittered) and claims each tick with an ordinary
 // acquire of that tick. Bodies up to 256 KiB.
 //
@@ -3357,8 +3537,8 @@ func (c *Client) OwedTicksWithBody(ctx context.Context, contentType string, body
 //
 // The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 // job with `catchUp` `latest` after a missed tick), in job id order, one
-// per job at most. Jobs that owe nothing, are unknown or lie outside the
-// caller's scopes are absent. A replica polls this for all its jobs (the
+// per job at most. Jobs that owe nothing or are unknown are absent; a job
+// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 // Go runner every 10 s, jittered) and claims each tick with an ordinary
 // acquire of that tick. Bodies up to 256 KiB.
 //
@@ -5278,6 +5458,15 @@ type ClientWithResponsesInterface interface {
 	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
 	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
+	// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+	// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+	// the route, the job id and the decoded request: the same request with
+	// the key again is answered as the first was; a request with the key and
+	// another job or body is 422 `idempotency_key_reused`; the same request
+	// while the first is still being answered is 409
+	// `idempotency_key_in_flight` (retry it). A request that failed is
+	// forgotten, so its retry runs again.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -5308,6 +5497,15 @@ type ClientWithResponsesInterface interface {
 	// `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
 	// refused with 409 `tick_ahead`, and nothing is owed.
 	//
+	// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+	// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+	// the route, the job id and the decoded request: the same request with
+	// the key again is answered as the first was; a request with the key and
+	// another job or body is 422 `idempotency_key_reused`; the same request
+	// while the first is still being answered is 409
+	// `idempotency_key_in_flight` (retry it). A request that failed is
+	// forgotten, so its retry runs again.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -5336,8 +5534,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 	// job with `catchUp` `latest` after a missed tick), in job id order, one
-	// per job at most. Jobs that owe nothing, are unknown or lie outside the
-	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// per job at most. Jobs that owe nothing or are unknown are absent; a job
+	// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 	// Go runner every 10 s, jittered) and claims each tick with an ordinary
 	// acquire of that tick. Bodies up to 256 KiB.
 	//
@@ -5350,8 +5548,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 	// job with `catchUp` `latest` after a missed tick), in job id order, one
-	// per job at most. Jobs that owe nothing, are unknown or lie outside the
-	// caller's scopes are absent. A replica polls this for all its jobs (the
+	// per job at most. Jobs that owe nothing or are unknown are absent; a job
+	// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 	// Go runner every 10 s, jittered) and claims each tick with an ordinary
 	// acquire of that tick. Bodies up to 256 KiB.
 	//
@@ -5517,8 +5715,15 @@ type ConsoleRedirectResponse302Headers struct {
 type ConsoleRedirectResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// Headers302 the parsed response headers for an HTTP 302 response
 	Headers302 *ConsoleRedirectResponse302Headers
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ConsoleRedirectResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -5969,6 +6174,8 @@ type ListLeasesResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -5996,6 +6203,11 @@ func (r ListLeasesResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListLeasesResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListLeasesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -6177,6 +6389,8 @@ type GetLeaseResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -6206,6 +6420,11 @@ func (r GetLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r GetLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -7059,6 +7278,8 @@ type ListRunsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -7088,6 +7309,11 @@ func (r ListRunsResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListRunsResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListRunsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -7395,6 +7621,8 @@ type TriggerJobResponse struct {
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *IdempotencyKeyReusedProblem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7447,6 +7675,11 @@ func (r TriggerJobResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
 // GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
 func (r TriggerJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
 	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TriggerJobResponse) GetApplicationproblemJSON422() *IdempotencyKeyReusedProblem {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7779,6 +8012,8 @@ type ListRecentRunsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7806,6 +8041,11 @@ func (r ListRecentRunsResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListRecentRunsResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListRecentRunsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7876,6 +8116,8 @@ type GetStatsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7903,6 +8145,11 @@ func (r GetStatsResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r GetStatsResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -7958,8 +8205,15 @@ type ConsoleRedirectSlashResponse302Headers struct {
 type ConsoleRedirectSlashResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// Headers302 the parsed response headers for an HTTP 302 response
 	Headers302 *ConsoleRedirectSlashResponse302Headers
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ConsoleRedirectSlashResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -8000,10 +8254,17 @@ type ConsoleAssetResponse200Headers struct {
 type ConsoleAssetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ConsoleAssetResponse200Headers
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ConsoleAssetResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -8522,6 +8783,8 @@ type WhoamiResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -8549,6 +8812,11 @@ func (r WhoamiResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r WhoamiResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WhoamiResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -9086,6 +9354,15 @@ func (c *ClientWithResponses) CancelTriggerWithResponse(ctx context.Context, job
 // `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
 // refused with 409 `tick_ahead`, and nothing is owed.
 //
+// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+// the route, the job id and the decoded request: the same request with
+// the key again is answered as the first was; a request with the key and
+// another job or body is 422 `idempotency_key_reused`; the same request
+// while the first is still being answered is 409
+// `idempotency_key_in_flight` (retry it). A request that failed is
+// forgotten, so its retry runs again.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /leases/{jobId}/trigger (the `TriggerJob` operationId).
@@ -9121,6 +9398,15 @@ func (c *ClientWithResponses) TriggerJobWithBodyWithResponse(ctx context.Context
 // that would lie later than the database's clock plus
 // `LEASEAPI_MAX_TICK_AHEAD` (a `lastCompletedTick` of the future) is
 // refused with 409 `tick_ahead`, and nothing is owed.
+//
+// An `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header) is
+// remembered for 24 hours per credential, with a fingerprint (SHA-256) of
+// the route, the job id and the decoded request: the same request with
+// the key again is answered as the first was; a request with the key and
+// another job or body is 422 `idempotency_key_reused`; the same request
+// while the first is still being answered is 409
+// `idempotency_key_in_flight` (retry it). A request that failed is
+// forgotten, so its retry runs again.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9168,8 +9454,8 @@ func (c *ClientWithResponses) OpenapiWithResponse(ctx context.Context, reqEditor
 //
 // The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 // job with `catchUp` `latest` after a missed tick), in job id order, one
-// per job at most. Jobs that owe nothing, are unknown or lie outside the
-// caller's scopes are absent. A replica polls this for all its jobs (the
+// per job at most. Jobs that owe nothing or are unknown are absent; a job
+// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 // Go runner every 10 s, jittered) and claims each tick with an ordinary
 // acquire of that tick. Bodies up to 256 KiB.
 //
@@ -9188,8 +9474,8 @@ func (c *ClientWithResponses) OwedTicksWithBodyWithResponse(ctx context.Context,
 //
 // The ticks the named jobs owe (a manual tick, or the catch-up tick of a
 // job with `catchUp` `latest` after a missed tick), in job id order, one
-// per job at most. Jobs that owe nothing, are unknown or lie outside the
-// caller's scopes are absent. A replica polls this for all its jobs (the
+// per job at most. Jobs that owe nothing or are unknown are absent; a job
+// outside the caller's scopes is 403 `forbidden` for the whole request. A replica polls this for all its jobs (the
 // Go runner every 10 s, jittered) and claims each tick with an ordinary
 // acquire of that tick. Bodies up to 256 KiB.
 //
@@ -9428,6 +9714,19 @@ func ParseConsoleRedirectResponse(rsp *http.Response) (*ConsoleRedirectResponse,
 	response := &ConsoleRedirectResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	}
 
 	switch {
@@ -9865,6 +10164,13 @@ func ParseListLeasesResponse(rsp *http.Response) (*ListLeasesResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10066,6 +10372,13 @@ func ParseGetLeaseResponse(rsp *http.Response) (*GetLeaseResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -10931,6 +11244,13 @@ func ParseListRunsResponse(rsp *http.Response) (*ListRunsResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11283,6 +11603,13 @@ func ParseTriggerJobResponse(rsp *http.Response) (*TriggerJobResponse, error) {
 		}
 		response.ApplicationproblemJSON415 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest IdempotencyKeyReusedProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11603,6 +11930,13 @@ func ParseListRecentRunsResponse(rsp *http.Response) (*ListRecentRunsResponse, e
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11697,6 +12031,13 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11771,6 +12112,19 @@ func ParseConsoleRedirectSlashResponse(rsp *http.Response) (*ConsoleRedirectSlas
 
 	switch {
 	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
 		var headers ConsoleRedirectSlashResponse302Headers
 		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
 			var value string
@@ -11808,6 +12162,13 @@ func ParseConsoleAssetResponse(rsp *http.Response) (*ConsoleAssetResponse, error
 	switch {
 	case rsp.StatusCode == 304:
 		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -12327,6 +12688,13 @@ func ParseWhoamiResponse(rsp *http.Response) (*WhoamiResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited

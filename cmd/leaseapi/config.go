@@ -62,6 +62,7 @@ type Config struct {
 	JobMetricsLimit     int           `envconfig:"JOB_METRICS_LIMIT" default:"10000" desc:"how many jobs, the first in job id order, have per-job series; leaseapi_job_metrics_truncated counts the others"`
 	WebhookKey          string        `envconfig:"WEBHOOK_KEY" desc:"base64 of 32 random bytes (openssl rand -base64 32): webhook secrets and URLs are stored encrypted with it (AES-256-GCM); empty = stored as given, and leaseapi warns at start"`
 	WebhookAllowPrivate bool          `envconfig:"WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"let webhooks reach loopback, private, link-local and other non-public addresses (refused by default, at creation for an IP literal and whenever a delivery connects)"`
+	Open                bool          `envconfig:"OPEN" default:"false" desc:"while no credential exists and no token is configured (the API is open), serve every peer; unset, an open API answers only loopback peers that name a loopback Host (localhost, *.localhost, 127.0.0.0/8, [::1]), and 403 to others"`
 	PublicURL           string        `envconfig:"PUBLIC_URL" desc:"leaseapi's base URL as its users reach it (e.g. https://leaseapi.example.com), for the console link of slack webhook messages; empty = no link"`
 }
 

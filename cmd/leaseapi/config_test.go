@@ -306,6 +306,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_JOB_METRICS_LIMIT":     "500",
 		"LEASEAPI_WEBHOOK_KEY":           "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"LEASEAPI_WEBHOOK_ALLOW_PRIVATE": "true",
+		"LEASEAPI_OPEN":                  "true",
 		"LEASEAPI_PUBLIC_URL":            "https://leaseapi.example.com",
 	}
 	keys := settingKeys(t)
@@ -353,6 +354,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		JobMetricsLimit:     500,
 		WebhookKey:          "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		WebhookAllowPrivate: true,
+		Open:                true,
 		PublicURL:           "https://leaseapi.example.com",
 	}
 	if !reflect.DeepEqual(got, want) {

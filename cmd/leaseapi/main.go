@@ -184,6 +184,7 @@ type store interface {
 	leaseapi.Store
 	leaseapi.CredentialStore
 	leaseapi.WebhookStore
+	leaseapi.IdempotencyStore
 	Migrate(ctx context.Context) error
 }
 
@@ -402,8 +403,13 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	}()
 
 	if len(cfg.APITokens) == 0 && len(cfg.AdminTokens) == 0 && !apiClosed(ctx, s) {
-		logger.Warn("no API or admin tokens configured: the API is open to anyone who can reach it; set " +
-			key("API_TOKENS") + " and " + key("ADMIN_TOKENS"))
+		if cfg.Open {
+			logger.Warn("no credential or token exists and " + key("OPEN") + " is true: the API is open to anyone who can reach it; " +
+				"create a credential (leaseapi credentials create) or set " + key("API_TOKENS") + " and " + key("ADMIN_TOKENS"))
+		} else {
+			logger.Warn("no credential or token exists: the API answers only requests from this host to localhost until a credential " +
+				"is created (leaseapi credentials create); set " + key("OPEN") + "=true to serve every peer without one")
+		}
 	}
 	warnFastSchedules(ctx, s, cfg.MinTTL, logger)
 	reportJobsAhead(ctx, s, cfg.MaxTickAhead, logger)
@@ -461,6 +467,9 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		Webhooks:            s,
 		WebhookSealer:       sealer,
 		WebhookAllowPrivate: cfg.WebhookAllowPrivate,
+		Open:                cfg.Open,
+		// Like the credentials, from the store itself.
+		Idempotency: s,
 	})
 	srv := &http.Server{
 		Handler:           handler,

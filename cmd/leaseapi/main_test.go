@@ -398,7 +398,7 @@ func TestServeEmbedded(t *testing.T) {
 	cfg := serveConfig(t)
 	srv := startServe(t, cfg)
 	job := strings.TrimPrefix(exercise(t, srv.url), srv.url)
-	if got := srv.logs.records(t, "no API or admin tokens configured: the API is open to anyone who can reach it; set LEASEAPI_API_TOKENS and LEASEAPI_ADMIN_TOKENS"); len(got) != 1 || got[0]["level"] != "WARN" {
+	if got := srv.logs.records(t, "no credential or token exists: the API answers only requests from this host to localhost until a credential is created (leaseapi credentials create); set LEASEAPI_OPEN=true to serve every peer without one"); len(got) != 1 || got[0]["level"] != "WARN" {
 		t.Errorf("open-API warning = %v, want one WARN record", got)
 	}
 	if err := srv.stop(); err != nil {
@@ -576,5 +576,45 @@ func TestOneLine(t *testing.T) {
 	err := errors.Join(errors.New("first"), errors.New("second"))
 	if got, want := oneLine(err.Error()), "first; second"; got != want {
 		t.Errorf("oneLine() = %q, want %q", got, want)
+	}
+}
+
+// TestServeOpenModeProtected: an open leaseapi answers a loopback peer
+// naming localhost, refuses a Host of another name (DNS rebinding) with
+// 403 except on the probes, and serves it with LEASEAPI_OPEN=true.
+func TestServeOpenModeProtected(t *testing.T) {
+	t.Parallel()
+	get := func(url, host string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s (Host %s): %v", url, host, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, open := range []bool{false, true} {
+		cfg := serveConfig(t)
+		cfg.Open = open
+		srv := startServe(t, cfg)
+		port := srv.url[strings.LastIndex(srv.url, ":")+1:]
+		if got := get(srv.url+"/whoami", "localhost:"+port); got != http.StatusOK {
+			t.Errorf("open %v: GET /whoami to localhost: %d, want 200", open, got)
+		}
+		want := http.StatusForbidden
+		if open {
+			want = http.StatusOK
+		}
+		if got := get(srv.url+"/whoami", "rebound.example:"+port); got != want {
+			t.Errorf("LEASEAPI_OPEN=%v: GET /whoami to rebound.example: %d, want %d", open, got, want)
+		}
+		if got := get(srv.url+"/healthz", "rebound.example:"+port); got != http.StatusOK {
+			t.Errorf("LEASEAPI_OPEN=%v: GET /healthz to rebound.example: %d, want 200", open, got)
+		}
 	}
 }

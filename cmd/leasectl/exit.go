@@ -36,7 +36,8 @@ const exitTable = `Exit status:
   leaseapi unreachable, 5xx, 503 or 429 for longer   75 (EX_TEMPFAIL); COMMAND never started
     than --wait
   bad flags or 400 invalid_request                   64 (EX_USAGE)
-  401 or 403                                         77 (EX_NOPERM)
+  401 or 403 (token refused, role too weak, job      77 (EX_NOPERM)
+    outside the credential's scopes)
   SIGTERM/SIGINT before COMMAND started              128 + the signal
   COMMAND not found / not executable                 127 / 126
 A release that cannot be delivered leaves the exit status as it is and says

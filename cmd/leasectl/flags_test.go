@@ -177,6 +177,29 @@ func TestParseRunHelpPrintsExitTable(t *testing.T) {
 	}
 }
 
+// TestRetryableErr: a trigger retries what another attempt may succeed
+// at, an earlier attempt of its own key still in flight included, and
+// never a key reused with another request.
+func TestRetryableErr(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status int
+		code   string
+		want   bool
+	}{
+		{http.StatusServiceUnavailable, "unavailable", true},
+		{http.StatusTooManyRequests, "rate_limited", true},
+		{http.StatusConflict, "idempotency_key_in_flight", true},
+		{http.StatusConflict, "job_paused", false},
+		{http.StatusUnprocessableEntity, "idempotency_key_reused", false},
+		{http.StatusForbidden, "forbidden", false},
+	} {
+		if got := retryableErr(&jobs.APIError{StatusCode: tt.status, Code: tt.code}); got != tt.want {
+			t.Errorf("retryableErr(%d %s) = %v, want %v", tt.status, tt.code, got, tt.want)
+		}
+	}
+}
+
 func TestErrorExit(t *testing.T) {
 	t.Parallel()
 	api := func(status int, code string) error {

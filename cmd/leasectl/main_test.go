@@ -618,3 +618,30 @@ func TestListFollowsPages(t *testing.T) {
 		t.Fatalf("get -o json: exit %d, %q, %q", code, stdout, stderr)
 	}
 }
+
+// TestOutOfScope: a job outside the credential's scopes is 403 before any
+// lookup, whether it exists or not; leasectl says so and exits 77
+// (EX_NOPERM), never 1 as for a job that does not exist.
+func TestOutOfScope(t *testing.T) {
+	t.Parallel()
+	resp, err := apiClient(t, adminToken).CreateCredentialWithResponse(context.Background(), client.CreateCredentialRequest{
+		Name: "leasectl-team-a", Role: client.RoleLease, Scopes: []client.Scope{"team-a:"}})
+	if err != nil || resp.JSON201 == nil {
+		t.Fatalf("create credential: %v %s", err, resp.Body)
+	}
+	teamA := resp.JSON201.Token
+	if code, _, stderr := leasectl(t, userToken, "run", "team-b:exists", "--", "true"); code != 0 {
+		t.Fatalf("run team-b:exists unscoped: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"run", "team-b:exists", "--", "true"},
+		{"run", "team-b:missing", "--", "true"},
+		{"get", "team-b:exists"},
+		{"get", "team-b:missing"},
+	} {
+		code, _, stderr := leasectl(t, teamA, args...)
+		if code != exitNoPerm || !strings.Contains(stderr, "403 forbidden") || !strings.Contains(stderr, "outside this credential's scopes (team-a:)") {
+			t.Errorf("leasectl %q by team-a: exit %d, stderr %q; want 77 and the scopes named", args, code, stderr)
+		}
+	}
+}

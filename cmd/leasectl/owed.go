@@ -41,7 +41,8 @@ func triggerCommand(ctx context.Context, args []string, env environment) int {
 
 // trigger is `leasectl trigger [--reason R] [--key K] JOB`: POST
 // /leases/{jobId}/trigger (admin). It retries what may be retried (the
-// network, 5xx, 429) with the same Idempotency-Key for up to --wait.
+// network, 5xx, 429, a key still in flight) with the same Idempotency-Key
+// for up to --wait.
 func trigger(ctx context.Context, args []string, env environment) error {
 	fs := newFlagSet("trigger", env.stderr)
 	fs.Usage = func() {
@@ -150,10 +151,13 @@ func retrying(ctx context.Context, wait time.Duration, send func(context.Context
 	}
 }
 
-// retryableErr: leaseapi did not answer, answered 5xx, or 429.
+// retryableErr: leaseapi did not answer, answered 5xx, or 429, or 409
+// idempotency_key_in_flight (an earlier attempt of this trigger is still
+// being answered).
 func retryableErr(err error) bool {
 	if e, ok := errors.AsType[*jobs.APIError](err); ok {
-		return e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+		return e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500 ||
+			e.StatusCode == http.StatusConflict && e.Code == api.CodeIdempotencyKeyInFlight
 	}
 	return errors.Is(err, leaseapi.ErrUnavailable)
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // testCredentials: created credentials are read back as stored (the hash of
-// the secret, never the secret), names are unique, a delete is final, and
+// the secret, never the secret), names are unique within the same scopes
+// only, a delete is final, and
 // the API stays closed once a credential was created, also after every
 // credential is deleted.
 func testCredentials(t *testing.T, b *bundle) {
@@ -60,9 +61,24 @@ func testCredentials(t *testing.T, b *bundle) {
 	}
 
 	t.Run("NameTaken", func(t *testing.T) {
-		dup, _ := leaseapi.NewCredential(c.Name, leaseapi.RoleRead, []string{"*"}, nil)
+		// The same name with the same scopes, in any order and spelling.
+		dup, _ := leaseapi.NewCredential(c.Name, leaseapi.RoleRead, []string{"team-a:x.", "team-a:", "team-b:"}, nil)
 		if err := cs.CreateCredential(ctx, &dup); !errors.Is(err, leaseapi.ErrCredentialExists) {
-			t.Errorf("CreateCredential with a taken name: got %v, want ErrCredentialExists", err)
+			t.Errorf("CreateCredential with a taken name and the same scopes: got %v, want ErrCredentialExists", err)
+		}
+	})
+	t.Run("NameUniqueWithinScopes", func(t *testing.T) {
+		// Names are unique within the same scopes only: another team (or
+		// a narrower or wider scope) may use the name.
+		for _, scopes := range [][]string{{"team-c:"}, {"*"}, {"team-a:"}} {
+			other, _ := leaseapi.NewCredential(c.Name, leaseapi.RoleRead, scopes, nil)
+			if err := cs.CreateCredential(ctx, &other); err != nil {
+				t.Errorf("CreateCredential %s with scopes %v, the name taken in other scopes: %v", c.Name, scopes, err)
+				continue
+			}
+			if err := cs.DeleteCredential(ctx, other.ID); err != nil {
+				t.Fatalf("DeleteCredential: %v", err)
+			}
 		}
 	})
 	t.Run("Invalid", func(t *testing.T) {

@@ -92,6 +92,7 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 		{"ListPausedOverdue", testListPausedOverdue},
 		{"RecentRuns", testRecentRuns},
 		{"Credentials", testCredentials},
+		{"IdempotencyKeys", testIdempotencyKeys},
 		{"Trigger", testTrigger},
 		{"TriggerAfterTicks", testTriggerAfterTicks},
 		{"TickAheadRefused", testTickAheadRefused},

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/test/chaos/record"
 )
 
@@ -110,7 +111,8 @@ func (e *env) operator(steps []opStep, rng *rand.Rand, stop <-chan struct{}) {
 // operatorCall sends one run now (POST, with key) or cancellation (DELETE)
 // of job's owed tick to a random instance, with the admin token, and
 // sends it again (the same key) while its outcome is unknown (503, no
-// answer), at most three times more; rng picks the instances.
+// answer) or an earlier attempt of the key is in flight, at most three
+// times more; rng picks the instances.
 func (e *env) operatorCall(rng *rand.Rand, method, job, key, body string) {
 	kind := "trigger"
 	if method == http.MethodDelete {
@@ -129,7 +131,7 @@ func (e *env) operatorCall(rng *rand.Rand, method, job, key, body string) {
 			req.Header.Set("Idempotency-Key", key)
 		}
 		res, _ := e.send(&record.Event{Ev: "call", Client: "operator", Instance: inst, Job: job, Kind: kind, Key: key}, req)
-		if res != "unavailable" && res != "unknown" {
+		if res != "unavailable" && res != "unknown" && res != api.CodeIdempotencyKeyInFlight {
 			return
 		}
 		if attempt < 3 {

@@ -338,13 +338,13 @@ export function job(ctx, route) {
       try {
         lease = await api.getLease(id);
       } catch (e) {
-        if (e.status === 404 || e.status === 400) {
+        if (e.status === 404 || e.status === 400 || (e.status === 403 && e.code === 'forbidden')) {
           ctx.render(h('div', null,
             h('p', { class: 'crumbs' }, h('a', { href: '#/leases' }, 'Leases'), ' › ', h('span', null, id)),
-            h('h1', { tabindex: '-1' }, 'No such job'),
+            h('h1', { tabindex: '-1' }, e.status === 403 ? 'Not in your scopes' : 'No such job'),
             h('p', { class: 'empty' }, e.status === 404
-              ? `There is no lease for job “${id}”, or it lies outside your credential's scopes.`
-              : `“${id}” is not a valid job id: ${e.detail}`)));
+              ? `There is no lease for job “${id}”.`
+              : e.status === 403 ? e.detail : `“${id}” is not a valid job id: ${e.detail}`)));
           root = null;
           return;
         }

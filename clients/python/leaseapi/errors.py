@@ -147,14 +147,15 @@ class Unauthorized(LeaseError):
 
 
 class Forbidden(LeaseError):
-    """403 ``forbidden``: the credential's role is too weak."""
+    """403 ``forbidden``: the credential's role is too weak, or the job lies
+    outside its scopes (answered before any lookup; the detail names the
+    scopes)."""
 
     default_code = "forbidden"
 
 
 class NotFound(LeaseError):
-    """404 ``not_found``: the job has no lease, or is outside the
-    credential's scopes."""
+    """404 ``not_found``: the job has no lease."""
 
     default_code = "not_found"
 

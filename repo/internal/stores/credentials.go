@@ -25,7 +25,7 @@ type CredentialRow struct {
 
 func NewCredentialRow(c *leaseapi.Credential) CredentialRow {
 	return CredentialRow{
-		ID: c.ID, Name: c.Name, Role: string(c.Role), Scopes: strings.Join(c.Scopes, " "),
+		ID: c.ID, Name: c.Name, Role: string(c.Role), Scopes: strings.Join(leaseapi.NormalizeScopes(c.Scopes), " "),
 		RatePerSecond: c.RatePerSecond, SecretSHA256: c.SecretHash[:],
 	}
 }
