@@ -98,7 +98,7 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return p, h.checkSchedule(p)
+	return p, h.checkSchedule(r.Context(), p)
 }
 
 // acquireResult classifies an acquire for the metrics. A fresh grant sets

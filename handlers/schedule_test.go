@@ -129,6 +129,40 @@ func TestHostileSchedules(t *testing.T) {
 	})
 }
 
+// TestStoredFastScheduleKeepsRunning: a job whose stored schedule ticks
+// faster than the smallest lease (stored before that rule, or before
+// LEASEAPI_MIN_TTL was raised) is still granted with that spec, which its
+// replicas send with every acquire; another spec for it, or that spec for
+// another job, is refused.
+func TestStoredFastScheduleKeepsRunning(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, open openStore) {
+		store := open(t)
+		old := setup(t, store, defaultOptions()) // MinTTL 1s
+		spec, other := "@every 2s", "@every 3s"
+		job := old.job("fast")
+		first := wantLease(t, old.acquire(t, job, api.AcquireRequest{Owner: "a", Schedule: &spec}))
+
+		opts := defaultOptions()
+		opts.MinTTL = 5 * time.Second
+		raised := setup(t, store, opts)
+		retry := wantLease(t, raised.acquire(t, job, api.AcquireRequest{Owner: "a", Schedule: &spec}))
+		if retry.Token != first.Token {
+			t.Errorf("the holder's retry with the stored spec: token %d, want %d", retry.Token, first.Token)
+		}
+		for name, tc := range map[string]struct{ job, spec string }{
+			"AnotherSpec": {job, other},
+			"AnotherJob":  {old.job("new"), spec},
+		} {
+			resp := raised.acquire(t, tc.job, api.AcquireRequest{Owner: "a", Schedule: &tc.spec})
+			p := wantProblem(t, resp, http.StatusBadRequest, api.CodeInvalidRequest)
+			if !strings.Contains(p.Detail, "smallest lease this server grants is 5s") {
+				t.Errorf("%s: detail %q, want it to name the smallest lease", name, p.Detail)
+			}
+		}
+	})
+}
+
 // TestNearestTickOverHTTP: nearestTick takes the schedule's tick nearest
 // to the server's clock and the answer's tick says which; the holder's
 // retry is answered with its grant; a tick is snapped to the stored

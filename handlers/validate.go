@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -68,8 +70,11 @@ func parseTick(s *string) (*time.Time, error) {
 
 // checkSchedule refuses a schedule of a valid acquire p whose shortest gap
 // between two ticks is under the smallest lease this server grants (a job
-// cannot run more often than that), and caps p's grace at that gap.
-func (h *handler) checkSchedule(p *leaseapi.AcquireParams) error {
+// cannot run more often than that), and caps p's grace at that gap. A job
+// whose stored schedule is that very spec (stored before this rule, or
+// before LEASEAPI_MIN_TTL was raised) keeps running: its replicas send it
+// with every acquire. Only such a fast spec costs the read of the job.
+func (h *handler) checkSchedule(ctx context.Context, p *leaseapi.AcquireParams) error {
 	if p.Schedule == "" {
 		return nil
 	}
@@ -79,9 +84,15 @@ func (h *handler) checkSchedule(p *leaseapi.AcquireParams) error {
 	}
 	gap := s.MinGap()
 	if gap < h.minTTL {
-		return &leaseapi.InvalidError{Field: "schedule", Rule: fmt.Sprintf(
-			"ticks as often as every %s, but the smallest lease this server grants is %s: a job cannot run more often than its smallest lease; "+
-				"send a schedule whose ticks are at least %s apart", gap, h.minTTL, h.minTTL)}
+		stored, err := h.store.Get(ctx, p.JobID)
+		if err != nil && !errors.Is(err, leaseapi.ErrNotFound) {
+			return err
+		}
+		if err != nil || stored.Schedule != p.Schedule {
+			return &leaseapi.InvalidError{Field: "schedule", Rule: fmt.Sprintf(
+				"ticks as often as every %s, but the smallest lease this server grants is %s: a job cannot run more often than its smallest lease; "+
+					"send a schedule whose ticks are at least %s apart", gap, h.minTTL, h.minTTL)}
+		}
 	}
 	p.Grace = min(p.Grace, gap)
 	return nil

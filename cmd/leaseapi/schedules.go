@@ -20,8 +20,8 @@ const (
 // warnFastSchedules logs once, at start, the jobs whose stored schedule
 // ticks more often than minTTL: stored before the rule that a job cannot
 // run more often than its smallest lease, or before LEASEAPI_MIN_TTL was
-// raised. They keep running on their stored schedule, but an acquire that
-// sends the same spec is refused, so their replicas need a slower one. The
+// raised. They keep running: an acquire that sends the stored spec is
+// granted, another fast spec is refused. The
 // scan is bounded by fastSchedulesTimeout; a store it could not finish
 // reading is said so, not an error.
 func warnFastSchedules(ctx context.Context, s leaseapi.Store, minTTL time.Duration, logger *slog.Logger) {
@@ -67,8 +67,8 @@ func warnFastSchedules(ctx context.Context, s leaseapi.Store, minTTL time.Durati
 	if count == 0 {
 		return
 	}
-	logger.Warn("jobs whose stored schedule ticks more often than the smallest lease keep running on it, but an acquire "+
-		"that sends such a schedule is refused: give their replicas a schedule whose ticks are at least "+key("MIN_TTL")+" apart",
+	logger.Warn("jobs whose stored schedule ticks more often than the smallest lease keep running on it; a new or changed "+
+		"schedule must tick at least "+key("MIN_TTL")+" apart",
 		slog.String("min_ttl", minTTL.String()), slog.Int("count", count), slog.Any("job_ids", named),
 		slog.Bool("all_jobs_read", complete))
 }
