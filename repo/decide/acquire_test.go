@@ -80,12 +80,17 @@ func TestNearestTickNeverAhead(t *testing.T) {
 }
 
 // TestResolveTickBeforeYear1: a named tick whose schedule's newest tick at
-// or before it lies before year 0001 is invalid, not stored.
+// or before it would lie before year 0001 is never wrapped or moved out of
+// the calendar.
 func TestResolveTickBeforeYear1(t *testing.T) {
 	t.Parallel()
+	// The schedule finds no tick there, so the tick stays as sent.
 	early := time.Date(1, time.January, 1, 0, 0, 30, 0, time.UTC)
-	_, err := ResolveTick(&leaseapi.AcquireParams{JobID: "j", Owner: "a", TTL: time.Minute, Tick: &early, Schedule: "0 12 * * *", Grace: time.Second}, "", early)
-	if !errors.Is(err, leaseapi.ErrInvalid) {
-		t.Errorf("a tick of 0001-01-01 snapped to a daily noon schedule: got %v, want invalid", err)
+	r, err := ResolveTick(&leaseapi.AcquireParams{JobID: "j", Owner: "a", TTL: time.Minute, Tick: &early, Schedule: "0 12 * * *", Grace: time.Second}, "", early)
+	if err != nil {
+		t.Fatalf("a tick of 0001-01-01 with a daily noon schedule: got %v, want no error", err)
+	}
+	if r.Params.Tick == nil || !r.Params.Tick.Equal(early) || !leaseapi.ValidTick(*r.Params.Tick) {
+		t.Errorf("a tick of 0001-01-01 with a daily noon schedule: resolved to %v, want %s as sent", r.Params.Tick, early)
 	}
 }
