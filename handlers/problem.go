@@ -124,11 +124,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		// clock, not the lease, is the problem.
 		p.Status, p.Code = http.StatusConflict, api.CodeTickAhead
 		p.Detail = fmt.Sprintf("tick %s lies %s after the server's clock (now), more than the %s a tick may lie ahead (LEASEAPI_MAX_TICK_AHEAD); "+
-			"the caller's clock is fast: skip this tick and fix the clock (NTP)", api.FormatTime(ahead.Tick), ahead.Ahead(), ahead.MaxAhead)
+			"the caller's clock is fast: skip this tick and fix the clock (NTP)", api.FormatTime(ahead.Tick), ahead.Ahead().Round(time.Second), ahead.MaxAhead)
 		if ahead.Manual {
 			p.Detail = fmt.Sprintf("the manual tick would be %s, %s after the server's clock (now), more than the %s a tick may lie ahead (LEASEAPI_MAX_TICK_AHEAD), "+
-				"because the job's lastCompletedTick or tick lies in the future (a replica with a fast clock ran it); nothing was done",
-				api.FormatTime(ahead.Tick), ahead.Ahead(), ahead.MaxAhead)
+				"because the job's lastCompletedTick or tick lies in the future (a replica with a fast clock ran it); nothing was done: "+
+				"an admin's POST /leases/{jobId}/repair (leasectl repair) undoes it",
+				api.FormatTime(ahead.Tick), ahead.Ahead().Round(time.Second), ahead.MaxAhead)
 		}
 		now := api.NewTime(ahead.Now)
 		p.Now = &now
