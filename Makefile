@@ -132,7 +132,7 @@ bench: ## measure leaseapi against its Postgres floor and against etcd and Redis
 
 .PHONY: chaos chaos-mutants chaos-failover
 
-chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I1-I12 with the owed-tick workload and a webhook (~5 min, root)
+chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I1-I12b with the owed-tick workload and two teams' webhooks, one on a receiver that hangs (~5 min, root)
 	$(GO) vet -tags chaos,chaos_mutants ./test/chaos/...
 	$(GO) test -tags chaos -count=1 -v -timeout 12m -run TestChaos ./test/chaos
 

@@ -61,6 +61,7 @@ type Config struct {
 	JobMetrics          bool          `envconfig:"JOB_METRICS" default:"false" desc:"serve per-job series on /metrics (leaseapi_job_*, labels job_id and team); requires LEASEAPI_METRICS_TOKEN"`
 	JobMetricsLimit     int           `envconfig:"JOB_METRICS_LIMIT" default:"10000" desc:"how many jobs, the first in job id order, have per-job series; leaseapi_job_metrics_truncated counts the others"`
 	WebhookKey          string        `envconfig:"WEBHOOK_KEY" desc:"base64 of 32 random bytes (openssl rand -base64 32): webhook secrets and URLs are stored encrypted with it (AES-256-GCM); empty = stored as given, and leaseapi warns at start"`
+	WebhookTimeout      time.Duration `envconfig:"WEBHOOK_TIMEOUT" default:"10s" desc:"how long one webhook delivery attempt may take, from dialling to the end of the answer (1s to 60s); an attempt without an answer by then is retried later, and its webhook holds at most one delivery slot across the instances until an attempt ends in time"`
 	WebhookAllowPrivate bool          `envconfig:"WEBHOOK_ALLOW_PRIVATE" default:"false" desc:"let webhooks reach loopback, private, link-local and other non-public addresses (refused by default, at creation for an IP literal and whenever a delivery connects)"`
 	Open                bool          `envconfig:"OPEN" default:"false" desc:"while no credential exists and no token is configured (the API is open), serve every peer; unset, an open API answers only loopback peers that name a loopback Host (localhost, *.localhost, 127.0.0.0/8, [::1]), and 403 to others"`
 	PublicURL           string        `envconfig:"PUBLIC_URL" desc:"leaseapi's base URL as its users reach it (e.g. https://leaseapi.example.com), for the console link of slack webhook messages; empty = no link"`
@@ -174,6 +175,9 @@ func (c *Config) Validate() error {
 	}
 	// Below a minute a nearestTick acquire, which picks up to a minute
 	// ahead, could be refused its own pick.
+	if c.WebhookTimeout < time.Second || c.WebhookTimeout > time.Minute {
+		add("%s (%s) must be from 1s to 60s", key("WEBHOOK_TIMEOUT"), c.WebhookTimeout)
+	}
 	if c.MaxTickAhead > 0 && (c.MaxTickAhead < time.Minute || c.MaxTickAhead > 24*time.Hour) {
 		add("%s (%s) must be from 1m to 24h", key("MAX_TICK_AHEAD"), c.MaxTickAhead)
 	}

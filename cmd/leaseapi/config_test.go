@@ -33,6 +33,7 @@ func validConfig() Config {
 		StartTimeout:     50 * time.Second,
 		StatsInterval:    15 * time.Second,
 		JobMetricsLimit:  10000,
+		WebhookTimeout:   10 * time.Second,
 	}
 }
 
@@ -92,6 +93,18 @@ func TestValidate(t *testing.T) {
 			name:   "WebhookKeyNotBase64",
 			modify: func(c *Config) { c.WebhookKey = "not base64!" },
 			want:   []string{"LEASEAPI_WEBHOOK_KEY must be the base64 of 32 random bytes"},
+		},
+		{name: "WebhookTimeoutEdges", modify: func(c *Config) { c.WebhookTimeout = time.Second }},
+		{name: "WebhookTimeoutAMinute", modify: func(c *Config) { c.WebhookTimeout = time.Minute }},
+		{
+			name:   "WebhookTimeoutBelowASecond",
+			modify: func(c *Config) { c.WebhookTimeout = 999 * time.Millisecond },
+			want:   []string{"LEASEAPI_WEBHOOK_TIMEOUT (999ms) must be from 1s to 60s"},
+		},
+		{
+			name:   "WebhookTimeoutAboveAMinute",
+			modify: func(c *Config) { c.WebhookTimeout = 61 * time.Second },
+			want:   []string{"LEASEAPI_WEBHOOK_TIMEOUT (1m1s) must be from 1s to 60s"},
 		},
 		{name: "PublicURL", modify: func(c *Config) { c.PublicURL = "https://leaseapi.example.com/base" }},
 		{
@@ -305,6 +318,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		"LEASEAPI_JOB_METRICS":           "true",
 		"LEASEAPI_JOB_METRICS_LIMIT":     "500",
 		"LEASEAPI_WEBHOOK_KEY":           "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+		"LEASEAPI_WEBHOOK_TIMEOUT":       "3s",
 		"LEASEAPI_WEBHOOK_ALLOW_PRIVATE": "true",
 		"LEASEAPI_OPEN":                  "true",
 		"LEASEAPI_PUBLIC_URL":            "https://leaseapi.example.com",
@@ -353,6 +367,7 @@ func TestLoadConfigFromEnv(t *testing.T) {
 		JobMetrics:          true,
 		JobMetricsLimit:     500,
 		WebhookKey:          "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+		WebhookTimeout:      3 * time.Second,
 		WebhookAllowPrivate: true,
 		Open:                true,
 		PublicURL:           "https://leaseapi.example.com",

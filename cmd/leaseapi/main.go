@@ -607,6 +607,7 @@ func backgroundLoops(cfg Config, s store, m *metrics.Leases, wm *metrics.Webhook
 	// Every instance delivers; each attempt is claimed by one of them.
 	deliverer, err := repo.NewWebhookDeliverer(s, repo.WebhookDelivererConfig{
 		AllowPrivate: cfg.WebhookAllowPrivate,
+		Timeout:      cfg.WebhookTimeout,
 		PublicURL:    cfg.PublicURL,
 		Sealer:       sealer,
 		DataFunc:     api.MarshalWebhookData,

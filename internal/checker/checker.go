@@ -8,22 +8,23 @@ import (
 )
 
 // Invariants are the names of the checks, in the order of the plan.
-var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12"}
+var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12", "I12b"}
 
 // What each invariant promises, for messages and the README.
 var invariantTitles = map[string]string{
-	"I1":  "tokens strictly increase, are never reused; no acknowledged grant or release is lost",
-	"I2":  "no two valid holders at once",
-	"I3":  "only the current holder heartbeats or releases",
-	"I4":  "every job's history is linearizable (porcupine)",
-	"I5":  "fenced side effects never overlap",
-	"I6":  "a tick released succeeded is never run again (unless a repair discarded its run); an owed tick is owed once, and only as owed",
-	"I7":  "no lost or stuck lease rows; every job grantable at the end",
-	"I8":  "overlapping unfenced beliefs only after a pause of the holder",
-	"I9":  "503 within the deadline during database faults, no 500s, recovery",
-	"I10": "ticks executed",
-	"I11": "a retried acquire renews its own grant; never a second token for the same owner and tick",
-	"I12": "every failed, expired and missed run is delivered to the webhook at least once, signed",
+	"I1":   "tokens strictly increase, are never reused; no acknowledged grant or release is lost",
+	"I2":   "no two valid holders at once",
+	"I3":   "only the current holder heartbeats or releases",
+	"I4":   "every job's history is linearizable (porcupine)",
+	"I5":   "fenced side effects never overlap",
+	"I6":   "a tick released succeeded is never run again (unless a repair discarded its run); an owed tick is owed once, and only as owed",
+	"I7":   "no lost or stuck lease rows; every job grantable at the end",
+	"I8":   "overlapping unfenced beliefs only after a pause of the holder",
+	"I9":   "503 within the deadline during database faults, no 500s, recovery",
+	"I10":  "ticks executed",
+	"I11":  "a retried acquire renews its own grant; never a second token for the same owner and tick",
+	"I12":  "every failed, expired and missed run is delivered to the webhook at least once, signed",
+	"I12b": "a webhook whose receiver hangs holds at most one delivery slot across the instances, and another webhook's due events start within one delivery timeout",
 }
 
 // Title returns what invariant inv promises.
@@ -166,6 +167,21 @@ type Stats struct {
 	WebhookWaited   time.Duration  `json:"webhookWaited"`
 	WebhookLeft     int            `json:"webhookLeft"`
 
+	// Fair delivery (I12b), when the history records a hung webhook
+	// (FairnessRecorded): the attempts its receiver got (HungAttempts) and
+	// the most in flight at once (HungMaxInFlight); the other webhook's
+	// events due while it hung whose first attempt was judged
+	// (FairnessJudged) against the bound (FairnessBound), the longest
+	// wait among them (FairnessMaxDelay), and those not judged because a
+	// fault of the service or the database overlapped (FairnessFaulted).
+	FairnessRecorded bool          `json:"fairnessRecorded,omitempty"`
+	HungAttempts     int           `json:"hungAttempts"`
+	HungMaxInFlight  int           `json:"hungMaxInFlight"`
+	FairnessJudged   int           `json:"fairnessJudged"`
+	FairnessFaulted  int           `json:"fairnessFaulted"`
+	FairnessBound    time.Duration `json:"fairnessBound"`
+	FairnessMaxDelay time.Duration `json:"fairnessMaxDelay"`
+
 	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
 	Linearizability map[string]string `json:"linearizability,omitempty"`
 }
@@ -218,6 +234,7 @@ func Check(h *History, opts Options) *Report {
 	checkProgress(h, r, opts)     // I10
 	checkRetries(h, idx, r)       // I11
 	checkDeliveries(h, r)         // I12
+	checkFairness(h, r)           // I12b
 	if opts.WaiveAvailability != "" {
 		kept := r.Violations[:0]
 		for _, v := range r.Violations {
@@ -270,6 +287,7 @@ func (r *Report) SummaryLine() string {
 			s.AlertsDue[EventRunFailed], EventRunFailed, s.AlertsDue[EventRunExpired], EventRunExpired, s.AlertsDue[EventRunMissed], EventRunMissed,
 			s.Deliveries, s.DeliveryEvents, s.Deliveries-s.DeliveryEvents, s.WebhookRefused, fmtDur(s.WebhookWaited), s.WebhookLeft)
 	}
+	b.WriteString(describeFairness(s))
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, " %s=%d", inv, r.Counts[inv])

@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -63,6 +64,9 @@ type OutboxEvent struct {
 	Token   int64
 	Tick    time.Time
 	Trigger string
+	// Created is the row's created_at: when the event was decided, and
+	// first due.
+	Created time.Time
 	// Left reports whether it was still in the outbox when the wait
 	// ended; Attempts, NextAttempt and ClaimedUntil are as last read.
 	Left         bool
@@ -77,6 +81,10 @@ type OutboxEvent struct {
 type Webhook struct {
 	// Events are the subscribed event types.
 	Events []string
+	// Scopes are the webhook's scopes, job id prefixes or "*" (none: every
+	// job): only the runs of its jobs owe it events, and a delivery about
+	// another job is a violation (a team hears nothing of another's jobs).
+	Scopes []string
 	// Alerting are the failed, expired and missed runs the database held
 	// when the harness began to wait for delivery, after the faults ended:
 	// I12 wants each one's events delivered. A run is expired when its
@@ -95,6 +103,22 @@ type Webhook struct {
 	// retries are exercised.
 	Waited  time.Duration
 	Refused int
+	// Fairness is what I12b judges when another team's webhook, whose
+	// receiver hangs, shared the deliverers with this one; nil without.
+	Fairness *Fairness
+}
+
+// covers reports whether job lies within w's scopes.
+func (w *Webhook) covers(job string) bool {
+	if len(w.Scopes) == 0 {
+		return true
+	}
+	for _, s := range w.Scopes {
+		if s == "*" || strings.HasPrefix(job, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // alertEvents are the events run owes, in AlertEvents order.
@@ -205,6 +229,9 @@ func Undelivered(w *Webhook) []Violation {
 	var out []Violation
 	for i := range w.Alerting {
 		run := &w.Alerting[i]
+		if !w.covers(run.Job) {
+			continue
+		}
 		for _, typ := range alertEvents(run) {
 			if !w.subscribed(typ) {
 				continue
@@ -275,6 +302,9 @@ func checkDeliveries(h *History, r *Report) {
 	s.WebhookRecorded = true
 	s.AlertsDue = make(map[string]int)
 	for i := range w.Alerting {
+		if !w.covers(w.Alerting[i].Job) {
+			continue
+		}
 		for _, typ := range alertEvents(&w.Alerting[i]) {
 			if w.subscribed(typ) {
 				s.AlertsDue[typ]++
@@ -298,6 +328,9 @@ func checkDeliveries(h *History, r *Report) {
 	}
 	known := make(map[alertKey]bool)
 	for i := range w.Known {
+		if !w.covers(w.Known[i].Job) {
+			continue
+		}
 		for _, typ := range alertEvents(&w.Known[i]) {
 			known[runKey(typ, &w.Known[i])] = true
 		}
@@ -316,6 +349,8 @@ func checkDeliveries(h *History, r *Report) {
 			what = "has a body that is not an event about a run: " + d.Err
 		case !slices.Contains(w.Events, d.Type):
 			what = "is of an event the webhook did not subscribe to"
+		case !w.covers(d.Job):
+			what = fmt.Sprintf("is about a job outside the webhook's scopes %v", w.Scopes)
 		case eventOutcome(d.Type) == "":
 			continue // an event I12 does not judge
 		case d.Outcome != eventOutcome(d.Type):

@@ -4,7 +4,7 @@
 // leaseapi processes on a private Postgres cluster behind in-process
 // toxiproxy proxies, real replica processes running jobs.Runner, and a
 // seeded nemesis that pauses, kills, restarts and crashes them; afterwards
-// internal/checker decides whether invariants I1–I12 held.
+// internal/checker decides whether invariants I1–I12b held.
 //
 //	go test -tags chaos -count=1 -v -run TestChaos ./test/chaos
 //
@@ -37,7 +37,9 @@ import (
 // 2 s (every second one with catch-up, all with a grace of 500 ms, owed
 // ticks polled every second, ticks decided every 250 ms), 2 leaseapi
 // instances, TTL 3 s with heartbeats every second, an operator's run now
-// every 5 s or so, 110 s per seed.
+// every 5 s or so, 110 s per seed; the jobs split between two teams, team
+// A's webhook on a receiver that hangs, team B's answering, with a
+// delivery timeout of 2 s (I12, I12b).
 func prConfig(seed uint64) *runConfig {
 	return &runConfig{
 		Name: "pr", Seed: seed,
@@ -49,7 +51,7 @@ func prConfig(seed uint64) *runConfig {
 		ZombieEvery: 700 * time.Millisecond,
 		Grace:       500 * time.Millisecond, CatchUpEvery: 2, OwedPoll: time.Second,
 		MissedSweep: 250 * time.Millisecond, TriggerEvery: 5 * time.Second,
-		Webhook: true,
+		Webhook: true, HungWebhook: true, WebhookTimeout: 2 * time.Second,
 	}
 }
 

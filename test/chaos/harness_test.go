@@ -91,6 +91,14 @@ type runConfig struct {
 	// replicas start, waits for its deliveries after the faults end, and
 	// holds them to I12 (test/chaos/webhook_test.go).
 	Webhook bool
+	// HungWebhook (with Webhook) splits the jobs into two teams (jobID)
+	// and registers two webhooks: team A's on a receiver that never
+	// answers, and the judged one, team B's, on the answering receiver;
+	// I12 judges team B's, I12b the fairness between them.
+	HungWebhook bool
+	// WebhookTimeout is the instances' LEASEAPI_WEBHOOK_TIMEOUT (zero: their
+	// default).
+	WebhookTimeout time.Duration
 
 	// plan is the schedule the run injected (set by runChaos).
 	plan []event
@@ -292,12 +300,29 @@ CREATE TABLE witness.rejected (job text, tick timestamptz, token bigint, owner t
 CREATE TABLE witness.beliefs (job text, token bigint, owner text, at timestamptz);
 CREATE TABLE witness.faults (kind text, target text, instance int, started_at timestamptz, ended_at timestamptz);`
 
-func (e *env) jobID(i int) string { return fmt.Sprintf("job-%02d", i) }
+// jobID is the id of job i: "job-07", or with HungWebhook its team's
+// scope and that ("team-a.job-07"), the first half of the jobs team A's,
+// the rest team B's.
+func (e *env) jobID(i int) string {
+	if e.cfg.HungWebhook {
+		return teamScope(i, e.cfg.Jobs) + fmt.Sprintf("job-%02d", i)
+	}
+	return fmt.Sprintf("job-%02d", i)
+}
+
+// jobIDs are the ids of every job of the run, in order.
+func (e *env) jobIDs() []string {
+	ids := make([]string, 0, e.cfg.Jobs)
+	for i := range e.cfg.Jobs {
+		ids = append(ids, e.jobID(i))
+	}
+	return ids
+}
 
 // workloadJobs selects the lease rows of the workload's jobs (jobID), the
 // ones the lease-row checks (I7) count: not those of the harness's own
 // jobs, such as the failover tier's releaseRetrier.
-const workloadJobs = `job_id LIKE 'job-%'`
+const workloadJobs = `(job_id LIKE 'job-%' OR job_id LIKE 'team-_.job-%')`
 
 // setupDatabase creates the database leaseapi on the private Postgres with
 // the witness schema and, when migrate is set, leaseapi's tables (the
@@ -442,7 +467,7 @@ func (e *env) startReplica(slot *replicaSlot) error {
 	}
 	args := []string{
 		"-api", e.apiURLs(), "-owner", owner,
-		"-jobs", fmt.Sprint(e.cfg.Jobs), "-period", e.cfg.Period.String(),
+		"-job-ids", strings.Join(e.jobIDs(), ","), "-period", e.cfg.Period.String(),
 		"-ttl", e.cfg.TTL.String(), "-heartbeat", e.cfg.Heartbeat.String(),
 		"-request-timeout", e.cfg.ClientTimeout.String(),
 		"-work-max", workMax.String(),

@@ -204,6 +204,7 @@ func runMutant(t *testing.T, m mutant, seed uint64) mutantRow {
 	cfg.Duration, cfg.WarmUp, cfg.Jobs = mutantDuration, 5*time.Second, 10
 	cfg.LinearizabilityTimeout = 10 * time.Second
 	cfg.Webhook = false // a mutant that needs it says so
+	cfg.HungWebhook, cfg.WebhookTimeout = false, 0
 	m.setup(cfg)
 	r, art := runChaos(t, cfg)
 	row := mutantRow{mutant: m.name, seed: seed, want: strings.Join(m.want, "/"), verdict: "caught"}

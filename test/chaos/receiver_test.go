@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,12 +27,21 @@ import (
 // signature with the webhook's secret (webhook.Verify), records every
 // message for I12 (those whose signature or body is wrong too, answered
 // 401 or 400), and refuses the first attempt of a seeded share of the
-// events with a 503, so that the service's retries are exercised too.
+// events with a 503, so that the service's retries are exercised too. It
+// records the first attempt of every event (webhook-id) for I12b: when
+// it arrived, and the event's timestamp, its outbox row's created_at.
+//
+// A hung receiver (startHungReceiver) reads every message and never
+// answers: it holds the connection until the client closes it (the
+// attempt's timeout) or hangMax passes, then drops it; it records when
+// each attempt arrived and when its connection closed.
 type receiver struct {
 	srv *http.Server
 	ln  net.Listener
 	// refuse is the share of events whose first attempt is answered 503.
 	refuse float64
+	// hang: never answer.
+	hang bool
 
 	mu         sync.Mutex
 	secret     string
@@ -39,7 +49,17 @@ type receiver struct {
 	seen       map[string]bool // webhook-ids that reached it verified
 	deliveries []checker.Delivery
 	refused    int
+	// first are the first attempts of each webhook-id (firstSeen).
+	first     []checker.Attempt
+	firstSeen map[string]bool
+	// hung are the attempts a hung receiver got; ended is told of each
+	// one's end, if someone listens (TestReceiver).
+	hung  []checker.Attempt
+	ended chan struct{}
 }
+
+// hangMax bounds how long a hung receiver holds one attempt.
+const hangMax = 2 * time.Minute
 
 // maxWebhookBody bounds what the receiver reads of one message.
 const maxWebhookBody = 1 << 20
@@ -50,9 +70,20 @@ func startReceiver(seed uint64, refuse float64) (*receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook receiver: %w", err)
 	}
-	rv := &receiver{ln: ln, refuse: refuse, rng: rand.New(rand.NewPCG(seed, 0x77656268)), seen: make(map[string]bool)}
+	rv := &receiver{ln: ln, refuse: refuse, rng: rand.New(rand.NewPCG(seed, 0x77656268)), seen: make(map[string]bool),
+		firstSeen: make(map[string]bool)}
 	rv.srv = &http.Server{Handler: rv, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = rv.srv.Serve(ln) }()
+	return rv, nil
+}
+
+// startHungReceiver starts a receiver that never answers.
+func startHungReceiver() (*receiver, error) {
+	rv, err := startReceiver(0, 0)
+	if err != nil {
+		return nil, err
+	}
+	rv.hang, rv.ended = true, make(chan struct{}, 1)
 	return rv, nil
 }
 
@@ -70,8 +101,9 @@ func (rv *receiver) close() { _ = rv.srv.Close() }
 
 // webhookBody is a standard-format body, read with the API's own types.
 type webhookBody struct {
-	Type string          `json:"type"`
-	Data api.WebhookData `json:"data"`
+	Type      string          `json:"type"`
+	Timestamp time.Time       `json:"timestamp"`
+	Data      api.WebhookData `json:"data"`
 }
 
 // parseDelivery reads the run an event names from its body; the error
@@ -123,8 +155,18 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.Header.Get(webhook.HeaderID)
+	if rv.hang {
+		rv.hold(r, id, body, at)
+		return
+	}
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
+	if !rv.firstSeen[id] {
+		rv.firstSeen[id] = true
+		var b webhookBody
+		_ = json.Unmarshal(body, &b) // a zero due time is not judged; I12 judges the body
+		rv.first = append(rv.first, checker.Attempt{ID: id, Job: b.Data.JobID, Due: b.Timestamp, At: at})
+	}
 	verified := rv.secret != "" &&
 		webhook.Verify(rv.secret, id, r.Header.Get(webhook.HeaderTimestamp), r.Header.Get(webhook.HeaderSignature), body) == nil
 	d, perr := parseDelivery(id, body, at)
@@ -152,6 +194,47 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// hold is a hung receiver's handling of a message: it records the
+// attempt, waits until the client gives up (the body has been read, so
+// the request's context ends when the connection closes) or hangMax has
+// passed, records the end, and drops the connection without an answer.
+func (rv *receiver) hold(r *http.Request, id string, body []byte, at time.Time) {
+	var b webhookBody
+	_ = json.Unmarshal(body, &b)
+	rv.mu.Lock()
+	i := len(rv.hung)
+	rv.hung = append(rv.hung, checker.Attempt{ID: id, Job: b.Data.JobID, Due: b.Timestamp, At: at})
+	rv.mu.Unlock()
+	t := time.NewTimer(hangMax)
+	defer t.Stop()
+	select {
+	case <-r.Context().Done():
+	case <-t.C:
+	}
+	rv.mu.Lock()
+	rv.hung[i].End = time.Now()
+	rv.mu.Unlock()
+	select {
+	case rv.ended <- struct{}{}:
+	default:
+	}
+	panic(http.ErrAbortHandler) // no answer: the server closes the connection
+}
+
+// hungAttempts returns a copy of the attempts a hung receiver got.
+func (rv *receiver) hungAttempts() []checker.Attempt {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return slices.Clone(rv.hung)
+}
+
+// firstAttempts returns a copy of the first attempt of every event.
+func (rv *receiver) firstAttempts() []checker.Attempt {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return slices.Clone(rv.first)
 }
 
 // accepted returns a copy of what the receiver recorded, and how many
@@ -184,6 +267,9 @@ func TestReceiver(t *testing.T) {
 		e := &leaseapi.WebhookEvent{ID: id, Type: string(typ), JobID: "job-03", Run: run}
 		if run != nil {
 			run.JobID, run.Tick = "job-03", &tick
+			if run.Outcome != leaseapi.OutcomeMissed {
+				run.StartedAt = &tick // a run with a holder: the data carries its token
+			}
 		}
 		data, err := api.MarshalWebhookData(e)
 		if err != nil {
@@ -218,6 +304,9 @@ func TestReceiver(t *testing.T) {
 	}
 	if res := send(rv, secret, webhook.Message{ID: "msg_e", Type: webhook.JobMissed, Timestamp: time.Now(), Data: data}); !res.Delivered {
 		t.Fatalf("signed job.missed refused: %+v", res)
+	}
+	if first := rv.firstAttempts(); len(first) != 5 || first[0].ID != "msg_a" || first[0].Job != "job-03" || first[0].Due.IsZero() || first[4].ID != "msg_e" {
+		t.Errorf("first attempts %+v, want msg_a to msg_e with their jobs and timestamps", first)
 	}
 	got, refused := rv.accepted()
 	want := []checker.Delivery{
@@ -256,5 +345,30 @@ func TestReceiver(t *testing.T) {
 	}
 	if got, refused := rv2.accepted(); len(got) != 1 || refused != 1 || got[0].Token != 9 || got[0].Type != "run.expired" {
 		t.Fatalf("after a refused first attempt: %+v, %d refused; want the retry alone, 1 refused", got, refused)
+	}
+	if first := rv2.firstAttempts(); len(first) != 1 || !first[0].Due.Equal(m.Timestamp) {
+		t.Fatalf("first attempts %+v, want the refused one alone, due at the message's timestamp %s", first, m.Timestamp)
+	}
+
+	// A hung receiver never answers: the attempt runs out of time, and the
+	// receiver records when it arrived and when its connection closed.
+	hung, err := startHungReceiver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.close()
+	began := time.Now()
+	res := webhook.Deliver(context.Background(), webhook.NewClient(true, time.Second), hung.URL(), secret, webhook.FormatStandard, "",
+		message("msg_f", webhook.RunFailed, &leaseapi.Run{Token: 10, Outcome: leaseapi.OutcomeFailed}), time.Now())
+	if res.Delivered || !res.TimedOut {
+		t.Fatalf("attempt at a hung receiver: %+v, want timed out", res)
+	}
+	select {
+	case <-hung.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hung receiver did not see the connection close within 10s")
+	}
+	if a := hung.hungAttempts(); len(a) != 1 || a[0].ID != "msg_f" || a[0].Job != "job-03" || a[0].At.Before(began) || !a[0].End.After(a[0].At) {
+		t.Fatalf("hung attempts %+v, want msg_f, arrived after %s, ended after it arrived", a, began.Format(time.TimeOnly))
 	}
 }

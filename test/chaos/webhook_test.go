@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/internal/checker"
+	"github.com/leaseapi/leaseapi/webhook"
 )
 
 // The webhook of a chaos run (I12): the harness starts a receiver on
@@ -26,6 +28,32 @@ import (
 // of every job), and after the faults end waits until every event the
 // run history then owed has reached the receiver, or the outbox holds
 // none of the events it held then, or webhookWaitMax has passed.
+//
+// With HungWebhook the jobs belong to two teams (jobID) and each team has
+// its webhook, scoped to its jobs: team A's on a receiver that reads every
+// message and never answers (each attempt runs out of time), team B's on
+// the answering receiver. I12 judges team B's; I12b judges that team A's
+// held at most one delivery slot across the instances and that team B's
+// events kept flowing meanwhile (internal/checker/fairness.go).
+
+// The teams of a run with HungWebhook: their scopes, which prefix their
+// jobs' ids.
+const (
+	teamA = "team-a."
+	teamB = "team-b."
+)
+
+// teamScope is the team of job i of n: the first half team A's.
+func teamScope(i, n int) string {
+	if i < n/2 {
+		return teamA
+	}
+	return teamB
+}
+
+// deliverInterval is the instances' deliverer's pass interval (its
+// default; not a setting).
+const deliverInterval = time.Second
 
 // webhookEvents are the events the chaos webhook subscribes to.
 var webhookEvents = []string{checker.EventRunFailed, checker.EventRunExpired, checker.EventRunMissed}
@@ -61,10 +89,14 @@ func (e *env) switchOutboxOff() {
 	e.logf("the outbox trigger of the runs' updates is off: no failed or expired run is told from now on")
 }
 
-// hook is the webhook of a run.
+// hook is the judged webhook of a run, and with HungWebhook the hung one.
 type hook struct {
-	rv *receiver
-	id string
+	rv     *receiver
+	id     string
+	scopes []string
+	// hung is team A's receiver, which never answers (HungWebhook).
+	hung       *receiver
+	hungScopes []string
 }
 
 // newWebhookKey returns a LEASEAPI_WEBHOOK_KEY: the instances store the
@@ -83,29 +115,55 @@ func (e *env) webhookEnv() []string {
 	if !e.cfg.Webhook {
 		return nil
 	}
-	return []string{"LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true", "LEASEAPI_WEBHOOK_KEY=" + e.webhookKey}
+	env := []string{"LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true", "LEASEAPI_WEBHOOK_KEY=" + e.webhookKey}
+	if e.cfg.WebhookTimeout > 0 {
+		env = append(env, "LEASEAPI_WEBHOOK_TIMEOUT="+e.cfg.WebhookTimeout.String())
+	}
+	return env
 }
 
-// registerWebhook starts the receiver and registers the webhook through
-// instance 0 (then 1, ...) with the admin token, trying again on a 503 or
-// no answer (the creation enables the outbox triggers under a lock
-// timeout, and answers 503 when it cannot take it).
+// registerWebhook starts the receivers and registers the webhooks: one of
+// scope * on the answering receiver, or with HungWebhook team A's on the
+// hung receiver and team B's on the answering one.
 func (e *env) registerWebhook() (*hook, error) {
 	rv, err := startReceiver(e.cfg.Seed, webhookRefuse)
 	if err != nil {
 		return nil, err
 	}
 	e.t.Cleanup(rv.close)
-	body, err := json.Marshal(api.CreateWebhookRequest{URL: rv.URL(), Events: webhookEvents, Scopes: []string{"*"}})
-	if err != nil {
+	hk := &hook{rv: rv, scopes: []string{"*"}}
+	if e.cfg.HungWebhook {
+		hung, err := startHungReceiver()
+		if err != nil {
+			return nil, err
+		}
+		e.t.Cleanup(hung.close)
+		hk.hung, hk.hungScopes, hk.scopes = hung, []string{teamA}, []string{teamB}
+		if _, err := e.createWebhook(hung, hk.hungScopes); err != nil {
+			return nil, err
+		}
+	}
+	if hk.id, err = e.createWebhook(rv, hk.scopes); err != nil {
 		return nil, err
+	}
+	return hk, nil
+}
+
+// createWebhook registers a webhook of scopes on rv through instance 0
+// (then 1, ...) with the admin token, trying again on a 503 or no answer
+// (the creation enables the outbox triggers under a lock timeout, and
+// answers 503 when it cannot take it), and returns its id.
+func (e *env) createWebhook(rv *receiver, scopes []string) (string, error) {
+	body, err := json.Marshal(api.CreateWebhookRequest{URL: rv.URL(), Events: webhookEvents, Scopes: scopes})
+	if err != nil {
+		return "", err
 	}
 	var last string
 	for attempt := range 10 {
 		inst := e.insts[attempt%len(e.insts)]
 		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/webhooks", inst.port), bytes.NewReader(body))
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		if !e.open {
@@ -123,19 +181,19 @@ func (e *env) registerWebhook() (*hook, error) {
 		case http.StatusCreated:
 			var created api.CreatedWebhook
 			if err := json.Unmarshal(rb, &created); err != nil {
-				return nil, fmt.Errorf("POST /webhooks: %w", err)
+				return "", fmt.Errorf("POST /webhooks: %w", err)
 			}
 			rv.setSecret(created.Secret)
-			e.logf("webhook %s registered on %s for %v", created.ID, rv.URL(), created.Events)
-			return &hook{rv: rv, id: created.ID}, nil
+			e.logf("webhook %s registered on %s for %v of %v", created.ID, rv.URL(), created.Events, created.Scopes)
+			return created.ID, nil
 		case http.StatusServiceUnavailable:
 			last = string(rb)
 			time.Sleep(500 * time.Millisecond)
 		default:
-			return nil, fmt.Errorf("POST /webhooks: %d %s", resp.StatusCode, rb)
+			return "", fmt.Errorf("POST /webhooks: %d %s", resp.StatusCode, rb)
 		}
 	}
-	return nil, fmt.Errorf("POST /webhooks: no webhook after 10 attempts: %s", last)
+	return "", fmt.Errorf("POST /webhooks: no webhook after 10 attempts: %s", last)
 }
 
 // alertingRunsQuery reads the runs that owe an event I12 judges: failed,
@@ -143,10 +201,11 @@ func (e *env) registerWebhook() (*hook, error) {
 const alertingRunsQuery = `SELECT id, job_id, COALESCE(token, 0), COALESCE(owner, ''), tick, started_at, ended_at, outcome, trigger, expiry_counted
 FROM runs WHERE outcome IN ('failed', 'expired', 'missed') OR expiry_counted ORDER BY id`
 
-// outboxQuery reads the outbox's events, named by the run they carry.
+// outboxQuery reads the outbox's events of webhook $1, named by the run
+// they carry.
 const outboxQuery = `SELECT id, type, job_id, COALESCE((run->>'token')::bigint, 0), (run->>'tick')::timestamptz, COALESCE(run->>'trigger', ''),
-	attempts, next_attempt, claimed_until
-FROM webhook_outbox ORDER BY created_at, id`
+	created_at, attempts, next_attempt, claimed_until
+FROM webhook_outbox WHERE webhook_id = $1 ORDER BY created_at, id`
 
 // outboxLeftQuery reads which of the events $1 are still in the outbox.
 const outboxLeftQuery = `SELECT id, attempts, next_attempt, claimed_until FROM webhook_outbox WHERE id = ANY($1)`
@@ -175,8 +234,8 @@ func readAlertingRuns(ctx context.Context, q queryer) ([]checker.Run, error) {
 	return out, rows.Err()
 }
 
-func readOutbox(ctx context.Context, q queryer) ([]checker.OutboxEvent, error) {
-	rows, err := q.QueryContext(ctx, outboxQuery)
+func readOutbox(ctx context.Context, q queryer, webhookID string) ([]checker.OutboxEvent, error) {
+	rows, err := q.QueryContext(ctx, outboxQuery, webhookID)
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox: %w", err)
 	}
@@ -185,7 +244,7 @@ func readOutbox(ctx context.Context, q queryer) ([]checker.OutboxEvent, error) {
 	for rows.Next() {
 		var o checker.OutboxEvent
 		var tick, claimed sql.NullTime
-		if err := rows.Scan(&o.ID, &o.Type, &o.Job, &o.Token, &tick, &o.Trigger, &o.Attempts, &o.NextAttempt, &claimed); err != nil {
+		if err := rows.Scan(&o.ID, &o.Type, &o.Job, &o.Token, &tick, &o.Trigger, &o.Created, &o.Attempts, &o.NextAttempt, &claimed); err != nil {
 			return nil, err
 		}
 		o.Tick, o.ClaimedUntil, o.Left = nullTime(tick), nullTime(claimed), true
@@ -195,10 +254,10 @@ func readOutbox(ctx context.Context, q queryer) ([]checker.OutboxEvent, error) {
 }
 
 // snapshot reads, in one transaction, the runs that owe an event and the
-// events waiting in the outbox: an event is written in the transaction
-// that decides it, so every event of those runs is either in that outbox
-// or already left it.
-func (e *env) snapshot() ([]checker.Run, []checker.OutboxEvent, error) {
+// events of webhook webhookID waiting in the outbox: an event is written
+// in the transaction that decides it, so every event of those runs is
+// either in that outbox or already left it.
+func (e *env) snapshot(webhookID string) ([]checker.Run, []checker.OutboxEvent, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tx, err := e.leases().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
@@ -210,7 +269,7 @@ func (e *env) snapshot() ([]checker.Run, []checker.OutboxEvent, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	outbox, err := readOutbox(ctx, tx)
+	outbox, err := readOutbox(ctx, tx, webhookID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -263,18 +322,18 @@ func (e *env) updateLeft(outbox []checker.OutboxEvent) (int, error) {
 }
 
 // awaitDelivery waits, after the faults ended and with the instances
-// still up, until every event that the runs of the moment owe has reached
-// the receiver, or none of the outbox's events of the moment is left in
-// it (what is missing then is lost), or webhookWaitMax has passed; then
-// it collects what the receiver got and the runs that owe events again
-// (a delivery must be about one of them).
+// still up, until every event that the runs of the moment owe the judged
+// webhook has reached its receiver, or none of its outbox's events of the
+// moment is left in it (what is missing then is lost), or webhookWaitMax
+// has passed; then it collects what the receivers got and the runs that
+// owe events again (a delivery must be about one of them).
 func (e *env) awaitDelivery(hk *hook) (*checker.Webhook, error) {
 	began := time.Now()
-	alerting, outbox, err := e.snapshot()
+	alerting, outbox, err := e.snapshot(hk.id)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	w := &checker.Webhook{Events: webhookEvents, Alerting: alerting, Outbox: outbox}
+	w := &checker.Webhook{Events: webhookEvents, Scopes: hk.scopes, Alerting: alerting, Outbox: outbox}
 	var why string
 	for {
 		w.Deliveries, w.Refused = hk.rv.accepted()
@@ -303,6 +362,15 @@ func (e *env) awaitDelivery(hk *hook) (*checker.Webhook, error) {
 	}
 	e.logf("webhook: %d runs owed events and %d events were in the outbox when the wait began; after %s, %s; the receiver got %d messages, refused %d first attempts",
 		len(w.Alerting), len(w.Outbox), w.Waited.Round(100*time.Millisecond), why, len(w.Deliveries), w.Refused)
+	if hk.hung != nil {
+		f := &checker.Fairness{
+			Timeout: cmp.Or(e.cfg.WebhookTimeout, webhook.Timeout), Interval: deliverInterval, Instances: e.cfg.Instances,
+			HungScopes: hk.hungScopes, Hung: hk.hung.hungAttempts(), First: hk.rv.firstAttempts(),
+		}
+		f.Ended = time.Now()
+		w.Fairness = f
+		e.logf("webhook: the hung receiver of %v got %d attempts; the answering one got %d events", f.HungScopes, len(f.Hung), len(f.First))
+	}
 	return w, nil
 }
 
@@ -310,7 +378,8 @@ func (e *env) awaitDelivery(hk *hook) (*checker.Webhook, error) {
 // I12 to judge anything and did not: failed, expired or missed runs that
 // owed an event when the wait for delivery began, expired ones among them
 // when the plan kills replicas, missed ones when it pauses every replica
-// across a tick, and deliveries.
+// across a tick, and deliveries; with HungWebhook, attempts at the hung
+// receiver and team B events judged by I12b.
 func webhookNotExercised(cfg *runConfig, r *checker.Report) []string {
 	if !cfg.Webhook {
 		return nil
@@ -328,6 +397,12 @@ func webhookNotExercised(cfg *runConfig, r *checker.Report) []string {
 	}
 	if r.Stats.Deliveries == 0 {
 		missing = append(missing, "the webhook's receiver got nothing")
+	}
+	if cfg.HungWebhook && r.Stats.HungAttempts == 0 {
+		missing = append(missing, "team A's hung receiver got no attempt")
+	}
+	if cfg.HungWebhook && r.Stats.FairnessJudged == 0 {
+		missing = append(missing, "no event of team B became due while team A's receiver hung, away from faults (I12b)")
 	}
 	return missing
 }

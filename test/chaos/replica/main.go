@@ -19,6 +19,10 @@
 // -owed-poll and claims what its jobs owe (a catch-up tick, an operator's
 // run now) with an ordinary acquire of that tick, recorded like the rest.
 //
+// -job-ids names the jobs (the harness's names, such as two teams'
+// "team-a.job-00" and "team-b.job-10"); without it they are -prefix and
+// two digits.
+//
 // SIGTERM stops it: running jobs are cancelled and their leases released.
 package main
 
@@ -67,6 +71,7 @@ type config struct {
 	owner          string
 	jobs           int
 	prefix         string
+	ids            []string // the job ids: -job-ids, or -jobs ids of -prefix
 	period         time.Duration
 	ttl, heartbeat time.Duration
 	margin         time.Duration
@@ -91,6 +96,7 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.owner, "owner", "", "this incarnation's owner id")
 	fs.IntVar(&c.jobs, "jobs", 20, "number of jobs")
 	fs.StringVar(&c.prefix, "prefix", "job-", "job id prefix")
+	ids := fs.String("job-ids", "", "comma-separated job ids, instead of -jobs and -prefix")
 	fs.DurationVar(&c.period, "period", 2*time.Second, "every job runs @every period")
 	fs.DurationVar(&c.ttl, "ttl", 3*time.Second, "lease TTL")
 	fs.DurationVar(&c.heartbeat, "heartbeat", time.Second, "heartbeat interval")
@@ -110,6 +116,14 @@ func parse(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if *ids != "" {
+		c.ids = strings.Split(*ids, ",")
+	} else {
+		for i := range c.jobs {
+			c.ids = append(c.ids, fmt.Sprintf("%s%02d", c.prefix, i))
+		}
+	}
+	c.jobs = len(c.ids)
 	for _, s := range strings.Split(*apis, ",") {
 		u, err := url.Parse(strings.TrimSpace(s))
 		if err != nil || u.Host == "" {
@@ -183,7 +197,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	spec := "@every " + cfg.period.String()
-	for i := range cfg.jobs {
+	for i, id := range cfg.ids {
 		var opts []jobs.JobOption
 		if cfg.grace > 0 {
 			opts = append(opts, jobs.Grace(cfg.grace))
@@ -191,7 +205,7 @@ func run(ctx context.Context, args []string) error {
 		if catchesUp(i, cfg.catchUpEvery) {
 			opts = append(opts, jobs.CatchUp(cfg.catchUpWindow))
 		}
-		if err := runner.Add(fmt.Sprintf("%s%02d", cfg.prefix, i), spec, w.run, opts...); err != nil {
+		if err := runner.Add(id, spec, w.run, opts...); err != nil {
 			return err
 		}
 	}
