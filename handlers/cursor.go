@@ -9,8 +9,10 @@ import (
 	"github.com/leaseapi/leaseapi"
 )
 
-// cursorEncoding is unpadded base64url that refuses non-canonical input, so
-// every page has exactly one cursor.
+// cursorEncoding is unpadded base64url that refuses non-canonical trailing
+// bits. (It still skips CR and LF, as every Go base64 decoder does, so the
+// decoders below also compare the cursor with its re-encoding: every page
+// has exactly one cursor.)
 var cursorEncoding = base64.RawURLEncoding.Strict()
 
 // encodeCursor is the opaque cursor of the page after jobID.
@@ -21,7 +23,7 @@ func encodeCursor(jobID string) string {
 // decodeCursor returns the job id a cursor encodes.
 func decodeCursor(cursor string) (string, error) {
 	b, err := cursorEncoding.DecodeString(cursor)
-	if err != nil || !leaseapi.ValidJobID(string(b)) {
+	if err != nil || !leaseapi.ValidJobID(string(b)) || encodeCursor(string(b)) != cursor {
 		return "", invalidf("cursor is not valid; pass the nextCursor of the previous page unchanged")
 	}
 	return string(b), nil
