@@ -11,7 +11,7 @@ from .client import Client, Exchange
 from .decorator import leased
 from . import errors as _errors
 from .errors import *  # noqa: F401,F403 - every error class, listed in errors.__all__
-from .models import Lease, LeasePage, Run, RunPage, Stats, Whoami
+from .models import Credential, Lease, LeasePage, Owed, Run, RunPage, Stats, Webhook, WebhookDelivery, Whoami
 from .runner import (
     Abandoned,
     DeadlinePassed,
@@ -40,6 +40,10 @@ __all__ = [
     "RunPage",
     "Stats",
     "Whoami",
+    "Owed",
+    "Credential",
+    "Webhook",
+    "WebhookDelivery",
     "RunStopped",
     "DeadlinePassed",
     "MaxRunTimeExceeded",

@@ -25,6 +25,9 @@ __all__ = [
     "Unauthorized",
     "Forbidden",
     "NotFound",
+    "CredentialExists",
+    "IdempotencyKeyReused",
+    "IdempotencyKeyInFlight",
     "RateLimited",
     "Unavailable",
     "ServerError",
@@ -134,8 +137,8 @@ class LeaseLost(LeaseError):
 
 
 class InvalidRequest(LeaseError):
-    """400 ``invalid_request`` (also 413 and 415): ``detail`` says what to
-    change."""
+    """400 ``invalid_request`` (also 413, 415, and 405 from a service older
+    than the client): ``detail`` says what to change."""
 
     default_code = "invalid_request"
 
@@ -158,6 +161,30 @@ class NotFound(LeaseError):
     """404 ``not_found``: the job has no lease."""
 
     default_code = "not_found"
+
+
+class CredentialExists(LeaseError):
+    """409 ``credential_exists``: a credential of this name and the same
+    scopes exists (its token cannot be shown again; delete it or pick another
+    name)."""
+
+    default_code = "credential_exists"
+
+
+class IdempotencyKeyReused(LeaseError):
+    """422 ``idempotency_key_reused``: the trigger's Idempotency-Key was sent
+    with another job or body within 24 hours; send a fresh key per intended
+    run."""
+
+    default_code = "idempotency_key_reused"
+
+
+class IdempotencyKeyInFlight(LeaseError):
+    """409 ``idempotency_key_in_flight``: the first request with this
+    Idempotency-Key is still being answered; retried until the call's retry
+    deadline."""
+
+    default_code = "idempotency_key_in_flight"
 
 
 class RateLimited(LeaseError):
@@ -199,11 +226,17 @@ _BY_CODE: Dict[str, Type[LeaseError]] = {
     "tick_ahead": TickAhead,
     "lease_lost": LeaseLost,
     "invalid_request": InvalidRequest,
+    # A route that does not take the method: this client's paths and
+    # methods are the spec's, so only a service older than the client says it.
+    "method_not_allowed": InvalidRequest,
     "payload_too_large": InvalidRequest,
     "unsupported_media_type": InvalidRequest,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "not_found": NotFound,
+    "credential_exists": CredentialExists,
+    "idempotency_key_reused": IdempotencyKeyReused,
+    "idempotency_key_in_flight": IdempotencyKeyInFlight,
     "rate_limited": RateLimited,
     "unavailable": Unavailable,
     "overloaded": Unavailable,

@@ -19,7 +19,20 @@ import dataclasses
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-__all__ = ["Lease", "Run", "LeasePage", "RunPage", "Stats", "Whoami", "parse_time", "format_time"]
+__all__ = [
+    "Lease",
+    "Run",
+    "LeasePage",
+    "RunPage",
+    "Stats",
+    "Whoami",
+    "Owed",
+    "Credential",
+    "Webhook",
+    "WebhookDelivery",
+    "parse_time",
+    "format_time",
+]
 
 Seconds = Union[float, int, timedelta]
 
@@ -281,3 +294,167 @@ class Whoami:
             role=data.get("role"),
             scopes=list(data.get("scopes", [])),
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Owed:
+    """A tick a job owes (``POST /owed``): claim it with an acquire of
+    exactly ``tick``."""
+
+    job_id: str
+    #: None only when field_errors names it.
+    tick: Optional[datetime]
+    #: ``manual`` (a trigger) or ``catch-up`` (the job's ``catch_up`` is
+    #: ``latest`` and a tick was missed).
+    reason: str
+    #: Who triggered a manual tick, and why, when the service knows.
+    triggered_by: Optional[str]
+    trigger_reason: Optional[str]
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: As Lease.field_errors.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Owed":
+        errs: Dict[str, str] = {}
+        return cls(
+            job_id=data["jobId"],
+            tick=_time(data, "tick", errs, "tick"),
+            reason=data["reason"],
+            triggered_by=data.get("triggeredBy"),
+            trigger_reason=data.get("triggerReason"),
+            raw=dict(data),
+            field_errors=errs,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Credential:
+    """A credential (``/credentials``); never its secret, except ``token``
+    in the answer of the create."""
+
+    #: ``lk_`` and 12 characters; the id in ``DELETE /credentials/{id}``.
+    id: str
+    name: str
+    #: ``read``, ``lease`` or ``admin``.
+    role: str
+    #: ``*``, or job id prefixes ending in ``:`` or ``.``.
+    scopes: List[str]
+    #: Acquires and reads per second per instance; None: the server's
+    #: LEASEAPI_RATE_LIMIT; 0: no limit.
+    rate_per_second: Optional[float]
+    #: None only when field_errors names it.
+    created_at: Optional[datetime]
+    #: The bearer token ``<id>.<secret>``: only in the answer of
+    #: :meth:`Client.create_credential`, None otherwise.
+    token: Optional[str] = dataclasses.field(repr=False)
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: As Lease.field_errors.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Credential":
+        errs: Dict[str, str] = {}
+        rate = data.get("ratePerSecond")
+        return cls(
+            id=data["id"],
+            name=data["name"],
+            role=data["role"],
+            scopes=list(data["scopes"]),
+            rate_per_second=None if rate is None else float(rate),
+            created_at=_time(data, "createdAt", errs, "created_at"),
+            token=data.get("token"),
+            raw=_without(data, "token"),
+            field_errors=errs,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookDelivery:
+    """One attempt at delivering an event to a webhook."""
+
+    #: The event's ``webhook-id``, the same on every attempt.
+    event_id: str
+    #: ``run.failed``, ``run.succeeded``, ``run.missed``, ``job.overdue``, ...
+    event_type: str
+    job_id: str
+    attempt: int
+    #: None only when field_errors names it.
+    at: Optional[datetime]
+    #: The receiver's HTTP status; None when no answer came.
+    status: Optional[int]
+    #: Why the attempt failed without an answer (or that a redirect is not
+    #: followed); None otherwise.
+    error: Optional[str]
+    #: The receiver answered 2xx.
+    delivered: bool
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: As Lease.field_errors.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "WebhookDelivery":
+        errs: Dict[str, str] = {}
+        status = data.get("status")
+        return cls(
+            event_id=data["eventId"],
+            event_type=data["eventType"],
+            job_id=data["jobId"],
+            attempt=int(data["attempt"]),
+            at=_time(data, "at", errs, "at"),
+            status=None if status is None else int(status),
+            error=data.get("error"),
+            delivered=bool(data["delivered"]),
+            raw=dict(data),
+            field_errors=errs,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Webhook:
+    """A webhook (``/webhooks``): where the events of the jobs in its scopes
+    are POSTed. ``url`` is redacted to its scheme and host."""
+
+    #: ``wh_`` and 12 characters.
+    id: str
+    url: str
+    events: List[str]
+    scopes: List[str]
+    #: ``standard`` (signed Standard Webhooks JSON) or ``slack``.
+    format: str
+    #: The name of the credential that created it; None when the API was open.
+    created_by: Optional[str]
+    #: None only when field_errors names it.
+    created_at: Optional[datetime]
+    #: The newest delivery attempt; None before the first.
+    last_delivery: Optional[WebhookDelivery]
+    #: The signing secret ``whsec_...``: only in the answer of
+    #: :meth:`Client.create_webhook`, None otherwise.
+    secret: Optional[str] = dataclasses.field(repr=False)
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: As Lease.field_errors; a time of ``last_delivery`` is in its own.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Webhook":
+        errs: Dict[str, str] = {}
+        last = data.get("lastDelivery")
+        return cls(
+            id=data["id"],
+            url=data["url"],
+            events=list(data["events"]),
+            scopes=list(data["scopes"]),
+            format=data["format"],
+            created_by=data.get("createdBy"),
+            created_at=_time(data, "createdAt", errs, "created_at"),
+            last_delivery=None if last is None else WebhookDelivery.from_json(last),
+            secret=data.get("secret"),
+            raw=_without(data, "secret"),
+            field_errors=errs,
+        )
+
+
+def _without(data: Mapping[str, Any], secret: str) -> Dict[str, Any]:
+    """data without its secret field, so that ``raw`` (kept for fields a
+    newer service adds) never holds a second copy of a secret."""
+    return {k: v for k, v in data.items() if k != secret}

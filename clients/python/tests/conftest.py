@@ -155,7 +155,8 @@ class Server:
 @pytest.fixture(scope="session")
 def server(binary: Path, database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One leaseapi on 127.0.0.1 for the whole run, with a lease and an admin
-    token, a 1 s minimum TTL and a fast missed-tick sweep."""
+    token, a 1 s minimum TTL and a fast missed-tick sweep, delivering
+    webhooks to loopback."""
     port = free_port()
     env = dict(
         os.environ,
@@ -166,6 +167,8 @@ def server(binary: Path, database_url: str, tmp_path_factory: pytest.TempPathFac
         LEASEAPI_REQUEST_TIMEOUT="2s",
         LEASEAPI_API_TOKENS=LEASE_TOKEN,
         LEASEAPI_ADMIN_TOKENS=ADMIN_TOKEN,
+        # The webhook tests' receiver listens on loopback.
+        LEASEAPI_WEBHOOK_ALLOW_PRIVATE="true",
     )
     process = Process("leaseapi", [str(binary)], tmp_path_factory.mktemp("leaseapi"), env=env)
     url = f"http://127.0.0.1:{port}"

@@ -139,8 +139,8 @@ def test_list_pages_and_reads(client: leaseapi.Client, admin: leaseapi.Client, j
 
 
 def test_rate_limited_call_is_retried_after_retry_after(server: Server, admin: leaseapi.Client, recorder: Recorder, job_id: str) -> None:
-    created = admin._call("POST", "/credentials", body={"name": "py-rate-" + uuid.uuid4().hex[:8], "role": "read", "scopes": ["*"], "ratePerSecond": 1}, parse=dict)
-    limited = leaseapi.Client(server.url, created["token"], on_exchange=recorder)
+    created = admin.create_credential("py-rate-" + uuid.uuid4().hex[:8], "read", ["*"], rate_per_second=1)
+    limited = leaseapi.Client(server.url, created.token, on_exchange=recorder)
 
     # Spend the credential's allowance (bounded: a rate of 1/s allows a
     # small burst at most).

@@ -1,6 +1,7 @@
 """A time the client cannot represent is an error of its field, never of the
 answer: a canned list (the standard library's HTTP server) with leases whose
-times lie in year 0000 and 10000 still returns every lease."""
+times lie in year 0000 and 10000 still returns every lease; so do the owed
+ticks, credentials, webhooks and deliveries."""
 
 from __future__ import annotations
 
@@ -41,6 +42,19 @@ RUNS = [
     {"jobId": "year-0000", "token": None, "owner": None, "tick": "2026-12-01T07:00:00.000Z", "startedAt": None,
      "endedAt": "2026-12-01T07:01:00.000Z", "outcome": "missed", "durationMs": None, "revokedBy": None, "trigger": "schedule", "triggeredBy": None},
 ]
+OWED = [
+    {"jobId": "fine", "tick": "2026-12-01T07:00:00.000Z", "reason": "manual", "triggeredBy": "ops", "triggerReason": None},
+    {"jobId": "year-10000", "tick": "10000-01-01T00:00:00.000Z", "reason": "catch-up", "triggeredBy": None, "triggerReason": None},
+]
+CREDENTIALS = [
+    {"id": "lk_abcdefghijkl", "name": "fine", "role": "read", "scopes": ["*"], "ratePerSecond": 5, "createdAt": "2026-12-01T00:00:00.000Z"},
+    {"id": "lk_bcdefghijklm", "name": "year-0000", "role": "admin", "scopes": ["a."], "ratePerSecond": None, "createdAt": "0000-01-01T00:00:00.000Z"},
+]
+DELIVERY = {"eventId": "msg_1", "eventType": "run.failed", "jobId": "fine", "attempt": 1, "at": "0000-01-01T00:00:00.000Z", "status": None, "error": "refused", "delivered": False}
+WEBHOOKS = [
+    {"id": "wh_abcdefghijkl", "url": "https://hooks.example.com", "events": ["run.failed"], "scopes": ["*"], "format": "standard",
+     "createdBy": None, "createdAt": "10000-01-01T00:00:00.000Z", "lastDelivery": DELIVERY},
+]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -50,8 +64,21 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = {"leases": LEASES, "nextCursor": None, "serverTime": "2026-12-01T00:16:04.000Z"}
         elif path.endswith("/runs"):
             body = {"runs": RUNS}
+        elif path == "/credentials":
+            body = {"credentials": CREDENTIALS}
+        elif path == "/webhooks":
+            body = {"webhooks": WEBHOOKS}
+        elif path.endswith("/deliveries"):
+            body = {"deliveries": [DELIVERY]}
         else:
             body = next(item for item in LEASES if item["jobId"] == path.rsplit("/", 1)[1])
+        self._answer(body)
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server name
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self._answer({"owed": OWED})
+
+    def _answer(self, body: Any) -> None:
         payload = json.dumps(body).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -101,3 +128,20 @@ def test_unreadable_time_in_get_and_runs(canned: leaseapi.Client) -> None:
     assert set(runs[0].field_errors) == {"tick", "ended_at"}
     assert runs[0].started_at is not None
     assert runs[1].field_errors == {}
+
+
+def test_unreadable_times_of_operator_answers(canned: leaseapi.Client) -> None:
+    owed = canned.owed(["fine", "year-10000"])
+    assert [o.job_id for o in owed] == ["fine", "year-10000"]
+    assert owed[0].field_errors == {} and owed[0].tick is not None
+    assert owed[1].tick is None and set(owed[1].field_errors) == {"tick"} and owed[1].reason == "catch-up"
+
+    credentials = canned.credentials()
+    assert credentials[0].field_errors == {} and credentials[0].rate_per_second == 5
+    assert credentials[1].created_at is None and set(credentials[1].field_errors) == {"created_at"}
+
+    (webhook,) = canned.webhooks()
+    assert webhook.created_at is None and set(webhook.field_errors) == {"created_at"}
+    assert webhook.last_delivery is not None and set(webhook.last_delivery.field_errors) == {"at"}
+    (delivery,) = canned.webhook_deliveries(webhook.id)
+    assert delivery.at is None and delivery.raw["at"] == "0000-01-01T00:00:00.000Z" and delivery.error == "refused"
