@@ -43,7 +43,7 @@ FAILOVER_PACKAGES := patroni:patroni py/etcd:python3-etcd etcd:etcd-server hapro
 # The Python client's tests (clients/python) run with the distribution's
 # Python and its packages (py/MODULE: a module that must import), never PyPI.
 PYTHON ?= /usr/bin/python3
-PYTHON_PACKAGES := py/pytest:python3-pytest py/apscheduler:python3-apscheduler py/celery:python3-celery \
+PYTHON_PACKAGES := py/pytest:python3-pytest py/pip:python3-pip py/apscheduler:python3-apscheduler py/celery:python3-celery \
 	py/redis:python3-redis py/jsonschema:python3-jsonschema py/yaml:python3-yaml \
 	redis-server:redis-server psql:postgresql-client openssl:openssl
 
