@@ -11,7 +11,8 @@ from .client import Client, Exchange
 from .decorator import leased
 from . import errors as _errors
 from .errors import *  # noqa: F401,F403 - every error class, listed in errors.__all__
-from .models import Credential, Lease, LeasePage, Owed, Run, RunPage, Stats, Webhook, WebhookDelivery, Whoami
+from . import models as _models
+from .models import *  # noqa: F401,F403 - every answer's type, listed in models.__all__
 from .runner import (
     Abandoned,
     DeadlinePassed,
@@ -34,16 +35,7 @@ __all__ = [
     "RunReport",
     "current_run",
     "default_owner",
-    "Lease",
-    "LeasePage",
-    "Run",
-    "RunPage",
-    "Stats",
-    "Whoami",
-    "Owed",
-    "Credential",
-    "Webhook",
-    "WebhookDelivery",
+    *_models.__all__,
     "RunStopped",
     "DeadlinePassed",
     "MaxRunTimeExceeded",

@@ -30,8 +30,6 @@ __all__ = [
     "Credential",
     "Webhook",
     "WebhookDelivery",
-    "parse_time",
-    "format_time",
 ]
 
 Seconds = Union[float, int, timedelta]

@@ -8,6 +8,7 @@ temporary directory; every process is stopped when its fixture ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,12 +16,14 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type
 
 import pytest
 
@@ -54,6 +57,43 @@ def wait_until(what: str, ready: Callable[[], bool], timeout: float, interval: f
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not after {timeout:.0f}s")
         time.sleep(interval)
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """A request handler of a scripted server that answers JSON and logs
+    nothing."""
+
+    def answer(self, status: int, body: Any = None, headers: Optional[Mapping[str, str]] = None) -> None:
+        payload = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json" if status < 400 else "application/problem+json")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def read_body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length", "0")))
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def http_server(handler: Type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+    """The standard library's HTTP server with handler on a 127.0.0.1 port,
+    serving on a thread until the block ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
 
 
 class Process:

@@ -5,16 +5,15 @@ answer the client read against the spec."""
 from __future__ import annotations
 
 import dataclasses
-import threading
 import uuid
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Dict, Iterator, List
 
 import pytest
 
 import leaseapi
-from conftest import START_TIMEOUT, Recorder, Server, wait_until
+from conftest import START_TIMEOUT, JSONHandler, Recorder, Server, http_server, wait_until
 
 TICK = datetime(2026, 11, 30, 7, 0, tzinfo=timezone.utc)
 
@@ -108,33 +107,21 @@ def test_credentials(server: Server, admin: leaseapi.Client, recorder: Recorder)
         admin.delete_credential(created.id)
 
 
-class _Receiver(BaseHTTPRequestHandler):
+class _Receiver(JSONHandler):
     """Records the events POSTed to it and answers 204."""
 
     received: List[Dict[str, Any]] = []
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server name
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = self.read_body()
         self.received.append({"id": self.headers.get("webhook-id"), "signature": self.headers.get("webhook-signature"), "body": body})
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.answer(204)
 
 
 @pytest.fixture
 def receiver() -> Iterator[ThreadingHTTPServer]:
-    handler = type("Receiver", (_Receiver,), {"received": []})
-    http_server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=http_server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield http_server
-    finally:
-        http_server.shutdown()
-        http_server.server_close()
-        thread.join(10)
+    with http_server(type("Receiver", (_Receiver,), {"received": []})) as server:
+        yield server
 
 
 def test_webhooks(client: leaseapi.Client, admin: leaseapi.Client, receiver: ThreadingHTTPServer, job_id: str) -> None:

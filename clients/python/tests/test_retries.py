@@ -6,13 +6,12 @@ done, since after no answer or 503 ``unavailable`` it may have happened."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
 import leaseapi
+from conftest import JSONHandler, http_server
 
 CREDENTIAL = {"id": "lk_abcdefghijkl", "name": "n", "role": "read", "scopes": ["*"], "ratePerSecond": None, "createdAt": "2026-12-01T00:00:00.000Z", "token": "lk_abcdefghijkl.s3cret"}
 WEBHOOK = {"id": "wh_abcdefghijkl", "url": "https://hooks.example.com", "events": ["run.failed"], "scopes": ["*"], "format": "standard", "createdBy": None, "createdAt": "2026-12-01T00:00:00.000Z", "secret": "whsec_" + "A" * 32}
@@ -43,32 +42,15 @@ class Script:
 def scripted() -> Iterator[Tuple[leaseapi.Client, Script]]:
     script = Script()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JSONHandler):
         def do_POST(self) -> None:  # noqa: N802 - the http.server name
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            script.requests.append({"path": self.path, "idempotency_key": self.headers.get("Idempotency-Key"), "body": json.loads(body)})
+            body = json.loads(self.read_body())
+            script.requests.append({"path": self.path, "idempotency_key": self.headers.get("Idempotency-Key"), "body": body})
             status, answer = script.answers.pop(0)
-            payload = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json" if status < 400 else "application/problem+json")
-            if status in (429, 503):
-                self.send_header("Retry-After", "0")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.answer(status, answer, {"Retry-After": "0"} if status in (429, 503) else None)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with http_server(Handler) as server:
         yield leaseapi.Client(f"http://127.0.0.1:{server.server_port}", retry_for=10), script
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
 
 
 def test_trigger_retries_with_one_idempotency_key(scripted: Tuple[leaseapi.Client, Script]) -> None:

@@ -5,14 +5,12 @@ ticks, credentials, webhooks and deliveries."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterator
 
 import pytest
 
 import leaseapi
+from conftest import JSONHandler, http_server
 
 
 def _lease(job_id: str, **times: Any) -> Dict[str, Any]:
@@ -57,7 +55,7 @@ WEBHOOKS = [
 ]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     def do_GET(self) -> None:  # noqa: N802 - the http.server name
         path = self.path.split("?")[0]
         if path == "/leases":
@@ -72,35 +70,17 @@ class _Handler(BaseHTTPRequestHandler):
             body = {"deliveries": [DELIVERY]}
         else:
             body = next(item for item in LEASES if item["jobId"] == path.rsplit("/", 1)[1])
-        self._answer(body)
+        self.answer(200, body)
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server name
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self._answer({"owed": OWED})
-
-    def _answer(self, body: Any) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.read_body()
+        self.answer(200, {"owed": OWED})
 
 
 @pytest.fixture
 def canned() -> Iterator[leaseapi.Client]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with http_server(_Handler) as server:
         yield leaseapi.Client(f"http://127.0.0.1:{server.server_port}", retry_for=0)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
 
 
 def test_unreadable_times_keep_the_list(canned: leaseapi.Client) -> None:
