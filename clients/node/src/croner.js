@@ -6,10 +6,12 @@
  *
  *     new Cron('0 7 * * *', { timezone: 'Europe/Berlin' }, leased(runner, { job: 'nightly-report' }, async ({ signal, token }) => { ... }));
  *
- * At each fire the runner acquires the lease with `nearestTick` (leaseapi
- * picks the tick of the schedule nearest its clock, so every process asks
- * for the same one) and the schedule: `options.schedule`, else the Cron's
- * pattern and timezone (as CRON_TZ=). `fn` gets {signal, lease, token, tick,
+ * At each fire the runner acquires the lease for the fire time (the
+ * Cron's newest target at or before the moment it called back, the same on
+ * every process whatever its delay), sending the schedule:
+ * `options.schedule`, else the Cron's pattern and timezone (as CRON_TZ=).
+ * A Cron that cannot say its fire time lets leaseapi pick the tick of the
+ * schedule nearest its clock (`nearestTick`). `fn` gets {signal, lease, token, tick,
  * jobId, owner, cron, context}. The callback resolves to the run's report
  * (see Runner.run) and never rejects: failures are logged and reported.
  * Other options (`graceMs`, `catchUp`, `catchUpWindowMs`, `maxRunTimeMs`)
@@ -27,12 +29,25 @@ export function leased(runner, { job, schedule, ...runOptions } = {}, fn) {
   return async (cron, context) => {
     spec ??= scheduleOf(cron);
     try {
-      return await runner.run(job, (ctx) => fn({ ...ctx, cron, context }), { ...runOptions, schedule: spec, nearestTick: true });
+      const tick = fireTime(cron);
+      const at = tick === undefined ? { nearestTick: true } : { tick };
+      return await runner.run(job, (ctx) => fn({ ...ctx, cron, context }), { ...runOptions, schedule: spec, ...at });
     } catch (err) {
       runner.log.error('croner tick not run', { job_id: job, owner: runner.owner, error: err });
       return { jobId: job, owner: runner.owner, result: 'error', error: err };
     }
   };
+}
+
+// croner calls back at or after its target, never before, and says when
+// (currentRun); the target is the newest match before that instant + 1 ms.
+function fireTime(cron) {
+  const called = cron?.currentRun?.();
+  if (!(called instanceof Date)) {
+    return undefined;
+  }
+  const [target] = cron.previousRuns?.(1, new Date(called.getTime() + 1)) ?? [];
+  return target instanceof Date ? target : undefined;
 }
 
 function scheduleOf(cron) {

@@ -64,7 +64,12 @@ function binary(dir) {
 }
 
 function psql(server, sql) {
-  execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', server, '-c', sql], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 60_000 });
+  // Notices (a database that does not exist yet) are not errors.
+  execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', server, '-c', sql], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, PGOPTIONS: '--client-min-messages=warning' },
+    timeout: 60_000,
+  });
 }
 
 /** A fresh database for this test file, dropped at exit. */
@@ -88,7 +93,8 @@ export function database(name) {
 /**
  * Starts leaseapi on a loopback port with a lease and an admin token, and
  * waits until it is ready. `env` adds to its environment (TLS files...).
- * Resolves to {url, stop(), log()}.
+ * Resolves to {url, port, stop(), log()}; stop() throws unless leaseapi
+ * exits 0 on SIGTERM.
  */
 export async function startServer({ name, dir, databaseUrl, env = {}, scheme = 'http', ca } = {}) {
   const port = await freePort();
@@ -96,8 +102,11 @@ export async function startServer({ name, dir, databaseUrl, env = {}, scheme = '
   const bin = binary(dir);
   const { openSync } = await import('node:fs');
   const logFd = openSync(logPath, 'w');
-  // timeout(1) ends the server after SERVER_LIFETIME_S even if this process dies.
-  const proc = spawn('timeout', ['--preserve-status', '-k', '5', String(SERVER_LIFETIME_S), bin], {
+  // timeout(1) ends the server after SERVER_LIFETIME_S even if this process
+  // dies. --foreground: a SIGTERM reaches leaseapi once (not again through
+  // the process group, which could kill it in the middle of its graceful
+  // shutdown); --preserve-status: its exit status is leaseapi's.
+  const proc = spawn('timeout', ['--foreground', '--preserve-status', '-k', '20', String(SERVER_LIFETIME_S), bin], {
     env: {
       ...process.env,
       LEASEAPI_ADDR: `127.0.0.1:${port}`,
@@ -136,12 +145,15 @@ export async function startServer({ name, dir, databaseUrl, env = {}, scheme = '
     START_TIMEOUT_MS,
   );
   probe.close();
+  // SIGTERM, and the graceful shutdown must end with exit status 0.
   const stop = async () => {
     if (exited === null) {
       proc.kill('SIGTERM');
-      await waitUntil('leaseapi stopped', () => exited !== null, 15_000).catch(() => proc.kill('SIGKILL'));
+      await waitUntil('leaseapi stopped', () => exited !== null, 30_000).catch(() => proc.kill('SIGKILL'));
     }
-    return exited;
+    if (exited?.code !== 0) {
+      throw new Error(`leaseapi did not exit 0 on SIGTERM: ${JSON.stringify(exited)}\n${log()}`);
+    }
   };
   process.on('exit', () => {
     if (exited === null) {
