@@ -79,7 +79,7 @@ test-python: ## run the Python client's tests (clients/python) against a leaseap
 # or later) and the devDependencies of its committed lockfile (npm ci),
 # against a leaseapi built here into a temporary directory.
 NODE_PACKAGES := node:nodejs npm:npm psql:postgresql-client openssl:openssl
-test-node: ## run the Node.js client's tests (clients/node: npm ci, node --test) against a leaseapi built here and Postgres (~1.5 min)
+test-node: ## run the Node.js client's tests (clients/node: npm ci, node --test) against a leaseapi built here and Postgres
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-packages.sh $(NODE_PACKAGES)
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error

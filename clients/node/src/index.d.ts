@@ -238,7 +238,8 @@ export interface LeasedTaskOptions extends Omit<RunOptions, 'tick' | 'nearestTic
 /** A node-cron (>= 4.4) RunCoordinator backed by leaseapi. */
 export class LeaseCoordinator {
   constructor(runner: Runner);
-  schedule<C>(cron: NodeCronLike, expression: string, name: string, fn: (ctx: RunContext & Record<string, unknown>) => unknown, options?: LeasedTaskOptions): C;
+  /** Returns node-cron's ScheduledTask. */
+  schedule(cron: NodeCronLike, expression: string, name: string, fn: (ctx: RunContext & Record<string, unknown>) => unknown, options?: LeasedTaskOptions): unknown;
   shouldRun(key: string, ttlMs?: number): Promise<boolean>;
   onComplete(key: string): Promise<void>;
 }

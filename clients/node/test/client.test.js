@@ -3,34 +3,14 @@
 
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
 import { Client, LeaseApiError } from '../src/index.js';
-import { ADMIN_TOKEN, database, freePort, LEASE_TOKEN, quietLogger, Recorder, startServer, tempDir } from './harness.js';
+import { freePort, quietLogger, useServer } from './harness.js';
 
-const dir = tempDir('client');
-const recorder = new Recorder(dir);
-let server;
-let client;
-let admin;
+const b = useServer('client');
 let n = 0;
 const jobId = (name) => `node-client-${name}-${process.pid}-${n++}`;
-
-before(async () => {
-  server = await startServer({ name: 'client', dir, databaseUrl: database('client') });
-  client = new Client(server.url, { token: LEASE_TOKEN, retryForMs: 10_000, onExchange: recorder.onExchange, logger: quietLogger() });
-  admin = new Client(server.url, { token: ADMIN_TOKEN, retryForMs: 10_000, onExchange: recorder.onExchange, logger: quietLogger() });
-});
-
-after(async () => {
-  client?.close();
-  admin?.close();
-  if (server) {
-    await server.stop();
-  }
-  // Every answer any client of this file read is as the spec says.
-  recorder.check();
-});
 
 async function rejects(promise, code) {
   try {
@@ -46,7 +26,7 @@ async function rejects(promise, code) {
 test('acquire, heartbeat, release, and the lease as Dates', async () => {
   const id = jobId('cycle');
   const tick = new Date(Math.floor(Date.now() / 1000) * 1000);
-  const lease = await client.acquire(id, { owner: 'a', ttlMs: 5000, tick });
+  const lease = await b.client.acquire(id, { owner: 'a', ttlMs: 5000, tick });
   assert.equal(lease.state, 'held');
   assert.equal(lease.owner, 'a');
   assert.ok(lease.acquiredAt instanceof Date && lease.expiresAt instanceof Date);
@@ -54,28 +34,28 @@ test('acquire, heartbeat, release, and the lease as Dates', async () => {
   assert.deepEqual(lease.fieldErrors, {});
   assert.equal(typeof lease.raw.acquiredAt, 'string');
 
-  const again = await client.acquire(id, { owner: 'a', ttlMs: 5000, tick });
+  const again = await b.client.acquire(id, { owner: 'a', ttlMs: 5000, tick });
   assert.equal(again.token, lease.token, 'the same owner and tick is an idempotent retry');
 
-  const held = await rejects(client.acquire(id, { owner: 'b', tick }), 'lease_held');
+  const held = await rejects(b.client.acquire(id, { owner: 'b', tick }), 'lease_held');
   assert.equal(held.status, 409);
   assert.ok(held.notAcquired);
   assert.ok(held.retryAfter >= 1, `Retry-After ${held.retryAfter}`);
   assert.equal(held.lease.owner, 'a');
   assert.ok(held.lease.expiresAt instanceof Date);
 
-  const beat = await client.heartbeat(id, { owner: 'a', token: lease.token, ttlMs: 5000 });
+  const beat = await b.client.heartbeat(id, { owner: 'a', token: lease.token, ttlMs: 5000 });
   assert.equal(beat.token, lease.token);
-  const lost = await rejects(client.heartbeat(id, { owner: 'b', token: lease.token }), 'lease_lost');
+  const lost = await rejects(b.client.heartbeat(id, { owner: 'b', token: lease.token }), 'lease_lost');
   assert.equal(lost.lease.owner, 'a');
 
-  const released = await client.release(id, { owner: 'a', token: lease.token, outcome: 'succeeded' });
+  const released = await b.client.release(id, { owner: 'a', token: lease.token, outcome: 'succeeded' });
   assert.equal(released.state, 'released');
   assert.equal(released.lastCompletedTick.getTime(), tick.getTime());
-  const done = await rejects(client.acquire(id, { owner: 'b', tick }), 'tick_done');
+  const done = await rejects(b.client.acquire(id, { owner: 'b', tick }), 'tick_done');
   assert.ok(done.notAcquired);
 
-  const { runs } = await client.runs(id, { limit: 10 });
+  const { runs } = await b.client.runs(id, { limit: 10 });
   assert.equal(runs.length, 1);
   assert.equal(runs[0].outcome, 'succeeded');
   assert.ok(runs[0].startedAt instanceof Date && runs[0].endedAt instanceof Date);
@@ -84,114 +64,114 @@ test('acquire, heartbeat, release, and the lease as Dates', async () => {
 test('reading: get, list page by page, leases, recent runs, stats, whoami, not_found', async () => {
   const prefix = jobId('list');
   for (let i = 0; i < 5; i++) {
-    const l = await client.acquire(`${prefix}-${i}`, { owner: 'lister', ttlMs: 5000 });
-    await client.release(`${prefix}-${i}`, { owner: 'lister', token: l.token, outcome: i % 2 ? 'failed' : 'succeeded' });
+    const l = await b.client.acquire(`${prefix}-${i}`, { owner: 'lister', ttlMs: 5000 });
+    await b.client.release(`${prefix}-${i}`, { owner: 'lister', token: l.token, outcome: i % 2 ? 'failed' : 'succeeded' });
   }
-  const page = await client.list({ prefix, limit: 2 });
+  const page = await b.client.list({ prefix, limit: 2 });
   assert.equal(page.leases.length, 2);
   assert.ok(page.nextCursor);
   assert.ok(page.serverTime instanceof Date);
   const all = [];
-  for await (const l of client.leases({ prefix, limit: 2 })) {
+  for await (const l of b.client.leases({ prefix, limit: 2 })) {
     all.push(l.jobId);
   }
   assert.deepEqual(all, [0, 1, 2, 3, 4].map((i) => `${prefix}-${i}`));
-  assert.equal((await client.get(`${prefix}-0`)).lastOutcome, 'succeeded');
-  const recent = await client.recentRuns({ outcomes: ['failed'], limit: 50 });
+  assert.equal((await b.client.get(`${prefix}-0`)).lastOutcome, 'succeeded');
+  const recent = await b.client.recentRuns({ outcomes: ['failed'], limit: 50 });
   assert.ok(recent.runs.some((r) => r.jobId === `${prefix}-1`));
   assert.ok(recent.runs.every((r) => r.outcome === 'failed'));
-  const stats = await client.stats();
+  const stats = await b.client.stats();
   assert.ok(stats.serverTime instanceof Date);
-  assert.equal((await client.whoami()).role, 'lease');
-  await rejects(client.get(jobId('missing')), 'not_found');
+  assert.equal((await b.client.whoami()).role, 'lease');
+  await rejects(b.client.get(jobId('missing')), 'not_found');
 });
 
 test('operating: pause, resume, trigger, owed, cancel, repair, forget schedule, revoke', async () => {
   const id = jobId('ops');
-  const first = await client.acquire(id, { owner: 'a', ttlMs: 5000, nearestTick: true, schedule: '* * * * * *' });
+  const first = await b.client.acquire(id, { owner: 'a', ttlMs: 5000, nearestTick: true, schedule: '* * * * * *' });
   assert.ok(first.tick instanceof Date);
   assert.equal(first.schedule, '* * * * * *');
-  await client.release(id, { owner: 'a', token: first.token });
+  await b.client.release(id, { owner: 'a', token: first.token });
 
-  const paused = await admin.pause(id, { reason: 'node test' });
+  const paused = await b.admin.pause(id, { reason: 'node test' });
   assert.equal(paused.paused, true);
-  await rejects(client.acquire(id, { owner: 'a' }), 'job_paused');
-  await rejects(admin.trigger(id), 'job_paused');
-  assert.equal((await admin.resume(id)).paused, false);
+  await rejects(b.client.acquire(id, { owner: 'a' }), 'job_paused');
+  await rejects(b.admin.trigger(id), 'job_paused');
+  assert.equal((await b.admin.resume(id)).paused, false);
 
   const key = `node-${id}`;
-  const triggered = await admin.trigger(id, { reason: 'run now', idempotencyKey: key });
+  const triggered = await b.admin.trigger(id, { reason: 'run now', idempotencyKey: key });
   assert.ok(triggered.owedTick instanceof Date);
   assert.equal(triggered.owedReason, 'manual');
-  assert.equal((await admin.trigger(id, { reason: 'run now', idempotencyKey: key })).owedTick.getTime(), triggered.owedTick.getTime());
-  const { owed } = await client.owed([id, jobId('owes-nothing')]);
+  assert.equal((await b.admin.trigger(id, { reason: 'run now', idempotencyKey: key })).owedTick.getTime(), triggered.owedTick.getTime());
+  const { owed } = await b.client.owed([id, jobId('owes-nothing')]);
   assert.equal(owed.length, 1);
   assert.equal(owed[0].jobId, id);
   assert.equal(owed[0].tick.getTime(), triggered.owedTick.getTime());
-  assert.equal((await admin.cancelTrigger(id)).owedTick, null);
-  assert.equal((await client.owed([id])).owed.length, 0);
+  assert.equal((await b.admin.cancelTrigger(id)).owedTick, null);
+  assert.equal((await b.client.owed([id])).owed.length, 0);
 
-  assert.equal((await admin.repair(id, { reason: 'nothing ahead' })).jobId, id);
-  assert.equal((await admin.forgetSchedule(id)).schedule, null);
+  assert.equal((await b.admin.repair(id, { reason: 'nothing ahead' })).jobId, id);
+  assert.equal((await b.admin.forgetSchedule(id)).schedule, null);
 
-  const held = await client.acquire(id, { owner: 'a', ttlMs: 5000 });
-  const revoked = await admin.revoke(id);
+  const held = await b.client.acquire(id, { owner: 'a', ttlMs: 5000 });
+  const revoked = await b.admin.revoke(id);
   assert.equal(revoked.state, 'revoked');
   assert.ok(revoked.token > held.token);
-  await rejects(client.heartbeat(id, { owner: 'a', token: held.token }), 'lease_lost');
-  await rejects(client.revoke(id), 'forbidden');
+  await rejects(b.client.heartbeat(id, { owner: 'a', token: held.token }), 'lease_lost');
+  await rejects(b.client.revoke(id), 'forbidden');
 });
 
 test('credentials and webhooks', async () => {
   const name = jobId('cred');
-  const created = await admin.createCredential({ name, role: 'read', scopes: ['node-scope:'] });
+  const created = await b.admin.createCredential({ name, role: 'read', scopes: ['node-scope:'] });
   assert.ok(created.token.includes('.'));
   assert.ok(created.createdAt instanceof Date);
-  const { credentials } = await admin.credentials();
+  const { credentials } = await b.admin.credentials();
   assert.ok(credentials.some((c) => c.name === name));
-  const reader = new Client(server.url, { token: created.token, onExchange: recorder.onExchange, logger: quietLogger() });
+  const reader = new Client(b.server.url, { token: created.token, onExchange: b.recorder.onExchange, logger: quietLogger() });
   assert.deepEqual((await reader.whoami()).scopes, ['node-scope:']);
   await rejects(reader.get('elsewhere'), 'forbidden');
   reader.close();
-  assert.equal(await admin.deleteCredential(created.id), undefined);
-  await rejects(admin.deleteCredential(created.id), 'not_found');
+  assert.equal(await b.admin.deleteCredential(created.id), undefined);
+  await rejects(b.admin.deleteCredential(created.id), 'not_found');
 
-  const hook = await admin.createWebhook({ url: 'https://hooks.example.com/leaseapi', events: ['run.failed'], scopes: ['*'] });
+  const hook = await b.admin.createWebhook({ url: 'https://hooks.example.com/leaseapi', events: ['run.failed'], scopes: ['*'] });
   assert.ok(hook.secret);
-  assert.ok((await admin.webhooks()).webhooks.some((w) => w.id === hook.id));
-  assert.ok(Array.isArray((await admin.webhookDeliveries(hook.id)).deliveries));
-  assert.equal(await admin.deleteWebhook(hook.id), undefined);
+  assert.ok((await b.admin.webhooks()).webhooks.some((w) => w.id === hook.id));
+  assert.ok(Array.isArray((await b.admin.webhookDeliveries(hook.id)).deliveries));
+  assert.equal(await b.admin.deleteWebhook(hook.id), undefined);
 });
 
 test('operations endpoints', async () => {
-  assert.equal((await client.healthz()).status, 'ok');
-  assert.equal((await client.readyz()).status, 'ok');
-  assert.match(await client.metrics(), /leaseapi_/);
-  assert.match(await client.openapi(), /^openapi: 3/);
+  assert.equal((await b.client.healthz()).status, 'ok');
+  assert.equal((await b.client.readyz()).status, 'ok');
+  assert.match(await b.client.metrics(), /leaseapi_/);
+  assert.match(await b.client.openapi(), /^openapi: 3/);
 });
 
 test('errors: unauthorized, invalid_request, and bad arguments refused before a call', async () => {
-  const stranger = new Client(server.url, { token: 'not-a-token', onExchange: recorder.onExchange, logger: quietLogger() });
+  const stranger = new Client(b.server.url, { token: 'not-a-token', onExchange: b.recorder.onExchange, logger: quietLogger() });
   const err = await rejects(stranger.whoami(), 'unauthorized');
   assert.equal(err.status, 401);
   stranger.close();
-  const bad = await rejects(client.acquire(jobId('ttl'), { owner: 'a', ttlMs: 10 }), 'invalid_request');
+  const bad = await rejects(b.client.acquire(jobId('ttl'), { owner: 'a', ttlMs: 10 }), 'invalid_request');
   assert.match(bad.detail, /ttl/i);
-  assert.throws(() => client.acquire('bad id', { owner: 'a' }), TypeError);
-  assert.throws(() => client.acquire('x', { owner: 'has space' }), TypeError);
-  assert.throws(() => client.release('x', { owner: 'a', token: 1, outcome: 'maybe' }), TypeError);
+  assert.throws(() => b.client.acquire('bad id', { owner: 'a' }), TypeError);
+  assert.throws(() => b.client.acquire('x', { owner: 'has space' }), TypeError);
+  assert.throws(() => b.client.release('x', { owner: 'a', token: 1, outcome: 'maybe' }), TypeError);
   assert.throws(() => new Client('ftp://x'), TypeError);
 });
 
 test('a 429 is retried after its Retry-After', async () => {
-  const limited = await admin.createCredential({ name: jobId('rate'), role: 'read', scopes: ['*'], ratePerSecond: 1 });
+  const limited = await b.admin.createCredential({ name: jobId('rate'), role: 'read', scopes: ['*'], ratePerSecond: 1 });
   const statuses = [];
-  const c = new Client(server.url, {
+  const c = new Client(b.server.url, {
     token: limited.token,
     logger: quietLogger(),
     onExchange: (e) => {
       statuses.push(e.status);
-      recorder.onExchange(e);
+      b.recorder.onExchange(e);
     },
   });
   // Spend the allowance (bounded: a rate of 1/s allows a burst of a few).

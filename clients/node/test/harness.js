@@ -11,6 +11,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
+import { after, before } from 'node:test';
+
 import { Spec } from './spec.js';
 
 export const PACKAGE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -205,4 +207,31 @@ export class Recorder {
     }
     return all.length;
   }
+}
+
+/**
+ * The bundle of a test file that needs one server: registers the hooks that
+ * start leaseapi on a fresh database before the file's tests (with a lease
+ * `client` and an `admin` client whose exchanges `recorder` keeps) and, after
+ * them, close the clients, stop the server (exit 0) and check every
+ * exchange against the spec. `options` go to startServer.
+ */
+export function useServer(name, options = {}) {
+  const dir = tempDir(name);
+  const b = { dir, recorder: new Recorder(dir) };
+  before(async () => {
+    b.server = await startServer({ name, dir, databaseUrl: database(name), ...options });
+    const { Client } = await import('../src/index.js');
+    const client = (token) => new Client(b.server.url, { token, ca: options.ca, retryForMs: 10_000, onExchange: b.recorder.onExchange, logger: quietLogger() });
+    b.client = client(LEASE_TOKEN);
+    b.admin = client(ADMIN_TOKEN);
+  });
+  after(async () => {
+    b.client?.close();
+    b.admin?.close();
+    await b.server?.stop();
+    // Every answer any client of the file read is as the spec says.
+    b.recorder.check();
+  });
+  return b;
 }

@@ -2,38 +2,19 @@
 // AbortSignal on a revoked lease and on shutdown, quiet skips, owed ticks.
 
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
-import { Client, Runner, RunStoppedError } from '../src/index.js';
-import { ADMIN_TOKEN, database, LEASE_TOKEN, quietLogger, Recorder, startServer, tempDir, waitUntil } from './harness.js';
+import { Runner, RunStoppedError } from '../src/index.js';
+import { quietLogger, useServer, waitUntil } from './harness.js';
 
-const dir = tempDir('runner');
-const recorder = new Recorder(dir);
+const b = useServer('runner');
 // Bounds each wait of a test for something the runner must do.
 const WAIT_MS = 20_000;
-let server;
-let client;
-let admin;
 let n = 0;
 const jobId = (name) => `node-runner-${name}-${process.pid}-${n++}`;
 
-before(async () => {
-  server = await startServer({ name: 'runner', dir, databaseUrl: database('runner') });
-  client = new Client(server.url, { token: LEASE_TOKEN, retryForMs: 5_000, onExchange: recorder.onExchange, logger: quietLogger() });
-  admin = new Client(server.url, { token: ADMIN_TOKEN, retryForMs: 5_000, onExchange: recorder.onExchange, logger: quietLogger() });
-});
-
-after(async () => {
-  client?.close();
-  admin?.close();
-  if (server) {
-    await server.stop();
-  }
-  recorder.check();
-});
-
 function runner(owner, options = {}) {
-  return new Runner(client, { owner, ttlMs: 3_000, logger: quietLogger(), ...options });
+  return new Runner(b.client, { owner, ttlMs: 3_000, logger: quietLogger(), ...options });
 }
 
 /** Resolves when `signal` aborts; rejects after WAIT_MS (the test then fails). */
@@ -51,7 +32,7 @@ function aborted(signal) {
   });
 }
 
-const heartbeatsOf = (id) => recorder.exchanges.filter((e) => e.path === `/leases/${id}/heartbeat` && e.status === 200).length;
+const heartbeatsOf = (id) => b.recorder.exchanges.filter((e) => e.path === `/leases/${id}/heartbeat` && e.status === 200).length;
 
 test('a run heartbeats while the job runs and is released succeeded with its value', async () => {
   const id = jobId('ok');
@@ -65,10 +46,10 @@ test('a run heartbeats while the job runs and is released succeeded with its val
   }, { tick });
   assert.equal(report.result, 'succeeded', String(report.error));
   assert.equal(report.value, report.token);
-  const lease = await client.get(id);
+  const lease = await b.client.get(id);
   assert.equal(lease.state, 'released');
   assert.equal(lease.lastCompletedTick.getTime(), tick.getTime());
-  assert.equal((await client.runs(id)).runs[0].outcome, 'succeeded');
+  assert.equal((await b.client.runs(id)).runs[0].outcome, 'succeeded');
 });
 
 test('a job that throws is released failed', async () => {
@@ -78,36 +59,36 @@ test('a job that throws is released failed', async () => {
   });
   assert.equal(report.result, 'failed');
   assert.equal(report.error.message, 'boom');
-  assert.equal((await client.runs(id)).runs[0].outcome, 'failed');
+  assert.equal((await b.client.runs(id)).runs[0].outcome, 'failed');
 });
 
 test('a revoked lease aborts the job with lease_lost, and the run is lost', async () => {
   const id = jobId('revoked');
   let reason;
   const report = await runner('r1').run(id, async ({ signal }) => {
-    await admin.revoke(id);
+    await b.admin.revoke(id);
     reason = await aborted(signal);
   });
   assert.ok(reason instanceof RunStoppedError);
   assert.equal(reason.reason, 'lease_lost');
   assert.equal(reason.cause.code, 'lease_lost');
   assert.equal(report.result, 'lost');
-  assert.equal((await client.runs(id)).runs[0].outcome, 'revoked');
+  assert.equal((await b.client.runs(id)).runs[0].outcome, 'revoked');
 });
 
 test('refused acquires are quiet skips: lease_held, tick_done, job_paused, and a job running in this process', async () => {
   const id = jobId('skip');
   const tick = new Date(Math.floor(Date.now() / 1000) * 1000);
-  const other = await client.acquire(id, { owner: 'other', ttlMs: 5_000, tick });
+  const other = await b.client.acquire(id, { owner: 'other', ttlMs: 5_000, tick });
   const r = runner('r1');
   const never = () => assert.fail('the job ran');
   assert.equal((await r.run(id, never, { tick })).code, 'lease_held');
-  await client.release(id, { owner: 'other', token: other.token });
+  await b.client.release(id, { owner: 'other', token: other.token });
   assert.equal((await r.run(id, never, { tick })).code, 'tick_done');
-  await admin.pause(id);
+  await b.admin.pause(id);
   const paused = await r.run(id, never, { tick: new Date(tick.getTime() + 1000) });
   assert.deepEqual([paused.result, paused.code], ['skipped', 'job_paused']);
-  await admin.resume(id);
+  await b.admin.resume(id);
 
   const twice = jobId('twice');
   let release;
@@ -133,15 +114,15 @@ test('shutdown aborts the running job and releases it failed', async () => {
   const rep = await report;
   assert.equal(rep.result, 'failed');
   assert.equal(rep.error.reason, 'shutdown');
-  assert.equal((await client.get(id)).lastOutcome, 'failed');
+  assert.equal((await b.client.get(id)).lastOutcome, 'failed');
   await assert.rejects(r.run(jobId('after'), () => {}), RunStoppedError);
 });
 
 test('an owed tick (run now) is claimed by one runner of three, with the owed tick', async () => {
   const id = jobId('owed');
-  const first = await client.acquire(id, { owner: 'seed', ttlMs: 3_000, nearestTick: true, schedule: '0 0 1 1 *' });
-  await client.release(id, { owner: 'seed', token: first.token });
-  const triggered = await admin.trigger(id, { reason: 'node test' });
+  const first = await b.client.acquire(id, { owner: 'seed', ttlMs: 3_000, nearestTick: true, schedule: '0 0 1 1 *' });
+  await b.client.release(id, { owner: 'seed', token: first.token });
+  const triggered = await b.admin.trigger(id, { reason: 'node test' });
   const ran = [];
   const runners = ['o1', 'o2', 'o3'].map((owner) => {
     const r = runner(owner, { owedPollIntervalMs: 0 });
@@ -152,8 +133,8 @@ test('an owed tick (run now) is claimed by one runner of three, with the owed ti
   await Promise.all(claims);
   assert.equal(ran.length, 1, `ran ${JSON.stringify(ran)}`);
   assert.equal(ran[0].tick.getTime(), triggered.owedTick.getTime());
-  const run = (await client.runs(id)).runs[0];
+  const run = (await b.client.runs(id)).runs[0];
   assert.equal(run.trigger, 'manual');
   assert.equal(run.outcome, 'succeeded');
-  assert.equal((await client.owed([id])).owed.length, 0);
+  assert.equal((await b.client.owed([id])).owed.length, 0);
 });

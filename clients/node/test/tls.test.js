@@ -6,18 +6,13 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
 import { Client, Runner } from '../src/index.js';
-import { database, LEASE_TOKEN, quietLogger, Recorder, startServer, tempDir } from './harness.js';
+import { LEASE_TOKEN, quietLogger, tempDir, useServer } from './harness.js';
 
-const dir = tempDir('tls');
-const recorder = new Recorder(dir);
-let server;
-let ca;
-
-/** A CA, and a certificate for 127.0.0.1 that it signed. */
-function makeCertificates() {
+/** A CA, and a certificate for 127.0.0.1 that it signed, in `dir`. */
+function makeCertificates(dir) {
   const f = (name) => path.join(dir, name);
   const openssl = (...args) => execFileSync('openssl', args, { stdio: 'pipe', timeout: 60_000 });
   openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=leaseapi node test CA', '-keyout', f('ca.key'), '-out', f('ca.pem'));
@@ -27,28 +22,15 @@ function makeCertificates() {
   return { ca: readFileSync(f('ca.pem')), cert: f('server.pem'), key: f('server.key') };
 }
 
-before(async () => {
-  const files = makeCertificates();
-  ca = files.ca;
-  server = await startServer({
-    name: 'tls',
-    dir,
-    databaseUrl: database('tls'),
-    scheme: 'https',
-    ca,
-    env: { LEASEAPI_TLS_CERT_FILE: files.cert, LEASEAPI_TLS_KEY_FILE: files.key },
-  });
-});
-
-after(async () => {
-  if (server) {
-    await server.stop();
-  }
-  recorder.check();
+const certs = makeCertificates(tempDir('tls-certs'));
+const b = useServer('tls', {
+  scheme: 'https',
+  ca: certs.ca,
+  env: { LEASEAPI_TLS_CERT_FILE: certs.cert, LEASEAPI_TLS_KEY_FILE: certs.key },
 });
 
 test('a client given the private CA calls leaseapi over https, and a runner runs a job', async () => {
-  const client = new Client(server.url, { token: LEASE_TOKEN, ca, onExchange: recorder.onExchange, logger: quietLogger() });
+  const client = new Client(b.server.url, { token: LEASE_TOKEN, ca: certs.ca, onExchange: b.recorder.onExchange, logger: quietLogger() });
   assert.equal((await client.whoami()).role, 'lease');
   const id = `node-tls-${process.pid}`;
   const report = await new Runner(client, { owner: 'tls-replica', ttlMs: 3_000, logger: quietLogger() }).run(id, ({ token }) => token);
@@ -58,11 +40,11 @@ test('a client given the private CA calls leaseapi over https, and a runner runs
 });
 
 test('a client without the CA refuses the server: connection_failed naming the certificate', async () => {
-  const client = new Client(server.url, { token: LEASE_TOKEN, retryForMs: 0, logger: quietLogger() });
+  const client = new Client(b.server.url, { token: LEASE_TOKEN, retryForMs: 0, logger: quietLogger() });
   await assert.rejects(client.whoami(), (err) => {
     assert.equal(err.code, 'connection_failed');
     assert.match(err.message, /certificate/i);
     return true;
   });
-  assert.throws(() => new Client('http://127.0.0.1:1', { ca }), TypeError, 'a CA for plain http is a mistake');
+  assert.throws(() => new Client('http://127.0.0.1:1', { ca: certs.ca }), TypeError, 'a CA for plain http is a mistake');
 });
