@@ -82,6 +82,7 @@ NODE_PACKAGES := node:nodejs npm:npm psql:postgresql-client openssl:openssl
 test-node: ## run the Node.js client's tests (clients/node: npm ci, node --test) against a leaseapi built here and Postgres
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-packages.sh $(NODE_PACKAGES)
+	node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || { echo "test-node: Node.js 20 or later is needed, found $$(node --version)"; exit 1; }
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(GO) build -o "$$tmp/leaseapi" ./cmd/leaseapi; \

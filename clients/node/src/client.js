@@ -407,6 +407,7 @@ export class Client {
           chunks.push(chunk);
         });
         res.on('error', (err) => fail(err instanceof LeaseApiError ? err : noAnswer(err.message, err)));
+        res.on('close', () => fail(noAnswer('the connection closed before the answer ended')));
         res.on('end', () => {
           if (settled) {
             return;
@@ -423,7 +424,7 @@ export class Client {
           }
         });
       });
-      req.on('error', (err) => fail(err instanceof LeaseApiError ? err : noAnswer(err.message, err)));
+      req.on('error', (err) => fail(signal?.aborted ? signal.reason : err instanceof LeaseApiError ? err : noAnswer(err.message, err)));
       const timer = setTimeout(() => req.destroy(noAnswer(`no answer within ${timeoutMs} ms`)), timeoutMs);
       const onAbort = () => req.destroy(signal.reason ?? new Error('aborted'));
       if (signal?.aborted) {

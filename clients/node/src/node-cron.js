@@ -1,6 +1,8 @@
 // node-cron (>= 4.4) run coordination backed by leaseapi: one run of each
 // task per fire time across every process that schedules it.
 
+import { RunStoppedError } from './runner.js';
+
 // node-cron's coordinator key: `${task name}:${fire time as toISOString()}`.
 const KEY = /^(.+):(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)$/;
 
@@ -62,7 +64,15 @@ export class LeaseCoordinator {
     }
     const [, name, fireTime] = m;
     const task = this.#tasks.get(name) ?? { jobId: name, runOptions: {} };
-    const grant = await this.#runner.acquire(task.jobId, { ...task.runOptions, tick: new Date(fireTime) });
+    let grant;
+    try {
+      grant = await this.#runner.acquire(task.jobId, { ...task.runOptions, tick: new Date(fireTime) });
+    } catch (err) {
+      if (err instanceof RunStoppedError) {
+        return false; // shutting down: no new runs
+      }
+      throw err; // node-cron logs it and skips the run (fail-closed)
+    }
     if (grant.result === 'skipped') {
       return false;
     }

@@ -201,6 +201,10 @@ test('no answer: retried within the retry window, then connection_failed', async
   assert.equal(err.status, undefined);
   assert.ok(lines.some((l) => l.msg === 'leaseapi call failed, retrying'), 'the call was not retried');
   await rejects(c.whoami({ retryForMs: 0 }), 'connection_failed');
+  // An aborted call rejects with the signal's reason, and is not retried.
+  const controller = new AbortController();
+  controller.abort(new Error('caller gave up'));
+  await assert.rejects(b.client.whoami({ signal: controller.signal, retryForMs: 10_000 }), /caller gave up/);
 });
 
 // A canned answer (node:http) for what a real leaseapi never sends: times

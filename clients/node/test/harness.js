@@ -95,8 +95,8 @@ export function database(name) {
 /**
  * Starts leaseapi on a loopback port with a lease and an admin token, and
  * waits until it is ready. `env` adds to its environment (TLS files...).
- * Resolves to {url, port, stop(), log()}; stop() throws unless leaseapi
- * exits 0 on SIGTERM.
+ * Resolves to {url, port, stop(), log(), freeze(), thaw()}; stop() throws
+ * unless leaseapi exits 0 on SIGTERM.
  */
 export async function startServer({ name, dir, databaseUrl, env = {}, scheme = 'http', ca } = {}) {
   const port = await freePort();
@@ -162,7 +162,16 @@ export async function startServer({ name, dir, databaseUrl, env = {}, scheme = '
       proc.kill('SIGKILL');
     }
   });
-  return { url, stop, log, port };
+  // SIGSTOP and SIGCONT to leaseapi itself (the child of timeout(1)): a
+  // server that stops answering, as a long pause or a partition makes it.
+  const signalServer = (sig) => {
+    const children = readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    if (children.length !== 1) {
+      throw new Error(`timeout(1) has ${children.length} children, not leaseapi alone`);
+    }
+    process.kill(Number(children[0]), sig);
+  };
+  return { url, stop, log, port, freeze: () => signalServer('SIGSTOP'), thaw: () => signalServer('SIGCONT') };
 }
 
 /** A logger that keeps its lines in `lines` (for assertions) and prints nothing. */

@@ -76,6 +76,22 @@ test('a revoked lease aborts the job with lease_lost, and the run is lost', asyn
   assert.equal((await b.client.runs(id)).runs[0].outcome, 'revoked');
 });
 
+test('a server that stops answering: the job is aborted at the local deadline, and the run is lost', async () => {
+  const id = jobId('deadline');
+  let reason;
+  const report = await runner('r1').run(id, async ({ signal }) => {
+    b.server.freeze();
+    try {
+      reason = await aborted(signal);
+    } finally {
+      b.server.thaw();
+    }
+  });
+  assert.ok(reason instanceof RunStoppedError);
+  assert.equal(reason.reason, 'deadline');
+  assert.equal(report.result, 'lost');
+});
+
 test('refused acquires are quiet skips: lease_held, tick_done, job_paused, and a job running in this process', async () => {
   const id = jobId('skip');
   const tick = new Date(Math.floor(Date.now() / 1000) * 1000);
