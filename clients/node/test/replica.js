@@ -6,8 +6,9 @@
 // shutdown), and by itself after its lifetime.
 //
 // Usage: node replica.js '<json config>' with {kind: 'node-cron' | 'croner',
-// url, token, owner, jobs: [id...], ttlMs, hold (true: a run holds its lease
-// until it is aborted), recordFile, exchangesFile, lifetimeMs}.
+// url, token, owner, jobs: [id...], timezone (of the schedule), ttlMs, hold
+// (true: a run holds its lease until it is aborted), recordFile,
+// exchangesFile, lifetimeMs}.
 
 import { appendFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -42,12 +43,12 @@ const stops = [];
 if (cfg.kind === 'node-cron') {
   const coordinator = new LeaseCoordinator(runner);
   for (const id of cfg.jobs) {
-    const task = coordinator.schedule(cron, SCHEDULE, id, job);
+    const task = coordinator.schedule(cron, SCHEDULE, id, job, { timezone: cfg.timezone });
     stops.push(() => task.stop());
   }
 } else if (cfg.kind === 'croner') {
   for (const id of cfg.jobs) {
-    const c = new Cron(SCHEDULE, leased(runner, { job: id }, job));
+    const c = new Cron(SCHEDULE, { timezone: cfg.timezone }, leased(runner, { job: id }, job));
     stops.push(() => c.stop());
   }
 } else {
