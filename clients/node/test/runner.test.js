@@ -105,6 +105,15 @@ test('refused acquires are quiet skips: lease_held, tick_done, job_paused, and a
   const paused = await r.run(id, never, { tick: new Date(tick.getTime() + 1000) });
   assert.deepEqual([paused.result, paused.code], ['skipped', 'job_paused']);
   await b.admin.resume(id);
+  // A tick past the server's clock plus its window (5 min): this host's clock
+  // would be fast. Skipped, and said so in a warning.
+  const lines = [];
+  const ahead = await runner('r1', { logger: quietLogger(lines) }).run(id, never, { tick: new Date(Date.now() + 3_600_000) });
+  assert.deepEqual([ahead.result, ahead.code], ['skipped', 'tick_ahead']);
+  const warning = lines.find((l) => l.level === 'warn' && l.msg.includes('clock is fast'));
+  assert.ok(warning, 'no warning about the fast clock');
+  assert.equal(typeof warning.clock_fast_seconds, 'number', 'the warning says by how much');
+  assert.ok(warning.server_time instanceof Date, 'the warning names the server\'s clock');
 
   const twice = jobId('twice');
   let release;
