@@ -47,7 +47,7 @@ PYTHON_PACKAGES := py/pytest:python3-pytest py/pip:python3-pip py/apscheduler:py
 	py/redis:python3-redis py/jsonschema:python3-jsonschema py/yaml:python3-yaml \
 	redis-server:redis-server psql:postgresql-client openssl:openssl
 
-.PHONY: help build run test test-python test-short fuzz lint migrate cover db-up db-down docker generate bench manifests
+.PHONY: help build run test test-python test-node test-short fuzz lint migrate cover db-up db-down docker generate bench manifests
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -59,13 +59,14 @@ build: ## build the static binary bin/leaseapi
 run: ## serve on :8080 (embedded store in ./leaseapi.db unless LEASEAPI_DATABASE_URL is set)
 	$(GO) run ./cmd/leaseapi
 
-test: ## run all tests with -race, then test-python (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, prometheus, alertmanager, etcd, redis-server, the Python packages)
+test: ## run all tests with -race, then test-python and test-node (scripts/ensure-postgres.sh finds or starts a Postgres first, scripts/ensure-packages.sh installs promtool, prometheus, alertmanager, etcd, redis-server, the Python packages)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-packages.sh promtool:prometheus prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager chromium:chromium $(PEER_PACKAGES)
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -C bench/peers $(TEST_FLAGS) ./...
 	$(GO) test -C deploy/helm/test $(CHART_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-node
 
 # pytest exits 5 when it collected no test: make fails on it like on any
 # other non-zero status.
@@ -73,6 +74,19 @@ test-python: ## run the Python client's tests (clients/python) against a leaseap
 	bash scripts/ensure-postgres.sh
 	PYTHON=$(PYTHON) bash scripts/ensure-packages.sh $(PYTHON_PACKAGES)
 	cd clients/python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider --durations=5
+
+# The Node.js client's tests (clients/node) run with the machine's Node (20
+# or later) and the devDependencies of its committed lockfile (npm ci),
+# against a leaseapi built here into a temporary directory.
+NODE_PACKAGES := node:nodejs npm:npm psql:postgresql-client openssl:openssl
+test-node: ## run the Node.js client's tests (clients/node: npm ci, node --test) against a leaseapi built here and Postgres
+	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-packages.sh $(NODE_PACKAGES)
+	node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || { echo "test-node: Node.js 20 or later is needed, found $$(node --version)"; exit 1; }
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) build -o "$$tmp/leaseapi" ./cmd/leaseapi; \
+	cd clients/node && LEASEAPI_BIN="$$tmp/leaseapi" node --test --test-concurrency=1 test/*.test.js
 
 test-short: ## run the tests that need no Postgres (nor etcd, redis-server)
 	$(GO) test -short $(TEST_FLAGS) ./...
@@ -122,8 +136,9 @@ db-down: ## stop the docker compose services
 docker: ## build the container image leaseapi:dev (needs a Docker engine)
 	docker build -t leaseapi:dev .
 
-generate: ## regenerate api/client/client.gen.go from api/openapi.yaml (oapi-codegen pinned in go.mod)
+generate: ## regenerate api/client/client.gen.go and clients/node/src/schema.d.ts from api/openapi.yaml (oapi-codegen pinned in go.mod, openapi-typescript in clients/node's lockfile)
 	$(GO) generate ./api/client
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm run --silent generate
 
 bench: ## measure leaseapi against its Postgres floor and against etcd and Redis, ~7-20 min (BENCH_FLAGS=-quick: ~2 min); docs/performance.md
 	bash scripts/ensure-postgres.sh

@@ -1,0 +1,31 @@
+// Compiled by tsc in schema.test.js (never run): the declarations describe
+// a program written against them, and agree with src/schema.d.ts.
+
+import { Client, LeaseApiError, LeaseCoordinator, leased, Runner } from '../../src/index.js';
+
+export async function example(): Promise<number> {
+  const client = new Client('https://leaseapi.internal', { token: 'id.secret', retryForMs: 5000 });
+  const lease = await client.acquire('nightly', { owner: 'pod-a', ttlMs: 30000, tick: new Date(), schedule: '0 7 * * *' });
+  const when: Date | null = lease.expiresAt;
+  const errs: Record<string, string> = lease.fieldErrors;
+  await client.release('nightly', { owner: 'pod-a', token: lease.token, outcome: 'succeeded' });
+  const page = await client.list({ state: 'held', limit: 10 });
+  for (const l of page.leases) {
+    void l.tick?.toISOString();
+  }
+  const runner = new Runner(client, { owner: 'pod-a', ttlMs: 30000 });
+  const report = await runner.run('nightly', async ({ signal, token }) => (signal.aborted ? 0 : token), { nearestTick: true, schedule: '0 7 * * *' });
+  if (report.result === 'skipped') {
+    return report.code === 'lease_held' ? 1 : 2;
+  }
+  new LeaseCoordinator(runner);
+  leased(runner, { job: 'nightly' }, async ({ signal }) => signal.aborted);
+  try {
+    await client.get('nightly');
+  } catch (err) {
+    if (err instanceof LeaseApiError && err.code === 'not_found') {
+      return 3;
+    }
+  }
+  return (report.value ?? 0) + (when?.getTime() ?? 0) + Object.keys(errs).length;
+}
