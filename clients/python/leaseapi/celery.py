@@ -17,10 +17,19 @@ The task's attributes (set as ``app.task`` options): ``lease_client`` (a
 :class:`leaseapi.Client`, required), ``lease_schedule`` (the cron spec the
 beat entry fires at, required), ``lease_job`` (the job id, default the task's
 name), ``lease_ttl`` (seconds, default 30), ``lease_grace``,
-``lease_max_run_time``, ``lease_owner`` (default ``<hostname>/<pid>`` of the
-process that runs the task). A task that does not win its tick returns None
-without running; one that runs behaves as :func:`leaseapi.leased` says.
-Celery itself is imported only by this module.
+``lease_catch_up``, ``lease_catch_up_window``, ``lease_max_run_time``,
+``lease_owner`` (default ``<hostname>/<pid>`` of the process that runs the
+task). A task that does not win its tick returns None without running; one
+that runs behaves as :func:`leaseapi.leased` says.
+
+The ticks a task's job owes (a catch-up tick, or run now: ``leasectl
+trigger``) are claimed by each worker process that runs tasks: when it
+starts (prefork children and the solo pool; other pools at the task's first
+run) its runner polls them (:meth:`leaseapi.Runner.watch_owed`) and runs the
+task's body without arguments in a thread of that process, outside the
+broker. Set ``lease_owed = False`` on a task that needs arguments. The
+runners stop polling when the worker (process) shuts down. Celery itself is
+imported only by this module.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import os
 from typing import Any, Dict, Optional
 
 import celery
+from celery import signals
 
 from .client import Client
 from .decorator import run_leased
@@ -46,6 +56,9 @@ class LeasedTask(celery.Task):  # type: ignore[misc]
     lease_job: Optional[str] = None
     lease_ttl: Seconds = 30.0
     lease_grace: Optional[Seconds] = None
+    lease_catch_up: Optional[str] = None
+    lease_catch_up_window: Optional[Seconds] = None
+    lease_owed: bool = True
     lease_max_run_time: Optional[Seconds] = None
     lease_owner: Optional[str] = None
 
@@ -56,14 +69,54 @@ class LeasedTask(celery.Task):  # type: ignore[misc]
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.lease_client is None or not self.lease_schedule:
             raise TypeError(f"task {self.name}: LeasedTask needs lease_client and lease_schedule (app.task options)")
-        job = self.lease_job or self.name
-        return run_leased(self._lease_runner(), job, self.lease_schedule, self.lease_grace, self.lease_max_run_time, lambda: super(LeasedTask, self).__call__(*args, **kwargs))
+        return run_leased(self._lease_runner(), self._lease_job_id(), lambda: super(LeasedTask, self).__call__(*args, **kwargs), **self._lease_options())
+
+    def _lease_job_id(self) -> str:
+        return self.lease_job or self.name
+
+    def _lease_options(self) -> Dict[str, Any]:
+        return dict(
+            schedule=self.lease_schedule,
+            grace=self.lease_grace,
+            catch_up=self.lease_catch_up,
+            catch_up_window=self.lease_catch_up_window,
+            max_run_time=self.lease_max_run_time,
+        )
 
     def _lease_runner(self) -> Runner:
+        """This process's runner of the task, made at its first use, which
+        registers the task's owed ticks with it."""
         runners = self.__dict__.setdefault("_lease_runners", {})
         pid = os.getpid()
         if pid not in runners:
             assert self.lease_client is not None
             runners.clear()
-            runners[pid] = Runner(self.lease_client, self.lease_owner, ttl=self.lease_ttl)
+            runner = Runner(self.lease_client, self.lease_owner, ttl=self.lease_ttl)
+            runners[pid] = runner
+            if self.lease_owed:
+                runner.watch_owed(self._lease_job_id(), lambda _ctx: super(LeasedTask, self).__call__(), **self._lease_options())
         return runners[pid]
+
+
+def _leased_tasks() -> Any:
+    """The LeasedTasks of the current app that are configured."""
+    for task in list(celery.current_app.tasks.values()):
+        if isinstance(task, LeasedTask) and task.lease_client is not None and task.lease_schedule:
+            yield task
+
+
+@signals.worker_process_init.connect  # type: ignore[misc]
+def _watch_owed_ticks(**_: Any) -> None:
+    # A process that runs tasks (a prefork child, the solo pool's worker)
+    # polls its tasks' owed ticks from its start, not from their first run.
+    for task in _leased_tasks():
+        task._lease_runner()
+
+
+@signals.worker_shutdown.connect  # type: ignore[misc]
+@signals.worker_process_shutdown.connect  # type: ignore[misc]
+def _stop_runners(**_: Any) -> None:
+    for task in _leased_tasks():
+        runner = task.__dict__.get("_lease_runners", {}).get(os.getpid())
+        if runner is not None:
+            runner.shutdown()

@@ -47,7 +47,7 @@ _MAX_BACKOFF = 2.0
 _OUTCOMES = ("succeeded", "failed")
 
 # The most job ids one POST /owed takes (the spec's maxItems); owed() asks
-# in batches of this many.
+# in batches of this many, and so does the runner's owed-tick poll.
 _OWED_BATCH = 1000
 
 
@@ -178,6 +178,8 @@ class Client:
         nearest_tick: bool = False,
         schedule: Optional[str] = None,
         grace: Optional[Seconds] = None,
+        catch_up: Optional[str] = None,
+        catch_up_window: Optional[Seconds] = None,
         retry_for: Optional[Seconds] = None,
         timeout: Optional[Seconds] = None,
     ) -> Lease:
@@ -189,14 +191,16 @@ class Client:
         ``nearest_tick=True`` the service picks the tick of the schedule
         nearest to its clock instead (the answer's ``tick`` says which).
         ``schedule`` (a cron spec) and ``grace`` register the job's schedule
-        so that ticks no replica started are recorded missed. Raises
+        so that ticks no replica started are recorded missed; ``catch_up``
+        (``none`` or ``latest``) and ``catch_up_window`` register with it
+        whether the latest missed tick is owed once afterwards (None keeps the
+        stored policy). Raises
         :class:`LeaseHeld`, :class:`TickDone` or :class:`JobPaused` (all
         :class:`NotAcquired`) when this tick is not this owner's to run.
         """
         if tick is not None and nearest_tick:
             raise ValueError("pass tick or nearest_tick, not both")
-        if grace is not None and schedule is None:
-            raise ValueError("grace needs a schedule")
+        check_schedule_options(schedule, grace, catch_up, catch_up_window)
         body: Dict[str, Any] = {"owner": owner}
         if ttl is not None:
             body["ttlMs"] = to_millis(ttl, "ttl")
@@ -208,6 +212,10 @@ class Client:
             body["schedule"] = schedule
         if grace is not None:
             body["graceMs"] = to_millis(grace, "grace")
+        if catch_up is not None:
+            body["catchUp"] = catch_up
+        if catch_up_window is not None:
+            body["catchUpWindowMs"] = to_millis(catch_up_window, "catch up window")
         return self._call("POST", f"/leases/{_segment(job_id)}/acquire", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
 
     def heartbeat(
@@ -307,7 +315,7 @@ class Client:
         """The caller's credential (name, role, scopes), or open mode."""
         return self._call("GET", "/whoami", retry_for=retry_for, parse=Whoami.from_json)
 
-    def owed(self, job_ids: Iterable[str], *, retry_for: Optional[Seconds] = None) -> List[Owed]:
+    def owed(self, job_ids: Iterable[str], *, retry_for: Optional[Seconds] = None, timeout: Optional[Seconds] = None) -> List[Owed]:
         """The ticks the jobs ``job_ids`` owe (``POST /owed``, role read), in
         job id order, at most one per job; jobs that owe nothing or are
         unknown are absent. Claim each with ``acquire(job_id, owner,
@@ -316,7 +324,7 @@ class Client:
         found: List[Owed] = []
         for start in range(0, len(ids), _OWED_BATCH):
             body = {"jobs": ids[start : start + _OWED_BATCH]}
-            found += self._call("POST", "/owed", body=body, retry_for=retry_for, parse=lambda data: [Owed.from_json(item) for item in data["owed"]])
+            found += self._call("POST", "/owed", body=body, retry_for=retry_for, timeout=timeout, parse=lambda data: [Owed.from_json(item) for item in data["owed"]])
         return found
 
     # Operating (role admin).
@@ -515,6 +523,15 @@ class Client:
                 raise errors.ProtocolError(f"{method} {path}: {status} with a body that is not a JSON object", status=status, request_id=request_id)
             return parsed, request_id
         raise _problem(method, path, status, answer_headers, payload, request_id)
+
+
+def check_schedule_options(schedule: Optional[str], grace: Optional[Seconds], catch_up: Optional[str], catch_up_window: Optional[Seconds]) -> None:
+    """Raises ValueError for acquire options the service would refuse:
+    grace and the catch-up policy are registered with a schedule."""
+    if schedule is None and (grace is not None or catch_up is not None or catch_up_window is not None):
+        raise ValueError("grace, catch_up and catch_up_window need a schedule")
+    if catch_up not in (None, "none", "latest"):
+        raise ValueError(f"catch_up {catch_up!r} must be 'none' or 'latest'")
 
 
 def retrying(attempt: Callable[[], T], window: float, log: logging.Logger, what: str, *, idempotent: bool = True) -> T:

@@ -26,9 +26,12 @@ def leased(
     *,
     ttl: Seconds = 30.0,
     grace: Optional[Seconds] = None,
+    catch_up: Optional[str] = None,
+    catch_up_window: Optional[Seconds] = None,
     max_run_time: Optional[Seconds] = None,
     runner: Optional[Runner] = None,
     logger: Optional[logging.Logger] = None,
+    owed: bool = True,
 ) -> Callable[[F], F]:
     """Decorates the function a scheduler runs at every tick of ``schedule``
     on every replica, so that each tick runs on one of them::
@@ -45,7 +48,8 @@ def leased(
     scheduler does not tell the function which tick it fires for, so the
     acquire asks the service for the tick of the schedule nearest to its
     clock, and sends the schedule (and ``grace``) so that a tick no replica
-    started is recorded missed.
+    started is recorded missed; ``catch_up="latest"`` (and
+    ``catch_up_window``) makes the job owe the latest missed tick once.
 
     A call that wins the tick runs the function under the lease, with
     heartbeats, and returns what it returns; :func:`leaseapi.current_run`
@@ -55,17 +59,27 @@ def leased(
     lost its lease, raises (the lease released ``failed``), so the
     scheduler logs it. ``owner``, ``ttl`` and ``logger`` configure the
     :class:`Runner` made for the function, unless ``runner`` is given.
+
+    The ticks the job owes (a catch-up tick, or run now: ``leasectl
+    trigger``) are claimed by the runner's owed-tick poll
+    (:meth:`Runner.watch_owed`), which calls the function without arguments
+    in a thread of its own; ``owed=False`` leaves them to other replicas (a
+    function that needs the scheduler's arguments).
     """
     if not schedule:
         raise ValueError(f"leased({job!r}) needs the job's schedule: the service picks the tick from it and records the ticks no replica started")
     if runner is None:
         runner = Runner(client, owner, ttl=ttl, logger=logger)
     the_runner = runner
+    options = dict(schedule=schedule, grace=grace, catch_up=catch_up, catch_up_window=catch_up_window, max_run_time=max_run_time)
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return run_leased(the_runner, job, schedule, grace, max_run_time, lambda: fn(*args, **kwargs))
+            return run_leased(the_runner, job, lambda: fn(*args, **kwargs), **options)
+
+        if owed:
+            the_runner.watch_owed(job, lambda _ctx: fn(), **options)
 
         wrapper.runner = the_runner  # type: ignore[attr-defined]
         return cast(F, wrapper)
@@ -73,20 +87,13 @@ def leased(
     return decorate
 
 
-def run_leased(
-    runner: Runner,
-    job: str,
-    schedule: str,
-    grace: Optional[Seconds],
-    max_run_time: Optional[Seconds],
-    call: Callable[[], Any],
-) -> Any:
-    """Runs ``call`` under the lease of the tick of ``schedule`` nearest to
-    the service's clock: its value when it ran and succeeded, None when the
-    tick was not this replica's (a quiet skip); raises why a run did not
-    succeed."""
+def run_leased(runner: Runner, job: str, call: Callable[[], Any], **options: Any) -> Any:
+    """Runs ``call`` under the lease of the tick of ``options["schedule"]``
+    nearest to the service's clock (``options`` are :meth:`Runner.run`'s):
+    its value when it ran and succeeded, None when the tick was not this
+    replica's (a quiet skip); raises why a run did not succeed."""
     try:
-        report = runner.run(job, lambda _ctx: call(), nearest_tick=True, schedule=schedule, grace=grace, max_run_time=max_run_time)
+        report = runner.run(job, lambda _ctx: call(), nearest_tick=True, **options)
     except errors.NotAcquired:
         return None
     if report.error is not None:

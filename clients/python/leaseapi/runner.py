@@ -24,6 +24,16 @@ running after its lease is gone, and another replica may run the next tick
 meanwhile. Jobs should poll ``stop`` (or wait on it), run commands through
 :meth:`RunContext.run_process`, which terminates them, and pass the fencing
 token (``RunContext.token``) to what they write to.
+
+A job may owe a tick: a catch-up tick that no replica ran during an outage,
+or one an operator asked for (run now: ``leasectl trigger``). The jobs
+registered with :meth:`Runner.watch_owed` are polled for what they owe
+(``POST /owed``, one call per 1000 jobs) from a thread of the runner every
+``owed_poll_interval`` (jittered), and each owed tick is claimed with an
+ordinary acquire of exactly that tick and run in a thread of its own:
+exactly one replica is granted it, the others skip quietly. A job that runs
+in this process already is claimed at a later poll, so one process never
+runs a job twice at once. :meth:`Runner.shutdown` stops the polling.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import contextvars
 import dataclasses
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -41,8 +52,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import errors
-from .client import Client, _jitter, retrying
-from .models import Lease, Seconds, format_time, to_seconds
+from .client import _OWED_BATCH, Client, _jitter, check_schedule_options, retrying
+from .models import Lease, Owed, Seconds, format_time, to_seconds
 
 __all__ = [
     "Runner",
@@ -246,7 +257,10 @@ class Runner:
     (subtracted from the local deadline) to TTL/10 (at most TTL/4),
     ``request_timeout`` to the heartbeat interval. ``acquire_wait`` is how
     long an acquire is retried while leaseapi does not answer or answers
-    429/503.
+    429/503. ``owed_poll_interval`` (seconds, default 10, each wait jittered
+    by ±20 %; 0 turns polling off, for a leaseapi without owed ticks) is how
+    often the jobs registered with :meth:`watch_owed` ask what they owe; an
+    owed tick's acquire is retried until the next poll.
     """
 
     def __init__(
@@ -259,6 +273,7 @@ class Runner:
         margin: Optional[Seconds] = None,
         request_timeout: Optional[Seconds] = None,
         acquire_wait: Seconds = 10.0,
+        owed_poll_interval: Seconds = 10.0,
         logger: Optional[logging.Logger] = None,
     ) -> None:
         self.client = client
@@ -278,10 +293,17 @@ class Runner:
         if self.request_timeout <= 0:
             raise ValueError("request timeout must be above zero")
         self.acquire_wait = to_seconds(acquire_wait)
+        self.owed_poll_interval = to_seconds(owed_poll_interval)
+        if self.owed_poll_interval != 0 and not self.owed_poll_interval >= 0.01:
+            raise ValueError(f"owed poll interval {self.owed_poll_interval}s must be at least 10 milliseconds, or 0 to turn polling off")
         self._log = logger or logging.getLogger("leaseapi")
         self._lock = threading.Lock()
         self._running: Dict[str, "_Run"] = {}
         self._shutting_down = False
+        self._owed_jobs: Dict[str, "_OwedJob"] = {}
+        self._owed_thread: Optional[threading.Thread] = None
+        # Set by shutdown: the poll thread's waits end at once.
+        self._owed_stop = threading.Event()
 
     @property
     def owner(self) -> str:
@@ -296,6 +318,8 @@ class Runner:
         nearest_tick: bool = False,
         schedule: Optional[str] = None,
         grace: Optional[Seconds] = None,
+        catch_up: Optional[str] = None,
+        catch_up_window: Optional[Seconds] = None,
         max_run_time: Optional[Seconds] = None,
     ) -> RunReport:
         """Runs ``fn(ctx)`` once under the lease of ``job_id`` and returns how
@@ -304,14 +328,20 @@ class Runner:
         ``tick`` is the scheduled time the run is for; ``nearest_tick=True``
         lets the service pick it from ``schedule`` (neither: a plain mutex).
         ``schedule`` and ``grace`` are sent with the acquire so that ticks no
-        replica started are recorded missed. Raises
+        replica started are recorded missed, and ``catch_up`` (``latest``:
+        the latest missed tick is owed once) and ``catch_up_window`` with
+        them (see :meth:`Client.acquire`). Raises
         :class:`~leaseapi.errors.NotAcquired` when the tick is not this
         replica's to run, and :class:`~leaseapi.errors.LeaseError` when the
         acquire failed; ``fn`` is then not called. An exception of ``fn``
         does not propagate: it is the report's ``error``.
         """
-        if max_run_time is not None and to_seconds(max_run_time) <= 0:
-            raise ValueError("max run time must be above zero")
+        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time)
+        return self._run(job_id, fn, tick, nearest_tick, spec, self.acquire_wait)
+
+    def _run(self, job_id: str, fn: Callable[[RunContext], Any], tick: Optional[datetime], nearest_tick: bool, spec: "_Spec", acquire_wait: float) -> RunReport:
+        """run, with the acquire retried for acquire_wait seconds."""
+        max_run_time = spec.max_run_time
         owner = self.owner
         log = _Logger(self._log, job_id, owner)
         with self._lock:
@@ -334,15 +364,17 @@ class Runner:
                     ttl=self.ttl,
                     tick=tick,
                     nearest_tick=nearest_tick,
-                    schedule=schedule,
-                    grace=grace,
+                    schedule=spec.schedule,
+                    grace=spec.grace,
+                    catch_up=spec.catch_up,
+                    catch_up_window=spec.catch_up_window,
                     retry_for=0,
                     timeout=self.request_timeout,
                 )
                 return sent, lease
 
             try:
-                sent, lease = retrying(attempt, self.acquire_wait, self._log, f"acquire of {job_id}")
+                sent, lease = retrying(attempt, acquire_wait, self._log, f"acquire of {job_id}")
             except errors.TickAhead as err:
                 # This host's clock runs ahead of the service's: its ticks
                 # are refused until the clock is fixed.
@@ -367,15 +399,134 @@ class Runner:
                 del self._running[job_id]
 
     def shutdown(self) -> None:
-        """Takes no new runs and tells the running jobs to stop (cause
+        """Takes no new runs, stops polling owed ticks, and tells the running jobs to stop (cause
         :class:`ShuttingDown`); each is released failed when it returns (the
         tick may run again elsewhere). Returns at once; the threads in
         :meth:`run` return when their jobs do."""
         with self._lock:
             self._shutting_down = True
             runs = [r for r in self._running.values() if r is not _PENDING]
+        self._owed_stop.set()
         for run in runs:
             run.stop_now(ShuttingDown("runner is shutting down"))
+
+
+    def watch_owed(
+        self,
+        job_id: str,
+        fn: Callable[[RunContext], Any],
+        *,
+        schedule: Optional[str] = None,
+        grace: Optional[Seconds] = None,
+        catch_up: Optional[str] = None,
+        catch_up_window: Optional[Seconds] = None,
+        max_run_time: Optional[Seconds] = None,
+    ) -> None:
+        """Registers ``fn`` to run the ticks ``job_id`` owes (a catch-up
+        tick, or a manual one: run now): the runner's poll thread asks what
+        the registered jobs owe every ``owed_poll_interval`` and runs each
+        owed tick as :meth:`run` would with ``tick`` the owed one and these
+        options, in a thread of its own. The first poll comes after a random
+        share of one interval, so that a fleet restarted at once spreads its
+        polls. :func:`leaseapi.leased` and the Celery integration register
+        their jobs; registering a job again replaces its ``fn`` and options.
+        The poll thread is a daemon: it does not keep the process alive."""
+        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time)
+        with self._lock:
+            self._owed_jobs[job_id] = _OwedJob(fn, spec)
+            if self.owed_poll_interval == 0 or self._owed_thread is not None or self._shutting_down:
+                return
+            self._owed_thread = threading.Thread(target=self._poll_owed_loop, name="leaseapi-owed-poll", daemon=True)
+            self._owed_thread.start()
+
+    def _poll_owed_loop(self) -> None:
+        interval = self.owed_poll_interval
+        wait = random.uniform(0, interval)
+        while not self._owed_stop.wait(wait):
+            try:
+                self.poll_owed()
+            except Exception:  # noqa: BLE001 - a bug in one poll must not end the polling
+                self._log.exception("owed-tick poll failed", extra={"owner": self.owner})
+            wait = interval * 0.8 + random.random() * interval * 0.4
+
+    def poll_owed(self) -> List[threading.Thread]:
+        """Asks once what the jobs registered with :meth:`watch_owed` owe
+        (one ``POST /owed`` per 1000 jobs) and starts a claim of each owed
+        tick whose job does not run in this process already; returns the
+        claims' threads (their runs go on). The poll thread calls it; tests
+        call it directly. Does nothing once the runner shuts down."""
+        with self._lock:
+            if self._shutting_down:
+                return []
+            jobs = dict(self._owed_jobs)
+        owner = self.owner
+        ids = sorted(jobs)
+        claims: List[threading.Thread] = []
+        for start in range(0, len(ids), _OWED_BATCH):
+            batch = ids[start : start + _OWED_BATCH]
+            try:
+                owed = self.client.owed(batch, retry_for=0, timeout=self.request_timeout)
+            except errors.LeaseError as err:
+                hint = ""
+                if err.status in (404, 405):
+                    # POST /owed never answers 404 for unknown ids: the
+                    # route itself is missing.
+                    hint = " (this leaseapi does not serve POST /owed, an older version?; pass owed_poll_interval=0 to stop polling)"
+                self._log.warning("owed ticks not polled%s: %s owner=%s jobs=%d", hint, err, owner, len(batch), extra={"owner": owner, "jobs": len(batch)})
+                continue
+            for o in owed:
+                job = jobs.get(o.job_id)
+                with self._lock:
+                    skip = job is None or o.job_id in self._running or self._shutting_down
+                if skip:
+                    continue
+                assert job is not None
+                log = _Logger(self._log, o.job_id, owner)
+                if o.tick is None:
+                    log.error("owed tick skipped: its time is unreadable: %s", o.field_errors.get("tick"))
+                    continue
+                log.debug("claiming owed tick %s (%s)", format_time(o.tick), o.reason)
+                claim = threading.Thread(target=self._claim_owed, args=(job, o, log), name=f"leaseapi-owed-{o.job_id}", daemon=True)
+                claim.start()
+                claims.append(claim)
+        return claims
+
+    def _claim_owed(self, job: "_OwedJob", owed: Owed, log: "_Logger") -> None:
+        """Runs job for the tick it owes, with an ordinary acquire of that
+        tick: exactly one replica is granted it, the others skip quietly
+        (lease_held, tick_done). The acquire is retried until the next poll,
+        which asks again."""
+        try:
+            self._run(owed.job_id, job.fn, owed.tick, False, job.spec, self.owed_poll_interval)
+        except (errors.NotAcquired, ShuttingDown):
+            pass  # the normal skips: run logged them
+        except errors.LeaseError as err:
+            log.warning("owed tick %s not run: %s", format_time(owed.tick) if owed.tick else "?", err)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """What a run sends with its acquire besides the tick, and its max run
+    time; made from the caller's options, which it checks."""
+
+    schedule: Optional[str]
+    grace: Optional[Seconds]
+    catch_up: Optional[str]
+    catch_up_window: Optional[Seconds]
+    max_run_time: Optional[Seconds]
+
+    def __post_init__(self) -> None:
+        check_schedule_options(self.schedule, self.grace, self.catch_up, self.catch_up_window)
+        if self.max_run_time is not None and to_seconds(self.max_run_time) <= 0:
+            raise ValueError("max run time must be above zero")
+
+
+@dataclasses.dataclass(frozen=True)
+class _OwedJob:
+    """A job registered with Runner.watch_owed."""
+
+    fn: Callable[[RunContext], Any]
+    spec: _Spec
 
 
 def _valid_owner(owner: str) -> bool:

@@ -195,8 +195,9 @@ class Server:
 @pytest.fixture(scope="session")
 def server(binary: Path, database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One leaseapi on 127.0.0.1 for the whole run, with a lease and an admin
-    token, a 1 s minimum TTL and a fast missed-tick sweep, delivering
-    webhooks to loopback."""
+    token, a 1 s minimum TTL and a missed-tick sweep every second (a
+    missed tick, and the catch-up tick it owes, show within seconds),
+    delivering webhooks to loopback."""
     port = free_port()
     env = dict(
         os.environ,
@@ -204,6 +205,7 @@ def server(binary: Path, database_url: str, tmp_path_factory: pytest.TempPathFac
         LEASEAPI_DATABASE_URL=database_url,
         LEASEAPI_LOG_LEVEL="warn",
         LEASEAPI_MIN_TTL="1s",
+        LEASEAPI_MISSED_SWEEP="1s",
         LEASEAPI_REQUEST_TIMEOUT="2s",
         LEASEAPI_API_TOKENS=LEASE_TOKEN,
         LEASEAPI_ADMIN_TOKENS=ADMIN_TOKEN,
