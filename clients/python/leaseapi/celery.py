@@ -27,7 +27,8 @@ trigger``) are claimed by each worker process that runs tasks: when it
 starts (prefork children and the solo pool; other pools at the task's first
 run) its runner polls them (:meth:`leaseapi.Runner.watch_owed`) and runs the
 task's body without arguments in a thread of that process, outside the
-broker. Set ``lease_owed = False`` on a task that needs arguments. The
+broker, every ``lease_owed_poll_interval`` seconds (default 10, jittered).
+Set ``lease_owed = False`` on a task that needs arguments. The
 runners stop polling when the worker (process) shuts down. Celery itself is
 imported only by this module.
 """
@@ -59,6 +60,7 @@ class LeasedTask(celery.Task):  # type: ignore[misc]
     lease_catch_up: Optional[str] = None
     lease_catch_up_window: Optional[Seconds] = None
     lease_owed: bool = True
+    lease_owed_poll_interval: Seconds = 10.0
     lease_max_run_time: Optional[Seconds] = None
     lease_owner: Optional[str] = None
 
@@ -91,7 +93,7 @@ class LeasedTask(celery.Task):  # type: ignore[misc]
         if pid not in runners:
             assert self.lease_client is not None
             runners.clear()
-            runner = Runner(self.lease_client, self.lease_owner, ttl=self.lease_ttl)
+            runner = Runner(self.lease_client, self.lease_owner, ttl=self.lease_ttl, owed_poll_interval=self.lease_owed_poll_interval)
             runners[pid] = runner
             if self.lease_owed:
                 runner.watch_owed(self._lease_job_id(), lambda _ctx: super(LeasedTask, self).__call__(), **self._lease_options())

@@ -2,7 +2,8 @@
 an embedded beat (``celery -A celery_app worker -B``) on one Redis broker,
 and the beat entry fires every second. Settings from the environment:
 TEST_BROKER, TEST_LEASEAPI_URL, TEST_LEASEAPI_TOKEN, TEST_EXCHANGES,
-TEST_RECORDS, TEST_JOB."""
+TEST_RECORDS, TEST_JOB, TEST_OWED_POLL (seconds between owed-tick polls,
+default 10)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ records = JSONLines(os.environ["TEST_RECORDS"])
 
 # What the README shows: the task base, its job id and the schedule the beat
 # entry fires at.
-@app.task(base=LeasedTask, lease_client=client, lease_job=os.environ["TEST_JOB"], lease_schedule="* * * * * *", lease_ttl=3)
+@app.task(base=LeasedTask, lease_client=client, lease_job=os.environ["TEST_JOB"], lease_schedule="* * * * * *", lease_ttl=3, lease_owed_poll_interval=float(os.environ.get("TEST_OWED_POLL", "10")))
 def tick() -> None:
     record_run(records, "start")
 
