@@ -399,17 +399,16 @@ class Runner:
                 del self._running[job_id]
 
     def shutdown(self) -> None:
-        """Takes no new runs, stops polling owed ticks, and tells the running jobs to stop (cause
-        :class:`ShuttingDown`); each is released failed when it returns (the
-        tick may run again elsewhere). Returns at once; the threads in
-        :meth:`run` return when their jobs do."""
+        """Takes no new runs, stops polling owed ticks, and tells the running
+        jobs to stop (cause :class:`ShuttingDown`); each is released failed
+        when it returns (the tick may run again elsewhere). Returns at once;
+        the threads in :meth:`run` return when their jobs do."""
         with self._lock:
             self._shutting_down = True
             runs = [r for r in self._running.values() if r is not _PENDING]
         self._owed_stop.set()
         for run in runs:
             run.stop_now(ShuttingDown("runner is shutting down"))
-
 
     def watch_owed(
         self,
