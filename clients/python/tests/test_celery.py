@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Dict, List
 
 import leaseapi
 from conftest import START_TIMEOUT, Processes, Recorder, Server, wait_until
@@ -16,17 +17,17 @@ from replicas import Replicas, run_window_and_check_each_tick_once
 WINDOW = 15
 
 
-def test_three_celery_beats_run_each_tick_once(processes: Processes, recorder: Recorder, server: Server, admin: leaseapi.Client, redis_url: str, tmp_path: Path, job_id: str) -> None:
-    replicas = Replicas(
-        processes,
-        recorder,
-        server,
-        tmp_path,
-        ["celery-1", "celery-2", "celery-3"],
-        ["-m", "celery", "-A", "celery_app", "worker", "-B", "--pool=solo", "--hostname", "{name}@%h", "--loglevel=WARNING", "--schedule", str(tmp_path / "beat-{name}")],
-        {"TEST_BROKER": redis_url, "TEST_JOB": job_id},
-    )
+def start_workers(processes: Processes, recorder: Recorder, server: Server, tmp_path: Path, options: List[str], env: Dict[str, str]) -> Replicas:
+    """Starts three solo-pool workers of celery_app with the extra options
+    and environment, and waits until they are ready."""
+    args = ["-m", "celery", "-A", "celery_app", "worker", "--pool=solo", "--hostname", "{name}@%h", "--loglevel=WARNING", *options]
+    replicas = Replicas(processes, recorder, server, tmp_path, ["celery-1", "celery-2", "celery-3"], args, env)
     replicas.wait_ready(processes)
+    return replicas
+
+
+def test_three_celery_beats_run_each_tick_once(processes: Processes, recorder: Recorder, server: Server, admin: leaseapi.Client, redis_url: str, tmp_path: Path, job_id: str) -> None:
+    replicas = start_workers(processes, recorder, server, tmp_path, ["-B", "--schedule", str(tmp_path / "beat-{name}")], {"TEST_BROKER": redis_url, "TEST_JOB": job_id})
     run_window_and_check_each_tick_once(replicas, processes, admin, job_id, WINDOW)
 
 
@@ -34,16 +35,7 @@ def test_a_triggered_tick_runs_once_on_one_of_three_celery_workers(
     processes: Processes, recorder: Recorder, server: Server, client: leaseapi.Client, admin: leaseapi.Client, redis_url: str, tmp_path: Path, job_id: str
 ) -> None:
     # Workers without a beat: the job runs only when it owes a tick.
-    replicas = Replicas(
-        processes,
-        recorder,
-        server,
-        tmp_path,
-        ["celery-1", "celery-2", "celery-3"],
-        ["-m", "celery", "-A", "celery_app", "worker", "--pool=solo", "--hostname", "{name}@%h", "--loglevel=WARNING"],
-        {"TEST_BROKER": redis_url, "TEST_JOB": job_id, "TEST_OWED_POLL": "0.2"},
-    )
-    replicas.wait_ready(processes)
+    replicas = start_workers(processes, recorder, server, tmp_path, [], {"TEST_BROKER": redis_url, "TEST_JOB": job_id, "TEST_OWED_POLL": "0.2"})
     seed = client.acquire(job_id, "seed", ttl=1, tick=datetime(2026, 1, 1, tzinfo=timezone.utc))
     client.release(job_id, "seed", seed.token, outcome="succeeded")
     owed_tick = admin.trigger(job_id, "a test").owed_tick
