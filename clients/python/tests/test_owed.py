@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 import leaseapi
 from conftest import LEASE_TOKEN, Recorder, Server, wait_until
+from leaseapi.models import format_time
 
 # Bounds every wait in these tests.
 BOUND = 60.0
@@ -94,6 +95,9 @@ def test_a_triggered_tick_runs_once_on_one_of_three_runners(server: Server, reco
     runs = [r for r in admin.runs(job_id) if r.owner != "seed"]
     assert [(r.token, r.owner, r.tick, r.trigger, r.outcome) for r in runs] == [(ran[0]["token"], ran[0]["owner"], owed_tick, "manual", "succeeded")]
     assert admin.get(job_id).owed_tick is None
+    # The claim acquired exactly the owed tick, with the job's schedule.
+    claims = [e["requestBody"] for e in recorder.exchanges if e["method"] == "POST" and e["path"] == f"/leases/{job_id}/acquire" and e["status"] == 200]
+    assert [(b["owner"], b["tick"], b["schedule"]) for b in claims if b["owner"] != "seed"] == [(ran[0]["owner"], format_time(owed_tick), "0 7 * * *")]
 
 
 def test_a_catch_up_tick_is_claimed(server: Server, recorder: Recorder, client: leaseapi.Client, admin: leaseapi.Client, job_id: str) -> None:

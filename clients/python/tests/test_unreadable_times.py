@@ -1,11 +1,12 @@
 """A time the client cannot represent is an error of its field, never of the
 answer: a canned list (the standard library's HTTP server) with leases whose
 times lie in year 0000 and 10000 still returns every lease; so do the owed
-ticks, credentials, webhooks and deliveries."""
+ticks (which the runner skips), credentials, webhooks and deliveries."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator
+import logging
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -125,3 +126,13 @@ def test_unreadable_times_of_operator_answers(canned: leaseapi.Client) -> None:
     assert webhook.last_delivery is not None and set(webhook.last_delivery.field_errors) == {"at"}
     (delivery,) = canned.webhook_deliveries(webhook.id)
     assert delivery.at is None and delivery.raw["at"] == "0000-01-01T00:00:00.000Z" and delivery.error == "refused"
+
+
+def test_an_unreadable_owed_tick_is_skipped_by_the_runner(canned: leaseapi.Client, caplog: pytest.LogCaptureFixture) -> None:
+    runner = leaseapi.Runner(canned, "replica-a", owed_poll_interval=0)
+    ran: List[str] = []
+    runner.watch_owed("year-10000", lambda ctx: ran.append(ctx.job_id))
+    with caplog.at_level(logging.ERROR, logger="leaseapi"):
+        assert runner.poll_owed() == [], "a tick the client cannot read was claimed"
+    assert ran == []
+    assert any("owed tick skipped: its time is unreadable" in r.getMessage() and getattr(r, "job_id", None) == "year-10000" for r in caplog.records), caplog.text
