@@ -189,15 +189,17 @@ func checkAvailability(h *History, r *Report, opts Options) {
 			continue
 		}
 		r.Stats.DBFaults++
-		// The window ends where another fault that can fail the same calls
-		// begins (at once when one is still going on): what follows is
-		// that fault's cost, not a slow recovery from this one.
+		// The window ends one request deadline before another fault that
+		// can fail the same calls begins (at once when one is still going
+		// on): a call sent then is still in flight when it begins, and
+		// what follows is that fault's cost, not a slow recovery from
+		// this one.
 		cut := f.End.Add(2 * opts.Recovery)
 		for j := range faults {
 			g := &faults[j]
-			if j != i && disrupts(g.Kind) && g.End.After(f.End) && g.Start.Before(cut) &&
+			if j != i && disrupts(g.Kind) && g.End.After(f.End) && g.Start.Add(-opts.RequestDeadline).Before(cut) &&
 				(g.Instance < 0 || f.Instance < 0 || g.Instance == f.Instance) {
-				cut = maxTime(g.Start, f.End)
+				cut = maxTime(g.Start.Add(-opts.RequestDeadline), f.End)
 			}
 		}
 		var firstOK time.Time
