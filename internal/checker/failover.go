@@ -91,7 +91,7 @@ func unionLength(spans [][2]time.Time) time.Duration {
 
 // checkStatuses is the part of I9 that is not about timing: every answer's
 // HTTP status is one of allowed (200, 409, 503, and 429 when limited, for a
-// failover run). It is judged even when the timing goals are waived.
+// failover run).
 func checkStatuses(h *History, r *Report, allowed []int) {
 	if len(allowed) == 0 {
 		return

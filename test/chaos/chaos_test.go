@@ -22,7 +22,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +45,7 @@ func prConfig(seed uint64) *runConfig {
 		Duration: 110 * time.Second, WarmUp: 15 * time.Second,
 		Instances: 2, Replicas: 5, Jobs: 20,
 		Period: 2 * time.Second, TTL: 3 * time.Second, Heartbeat: time.Second,
-		RequestTimeout: time.Second, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
+		RequestTimeout: requestDeadline, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
 		Plan:        prPlan,
 		ZombieEvery: 700 * time.Millisecond,
 		Grace:       500 * time.Millisecond, CatchUpEvery: 2, OwedPoll: time.Second,
@@ -54,6 +53,11 @@ func prConfig(seed uint64) *runConfig {
 		Webhook: true, HungWebhook: true, WebhookTimeout: 2 * time.Second,
 	}
 }
+
+// requestDeadline is the service's deadline for every call in each tier
+// (LEASEAPI_REQUEST_TIMEOUT), which I9 holds it to: mutant M6 configures
+// it away, and that is its bug, so the checker keeps this one.
+const requestDeadline = time.Second
 
 // defaultSeeds are the PR tier's seeds: one fixed, one random.
 const defaultSeeds = "20261130,random"
@@ -74,9 +78,6 @@ func TestChaos(t *testing.T) {
 				cfg.Duration = v
 			}
 			r, art := runChaos(t, cfg)
-			for _, v := range r.Waived {
-				t.Logf("not judged (%s): %s", r.WaivedReason, v)
-			}
 			if r.Failed() {
 				var lines []string
 				for _, v := range r.Violations {
@@ -252,20 +253,9 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 		_ = os.WriteFile(filepath.Join(art, "history.json"), b, 0o644)
 	}
 	began := time.Now()
-	opts := checker.DefaultOptions()
+	opts := checker.RecoveryOptions(cfg.TTL, cfg.Heartbeat, requestDeadline, cfg.ClientTimeout)
 	if cfg.LinearizabilityTimeout > 0 {
 		opts.LinearizabilityTimeout = cfg.LinearizabilityTimeout
-	}
-	// Availability and progress (I9, I10) are timing goals: they depend on
-	// the machine as much as on leaseapi (another job on the same 2 CPUs
-	// turns a 1 s 503 into a 3 s one), and tests here do not gate on
-	// timing. They are measured and reported on every run; CHAOS_STRICT=1
-	// judges them, on a machine the suite has to itself. Safety is always
-	// judged. The mutant controls judge them too: M6 must be caught by I9.
-	if !cfg.Control && os.Getenv("CHAOS_STRICT") == "" {
-		opts.WaiveAvailability = fmt.Sprintf("timing goals reported, not judged (load average up to %.1f on %d CPUs; CHAOS_STRICT=1 judges them)",
-			e.maxLoad, runtime.NumCPU())
-		t.Logf("%s", opts.WaiveAvailability)
 	}
 	r := checker.Check(h, opts)
 	e.logf("checked %d calls in %s", len(h.Ops), time.Since(began).Round(time.Millisecond))
@@ -282,9 +272,8 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 		Counts     map[string]int      `json:"counts"`
 		Stats      checker.Stats       `json:"stats"`
 		Violations []checker.Violation `json:"violations"`
-		Waived     []checker.Violation `json:"waived,omitempty"`
 		MaxLoad    float64             `json:"maxLoadAverage"`
-	}{cfg.Seed, cfg.Mutant, line, r.Counts, r.Stats, r.Violations, r.Waived, e.maxLoad}
+	}{cfg.Seed, cfg.Mutant, line, r.Counts, r.Stats, r.Violations, e.maxLoad}
 	if b, err := json.MarshalIndent(summary, "", "  "); err == nil {
 		_ = os.WriteFile(filepath.Join(art, "summary.json"), b, 0o644)
 	}

@@ -33,7 +33,7 @@ func failoverConfig(seed uint64) *runConfig {
 		WarmUp:    8 * time.Second,
 		Instances: 2, Replicas: 3, Jobs: 10,
 		Period: 2 * time.Second, TTL: 3 * time.Second, Heartbeat: time.Second,
-		RequestTimeout: time.Second, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
+		RequestTimeout: requestDeadline, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
 		Webhook: true,
 	}
 }
@@ -81,9 +81,6 @@ func TestFailover(t *testing.T) {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
 			cfg := failoverConfig(seed)
 			r, art := runFailover(t, cfg, true, failoverFaults)
-			for _, v := range r.Waived {
-				t.Logf("not judged (%s): %s", r.WaivedReason, v)
-			}
 			if r.Failed() {
 				var lines []string
 				for _, v := range r.Violations {
@@ -203,11 +200,8 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 	if b, err := json.Marshal(h); err == nil {
 		_ = os.WriteFile(filepath.Join(art, "history.json"), b, 0o644)
 	}
-	opts := checker.DefaultOptions()
+	opts := checker.RecoveryOptions(cfg.TTL, cfg.Heartbeat, requestDeadline, cfg.ClientTimeout)
 	opts.AllowedStatuses = []int{200, 409, 429, 503}
-	if !cfg.Control && os.Getenv("CHAOS_STRICT") == "" {
-		opts.WaiveAvailability = fmt.Sprintf("timing goals reported, not judged (load average up to %.1f); CHAOS_STRICT=1 judges them", e.maxLoad)
-	}
 	r := checker.Check(h, opts)
 	checker.CheckPromotions(h, r, proms)
 	for _, c := range checker.FaultCosts(h) {
@@ -222,8 +216,7 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 		Costs      []checker.FaultCost `json:"faultCosts"`
 		Promotions []checker.Promotion `json:"promotions"`
 		Violations []checker.Violation `json:"violations"`
-		Waived     []checker.Violation `json:"waived,omitempty"`
-	}{line, checker.FaultCosts(h), proms, r.Violations, r.Waived}
+	}{line, checker.FaultCosts(h), proms, r.Violations}
 	if b, err := json.MarshalIndent(summary, "", "  "); err == nil {
 		_ = os.WriteFile(filepath.Join(art, "summary.json"), b, 0o644)
 	}

@@ -5,7 +5,9 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"syscall"
@@ -218,6 +220,9 @@ func (e *env) inject(ev event) {
 		for _, n := range names {
 			_ = proxies[i].Toxics.RemoveToxic(context.Background(), n)
 		}
+		if ev.Kind == checker.DBReset || ev.Kind == checker.DBBlackhole {
+			e.awaitPostgres(proxies[i])
+		}
 		f.End = time.Now()
 
 	case checker.PGRestart:
@@ -291,6 +296,48 @@ func (e *env) addToxics(p *toxiproxy.Proxy, toxics []string) []string {
 		names = append(names, w.Name)
 	}
 	return names
+}
+
+// awaitPostgres returns once Postgres answers through p again, or after
+// 30 s. A proxy whose reset_peer or timeout toxic was just removed can go
+// on refusing or dropping new connections for seconds (toxiproxy issue
+// 465); the fault lasts until the path works again, and I9's recovery is
+// measured from then.
+func (e *env) awaitPostgres(p *toxiproxy.Proxy) {
+	began := time.Now()
+	for time.Since(began) < 30*time.Second {
+		if err := postgresAnswers(p.Listen); err == nil {
+			if d := time.Since(began); d > 100*time.Millisecond {
+				e.logf("proxy %s carried Postgres again %s after its toxics were removed", p.Name, d.Round(time.Millisecond))
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.logf("proxy %s did not carry Postgres within 30s after its toxics were removed", p.Name)
+}
+
+// postgresAnswers sends Postgres's SSLRequest to addr and reads the one
+// byte a server answers it with ('S' or 'N').
+func postgresAnswers(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	sslRequest := []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f} // length 8, code 80877103
+	if _, err := c.Write(sslRequest); err != nil {
+		return err
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(c, b); err != nil {
+		return err
+	}
+	if b[0] != 'S' && b[0] != 'N' {
+		return fmt.Errorf("answer %q to an SSLRequest", b[0])
+	}
+	return nil
 }
 
 // ackedGrant acquires, as the owner "crash-witness", the first job that is
