@@ -20,7 +20,7 @@ const naiveAcquireEnv = "LEASEAPI_BENCH_ACQUIRE"
 //
 // Reading the environment here, outside config.go, is deliberate: the knob
 // must not exist in any other build, so it is no setting of Config, not in
-// `leaseapi -h` and not in the README's table.
+// `leaseapi -h` and not in docs/operating.md's table.
 func naiveAcquire() bool { return os.Getenv(naiveAcquireEnv) == "naive" }
 
 // openPostgres opens the Postgres store the service serves, or the

@@ -29,8 +29,8 @@ const envPrefix = "leaseapi"
 // ones whose default is empty on purpose (DATABASE_URL: the embedded store;
 // API_TOKENS and ADMIN_TOKENS: an open API; METRICS_TOKEN: an open /metrics;
 // TLS_CERT_FILE and TLS_KEY_FILE: plain HTTP; WEBHOOK_KEY: webhook secrets
-// stored as given; PUBLIC_URL: no console link in slack messages). README.md's configuration table
-// is checked against these tags by TestREADMEConfigTable.
+// stored as given; PUBLIC_URL: no console link in slack messages). The configuration table of
+// docs/operating.md is checked against these tags by TestDocsConfigTable.
 type Config struct {
 	Addr                string        `envconfig:"ADDR" default:":8080" desc:"TCP address to listen on"`
 	DatabaseURL         string        `envconfig:"DATABASE_URL" desc:"Postgres DSN, e.g. postgres://user:pass@host:5432/db?sslmode=disable; empty = the embedded SQLite store"`

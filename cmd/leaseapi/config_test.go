@@ -461,7 +461,8 @@ func TestConfigTags(t *testing.T) {
 	}
 }
 
-// configTable is the README's configuration table, from Config's tags.
+// configTable is the configuration table of docs/operating.md, from
+// Config's tags.
 func configTable() []string {
 	rows := []string{
 		"| Variable | Default | Description |",
@@ -479,24 +480,40 @@ func configTable() []string {
 	return rows
 }
 
-// TestREADMEConfigTable keeps README.md's configuration table equal to
-// Config: same variables, defaults and descriptions, in the same order.
-func TestREADMEConfigTable(t *testing.T) {
+// TestDocsConfigTable keeps the docs' one configuration table (the table
+// under configTable's header, in whichever page it lives) equal to Config:
+// same variables, defaults and descriptions, in the same order.
+func TestDocsConfigTable(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := configTable()
-	var got []string
-	for line := range strings.Lines(string(readme)) {
-		line = strings.TrimRight(line, "\n")
-		if strings.HasPrefix(line, "| `LEASEAPI_") {
-			got = append(got, line)
+	var found []string
+	for _, path := range docFiles(t) {
+		var got []string
+		inTable := false
+		for line := range strings.Lines(readDoc(t, path)) {
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case line == want[0]:
+				if inTable || got != nil {
+					t.Errorf("%s has more than one configuration table", path)
+				}
+				inTable, got = true, []string{line}
+			case inTable && strings.HasPrefix(line, "|"):
+				got = append(got, line)
+			default:
+				inTable = false
+			}
+		}
+		if got == nil {
+			continue
+		}
+		found = append(found, path)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s's configuration table differs from Config; it should read:\n\n%s", path, strings.Join(want, "\n"))
 		}
 	}
-	if !slices.Equal(got, want[2:]) || !strings.Contains(string(readme), strings.Join(want, "\n")) {
-		t.Errorf("README.md's configuration table differs from Config; it should read:\n\n%s", strings.Join(want, "\n"))
+	if len(found) != 1 {
+		t.Errorf("configuration tables in %v, want exactly one (docs/operating.md)", found)
 	}
 }
 

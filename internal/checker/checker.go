@@ -10,7 +10,7 @@ import (
 // Invariants are the names of the checks, in the order of the plan.
 var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12", "I12b"}
 
-// What each invariant promises, for messages and the README.
+// What each invariant promises, for messages and docs/reliability.md.
 var invariantTitles = map[string]string{
 	"I1":   "tokens strictly increase, are never reused; no acknowledged grant or release is lost",
 	"I2":   "no two valid holders at once",
