@@ -120,3 +120,13 @@ func TestPostgresRefusalsShowAHeldLease(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func openDB(t *testing.T, dsn string) *sqlx.DB {
+	t.Helper()
+	db, err := sqlx.Open("postgres", dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
