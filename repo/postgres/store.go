@@ -20,15 +20,11 @@ import (
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
-// Store is the lease store on PostgreSQL. Every lease operation is one
-// statement, decided under the lease row's lock with clock_timestamp() read
-// after the lock was taken; the database clock is the only clock. Run
-// history is written in the same statement: a grant's run and a release's
-// by the statement itself (grantedRun, releasedRun), the close of a run by a
-// takeover or a revocation by the trigger of migrations/postgres (0005),
-// which reads the run after the row lock. Concurrent acquires, heartbeats
-// and releases of different jobs share one statement and one commit per
-// kind (batch.go).
+// Store is the lease store on PostgreSQL; the database clock is the only
+// clock. An acquire and a revocation read the row, decide in Go and write
+// conditionally (acquire.go); a heartbeat and a release are one statement
+// each. Concurrent acquire reads, heartbeats and releases of different jobs
+// share one statement per kind (batch.go).
 type Store struct {
 	db         *sqlx.DB
 	guard      *guard     // of every connection (guard.go)
