@@ -10,8 +10,8 @@
 //     read alone. The grant's run and the close of the expired run it
 //     takes over are written by the same statement.
 //   - store.go: the other lease operations, prepared once per pooled
-//     connection. A release closes its run in its statement; a revocation's
-//     run is closed by the trigger in migrations/postgres (0005).
+//     connection; a release and a revocation close their run in their
+//     statement.
 //   - statements.go: the heartbeat and echo statements and the acquire's
 //     facts the store chooses once, when it opens (statements_default.go;
 //     mutants_chaos.go under -tags chaos_mutants: the deliberate bugs the

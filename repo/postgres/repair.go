@@ -46,15 +46,21 @@ RETURNING ` + leaseColumns
 
 // repairRevokeQuery revokes the open grant (held or expired) whose token
 // the lock read ($2) with the token $4 of WAL timeline $5
-// (decide.TokenAfter), as revokeQuery does; the trigger records its run
-// revoked by $3.
+// (decide.TokenAfter), as revokeQuery does, and closes its run as revoked
+// by $3.
 const repairRevokeQuery = `
+WITH lease AS (
 UPDATE leases AS l SET (token, timeline, revoked_at, expires_at, last_outcome, revoked_by) = (
 	SELECT $4::bigint, $5::bigint, c.now, LEAST(l.expires_at, c.now), 'revoked', $3::text
 	FROM (SELECT clock_timestamp() AS now) AS c
 )
 WHERE job_id = $1 AND token = $2 AND released_at IS NULL AND revoked_at IS NULL
-RETURNING token`
+RETURNING job_id, token, revoked_at, revoked_by
+), run AS (
+	UPDATE runs AS r SET (outcome, ended_at, revoked_by) = ('revoked', lease.revoked_at, lease.revoked_by)
+	FROM lease WHERE r.job_id = lease.job_id AND r.token = $2 AND r.outcome = 'running'
+)
+SELECT token FROM lease`
 
 // Repair undoes what ticks ahead of the clock did to a job. See
 // leaseapi.Store.

@@ -162,12 +162,12 @@ func TestPostgresRunRows(t *testing.T) {
 	tick1, tick2 := base, base.Add(time.Minute)
 
 	// The store's sessions tell the trigger that their statements write
-	// the run rows; without it the trigger would write them again (and
+	// every run row; without it the trigger would write them again (and
 	// skip them), costing what the statements save.
 	t.Run("SessionSetting", func(t *testing.T) {
 		t.Parallel()
-		if v, err := b.batched.Setting(t.Context(), "leaseapi.run_rows"); err != nil || v != "statement" {
-			t.Fatalf("leaseapi.run_rows of a store session: %q, %v; want statement", v, err)
+		if v, err := b.batched.Setting(t.Context(), "leaseapi.run_rows"); err != nil || v != "decided" {
+			t.Fatalf("leaseapi.run_rows of a store session: %q, %v; want decided", v, err)
 		}
 	})
 

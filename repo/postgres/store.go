@@ -507,17 +507,22 @@ func (p *Store) releaseOne(ctx context.Context, r *releaseCall) (leaseRow, error
 	return row, err
 }
 
-// revokeQuery force-releases the held grant read as version $5 with the
-// token $2 of WAL timeline $3 (decide.TokenAfter), so that the old
-// holder's token is stale; $6 is when that grant expires. The trigger of
-// migrations/postgres (0005) closes its run as revoked.
+// revokeQuery force-releases the held grant read as version $5 (token $7)
+// with the token $2 of WAL timeline $3 (decide.TokenAfter), so that the
+// old holder's token is stale, and closes its run as revoked by $4; $6 is
+// when that grant expires.
 const revokeQuery = `
-WITH c AS (SELECT clock_timestamp() AS now)
+WITH c AS (SELECT clock_timestamp() AS now), lease AS (
 UPDATE leases AS l SET (token, timeline, revoked_at, expires_at, last_outcome, revoked_by) = (
 	$2::bigint, $3::bigint, c.now, c.now, 'revoked', $4::text)
 FROM c
 WHERE l.job_id = $1::text AND l.xmin = $5::text::xid AND c.now < $6::timestamptz AND ` + walTimeline + ` = $3::bigint
-RETURNING ` + leaseColumns
+RETURNING ` + leaseColumns + `
+), run AS (
+	UPDATE runs AS r SET (outcome, ended_at, revoked_by) = ('revoked', lease.revoked_at, lease.revoked_by)
+	FROM lease WHERE r.job_id = lease.job_id AND r.token = $7::bigint AND r.outcome = 'running'
+)
+SELECT * FROM lease`
 
 // Revoke force-releases a held lease. See leaseapi.Store.
 func (p *Store) Revoke(ctx context.Context, rp *leaseapi.RevokeParams) (leaseapi.Lease, error) {
@@ -541,7 +546,7 @@ func (p *Store) Revoke(ctx context.Context, rp *leaseapi.RevokeParams) (leaseapi
 			}
 			var row leaseRow
 			err = p.scanPrepared(ctx, revokeQuery, []any{jobID, decide.TokenAfter(cur.Token, cur.WALTimeline), cur.WALTimeline, by,
-				cur.Version, cur.ExpiresAt}, row.fields()...)
+				cur.Version, cur.ExpiresAt, cur.Token}, row.fields()...)
 			if errors.Is(err, sql.ErrNoRows) {
 				return leaseapi.Lease{}, false, nil // changed since the read
 			}
