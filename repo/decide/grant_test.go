@@ -198,3 +198,45 @@ func ptr[T any](v T) *T { return &v }
 func sameTime(a, b *time.Time) bool {
 	return (a == nil) == (b == nil) && (a == nil || a.Equal(*b))
 }
+
+func TestHeartbeatAndRelease(t *testing.T) {
+	t.Parallel()
+	tick := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	earlier := tick.Add(-time.Hour)
+	lease := func(state leaseapi.State) leaseapi.Lease {
+		return leaseapi.Lease{JobID: "j", Owner: "a", Token: 3, State: state, Tick: &tick, LastCompletedTick: &earlier}
+	}
+	for _, tc := range []struct {
+		name      string
+		cur       leaseapi.Lease
+		owner     string
+		token     int64
+		outcome   leaseapi.Outcome
+		beatLost  bool
+		echo      bool
+		lost      bool
+		completed time.Time
+	}{
+		{"HolderSucceeds", lease(leaseapi.StateHeld), "a", 3, leaseapi.OutcomeSucceeded, false, false, false, tick},
+		{"HolderFails", lease(leaseapi.StateHeld), "a", 3, leaseapi.OutcomeFailed, false, false, false, earlier},
+		{"ExpiredStillReleases", lease(leaseapi.StateExpired), "a", 3, leaseapi.OutcomeSucceeded, true, false, false, tick},
+		{"RetriedRelease", lease(leaseapi.StateReleased), "a", 3, leaseapi.OutcomeSucceeded, true, true, false, time.Time{}},
+		{"Revoked", lease(leaseapi.StateRevoked), "a", 3, leaseapi.OutcomeSucceeded, true, false, true, time.Time{}},
+		{"StaleToken", lease(leaseapi.StateHeld), "a", 2, leaseapi.OutcomeSucceeded, true, false, true, time.Time{}},
+		{"OtherOwner", lease(leaseapi.StateHeld), "b", 3, leaseapi.OutcomeSucceeded, true, false, true, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := decide.Heartbeat(&leaseapi.HeartbeatParams{JobID: "j", Owner: tc.owner, Token: tc.token}, tc.cur)
+			if got := errors.Is(err, leaseapi.ErrLeaseLost); got != tc.beatLost || (err != nil && !got) {
+				t.Errorf("Heartbeat: got %v, want lost %v", err, tc.beatLost)
+			}
+			echo, completed, err := decide.Release(&leaseapi.ReleaseParams{JobID: "j", Owner: tc.owner, Token: tc.token, Outcome: tc.outcome}, tc.cur)
+			if echo != tc.echo || errors.Is(err, leaseapi.ErrLeaseLost) != tc.lost || (err != nil && !tc.lost) {
+				t.Errorf("Release: got echo %v, %v; want echo %v, lost %v", echo, err, tc.echo, tc.lost)
+			}
+			if !tc.completed.IsZero() && (completed == nil || !completed.Equal(tc.completed)) {
+				t.Errorf("Release: completed %v, want %v", completed, tc.completed)
+			}
+		})
+	}
+}

@@ -86,7 +86,9 @@ ON CONFLICT (job_id) DO NOTHING
 RETURNING ` + leaseColumns + `
 )` + startedRun + `SELECT *, NULL::timestamptz, NULL::boolean FROM lease`
 
-	grantQuery = `
+	// grantLease is the grant's write of the lease row, the lease CTE of
+	// grantQuery and takeoverQuery.
+	grantLease = `
 WITH c AS (SELECT clock_timestamp() AS now), lease AS (
 UPDATE leases AS l SET (owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at,
 	last_outcome, grant_trigger, grant_triggered_by,
@@ -102,7 +104,15 @@ FROM c
 WHERE l.job_id = $1::text AND l.xmin = $18::text::xid AND ($19::timestamptz IS NULL OR c.now < $19::timestamptz)
 	AND ` + walTimeline + ` = $4::bigint
 RETURNING ` + leaseColumns + `
-), prev AS (
+`
+
+	grantQuery = grantLease + `)` + startedRun + `SELECT *, NULL::timestamptz, NULL::boolean FROM lease`
+
+	// takeoverQuery is grantQuery for a grant that takes over a grant
+	// that expired: it also closes that grant's run ($20: its token) as
+	// expired at $21, and returns when the run started and whether the
+	// sweep had counted its expiry.
+	takeoverQuery = grantLease + `), prev AS (
 	SELECT id, started_at, expiry_counted FROM runs
 	WHERE job_id = $1::text AND token = $20::bigint AND outcome = 'running' AND EXISTS (SELECT 1 FROM lease)
 	FOR UPDATE
@@ -336,6 +346,8 @@ func planQuery(plan *decide.AcquirePlan) string {
 		return insertQuery
 	case plan.Renew:
 		return renewQuery
+	case plan.CloseExpired:
+		return takeoverQuery
 	}
 	return grantQuery
 }
@@ -358,10 +370,13 @@ func planArgs(plan *decide.AcquirePlan, version string) []any {
 	case plan.Renew:
 		return []any{plan.JobID, ttl, spec, grace, since, next, due, catchUp, window, version, valid}
 	}
-	prev := sql.NullInt64{Int64: plan.PrevToken, Valid: plan.CloseExpired}
-	return []any{plan.JobID, plan.Owner, plan.Token, plan.Timeline, nullableTime(plan.Tick), ttl,
+	args := []any{plan.JobID, plan.Owner, plan.Token, plan.Timeline, nullableTime(plan.Tick), ttl,
 		sql.NullString{String: string(plan.LastOutcome), Valid: plan.LastOutcome != ""},
 		string(plan.Trigger), sql.NullString{String: plan.TriggeredBy, Valid: plan.TriggeredBy != ""},
 		spec, grace, since, next, due, catchUp, window,
-		plan.SettlesOwed, version, valid, prev, plan.PrevExpiresAt}
+		plan.SettlesOwed, version, valid}
+	if plan.CloseExpired {
+		args = append(args, plan.PrevToken, plan.PrevExpiresAt)
+	}
+	return args
 }

@@ -233,10 +233,8 @@ func (p *Store) Close() error {
 }
 
 // scanPrepared runs a hot statement that returns one row and scans it into
-// dest. Preparing it once per connection saves planning it on every call
-// (planning the acquire costs ten times more than executing it) and one of
-// its two round trips; scanning into explicit targets saves sqlx's
-// reflection on every row.
+// dest, prepared once per connection (planning it costs more than running
+// it) and scanned into explicit targets (no reflection per row).
 func (p *Store) scanPrepared(ctx context.Context, query string, args []any, dest ...any) error {
 	stmt, err := p.prepared(ctx, query)
 	if err != nil {
@@ -443,22 +441,13 @@ WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
 RETURNING ` + leaseColumns + `
 )` + releasedRun + `SELECT * FROM released`
 
-// releasedRun closes the run of a release in the release statement. It
-// reads the run with the statement's snapshot, and that snapshot always
-// holds it: an UPDATE changes only a row version its snapshot sees (or, if
-// that version changed while it waited for the lock, the newer one, which
-// must still pass the WHERE), so the grant of the token it releases, and
-// the run that grant inserted in the same transaction, committed before
-// the snapshot. The run is reached through ON CONFLICT on its unique key
-// (job_id, token), which always probes that index, rather than through a
-// join, whose plan the planner chooses: the statements are prepared once
-// per connection and keep their generic plans, and one made while runs
-// has no statistics yet (a fresh database) joined the released rows to a
-// sequential scan of runs, a cost that grew with the history (a lock
-// benchmark's row on a fresh database spent 0.8 ms of Postgres CPU per
-// cycle instead of 0.2). The run's other columns are the grant's, so a run
-// that were missing would be written whole; one that has ended already
-// (ended_at set) is left as it is.
+// releasedRun closes the run of a release in the release statement. The
+// UPDATE wrote only a row version its snapshot sees (or a newer one that
+// still passed its WHERE), so the grant it releases, and that grant's run,
+// are in the snapshot. The run is reached through ON CONFLICT on its unique
+// key (job_id, token), which always probes that index, rather than through
+// a join whose generic plan, made on a fresh database, could scan runs.
+// A run that ended already is left as it is.
 const releasedRun = `, run AS (
 	INSERT INTO runs AS r (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by, outcome, ended_at)
 	SELECT job_id, token, owner, tick, acquired_at, timeline, grant_trigger, grant_triggered_by, last_outcome, released_at
@@ -487,17 +476,22 @@ func (p *Store) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseap
 	if err != nil {
 		return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
 	}
-	if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token && p.echo != getQuery {
-		// A retried release, answered 200: read it again so that the
-		// answer waits until the release is durable (durableEcho).
+	// The statement wrote nothing: a retried release (decide.Release's
+	// echo), or lease_lost.
+	if echo, _, _ := decide.Release(r, cur); !echo {
+		return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+	}
+	if p.echo != getQuery {
+		// Answered 200: read it again so that the answer waits until the
+		// release is durable (durableEcho).
 		if cur, err = bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) { return p.echoGet(ctx, r.JobID) }); err != nil {
 			return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
 		}
+		if echo, _, _ := decide.Release(r, cur); !echo {
+			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+		}
 	}
-	if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token {
-		return cur, nil // a retried release: nothing changes
-	}
-	return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+	return cur, nil // a retried release: nothing changes
 }
 
 // releaseOne makes one release with the single statement.

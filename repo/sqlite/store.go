@@ -748,8 +748,8 @@ func (s *Store) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (lea
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		if !cur.held(now) || cur.Owner != p.Owner || cur.Token != p.Token {
-			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
+		if err := decide.Heartbeat(p, cur.lease(now)); err != nil {
+			return leaseapi.Lease{}, err
 		}
 		ttl := ttl
 		if ttl == 0 {
@@ -782,20 +782,16 @@ func (s *Store) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leaseap
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		if cur.Owner != p.Owner || cur.Token != p.Token || cur.RevokedAt.Valid {
-			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
+		l := cur.lease(now)
+		echo, completed, err := decide.Release(p, l)
+		if err != nil {
+			return leaseapi.Lease{}, err
 		}
-		if cur.ReleasedAt.Valid {
-			return cur.lease(now), nil // a retried release: nothing changes
-		}
-		// Held, or expired with nobody taking over: the run did finish.
-		completed := cur.LastCompletedTick
-		if outcome == leaseapi.OutcomeSucceeded && cur.Tick.Valid &&
-			(!completed.Valid || cur.Tick.Int64 > completed.Int64) {
-			completed = cur.Tick
+		if echo {
+			return l, nil // a retried release: nothing changes
 		}
 		row, err := writeLease(ctx, tx, releaseQuery,
-			p.JobID, p.Owner, p.Token, now, string(outcome), completed)
+			p.JobID, p.Owner, p.Token, now, string(outcome), toNullMs(completed))
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
