@@ -231,61 +231,24 @@ func tickText(t sql.NullTime) sql.NullString {
 
 func timeText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// acquireCall is an acquire as the statements take it.
-type acquireCall struct {
-	jobID, owner string
-	tick         sql.NullTime
-	ttlMs        int64
-	spec         sql.NullString
-	grace        sql.NullInt64
-	// The conditions of the tick's resolution (tick.go).
-	stored      sql.NullString
-	nearest     bool
-	from, until sql.NullTime
-	// sent is the tick as the acquire sent it (claimedTick); catchUp and
-	// catchUpWindowMs the catch-up policy it registers (NULL: none sent).
-	sent            sql.NullTime
-	catchUp         sql.NullString
-	catchUpWindowMs sql.NullInt64
-	// maxAheadMs is the lead the store allows a tick (tickAhead).
-	maxAheadMs int64
-}
+func readKey(jobID *string) string { return *jobID }
 
-func (a *acquireCall) args() []any {
-	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace, a.stored, a.nearest, a.from, a.until,
-		a.sent, a.catchUp, a.catchUpWindowMs, a.maxAheadMs}
-}
-
-func acquireKey(a *acquireCall) string { return a.jobID }
-
-// acquireBatch makes the acquires of calls in one statement.
-func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acquireRow, []error, error) {
-	n := len(calls)
-	jobs, owners, ticks, ttls := make([]string, 0, n), make([]string, 0, n), make([]sql.NullString, 0, n), make([]int64, 0, n)
-	specs, graces := make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
-	stored, nearest, from, until := make([]sql.NullString, 0, n), make([]bool, 0, n), make([]sql.NullString, 0, n), make([]sql.NullString, 0, n)
-	sent, catchUps, windows := make([]sql.NullString, 0, n), make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
-	aheads := make([]int64, 0, n)
-	for _, i := range sortedByKey(calls, acquireKey) {
-		a := calls[i]
-		jobs, owners, ticks = append(jobs, a.jobID), append(owners, a.owner), append(ticks, tickText(a.tick))
-		ttls, specs, graces = append(ttls, a.ttlMs), append(specs, a.spec), append(graces, a.grace)
-		stored, nearest = append(stored, a.stored), append(nearest, a.nearest)
-		from, until = append(from, tickText(a.from)), append(until, tickText(a.until))
-		sent, catchUps, windows = append(sent, tickText(a.sent)), append(catchUps, a.catchUp), append(windows, a.catchUpWindowMs)
-		aheads = append(aheads, a.maxAheadMs)
+// readBatch reads the rows of the jobs of an acquire batch in one
+// statement.
+func (p *Store) readBatch(ctx context.Context, jobIDs []*string) ([]readRow, []error, error) {
+	jobs := make([]string, len(jobIDs))
+	for i, j := range jobIDs {
+		jobs[i] = *j
 	}
-	stmt, err := p.prepared(ctx, p.q.batchAcquire)
+	stmt, err := p.prepared(ctx, batchReadQuery)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(ticks), pq.Array(ttls), pq.Array(specs), pq.Array(graces),
-		pq.Array(stored), pq.Array(nearest), pq.Array(from), pq.Array(until), pq.Array(sent), pq.Array(catchUps), pq.Array(windows),
-		pq.Array(aheads))
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs))
 	if err != nil {
 		return nil, nil, err
 	}
-	return batchAnswers[acquireRow](rows, calls, acquireKey, "acquire")
+	return batchAnswers[readRow](rows, jobIDs, readKey, "read")
 }
 
 // releaseCall is a release as the statements take it.
