@@ -15,8 +15,9 @@ import (
 // An acquire reads the job's row with the database clock and WAL timeline
 // (readQuery; concurrent reads of different jobs go as one statement,
 // batch.go), decides in Go (decide.PlanAcquire), and writes the plan with
-// one conditional statement (insertQuery, grantQuery, renewQuery). A
-// refusal is the read alone: no row lock, no transaction id, no commit to
+// one conditional statement (insertQuery, grantQuery, takeoverQuery,
+// renewQuery; concurrent grants of different jobs that take over no
+// expired run go as one, batchGrantQuery). A refusal is the read alone: no row lock, no transaction id, no commit to
 // wait for. When the write finds the row changed since the read, or the
 // clock past the plan's ValidUntil, it writes nothing and the acquire
 // reads and decides again.
@@ -195,7 +196,7 @@ func (p *Store) acquireOnce(ctx context.Context, a *leaseapi.AcquireParams, batc
 	if p.beforeAcquireWrite != nil {
 		p.beforeAcquireWrite()
 	}
-	return bounded(ctx, func(ctx context.Context) (acquireOutcome, error) { return p.write(ctx, nil, &d.plan, row.Version) })
+	return p.write(ctx, nil, &d.plan, row.Version)
 }
 
 // readFacts reads jobID's row for a decision (batched with concurrent
@@ -295,14 +296,23 @@ func isRefusal(err error) bool {
 }
 
 // write writes plan, decided on the row version, in tx, or, when tx is
-// nil, with the statement prepared on the pool.
+// nil, within ctx's deadline (bounded) with the statement prepared on the
+// pool; a grant that takes over no expired run goes with concurrent ones
+// (batched).
 func (p *Store) write(ctx context.Context, tx rowQuerier, plan *decide.AcquirePlan, version string) (acquireOutcome, error) {
 	var w writtenRow
 	var err error
-	if tx == nil {
-		err = p.scanPrepared(ctx, planQuery(plan), planArgs(plan, version), w.fields()...)
-	} else {
+	switch {
+	case tx != nil:
 		err = tx.QueryRowContext(ctx, planQuery(plan), planArgs(plan, version)...).Scan(w.fields()...)
+	case planQuery(plan) == grantQuery:
+		w, err = send(ctx, p.grants, p.grantOne, &grantCall{plan: plan, version: version})
+	default:
+		w, err = bounded(ctx, func(ctx context.Context) (writtenRow, error) {
+			var w writtenRow
+			err := p.scanPrepared(ctx, planQuery(plan), planArgs(plan, version), w.fields()...)
+			return w, err
+		})
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return acquireOutcome{}, nil

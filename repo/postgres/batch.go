@@ -11,6 +11,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
@@ -19,10 +20,11 @@ import (
 // free executor start (locks on the table and its indexes, the CHECK
 // constraints and index predicates set up again), a round trip and the
 // wake-ups around it; the row work itself is a small part of it
-// (docs/performance.md, The lock cycle). So concurrent acquires of
-// different jobs, concurrent heartbeats and concurrent releases, go to the
-// database as one statement of their kind: while a batch is at the database, further calls queue; when it
-// returns, the queued ones go as the next batch. There is no timer: under
+// (docs/performance.md, The lock cycle). So the reads and the grants of
+// concurrent acquires of different jobs, concurrent heartbeats and
+// concurrent releases, go to the database as one statement of their kind:
+// while a batch is at the database, further calls queue; when it returns,
+// the queued ones go as the next batch. There is no timer: under
 // light load every call goes alone, at once, with the single statement.
 //
 // Each operation keeps its own answer (a result row per job), its grant and
@@ -368,4 +370,90 @@ func batchAnswers[R any, PR interface {
 		return nil, nil, err
 	}
 	return out, errs, nil
+}
+
+// grantCall is a grant that takes over no expired run (grantQuery), with
+// the row version it was decided on.
+type grantCall struct {
+	plan    *decide.AcquirePlan
+	version string
+}
+
+func grantKey(g *grantCall) string { return g.plan.JobID }
+
+// grantOne writes one grant with grantQuery.
+func (p *Store) grantOne(ctx context.Context, g *grantCall) (writtenRow, error) {
+	var w writtenRow
+	err := p.scanPrepared(ctx, grantQuery, planArgs(g.plan, g.version), w.fields()...)
+	return w, err
+}
+
+// batchGrantQuery is grantQuery for many jobs, its parameters those of
+// grantQuery as arrays, in the same order. The rows are locked first, in
+// job id order, as in batchReleaseQuery; a row that changed since its
+// read (xmin), even while the statement waited for its lock, is not
+// written, nor is any row whose plan's ValidUntil the clock has passed or
+// whose token was computed for another WAL timeline. The clock and the
+// timeline are read once for the batch (c).
+const batchGrantQuery = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::bigint[],
+		$7::text[], $8::text[], $9::text[],
+		$10::text[], $11::bigint[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[], $16::bigint[],
+		$17::boolean[], $18::text[], $19::timestamptz[])
+	AS i(in_job_id, in_owner, in_token, in_timeline, in_tick, in_ttl_ms,
+		in_last_outcome, in_trigger, in_triggered_by,
+		in_schedule, in_grace_ms, in_schedule_since, in_next_tick, in_decide_at, in_catch_up, in_catch_up_window_ms,
+		in_settles_owed, in_version, in_valid_until)
+), locked AS (
+	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
+	ORDER BY l.job_id
+	FOR NO KEY UPDATE OF l
+), c AS (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS wal_timeline), lease AS (
+UPDATE leases AS l SET (owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at,
+	last_outcome, grant_trigger, grant_triggered_by,
+	schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms,
+	owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (
+	i.in_owner, i.in_token, i.in_timeline, i.in_tick, i.in_ttl_ms, c.now, c.now, c.now + i.in_ttl_ms * interval '1 millisecond', NULL, NULL,
+	i.in_last_outcome, i.in_trigger, i.in_triggered_by,
+	i.in_schedule, i.in_grace_ms, i.in_schedule_since, i.in_next_tick, i.in_decide_at, i.in_catch_up, i.in_catch_up_window_ms,
+	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_tick END, CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_reason END,
+	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_by END, CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_trigger_reason END,
+	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_until END)
+FROM input AS i, c
+WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked) AND l.xmin = i.in_version::xid
+	AND (i.in_valid_until IS NULL OR c.now < i.in_valid_until) AND c.wal_timeline = i.in_timeline
+RETURNING ` + leaseColumns + `
+)` + startedRun + `SELECT *, NULL::timestamptz, NULL::boolean FROM lease`
+
+// grantBatch writes the grants of calls in one statement. Each call's
+// parameters are grantQuery's (planArgs), sent as one array per
+// parameter; times go as text (timeText).
+func (p *Store) grantBatch(ctx context.Context, calls []*grantCall) ([]writtenRow, []error, error) {
+	var cols [][]any
+	for _, i := range sortedByKey(calls, grantKey) {
+		args := planArgs(calls[i].plan, calls[i].version)
+		if cols == nil {
+			cols = make([][]any, len(args))
+		}
+		for k, a := range args {
+			if t, ok := a.(sql.NullTime); ok {
+				a = tickText(t)
+			}
+			cols[k] = append(cols[k], a)
+		}
+	}
+	arrays := make([]any, len(cols))
+	for k, c := range cols {
+		arrays[k] = pq.Array(c)
+	}
+	stmt, err := p.prepared(ctx, batchGrantQuery)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, arrays...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return batchAnswers[writtenRow](rows, calls, grantKey, "grant")
 }

@@ -21,8 +21,8 @@
 //     keepalives and user timeout, per-read and per-write deadlines,
 //     statement_timeout, lock_timeout), and bounded, which returns a store
 //     call by its context's deadline even when lib/pq would not.
-//   - batch.go: group commit: the reads of concurrent acquires, and
-//     concurrent heartbeats and releases, of different jobs go to the
+//   - batch.go: group commit: the reads and grants of concurrent acquires,
+//     and concurrent heartbeats and releases, of different jobs go to the
 //     database as one statement per kind, each keeping its own answer and
 //     guarantees.
 //   - schedule.go: scheduled jobs: pause, resume, forget, the tick sweep and

@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 )
 
 // OpenVariant opens a store that differs from the served one as a test's
@@ -31,10 +32,13 @@ func (p *Store) SetBeforeSweepWrite(f func()) { p.beforeSweepWrite = f }
 
 // AcquireBatch reads the rows of acquires as one batch statement, as
 // group commit does when they meet, so that a test knows they went as a
-// batch, then decides and writes each. A refused call, or one whose write
-// found its row changed, gets a nil lease.
+// batch, decides each, calls the beforeAcquireWrite hook once, and writes
+// the grants that take over no expired run as one batch statement too (the
+// other plans one by one). A call whose write found its row changed is made
+// again alone (Acquire: read, decide, write), as the store does. A refused
+// call gets a nil lease.
 func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) ([]*leaseapi.Lease, error) {
-	if p.reads == nil {
+	if p.reads == nil || p.grants == nil {
 		return nil, errors.New("AcquireBatch: batching is off")
 	}
 	jobs := make([]*string, len(as))
@@ -45,7 +49,9 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*leaseapi.Lease, len(as))
+	plans := make([]*decide.AcquirePlan, len(as))
+	var grants []*grantCall
+	var grantIdx []int
 	for i, a := range as {
 		found := errs[i] == nil
 		if !found {
@@ -60,13 +66,54 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 		if d.refused != nil {
 			continue
 		}
-		o, err := p.write(ctx, nil, &d.plan, rows[i].Version)
+		plans[i] = &d.plan
+		if planQuery(&d.plan) == grantQuery {
+			grants = append(grants, &grantCall{plan: &d.plan, version: rows[i].Version})
+			grantIdx = append(grantIdx, i)
+		}
+	}
+	if p.beforeAcquireWrite != nil {
+		p.beforeAcquireWrite()
+	}
+	written := make([]bool, len(as))
+	out := make([]*leaseapi.Lease, len(as))
+	if len(grants) > 0 {
+		ws, werrs, err := p.grantBatch(ctx, grants)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range grantIdx {
+			written[i] = werrs[k] == nil
+			if written[i] {
+				l := ws[k].toLease()
+				out[i] = &l
+			}
+		}
+	}
+	for i, plan := range plans {
+		if plan == nil || written[i] || planQuery(plan) == grantQuery {
+			continue
+		}
+		o, err := p.write(ctx, nil, plan, rows[i].Version)
 		if err != nil {
 			return nil, err
 		}
 		if o.written {
-			out[i] = &o.lease
+			out[i], written[i] = &o.lease, true
 		}
+	}
+	for i, plan := range plans {
+		if plan == nil || written[i] {
+			continue
+		}
+		l, err := p.Acquire(ctx, as[i])
+		if isRefusal(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &l
 	}
 	return out, nil
 }

@@ -23,8 +23,8 @@ import (
 // Store is the lease store on PostgreSQL; the database clock is the only
 // clock. An acquire and a revocation read the row, decide in Go and write
 // conditionally (acquire.go); a heartbeat and a release are one statement
-// each. Concurrent acquire reads, heartbeats and releases of different jobs
-// share one statement per kind (batch.go).
+// each. Concurrent acquire reads and grants, heartbeats and releases of
+// different jobs share one statement per kind (batch.go).
 type Store struct {
 	db         *sqlx.DB
 	guard      *guard     // of every connection (guard.go)
@@ -42,10 +42,11 @@ type Store struct {
 	stmtsMu sync.Mutex
 	stmts   map[string]*sqlx.Stmt // the hot statements by text; see prepared
 
-	// reads, releases and heartbeats group concurrent calls of
+	// reads, grants, releases and heartbeats group concurrent calls of
 	// different jobs into one statement (batch.go); nil when batching is
 	// off.
 	reads      *batcher[string, readRow]
+	grants     *batcher[grantCall, writtenRow]
 	releases   *batcher[releaseCall, leaseRow]
 	heartbeats *batcher[heartbeatCall, leaseRow]
 
@@ -168,6 +169,7 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 	}
 	if !v.naive && !v.unbatched {
 		p.reads = &batcher[string, readRow]{key: readKey, run: p.readBatch, single: p.readOne}
+		p.grants = &batcher[grantCall, writtenRow]{key: grantKey, run: p.grantBatch, single: p.grantOne}
 		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch, single: p.releaseOne}
 		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch, single: p.heartbeatOne}
 	}
