@@ -74,6 +74,33 @@ func (r *readRow) facts() decide.Facts {
 // failover between the read and the write it writes nothing. The run of a
 // grant is inserted, and the run of the grant it takes over after expiry
 // closed, in the same statement.
+// grantInput names the columns of a grant's input row i, in planArgs'
+// order: the single grant reads one from its parameters, the batched one
+// (batchGrantQuery) one per call from arrays.
+const grantInput = `i(in_job_id, in_owner, in_token, in_timeline, in_tick, in_ttl_ms,
+	in_last_outcome, in_trigger, in_triggered_by,
+	in_schedule, in_grace_ms, in_schedule_since, in_next_tick, in_decide_at, in_catch_up, in_catch_up_window_ms,
+	in_settles_owed, in_version, in_valid_until)`
+
+// grantSet writes a grant's plan, input row i, at the write's clock c.now:
+// the plan's columns, and the owed columns cleared when it settles the debt.
+const grantSet = `SET (owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at,
+	last_outcome, grant_trigger, grant_triggered_by,
+	schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms,
+	owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (
+	i.in_owner, i.in_token, i.in_timeline, i.in_tick, i.in_ttl_ms, c.now, c.now, c.now + i.in_ttl_ms * interval '1 millisecond', NULL, NULL,
+	i.in_last_outcome, i.in_trigger, i.in_triggered_by,
+	i.in_schedule, i.in_grace_ms, i.in_schedule_since, i.in_next_tick, i.in_decide_at, i.in_catch_up, i.in_catch_up_window_ms,
+	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_tick END, CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_reason END,
+	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_by END, CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_trigger_reason END,
+	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_until END)`
+
+// grantUnchanged: the row l is the version the plan was decided on, the
+// clock c has not passed the plan's ValidUntil, and the WAL timeline is
+// the one its token was computed for.
+const grantUnchanged = `l.xmin = i.in_version::xid AND (i.in_valid_until IS NULL OR c.now < i.in_valid_until)
+	AND c.wal_timeline = i.in_timeline`
+
 const (
 	insertQuery = `
 WITH c AS (SELECT clock_timestamp() AS now), lease AS (
@@ -88,22 +115,14 @@ RETURNING ` + leaseColumns + `
 )` + startedRun + `SELECT *, NULL::timestamptz, NULL::boolean FROM lease`
 
 	// grantLease is the grant's write of the lease row, the lease CTE of
-	// grantQuery and takeoverQuery.
+	// grantQuery and takeoverQuery: grantWrite over the call's parameters.
 	grantLease = `
-WITH c AS (SELECT clock_timestamp() AS now), lease AS (
-UPDATE leases AS l SET (owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at,
-	last_outcome, grant_trigger, grant_triggered_by,
-	schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms,
-	owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (
-	$2::text, $3::bigint, $4::bigint, $5::timestamptz, $6::bigint, c.now, c.now, c.now + $6::bigint * interval '1 millisecond', NULL, NULL,
-	$7::text, $8::text, $9::text,
+WITH c AS (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS wal_timeline), lease AS (
+UPDATE leases AS l ` + grantSet + `
+FROM (SELECT $1::text, $2::text, $3::bigint, $4::bigint, $5::timestamptz, $6::bigint, $7::text, $8::text, $9::text,
 	$10::text, $11::bigint, $12::timestamptz, $13::timestamptz, $14::timestamptz, $15::text, $16::bigint,
-	CASE WHEN $17::boolean THEN NULL ELSE l.owed_tick END, CASE WHEN $17::boolean THEN NULL ELSE l.owed_reason END,
-	CASE WHEN $17::boolean THEN NULL ELSE l.owed_by END, CASE WHEN $17::boolean THEN NULL ELSE l.owed_trigger_reason END,
-	CASE WHEN $17::boolean THEN NULL ELSE l.owed_until END)
-FROM c
-WHERE l.job_id = $1::text AND l.xmin = $18::text::xid AND ($19::timestamptz IS NULL OR c.now < $19::timestamptz)
-	AND ` + walTimeline + ` = $4::bigint
+	$17::boolean, $18::text, $19::timestamptz) AS ` + grantInput + `, c
+WHERE l.job_id = i.in_job_id AND ` + grantUnchanged + `
 RETURNING ` + leaseColumns + `
 `
 

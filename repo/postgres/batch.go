@@ -400,29 +400,15 @@ WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::bigint[],
 		$7::text[], $8::text[], $9::text[],
 		$10::text[], $11::bigint[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[], $16::bigint[],
-		$17::boolean[], $18::text[], $19::timestamptz[])
-	AS i(in_job_id, in_owner, in_token, in_timeline, in_tick, in_ttl_ms,
-		in_last_outcome, in_trigger, in_triggered_by,
-		in_schedule, in_grace_ms, in_schedule_since, in_next_tick, in_decide_at, in_catch_up, in_catch_up_window_ms,
-		in_settles_owed, in_version, in_valid_until)
+		$17::boolean[], $18::text[], $19::timestamptz[]) AS ` + grantInput + `
 ), locked AS (
 	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
 	ORDER BY l.job_id
 	FOR NO KEY UPDATE OF l
 ), c AS (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS wal_timeline), lease AS (
-UPDATE leases AS l SET (owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at,
-	last_outcome, grant_trigger, grant_triggered_by,
-	schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms,
-	owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (
-	i.in_owner, i.in_token, i.in_timeline, i.in_tick, i.in_ttl_ms, c.now, c.now, c.now + i.in_ttl_ms * interval '1 millisecond', NULL, NULL,
-	i.in_last_outcome, i.in_trigger, i.in_triggered_by,
-	i.in_schedule, i.in_grace_ms, i.in_schedule_since, i.in_next_tick, i.in_decide_at, i.in_catch_up, i.in_catch_up_window_ms,
-	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_tick END, CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_reason END,
-	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_by END, CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_trigger_reason END,
-	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_until END)
+UPDATE leases AS l ` + grantSet + `
 FROM input AS i, c
-WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked) AND l.xmin = i.in_version::xid
-	AND (i.in_valid_until IS NULL OR c.now < i.in_valid_until) AND c.wal_timeline = i.in_timeline
+WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked) AND ` + grantUnchanged + `
 RETURNING ` + leaseColumns + `
 )` + startedRun + `SELECT *, NULL::timestamptz, NULL::boolean FROM lease`
 
