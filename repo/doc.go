@@ -7,9 +7,11 @@
 //     connection bounds and its group commit.
 //   - repo/sqlite: the embedded store (sqlite.Store) on one SQLite file, for
 //     a single leaseapi instance.
-//   - repo/decide: the pure decisions both stores and the coalescer share:
-//     whether an acquire renews, is granted or is refused, and the fate of
-//     a scheduled job's due ticks.
+//   - repo/decide: every rule of the lease, as pure functions both stores
+//     and the coalescer call: an acquire's refusal or its complete write
+//     (PlanAcquire), the tick it is for, and the fate of a scheduled job's
+//     due ticks. A store reads the rows and its clock, calls decide, and
+//     writes the result conditionally.
 //   - repo/internal/stores: the SQL conditions, rows and plumbing the two
 //     stores share and neither owns.
 //   - repo/repotest (test-only): the database harness of the tests and the
@@ -32,8 +34,8 @@
 // acquire through it.
 //
 // Errors are translated in the stores and nowhere else: no row becomes
-// leaseapi.ErrNotFound, a refused conditional write a *leaseapi.ConflictError
-// holding the current row, invalid input a *leaseapi.InvalidError, and every
+// leaseapi.ErrNotFound, a refusal a *leaseapi.ConflictError holding the
+// row it was decided on, invalid input a *leaseapi.InvalidError, and every
 // error that leaves the outcome unknown (connection lost, timeout,
 // serialization failure) wraps leaseapi.ErrUnavailable. The wrappers here
 // pass them on unchanged.

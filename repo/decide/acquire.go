@@ -30,8 +30,7 @@ func TickDone(p *leaseapi.AcquireParams, cur leaseapi.Lease) bool {
 // job's lease, nil when it has none. Such a tick was asked for by a
 // replica whose clock is fast: granted and released succeeded, it would
 // mark every tick before it done. A tick in the past is never refused for
-// its time (a late replica). The Postgres acquire statement writes the
-// same rule in SQL (tickAhead in repo/postgres/statements.go).
+// its time (a late replica).
 func Ahead(tick *time.Time, now time.Time, maxAhead time.Duration, cur *leaseapi.Lease) error {
 	if tick == nil || !tick.After(now.Add(maxAhead)) {
 		return nil
@@ -69,15 +68,4 @@ func Acquire(p *leaseapi.AcquireParams, cur leaseapi.Lease, now time.Time, maxAh
 		return false, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}
 	}
 	return false, nil
-}
-
-// Refusal is the conflict an acquire p that was refused gets from cur, the
-// lease read after the refusal at the store's clock now: Acquire's
-// refusal, or lease_held when cur no longer refuses p (its holder let go,
-// or p is its renewal, since the refusal was decided).
-func Refusal(p *leaseapi.AcquireParams, cur leaseapi.Lease, now time.Time, maxAhead time.Duration) error {
-	if _, refused := Acquire(p, cur, now, maxAhead); refused != nil {
-		return refused
-	}
-	return &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}
 }

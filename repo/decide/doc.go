@@ -1,5 +1,5 @@
 // Package decide holds the decisions both lease stores make the same way,
-// as pure functions of what a store read under its lock: whether an
+// as pure functions of what a store read: whether an
 // acquire renews, grants or is refused (Acquire), which tick of the job's
 // schedule it is for (ResolveTick), and the fate of a scheduled job's due
 // ticks (PlanTicks, Ticks). The stores differ in how
@@ -7,7 +7,8 @@
 // here, and the acquire coalescer (repo.CoalesceAcquires) answers its
 // followers with the same function.
 //
-// The Postgres store also decides an acquire in SQL, in one statement under
-// the row lock (repo/postgres); this package is the Go statement of the same
-// rules, which the Postgres store uses to name the conflict of a refusal.
+// An acquire is decided whole here (PlanAcquire): the refusal, or the
+// complete write (the lease's new columns, the run to start, the expired
+// run to close) and the instant until which the decision holds. Each store
+// only reads the row with its clock and writes the plan conditionally.
 package decide

@@ -11,8 +11,7 @@ import (
 // tick is that tick's run (trigger TriggerCatchUp or TriggerManual) and
 // settles the debt; a grant of a later tick settles a catch-up debt (the
 // job ran since), not a manual one; anything else is a tick of the
-// schedule and settles nothing. The Postgres acquire statement writes the
-// same rules in SQL (claimsOwed, settlesOwed in repo/postgres/statements.go).
+// schedule and settles nothing.
 func Claim(tick, owed *time.Time, reason leaseapi.Trigger) (trigger leaseapi.Trigger, settles bool) {
 	switch {
 	case tick == nil || owed == nil:
@@ -29,8 +28,7 @@ func Claim(tick, owed *time.Time, reason leaseapi.Trigger) (trigger leaseapi.Tri
 // lease cur: the tick it sent (r.Sent), as it is, when that is the manual
 // tick cur owes or the tick of cur's grant (the claimant's retry after its
 // claim settled the debt), else its resolved tick. A manual tick is no tick
-// of the schedule: resolving it would snap it to an earlier tick. The
-// Postgres acquire statement writes the same rule in SQL (claimedTick).
+// of the schedule: resolving it would snap it to an earlier tick.
 func ClaimedTick(r *Resolution, cur leaseapi.Lease) *time.Time {
 	s := r.Sent
 	if s != nil && ((cur.Tick != nil && cur.Tick.Equal(*s)) ||

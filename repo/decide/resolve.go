@@ -150,18 +150,3 @@ func ResolveTick(p *leaseapi.AcquireParams, stored string, now time.Time) (Resol
 	}
 	return r, nil
 }
-
-// Holds reports whether r is still the resolution with the stored schedule
-// stored at the store's clock now.
-func (r *Resolution) Holds(stored string, now time.Time) bool {
-	if r.CheckStored && stored != r.Stored {
-		return false
-	}
-	return (r.ClockFrom.IsZero() || !now.Before(r.ClockFrom)) &&
-		(r.ClockUntil.IsZero() || now.Before(r.ClockUntil))
-}
-
-// Guarded reports whether r depends on facts its store may have guessed.
-func (r *Resolution) Guarded() bool {
-	return r.CheckStored || !r.ClockFrom.IsZero() || !r.ClockUntil.IsZero()
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
@@ -19,10 +20,11 @@ import (
 // free executor start (locks on the table and its indexes, the CHECK
 // constraints and index predicates set up again), a round trip and the
 // wake-ups around it; the row work itself is a small part of it
-// (docs/performance.md, The lock cycle). So concurrent acquires of
-// different jobs, concurrent heartbeats and concurrent releases, go to the
-// database as one statement of their kind: while a batch is at the database, further calls queue; when it
-// returns, the queued ones go as the next batch. There is no timer: under
+// (docs/performance.md, The lock cycle). So the reads and the grants of
+// concurrent acquires of different jobs, concurrent heartbeats and
+// concurrent releases, go to the database as one statement of their kind:
+// while a batch is at the database, further calls queue; when it returns,
+// the queued ones go as the next batch. There is no timer: under
 // light load every call goes alone, at once, with the single statement.
 //
 // Each operation keeps its own answer (a result row per job), its grant and
@@ -231,61 +233,24 @@ func tickText(t sql.NullTime) sql.NullString {
 
 func timeText(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// acquireCall is an acquire as the statements take it.
-type acquireCall struct {
-	jobID, owner string
-	tick         sql.NullTime
-	ttlMs        int64
-	spec         sql.NullString
-	grace        sql.NullInt64
-	// The conditions of the tick's resolution (tick.go).
-	stored      sql.NullString
-	nearest     bool
-	from, until sql.NullTime
-	// sent is the tick as the acquire sent it (claimedTick); catchUp and
-	// catchUpWindowMs the catch-up policy it registers (NULL: none sent).
-	sent            sql.NullTime
-	catchUp         sql.NullString
-	catchUpWindowMs sql.NullInt64
-	// maxAheadMs is the lead the store allows a tick (tickAhead).
-	maxAheadMs int64
-}
+func readKey(jobID *string) string { return *jobID }
 
-func (a *acquireCall) args() []any {
-	return []any{a.jobID, a.owner, a.tick, a.ttlMs, a.spec, a.grace, a.stored, a.nearest, a.from, a.until,
-		a.sent, a.catchUp, a.catchUpWindowMs, a.maxAheadMs}
-}
-
-func acquireKey(a *acquireCall) string { return a.jobID }
-
-// acquireBatch makes the acquires of calls in one statement.
-func (p *Store) acquireBatch(ctx context.Context, calls []*acquireCall) ([]acquireRow, []error, error) {
-	n := len(calls)
-	jobs, owners, ticks, ttls := make([]string, 0, n), make([]string, 0, n), make([]sql.NullString, 0, n), make([]int64, 0, n)
-	specs, graces := make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
-	stored, nearest, from, until := make([]sql.NullString, 0, n), make([]bool, 0, n), make([]sql.NullString, 0, n), make([]sql.NullString, 0, n)
-	sent, catchUps, windows := make([]sql.NullString, 0, n), make([]sql.NullString, 0, n), make([]sql.NullInt64, 0, n)
-	aheads := make([]int64, 0, n)
-	for _, i := range sortedByKey(calls, acquireKey) {
-		a := calls[i]
-		jobs, owners, ticks = append(jobs, a.jobID), append(owners, a.owner), append(ticks, tickText(a.tick))
-		ttls, specs, graces = append(ttls, a.ttlMs), append(specs, a.spec), append(graces, a.grace)
-		stored, nearest = append(stored, a.stored), append(nearest, a.nearest)
-		from, until = append(from, tickText(a.from)), append(until, tickText(a.until))
-		sent, catchUps, windows = append(sent, tickText(a.sent)), append(catchUps, a.catchUp), append(windows, a.catchUpWindowMs)
-		aheads = append(aheads, a.maxAheadMs)
+// readBatch reads the rows of the jobs of an acquire batch in one
+// statement.
+func (p *Store) readBatch(ctx context.Context, jobIDs []*string) ([]readRow, []error, error) {
+	jobs := make([]string, len(jobIDs))
+	for i, j := range jobIDs {
+		jobs[i] = *j
 	}
-	stmt, err := p.prepared(ctx, p.q.batchAcquire)
+	stmt, err := p.prepared(ctx, batchReadQuery)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(ticks), pq.Array(ttls), pq.Array(specs), pq.Array(graces),
-		pq.Array(stored), pq.Array(nearest), pq.Array(from), pq.Array(until), pq.Array(sent), pq.Array(catchUps), pq.Array(windows),
-		pq.Array(aheads))
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs))
 	if err != nil {
 		return nil, nil, err
 	}
-	return batchAnswers[acquireRow](rows, calls, acquireKey, "acquire")
+	return batchAnswers[readRow](rows, jobIDs, readKey, "read")
 }
 
 // releaseCall is a release as the statements take it.
@@ -405,4 +370,76 @@ func batchAnswers[R any, PR interface {
 		return nil, nil, err
 	}
 	return out, errs, nil
+}
+
+// grantCall is a grant that takes over no expired run (grantQuery), with
+// the row version it was decided on.
+type grantCall struct {
+	plan    *decide.AcquirePlan
+	version string
+}
+
+func grantKey(g *grantCall) string { return g.plan.JobID }
+
+// grantOne writes one grant with grantQuery.
+func (p *Store) grantOne(ctx context.Context, g *grantCall) (writtenRow, error) {
+	var w writtenRow
+	err := p.scanPrepared(ctx, grantQuery, planArgs(g.plan, g.version), w.fields()...)
+	return w, err
+}
+
+// batchGrantQuery is grantQuery for many jobs, its parameters those of
+// grantQuery as arrays, in the same order. The rows are locked first, in
+// job id order, as in batchReleaseQuery; a row that changed since its
+// read (xmin), even while the statement waited for its lock, is not
+// written, nor is any row whose plan's ValidUntil the clock has passed or
+// whose token was computed for another WAL timeline. The clock and the
+// timeline are read once for the batch (c).
+const batchGrantQuery = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::bigint[],
+		$7::text[], $8::text[], $9::text[],
+		$10::text[], $11::bigint[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[], $16::bigint[],
+		$17::boolean[], $18::text[], $19::timestamptz[]) AS ` + grantInput + `
+), locked AS (
+	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
+	ORDER BY l.job_id
+	FOR NO KEY UPDATE OF l
+), c AS (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS wal_timeline), lease AS (
+UPDATE leases AS l ` + grantSet + `
+FROM input AS i, c
+WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked) AND ` + grantUnchanged + `
+RETURNING ` + leaseColumns + `
+)` + startedRun + `SELECT *, NULL::timestamptz, NULL::boolean FROM lease`
+
+// grantBatch writes the grants of calls in one statement. Each call's
+// parameters are grantQuery's (planArgs), sent as one array per
+// parameter; times go as text (timeText).
+func (p *Store) grantBatch(ctx context.Context, calls []*grantCall) ([]writtenRow, []error, error) {
+	var cols [][]any
+	for _, i := range sortedByKey(calls, grantKey) {
+		args := planArgs(calls[i].plan, calls[i].version)
+		if cols == nil {
+			cols = make([][]any, len(args))
+		}
+		for k, a := range args {
+			if t, ok := a.(sql.NullTime); ok {
+				a = tickText(t)
+			}
+			cols[k] = append(cols[k], a)
+		}
+	}
+	arrays := make([]any, len(cols))
+	for k, c := range cols {
+		arrays[k] = pq.Array(c)
+	}
+	stmt, err := p.prepared(ctx, batchGrantQuery)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, arrays...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return batchAnswers[writtenRow](rows, calls, grantKey, "grant")
 }

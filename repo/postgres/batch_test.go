@@ -238,3 +238,64 @@ func TestPostgresBatchTickAhead(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresBatchedGrantRowChanged: in a batch of grants, a row that
+// changed between its read and the batch's write is not written, the
+// others are, and that one call reads, decides and writes again.
+func TestPostgresBatchedGrantRowChanged(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := repotest.PostgresURL(t)
+	db := openDB(t, dsn)
+	store, err := postgres.Open(ctx, postgres.Config{DSN: dsn})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer store.Close()
+	prefix := fmt.Sprintf("batch-changed-%d", time.Now().UnixNano())
+	jobs := []string{prefix + "-a", prefix + "-b", prefix + "-c"}
+	changed := jobs[1]
+	first := make(map[string]leaseapi.Lease)
+	var calls []*leaseapi.AcquireParams
+	for _, job := range jobs {
+		l, err := store.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: "a", TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("Acquire(%s): %v", job, err)
+		}
+		if _, err := store.Release(ctx, &leaseapi.ReleaseParams{JobID: job, Owner: "a", Token: l.Token, Outcome: leaseapi.OutcomeSucceeded}); err != nil {
+			t.Fatalf("Release(%s): %v", job, err)
+		}
+		first[job] = l
+		calls = append(calls, &leaseapi.AcquireParams{JobID: job, Owner: "b", TTL: time.Minute})
+	}
+	decisions := 0
+	store.SetBeforeAcquireWrite(func() {
+		decisions++
+		if decisions == 1 {
+			// A new row version that leaves the lease as it was: the
+			// batch's write of this job must not be applied to it.
+			if _, err := db.ExecContext(ctx, `UPDATE leases SET owner = owner WHERE job_id = $1`, changed); err != nil {
+				t.Errorf("change %s: %v", changed, err)
+			}
+		}
+	})
+	got, err := store.AcquireBatch(ctx, calls)
+	if err != nil {
+		t.Fatalf("AcquireBatch: %v", err)
+	}
+	if decisions != 2 {
+		t.Errorf("decisions before a write: %d, want 2 (the batch, then the changed job's second attempt)", decisions)
+	}
+	for i, job := range jobs {
+		if got[i] == nil || got[i].Owner != "b" || got[i].Token != first[job].Token+1 {
+			t.Errorf("grant of %s: got %+v, want b's, token %d", job, got[i], first[job].Token+1)
+		}
+		runs, err := store.Runs(ctx, job, 10)
+		if err != nil {
+			t.Fatalf("Runs(%s): %v", job, err)
+		}
+		if len(runs) != 2 || runs[0].Owner != "b" || runs[0].Outcome != leaseapi.OutcomeRunning {
+			t.Errorf("runs of %s: got %+v, want b's running and a's", job, runs)
+		}
+	}
+}

@@ -23,12 +23,11 @@ var serverDefaults = map[string]string{
 	"statement_timeout":                   "5000",
 	"lock_timeout":                        "2000",
 	"idle_in_transaction_session_timeout": "10000",
-	// The hot statements write their own run rows (grantedRun,
-	// releasedRun); this tells the trigger of migration 0005 so, which then
-	// does only what they cannot. A session without it (an instance of an
-	// older version during a rolling upgrade) keeps the trigger's full
-	// history writing.
-	"leaseapi.run_rows": "statement",
+	// The store's statements write every run row themselves; this tells
+	// the trigger of migrations/postgres (0014) to do nothing. A session
+	// of an older version (a rolling upgrade) says 'statement' or nothing,
+	// and keeps what the trigger did for it.
+	"leaseapi.run_rows": "decided",
 }
 
 const (

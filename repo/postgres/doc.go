@@ -2,24 +2,29 @@
 //
 // Files, by what they do:
 //
-//   - store.go: the lease operations. One statement per operation, decided
-//     under the row lock with clock_timestamp() read after the lock;
-//     prepared once per pooled connection. The run history is written in
-//     the same statement: a grant's run and a release's by the statement
-//     itself, the close of a run by a takeover or a revocation by the
-//     trigger in migrations/postgres (0005).
-//   - statements.go: the hot statements the store chooses once, when it
-//     opens (statements_default.go; mutants_chaos.go under -tags
-//     chaos_mutants: the deliberate bugs the chaos suite must catch,
-//     docs/reliability.md).
+//   - acquire.go: the acquire. It reads the row with the database clock
+//     and WAL timeline, decides in Go (decide.PlanAcquire) and writes the
+//     plan with one plain statement that writes nothing if the row changed
+//     since the read (xmin), the clock passed the plan's ValidUntil or the
+//     timeline moved; then it reads and decides again. A refusal is the
+//     read alone. The grant's run and the close of the expired run it
+//     takes over are written by the same statement.
+//   - store.go: the other lease operations, prepared once per pooled
+//     connection; a release and a revocation close their run in their
+//     statement.
+//   - statements.go: the heartbeat and echo statements and the acquire's
+//     facts the store chooses once, when it opens (statements_default.go;
+//     mutants_chaos.go under -tags chaos_mutants: the deliberate bugs the
+//     chaos suite must catch, docs/reliability.md).
 //   - conn.go (conn_linux.go, conn_other.go): the dialer and DSN defaults
 //     that bound every wait on the database (connect timeout, TCP
 //     keepalives and user timeout, per-read and per-write deadlines,
 //     statement_timeout, lock_timeout), and bounded, which returns a store
 //     call by its context's deadline even when lib/pq would not.
-//   - batch.go: group commit: concurrent acquires, heartbeats and releases
-//     of different jobs go to the database as one statement and one commit
-//     per kind, each keeping its own answer and guarantees.
+//   - batch.go: group commit: the reads and grants of concurrent acquires,
+//     and concurrent heartbeats and releases, of different jobs go to the
+//     database as one statement per kind, each keeping its own answer and
+//     guarantees.
 //   - schedule.go: scheduled jobs: pause, resume, forget, the tick sweep and
 //     Stats.
 //   - console.go: the reads across jobs of the operations console.

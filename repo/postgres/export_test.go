@@ -14,10 +14,6 @@ import (
 	"github.com/leaseapi/leaseapi/repo/decide"
 )
 
-// AcquireQuery is the single acquire statement, for a test that runs it in
-// a transaction of its own.
-var AcquireQuery = productionStatements.acquire
-
 // OpenVariant opens a store that differs from the served one as a test's
 // control: naive, every acquire takes the row lock and commits (and nothing
 // is batched); unbatched, every call is a statement of its own.
@@ -25,49 +21,125 @@ func OpenVariant(ctx context.Context, cfg Config, naive, unbatched bool) (*Store
 	return open(ctx, cfg, variant{naive: naive, unbatched: unbatched})
 }
 
-// SetGuessClock makes the store guess the database clock with clock when it
-// resolves an acquire's tick, so that a test can make the guess wrong.
-func (p *Store) SetGuessClock(clock func() time.Time) { p.clock = clock }
+// SetBeforeAcquireWrite makes the store call f between an acquire's read
+// and its write, so that a test can change the row in between.
+func (p *Store) SetBeforeAcquireWrite(f func()) { p.beforeAcquireWrite = f }
 
 // SetBeforeSweepWrite makes the store call f between a sweep's read of the
 // due jobs and its write of their decisions (SweepTicks and Resume), so
 // that a test can change the rows, or sweep from another store, in between.
 func (p *Store) SetBeforeSweepWrite(f func()) { p.beforeSweepWrite = f }
 
-// AcquireBatch sends acquires as one batch statement, as group commit does
-// when they meet, so that a test knows they went as a batch. Each tick is
-// resolved as Acquire first resolves it (its guess of the stored schedule
-// and of the clock, held to the facts by the statement). A call the
-// statement returned no row for, or refused, gets a nil lease.
+// AcquireBatch reads the rows of acquires as one batch statement, as
+// group commit does when they meet, so that a test knows they went as a
+// batch, decides each, calls the beforeAcquireWrite hook once, and writes
+// the grants that take over no expired run as one batch statement too (the
+// other plans one by one). A call whose write found its row changed is made
+// again alone (Acquire: read, decide, write), as the store does. A refused
+// call gets a nil lease.
 func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) ([]*leaseapi.Lease, error) {
-	calls := make([]*acquireCall, len(as))
-	for i, a := range as {
-		stored, now, err := p.guessFacts(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		r, err := decide.ResolveTick(a, stored, now)
-		if err != nil {
-			return nil, err
-		}
-		calls[i] = resolvedCall(&r, p.maxAhead)
-	}
-	if p.acquires == nil {
+	if p.reads == nil || p.grants == nil {
 		return nil, errors.New("AcquireBatch: batching is off")
 	}
-	rows, errs, err := p.acquireBatch(ctx, calls)
+	jobs := make([]*string, len(as))
+	for i, a := range as {
+		jobs[i] = &a.JobID
+	}
+	rows, errs, err := p.readBatch(ctx, jobs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*leaseapi.Lease, len(as))
-	for i := range rows {
-		if errors.Is(errs[i], sql.ErrNoRows) || rows[i].Refused {
+	plans := make([]*decide.AcquirePlan, len(as))
+	var grants []*grantCall
+	var grantIdx []int
+	for i, a := range as {
+		found := errs[i] == nil
+		if !found {
+			if err := p.db.QueryRowContext(ctx, clockQuery).Scan(&rows[i].Now, &rows[i].WALTimeline); err != nil {
+				return nil, err
+			}
+		}
+		d, err := p.decide(a, &rows[i], found)
+		if err != nil {
+			return nil, err
+		}
+		if d.refused != nil {
 			continue
 		}
-		l := rows[i].toLease()
+		plans[i] = &d.plan
+		if planQuery(&d.plan) == grantQuery {
+			grants = append(grants, &grantCall{plan: &d.plan, version: rows[i].Version})
+			grantIdx = append(grantIdx, i)
+		}
+	}
+	if p.beforeAcquireWrite != nil {
+		p.beforeAcquireWrite()
+	}
+	written := make([]bool, len(as))
+	out := make([]*leaseapi.Lease, len(as))
+	if len(grants) > 0 {
+		ws, werrs, err := p.grantBatch(ctx, grants)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range grantIdx {
+			written[i] = werrs[k] == nil
+			if written[i] {
+				l := ws[k].toLease()
+				out[i] = &l
+			}
+		}
+	}
+	for i, plan := range plans {
+		if plan == nil || written[i] || planQuery(plan) == grantQuery {
+			continue
+		}
+		o, err := p.write(ctx, nil, plan, rows[i].Version)
+		if err != nil {
+			return nil, err
+		}
+		if o.written {
+			out[i], written[i] = &o.lease, true
+		}
+	}
+	for i, plan := range plans {
+		if plan == nil || written[i] {
+			continue
+		}
+		l, err := p.Acquire(ctx, as[i])
+		if isRefusal(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 		out[i] = &l
 	}
 	return out, nil
+}
+
+// AcquireInTx reads, decides and writes an acquire in tx, so that a test
+// can hold the grant's row lock; it fails unless the acquire is granted.
+func (p *Store) AcquireInTx(ctx context.Context, tx *sql.Tx, a *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	var row readRow
+	if err := tx.QueryRowContext(ctx, readQuery, a.JobID).Scan(row.fields()...); err != nil {
+		return leaseapi.Lease{}, err
+	}
+	d, err := p.decide(a, &row, true)
+	if err != nil {
+		return leaseapi.Lease{}, err
+	}
+	if d.refused != nil {
+		return leaseapi.Lease{}, d.refused
+	}
+	o, err := p.write(ctx, tx, &d.plan, row.Version)
+	if err != nil {
+		return leaseapi.Lease{}, err
+	}
+	if !o.written {
+		return leaseapi.Lease{}, errors.New("AcquireInTx: the row changed")
+	}
+	return o.lease, nil
 }
 
 // ReleaseBatch sends releases as one batch statement; a release the

@@ -8,14 +8,12 @@ package postgres
 // invariants named for it catch it. A checker that never fails is not a
 // checker. The default build contains none of this file.
 //
-// A mutant is a whole set of statements, built by the same functions as
-// the production set (statements.go) from statementParts with one part
-// broken, and chosen once, when the store opens (statements). No
-// production statement is edited, so no reformatting of a query can turn a
-// mutant into a no-op or make opening the store panic; TestMutantStatements
-// checks that each mutant's statements differ from the production ones
-// where the mutant says they do. The batched acquire and heartbeat are
-// built from the same parts, so a mutant breaks them too.
+// A mutant is a statementParts with one part broken, chosen once, when the
+// store opens (statements): a heartbeat or echo statement built by the same
+// functions from another part, or a wrong fact fed to the acquire's
+// decision. No production code is edited, so no reformatting of a query
+// can turn a mutant into a no-op; TestMutantStatements checks that each
+// mutant differs from production where the mutant says it does.
 //
 // Reading the environment here, outside main, is deliberate: the switch
 // must not exist in any other build, and must not need any other file.
@@ -23,22 +21,24 @@ package postgres
 import (
 	"fmt"
 	"os"
+	"time"
 
-	"github.com/leaseapi/leaseapi/repo/internal/stores"
+	"github.com/leaseapi/leaseapi"
 )
 
-// serviceClock is this instance's clock offset (M5), sent as a session
-// setting.
-const serviceClock = `current_setting('leaseapi.clock_offset')::interval`
-
 // mutantParts are the parts each mutant builds its statements from; nil
-// for a mutant whose statements are the production ones (M4).
+// for a mutant whose statements are the production ones (M4). The acquire
+// mutants feed the production decision (decide.PlanAcquire) a wrong fact
+// about the row it read (statementParts.facts).
 var mutantParts = map[string]func() *statementParts{
-	// Acquire ignores expiry: a lease held by someone else is taken over
-	// as if it had expired (the fast path's refusal and the upsert's guard).
+	// Acquire ignores expiry: a lease held by someone else looks expired.
 	"M1": func() *statementParts {
 		p := productionParts
-		p.heldAgainst = func(string) string { return `(` + stores.GrantOpen + ` AND false)` }
+		p.facts = func(a *leaseapi.AcquireParams, r *leaseRow) {
+			if r.Owner != a.Owner {
+				r.ExpiresAt = r.Now
+			}
+		}
 		return &p
 	},
 	// Heartbeat without the fencing check: any caller extends the lease
@@ -50,26 +50,41 @@ var mutantParts = map[string]func() *statementParts{
 		}
 		return &p
 	},
-	// Token reuse: a grant after a release keeps the released token.
+	// Token reuse: a grant after a release keeps the released token (the
+	// decision sees the token before it).
 	"M3": func() *statementParts {
 		p := productionParts
-		p.nextToken = `CASE WHEN s.renew OR l.released_at IS NOT NULL THEN l.token ELSE ` + tokenAfter(`l.token`, `EXCLUDED.timeline`) + ` END`
+		p.facts = func(_ *leaseapi.AcquireParams, r *leaseRow) {
+			if r.ReleasedAt.Valid {
+				r.Token--
+			}
+		}
 		return &p
 	},
 	// Commits acknowledged before they are durable (see init); the chaos
 	// run crashes Postgres to lose some. The statements are right.
 	"M4": func() *statementParts { return nil },
-	// Expiry decided with the service's clock: the acquire's two held
-	// tests read the database clock plus this instance's offset (see init).
+	// Expiry decided with the service's clock: the acquire is decided at
+	// the database clock plus this instance's offset
+	// (LEASEAPI_TEST_CLOCK_OFFSET, a Go duration such as 5s).
 	"M5": func() *statementParts {
+		offset, err := time.ParseDuration(os.Getenv("LEASEAPI_TEST_CLOCK_OFFSET"))
+		if err != nil && os.Getenv("LEASEAPI_TEST_CLOCK_OFFSET") != "" {
+			panic(fmt.Sprintf("LEASEAPI_TEST_CLOCK_OFFSET: %v", err))
+		}
 		p := productionParts
-		p.heldAgainst = func(now string) string { return stores.HeldAt(`(` + now + ` + ` + serviceClock + `)`) }
+		p.facts = func(_ *leaseapi.AcquireParams, r *leaseRow) { r.Now = r.Now.Add(offset) }
 		return &p
 	},
-	// Acquire is not idempotent: the holder's retry gets a new token.
+	// Acquire is not idempotent: the holder's retry gets a new token (its
+	// own grant looks expired to it).
 	"M7": func() *statementParts {
 		p := productionParts
-		p.nextToken = tokenAfter(`l.token`, `EXCLUDED.timeline`)
+		p.facts = func(a *leaseapi.AcquireParams, r *leaseRow) {
+			if r.Owner == a.Owner {
+				r.ExpiresAt = r.Now
+			}
+		}
 		return &p
 	},
 	// Echoes acknowledged before they are durable: with replicated
@@ -84,19 +99,12 @@ var mutantParts = map[string]func() *statementParts{
 	},
 }
 
-// init adds the session settings of M4 and M5 to every connection. It runs
+// init sets the session setting of M4 on every connection. It runs
 // before any store opens: the connector copies serverDefaults when it is
-// made, before the store chooses its statements.
+// made.
 func init() {
-	switch os.Getenv("LEASEAPI_MUTANT") {
-	case "M4":
+	if os.Getenv("LEASEAPI_MUTANT") == "M4" {
 		serverDefaults["synchronous_commit"] = "off"
-	case "M5":
-		offset := os.Getenv("LEASEAPI_TEST_CLOCK_OFFSET") // e.g. 5s
-		if offset == "" {
-			offset = "0s"
-		}
-		serverDefaults["leaseapi.clock_offset"] = offset
 	}
 }
 

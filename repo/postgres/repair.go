@@ -18,7 +18,7 @@ import (
 // lockForRepairQuery took the lease row's lock, so nothing moves the job
 // between the read and the writes.
 const (
-	lockForRepairQuery = `SELECT ` + leaseColumns + ` FROM leases WHERE job_id = $1 FOR UPDATE`
+	lockForRepairQuery = `SELECT ` + leaseColumns + readColumns + ` FROM leases WHERE job_id = $1 FOR UPDATE`
 
 	// newestSucceededQuery is the tick of the job's newest succeeded run
 	// at or before $2 (now + window).
@@ -45,15 +45,22 @@ RETURNING ` + leaseColumns
 )
 
 // repairRevokeQuery revokes the open grant (held or expired) whose token
-// the lock read, as revokeQuery does; the trigger records its run revoked
+// the lock read ($2) with the token $4 of WAL timeline $5
+// (decide.TokenAfter), as revokeQuery does, and closes its run as revoked
 // by $3.
-var repairRevokeQuery = `
+const repairRevokeQuery = `
+WITH lease AS (
 UPDATE leases AS l SET (token, timeline, revoked_at, expires_at, last_outcome, revoked_by) = (
-	SELECT ` + tokenAfter(`l.token`, `c.timeline`) + `, c.timeline, c.now, LEAST(l.expires_at, c.now), 'revoked', $3::text
-	FROM (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS timeline) AS c
+	SELECT $4::bigint, $5::bigint, c.now, LEAST(l.expires_at, c.now), 'revoked', $3::text
+	FROM (SELECT clock_timestamp() AS now) AS c
 )
 WHERE job_id = $1 AND token = $2 AND released_at IS NULL AND revoked_at IS NULL
-RETURNING token`
+RETURNING job_id, token, revoked_at, revoked_by
+), run AS (
+	UPDATE runs AS r SET (outcome, ended_at, revoked_by) = ('revoked', lease.revoked_at, lease.revoked_by)
+	FROM lease WHERE r.job_id = lease.job_id AND r.token = $2 AND r.outcome = 'running'
+)
+SELECT token FROM lease`
 
 // Repair undoes what ticks ahead of the clock did to a job. See
 // leaseapi.Store.
@@ -67,7 +74,7 @@ func (p *Store) Repair(ctx context.Context, rp *leaseapi.RepairParams) (leaseapi
 		var revoked *leaseapi.Lease
 		err := p.inTx(ctx, func(tx *sqlx.Tx) error {
 			revoked = nil
-			var cur leaseRow
+			var cur readRow
 			if err := tx.QueryRowxContext(ctx, lockForRepairQuery, rp.JobID).Scan(cur.fields()...); err != nil {
 				if errors.Is(err, sql.ErrNoRows) {
 					return leaseapi.ErrNotFound
@@ -89,7 +96,8 @@ func (p *Store) Repair(ctx context.Context, rp *leaseapi.RepairParams) (leaseapi
 			token := cur.Token
 			if plan.Revoke {
 				by := sql.NullString{String: rp.By, Valid: rp.By != ""}
-				if err := tx.GetContext(ctx, &token, repairRevokeQuery, rp.JobID, cur.Token, by); err != nil {
+				if err := tx.GetContext(ctx, &token, repairRevokeQuery, rp.JobID, cur.Token, by,
+					decide.TokenAfter(cur.Token, cur.WALTimeline), cur.WALTimeline); err != nil {
 					return err // no row: none can change under the lock
 				}
 				revoked = &l

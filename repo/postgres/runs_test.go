@@ -162,12 +162,12 @@ func TestPostgresRunRows(t *testing.T) {
 	tick1, tick2 := base, base.Add(time.Minute)
 
 	// The store's sessions tell the trigger that their statements write
-	// the run rows; without it the trigger would write them again (and
+	// every run row; without it the trigger would write them again (and
 	// skip them), costing what the statements save.
 	t.Run("SessionSetting", func(t *testing.T) {
 		t.Parallel()
-		if v, err := b.batched.Setting(t.Context(), "leaseapi.run_rows"); err != nil || v != "statement" {
-			t.Fatalf("leaseapi.run_rows of a store session: %q, %v; want statement", v, err)
+		if v, err := b.batched.Setting(t.Context(), "leaseapi.run_rows"); err != nil || v != "decided" {
+			t.Fatalf("leaseapi.run_rows of a store session: %q, %v; want decided", v, err)
 		}
 	})
 
@@ -422,7 +422,7 @@ VALUES ($1, 'old', 1, $2, 60000, clock_timestamp(), clock_timestamp(), clock_tim
 			t.Fatalf("begin: %v", err)
 		}
 		defer func() { _ = tx.Rollback() }()
-		token, acquired := grantInTx(t, tx, job, "a", tick2)
+		token, acquired := grantInTx(t, b.single, tx, job, "a", tick2)
 		if _, err := b.batched.Release(ctx, &leaseapi.ReleaseParams{JobID: job, Owner: "a", Token: token, Outcome: leaseapi.OutcomeSucceeded}); !errors.Is(err, leaseapi.ErrLeaseLost) {
 			t.Fatalf("release of a grant not committed yet: %v, want lease_lost", err)
 		}
@@ -480,46 +480,13 @@ VALUES ($1, 'old', 1, $2, 60000, clock_timestamp(), clock_timestamp(), clock_tim
 	})
 }
 
-// grantInTx runs the acquire statement in tx and returns the grant's token
-// and start.
-func grantInTx(t *testing.T, tx *sql.Tx, job, owner string, tick time.Time) (int64, time.Time) {
+// grantInTx grants the acquire in tx and returns the grant's token and
+// start.
+func grantInTx(t *testing.T, store *postgres.Store, tx *sql.Tx, job, owner string, tick time.Time) (int64, time.Time) {
 	t.Helper()
-	rows, err := tx.QueryContext(t.Context(), postgres.AcquireQuery, job, owner, tick, 60000, nil, nil, // no schedule
-		nil, false, nil, nil, // nothing to hold the tick's resolution to
-		tick, nil, nil, // the tick as sent; no catch-up policy
-		leaseapi.DefaultMaxTickAhead.Milliseconds())
+	l, err := store.AcquireInTx(t.Context(), tx, &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: time.Minute, Tick: &tick})
 	if err != nil {
 		t.Fatalf("grant in a transaction: %v", err)
 	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatalf("grant in a transaction: %v", err)
-	}
-	if !rows.Next() {
-		t.Fatalf("grant in a transaction: no row (%v)", rows.Err())
-	}
-	vals := make([]any, len(cols))
-	var token int64
-	var acquired time.Time
-	var refused bool
-	for i, c := range cols {
-		switch c {
-		case "token":
-			vals[i] = &token
-		case "acquired_at":
-			vals[i] = &acquired
-		case "refused":
-			vals[i] = &refused
-		default:
-			vals[i] = new(any)
-		}
-	}
-	if err := rows.Scan(vals...); err != nil {
-		t.Fatalf("grant in a transaction: %v", err)
-	}
-	if refused {
-		t.Fatal("grant in a transaction: refused")
-	}
-	return token, acquired
+	return l.Token, l.AcquiredAt
 }

@@ -20,15 +20,11 @@ import (
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
-// Store is the lease store on PostgreSQL. Every lease operation is one
-// statement, decided under the lease row's lock with clock_timestamp() read
-// after the lock was taken; the database clock is the only clock. Run
-// history is written in the same statement: a grant's run and a release's
-// by the statement itself (grantedRun, releasedRun), the close of a run by a
-// takeover or a revocation by the trigger of migrations/postgres (0005),
-// which reads the run after the row lock. Concurrent acquires, heartbeats
-// and releases of different jobs share one statement and one commit per
-// kind (batch.go).
+// Store is the lease store on PostgreSQL; the database clock is the only
+// clock. An acquire and a revocation read the row, decide in Go and write
+// conditionally (acquire.go); a heartbeat and a release are one statement
+// each. Concurrent acquire reads and grants, heartbeats and releases of
+// different jobs share one statement per kind (batch.go).
 type Store struct {
 	db         *sqlx.DB
 	guard      *guard     // of every connection (guard.go)
@@ -46,20 +42,25 @@ type Store struct {
 	stmtsMu sync.Mutex
 	stmts   map[string]*sqlx.Stmt // the hot statements by text; see prepared
 
-	// acquires, releases and heartbeats group concurrent calls of
+	// reads, grants, releases and heartbeats group concurrent calls of
 	// different jobs into one statement (batch.go); nil when batching is
 	// off.
-	acquires   *batcher[acquireCall, acquireRow]
+	reads      *batcher[string, readRow]
+	grants     *batcher[grantCall, writtenRow]
 	releases   *batcher[releaseCall, leaseRow]
 	heartbeats *batcher[heartbeatCall, leaseRow]
 
-	// schedules is the stored schedule last seen per job, the guess an
-	// acquire's tick is resolved with (tick.go).
-	schedules storedSchedules
-	// clock is the clock that guess is made with; nil is time.Now.
-	clock func() time.Time
+	// naive makes every acquire lock the row and commit (variant.naive).
+	naive bool
+	// facts, when not nil, changes the row an acquire is decided on
+	// before the decision: a chaos mutant's wrong fact (mutants_chaos.go).
+	facts func(*leaseapi.AcquireParams, *leaseRow)
 	// maxAhead is the lead a tick may have on the database clock.
 	maxAhead time.Duration
+	// beforeAcquireWrite, when not nil, is called between an acquire's
+	// read and its write, so that a test can change the row in between;
+	// it is set only by tests.
+	beforeAcquireWrite func()
 	// beforeSweepWrite, when not nil, is called between a sweep's read
 	// and its write (decideJobs), so that a test can change the rows in
 	// between; it is set only by tests.
@@ -156,20 +157,19 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: migrations: %w", err)
 	}
 	q := statements()
-	if v.naive {
-		q.acquire = q.naiveAcquire
-	}
 	echo := getQuery
 	if durability == DurabilityReplicated {
 		echo = q.durableEcho
 	}
 	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, echo: echo,
-		observer: stores.OrNoObserver(cfg.Observer), stmts: make(map[string]*sqlx.Stmt), maxAhead: stores.MaxTickAhead(cfg.MaxTickAhead)}
+		observer: stores.OrNoObserver(cfg.Observer), stmts: make(map[string]*sqlx.Stmt), maxAhead: stores.MaxTickAhead(cfg.MaxTickAhead),
+		naive: v.naive, facts: q.facts}
 	if durability == DurabilityReplicated {
 		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
 	if !v.naive && !v.unbatched {
-		p.acquires = &batcher[acquireCall, acquireRow]{key: acquireKey, run: p.acquireBatch, single: p.acquireOne}
+		p.reads = &batcher[string, readRow]{key: readKey, run: p.readBatch, single: p.readOne}
+		p.grants = &batcher[grantCall, writtenRow]{key: grantKey, run: p.grantBatch, single: p.grantOne}
 		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch, single: p.releaseOne}
 		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch, single: p.heartbeatOne}
 	}
@@ -235,10 +235,8 @@ func (p *Store) Close() error {
 }
 
 // scanPrepared runs a hot statement that returns one row and scans it into
-// dest. Preparing it once per connection saves planning it on every call
-// (planning the acquire costs ten times more than executing it) and one of
-// its two round trips; scanning into explicit targets saves sqlx's
-// reflection on every row.
+// dest, prepared once per connection (planning it costs more than running
+// it) and scanned into explicit targets (no reflection per row).
 func (p *Store) scanPrepared(ctx context.Context, query string, args []any, dest ...any) error {
 	stmt, err := p.prepared(ctx, query)
 	if err != nil {
@@ -308,15 +306,27 @@ type leaseRow struct {
 	// grant, which its run records (grantedRun).
 	GrantTrigger     string         `db:"grant_trigger"`
 	GrantTriggeredBy sql.NullString `db:"grant_triggered_by"`
-	Now              time.Time      `db:"db_now"`
+	// OwedBy is who triggered the manual tick the job owes; ScheduleSince,
+	// NextTick and DecideAt the schedule's registration (decide.Facts).
+	OwedBy        sql.NullString `db:"owed_by"`
+	ScheduleSince sql.NullTime   `db:"schedule_since"`
+	NextTick      sql.NullTime   `db:"next_tick"`
+	DecideAt      sql.NullTime   `db:"decide_at"`
+	Now           time.Time      `db:"db_now"`
 }
 
-// leaseColumns are the columns every lease query and RETURNING yields;
-// db_now is read once per row so state is computed against one instant.
-const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+// leaseFields are the columns of a lease the store reads, the one list of
+// them (leaseRow.fields scans them in this order).
+const leaseFields = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
-	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_until, grant_trigger, grant_triggered_by, clock_timestamp() AS db_now`
+	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_until, grant_trigger, grant_triggered_by,
+	owed_by, schedule_since, next_tick, decide_at`
+
+// leaseColumns are leaseFields with the database clock, as every lease
+// read and RETURNING yields them; db_now is read once per row so state is
+// computed against one instant.
+const leaseColumns = leaseFields + `, clock_timestamp() AS db_now`
 
 // fields are the scan targets of leaseColumns, in their order.
 func (r *leaseRow) jobID() string { return r.JobID }
@@ -325,7 +335,8 @@ func (r *leaseRow) fields() []any {
 	return []any{&r.JobID, &r.Owner, &r.Token, &r.Tick, &r.TTLMs, &r.AcquiredAt, &r.RenewedAt, &r.ExpiresAt,
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
 		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Timeline,
-		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.OwedUntil, &r.GrantTrigger, &r.GrantTriggeredBy, &r.Now}
+		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.OwedUntil, &r.GrantTrigger, &r.GrantTriggeredBy,
+		&r.OwedBy, &r.ScheduleSince, &r.NextTick, &r.DecideAt, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -376,152 +387,6 @@ func nullableTime(t *time.Time) sql.NullTime {
 	return sql.NullTime{Time: *t, Valid: true}
 }
 
-// acquireAttempts bounds retries when a refusal's lease, read after the
-// decision, turns out to be grantable (its holder let go in between): each
-// retry is a fresh decision, so a refusal names a lease that was held when
-// it was read. In a request the deadline usually ends the retries first.
-const acquireAttempts = 10
-
-// acquireRow is a lease row and whether the fast path refused it.
-type acquireRow struct {
-	leaseRow
-	Refused bool `db:"refused"`
-}
-
-// fields are the scan targets of an acquire's row: leaseColumns, refused.
-func (r *acquireRow) fields() []any {
-	return append(r.leaseRow.fields(), &r.Refused)
-}
-
-// Acquire grants, renews or refuses the lease. See leaseapi.Store.
-func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseapi.Lease, error) {
-	if err := stores.ValidateAcquire(a); err != nil {
-		return leaseapi.Lease{}, err
-	}
-	stored, now, err := p.guessFacts(ctx, a)
-	if err != nil {
-		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
-	}
-	for attempt := 1; ; attempt++ {
-		r, err := decide.ResolveTick(a, stored, now)
-		if err != nil {
-			return leaseapi.Lease{}, err
-		}
-		call := resolvedCall(&r, p.maxAhead)
-		var row acquireRow
-		if attempt == 1 {
-			row, err = send(ctx, p.acquires, p.acquireOne, call)
-		} else {
-			row, err = bounded(ctx, func(ctx context.Context) (acquireRow, error) { return p.acquireOne(ctx, call) })
-		}
-		if err == nil && r.CheckStored {
-			p.schedules.put(a.JobID, row.Schedule.String)
-		}
-		if err == nil && !row.Refused {
-			l := row.toLease()
-			if l.AcquiredAt.Equal(l.RenewedAt) {
-				p.observer.RunStarted(leaseapi.Trigger(row.GrantTrigger))
-			}
-			if l.AcquiredAt.Equal(l.RenewedAt) && l.LastOutcome == leaseapi.OutcomeExpired && l.Token > 1 {
-				// This grant took over a grant that had expired, and
-				// the trigger closed that run as expired.
-				_, _ = bounded(ctx, func(ctx context.Context) (struct{}, error) {
-					p.observeTakeover(ctx, l)
-					return struct{}{}, nil
-				})
-			}
-			return l, nil
-		}
-		if err == nil { // refused from the snapshot
-			if !r.Holds(row.Schedule.String, row.Now) {
-				// Resolved with a wrong guess: nothing was decided.
-				if attempt == acquireAttempts {
-					return leaseapi.Lease{}, errUnresolved(a.JobID)
-				}
-				stored, now = row.Schedule.String, row.Now
-				continue
-			}
-			return leaseapi.Lease{}, claimRefusal(&r, row.toLease(), row.Now, p.maxAhead)
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return leaseapi.Lease{}, interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
-		}
-		// Refused under the lock, or the resolution's conditions failed.
-		// The decision was atomic; read the row it was made on (or a
-		// newer one): its schedule and clock are the facts the
-		// resolution is checked against, and it is the conflict body.
-		// One read serves both (it was a read of the facts and a read of
-		// the row: a third statement for every refusal under the lock).
-		cur, err := bounded(ctx, func(ctx context.Context) (leaseRow, error) { return p.getRow(ctx, a.JobID) })
-		if errors.Is(err, leaseapi.ErrNotFound) {
-			// No row: the insert of a new job found the clock outside
-			// the tick's window, or its tick ahead of the clock. Read
-			// the clock: a tick resolved right and ahead of it is
-			// refused (it was ahead of the statement's earlier clock
-			// too); else resolve again.
-			if stored, now, err = p.resolveFacts(ctx, a.JobID); err != nil {
-				return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
-			}
-			if !r.Guarded() || r.Holds(stored, now) {
-				if ahead := decide.Ahead(r.Params.Tick, now, p.maxAhead, nil); ahead != nil {
-					return leaseapi.Lease{}, ahead
-				}
-			}
-			if attempt == acquireAttempts {
-				return leaseapi.Lease{}, errUnresolved(a.JobID)
-			}
-			continue
-		}
-		if err != nil {
-			return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", a.JobID, err)
-		}
-		if r.Guarded() {
-			stored, now = cur.Schedule.String, cur.Now
-			if r.CheckStored {
-				p.schedules.put(a.JobID, stored)
-			}
-			if !r.Holds(stored, now) {
-				if attempt == acquireAttempts {
-					return leaseapi.Lease{}, errUnresolved(a.JobID)
-				}
-				continue
-			}
-		}
-		l := cur.toLease()
-		if conflict := claimRefusal(&r, l, cur.Now, p.maxAhead); errors.Is(conflict, leaseapi.ErrTickDone) ||
-			errors.Is(conflict, leaseapi.ErrJobPaused) || errors.Is(conflict, leaseapi.ErrTickAhead) ||
-			l.State == leaseapi.StateHeld || attempt == acquireAttempts {
-			return leaseapi.Lease{}, conflict
-		}
-	}
-}
-
-// claimRefusal is the conflict of an acquire resolved as r that the
-// statement refused, from cur, the lease it was refused on, read at the
-// database clock now: decided with the tick the statement took
-// (decide.ClaimedTick), so that a contender for a claimed manual tick
-// hears lease_held, not tick_done of the schedule's tick it would have
-// snapped to.
-func claimRefusal(r *decide.Resolution, cur leaseapi.Lease, now time.Time, maxAhead time.Duration) error {
-	p := r.Params
-	p.Tick = decide.ClaimedTick(r, cur)
-	return decide.Refusal(&p, cur, now, maxAhead)
-}
-
-// errUnresolved is the answer to an acquire whose stored schedule or clock
-// changed at every attempt to resolve its tick: nothing was done.
-func errUnresolved(jobID string) error {
-	return fmt.Errorf("acquire %q: the job's schedule changed at each of %d attempts to resolve its tick, nothing was done: %w",
-		jobID, acquireAttempts, leaseapi.ErrUnavailable)
-}
-
-// acquireOne makes one acquire with the single statement.
-func (p *Store) acquireOne(ctx context.Context, a *acquireCall) (acquireRow, error) {
-	var row acquireRow
-	err := p.scanPrepared(ctx, p.q.acquire, a.args(), row.fields()...)
-	return row, err
-}
-
 // send makes call c through batcher b when the store batches (b keeps c's
 // deadline by itself), else, or when c's batch statement failed, alone
 // with one under bounded.
@@ -533,35 +398,6 @@ func send[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Cont
 		}
 	}
 	return bounded(ctx, func(ctx context.Context) (R, error) { return one(ctx, c) })
-}
-
-// closeExpiredRunQuery counts, once, the expiry of the run that a takeover
-// closed, unless the sweep counted it before, and reads how long it ran.
-// That run is the job's run of the largest token below the takeover's
-// ($2): the previous token, or an older timeline's (tokenAfter).
-const closeExpiredRunQuery = `
-WITH old AS (SELECT id, expiry_counted FROM runs WHERE job_id = $1 AND token < $2 ORDER BY token DESC LIMIT 1 FOR UPDATE)
-UPDATE runs AS r SET expiry_counted = true FROM old WHERE r.id = old.id
-RETURNING r.started_at, r.ended_at, old.expiry_counted`
-
-// observeTakeover tells the observer of the expired run that grant l
-// closed. It runs after the grant committed; a failure costs a metric, not
-// the grant, so it is logged and dropped.
-func (p *Store) observeTakeover(ctx context.Context, l leaseapi.Lease) {
-	var started, ended time.Time
-	var counted bool
-	err := p.db.QueryRowxContext(ctx, closeExpiredRunQuery, l.JobID, l.Token).Scan(&started, &ended, &counted)
-	if errors.Is(err, sql.ErrNoRows) {
-		return // pruned: nothing to tell
-	}
-	if err != nil {
-		p.logger.Warn("cannot count the expired run a takeover closed", slog.String("job_id", l.JobID), slog.Any("error", err))
-		return
-	}
-	p.observer.RunFinished(leaseapi.OutcomeExpired, ended.Sub(started))
-	if !counted {
-		p.observer.LeasesExpired(1)
-	}
 }
 
 // Heartbeat extends a held lease. See leaseapi.Store.
@@ -607,22 +443,13 @@ WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
 RETURNING ` + leaseColumns + `
 )` + releasedRun + `SELECT * FROM released`
 
-// releasedRun closes the run of a release in the release statement. It
-// reads the run with the statement's snapshot, and that snapshot always
-// holds it: an UPDATE changes only a row version its snapshot sees (or, if
-// that version changed while it waited for the lock, the newer one, which
-// must still pass the WHERE), so the grant of the token it releases, and
-// the run that grant inserted in the same transaction, committed before
-// the snapshot. The run is reached through ON CONFLICT on its unique key
-// (job_id, token), which always probes that index, rather than through a
-// join, whose plan the planner chooses: the statements are prepared once
-// per connection and keep their generic plans, and one made while runs
-// has no statistics yet (a fresh database) joined the released rows to a
-// sequential scan of runs, a cost that grew with the history (a lock
-// benchmark's row on a fresh database spent 0.8 ms of Postgres CPU per
-// cycle instead of 0.2). The run's other columns are the grant's, so a run
-// that were missing would be written whole; one that has ended already
-// (ended_at set) is left as it is.
+// releasedRun closes the run of a release in the release statement. The
+// UPDATE wrote only a row version its snapshot sees (or a newer one that
+// still passed its WHERE), so the grant it releases, and that grant's run,
+// are in the snapshot. The run is reached through ON CONFLICT on its unique
+// key (job_id, token), which always probes that index, rather than through
+// a join whose generic plan, made on a fresh database, could scan runs.
+// A run that ended already is left as it is.
 const releasedRun = `, run AS (
 	INSERT INTO runs AS r (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by, outcome, ended_at)
 	SELECT job_id, token, owner, tick, acquired_at, timeline, grant_trigger, grant_triggered_by, last_outcome, released_at
@@ -651,17 +478,22 @@ func (p *Store) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseap
 	if err != nil {
 		return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
 	}
-	if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token && p.echo != getQuery {
-		// A retried release, answered 200: read it again so that the
-		// answer waits until the release is durable (durableEcho).
+	// The statement wrote nothing: a retried release (decide.Release's
+	// echo), or lease_lost.
+	if echo, _, _ := decide.Release(r, cur); !echo {
+		return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+	}
+	if p.echo != getQuery {
+		// Answered 200: read it again so that the answer waits until the
+		// release is durable (durableEcho).
 		if cur, err = bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) { return p.echoGet(ctx, r.JobID) }); err != nil {
 			return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
 		}
+		if echo, _, _ := decide.Release(r, cur); !echo {
+			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+		}
 	}
-	if cur.State == leaseapi.StateReleased && cur.Owner == r.Owner && cur.Token == r.Token {
-		return cur, nil // a retried release: nothing changes
-	}
-	return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
+	return cur, nil // a retried release: nothing changes
 }
 
 // releaseOne makes one release with the single statement.
@@ -671,40 +503,81 @@ func (p *Store) releaseOne(ctx context.Context, r *releaseCall) (leaseRow, error
 	return row, err
 }
 
-// revokeQuery force-releases a held lease and bumps its token
-// (tokenAfter, on the current timeline), so that the old holder's token is
-// stale.
-var revokeQuery = `
+// revokeQuery force-releases the held grant read as version $5 (token $7)
+// with the token $2 of WAL timeline $3 (decide.TokenAfter), so that the
+// old holder's token is stale, and closes its run as revoked by $4; $6 is
+// when that grant expires.
+const revokeQuery = `
+WITH c AS (SELECT clock_timestamp() AS now), lease AS (
 UPDATE leases AS l SET (token, timeline, revoked_at, expires_at, last_outcome, revoked_by) = (
-	SELECT ` + tokenAfter(`l.token`, `c.timeline`) + `, c.timeline, c.now, c.now, 'revoked', $2::text
-	FROM (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS timeline) AS c
+	$2::bigint, $3::bigint, c.now, c.now, 'revoked', $4::text)
+FROM c
+WHERE l.job_id = $1::text AND l.xmin = $5::text::xid AND c.now < $6::timestamptz AND ` + walTimeline + ` = $3::bigint
+RETURNING ` + leaseColumns + `
+), run AS (
+	UPDATE runs AS r SET (outcome, ended_at, revoked_by) = ('revoked', lease.revoked_at, lease.revoked_by)
+	FROM lease WHERE r.job_id = lease.job_id AND r.token = $7::bigint AND r.outcome = 'running'
 )
-WHERE job_id = $1 AND ` + stores.HeldAt(`clock_timestamp()`) + `
-RETURNING ` + leaseColumns
+SELECT * FROM lease`
 
 // Revoke force-releases a held lease. See leaseapi.Store.
 func (p *Store) Revoke(ctx context.Context, rp *leaseapi.RevokeParams) (leaseapi.Lease, error) {
 	if err := rp.Validate(); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	jobID := rp.JobID
-	return bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) {
-		var row leaseRow
-		err := p.scanPrepared(ctx, revokeQuery, []any{jobID, sql.NullString{String: rp.By, Valid: rp.By != ""}}, row.fields()...)
-		if err == nil {
+	jobID, op := rp.JobID, fmt.Sprintf("revoke %q", rp.JobID)
+	by := sql.NullString{String: rp.By, Valid: rp.By != ""}
+	for attempt := 1; attempt <= acquireAttempts; attempt++ {
+		l, written, err := bounded2(ctx, func(ctx context.Context) (leaseapi.Lease, bool, error) {
+			cur, err := p.readOne(ctx, &jobID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return leaseapi.Lease{}, false, leaseapi.ErrNotFound
+			}
+			if err != nil {
+				return leaseapi.Lease{}, false, err
+			}
+			if cur.toLease().State != leaseapi.StateHeld {
+				l, err := p.echoGet(ctx, jobID) // not held: unchanged
+				return l, true, err
+			}
+			var row leaseRow
+			err = p.scanPrepared(ctx, revokeQuery, []any{jobID, decide.TokenAfter(cur.Token, cur.WALTimeline), cur.WALTimeline, by,
+				cur.Version, cur.ExpiresAt, cur.Token}, row.fields()...)
+			if errors.Is(err, sql.ErrNoRows) {
+				return leaseapi.Lease{}, false, nil // changed since the read
+			}
+			if err != nil {
+				return leaseapi.Lease{}, false, err
+			}
 			l := row.toLease()
 			p.observer.RunFinished(leaseapi.OutcomeRevoked, l.ExpiresAt.Sub(l.AcquiredAt))
+			return l, true, nil
+		})
+		if errors.Is(err, leaseapi.ErrNotFound) {
+			return leaseapi.Lease{}, fmt.Errorf("%s: %w", op, err)
+		}
+		if err != nil {
+			return leaseapi.Lease{}, interpretError(op, err)
+		}
+		if written {
 			return l, nil
 		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return leaseapi.Lease{}, interpretError(fmt.Sprintf("revoke %q", jobID), err)
-		}
-		cur, err := p.echoGet(ctx, jobID) // not held: unchanged
-		if err != nil {
-			return leaseapi.Lease{}, fmt.Errorf("revoke %q: %w", jobID, err)
-		}
-		return cur, nil
+	}
+	return leaseapi.Lease{}, fmt.Errorf("%s: the lease changed between the read and the write at each of %d attempts, nothing was done: %w",
+		op, acquireAttempts, leaseapi.ErrUnavailable)
+}
+
+// bounded2 is bounded for a function of two results.
+func bounded2[T, U any](ctx context.Context, fn func(context.Context) (T, U, error)) (T, U, error) {
+	type pair struct {
+		t T
+		u U
+	}
+	r, err := bounded(ctx, func(ctx context.Context) (pair, error) {
+		t, u, err := fn(ctx)
+		return pair{t, u}, err
 	})
+	return r.t, r.u, err
 }
 
 const getQuery = `SELECT ` + leaseColumns + ` FROM leases WHERE job_id = $1`
@@ -778,10 +651,7 @@ func (p *Store) getRow(ctx context.Context, jobID string) (leaseRow, error) {
 // paused and overdue filters (stores.ListFilters) go between listQuery and
 // listOrder.
 const listQuery = `
-SELECT l.job_id, l.owner, l.token, l.tick, l.ttl_ms, l.acquired_at, l.renewed_at, l.expires_at,
-	l.released_at, l.revoked_at, l.last_completed_tick, l.last_outcome,
-	l.schedule, l.grace_ms, l.paused_at, l.paused_by, l.paused_reason, l.missed_ticks, l.skipped_ticks, l.revoked_by, l.timeline,
-	l.catch_up, l.catch_up_window_ms, l.owed_tick, l.owed_reason, l.owed_until, c.now AS db_now
+SELECT ` + leaseFields + `, c.now AS db_now
 FROM (SELECT clock_timestamp() AS now) AS c, leases AS l
 WHERE l.job_id > $1::text
 	AND ($2::text = '' OR (l.job_id >= $2::text AND l.job_id < $2::text || '~'))

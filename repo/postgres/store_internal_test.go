@@ -7,7 +7,7 @@ import (
 )
 
 // TestLeaseRowFields: the explicit scan targets of the hot statements follow
-// leaseColumns (and the acquire's extra refused column) in order, so that
+// leaseColumns (and a read's version and timeline) in order, so that
 // every column lands in the field its db tag names.
 func TestLeaseRowFields(t *testing.T) {
 	t.Parallel()
@@ -44,23 +44,6 @@ func TestLeaseRowFields(t *testing.T) {
 	}
 	var lr leaseRow
 	check("leaseRow", &lr, lr.fields(), columns)
-	var ar acquireRow
-	check("acquireRow", &ar, ar.fields(), append(append([]string{}, columns...), "refused"))
-
-	// The fast path's snapshot lists the same columns in the same order.
-	snapshot, ok := strings.CutSuffix(snapshotColumns, " AS db_now")
-	if !ok {
-		t.Fatal("snapshotColumns: no db_now column last")
-	}
-	var snapCols []string
-	for _, c := range strings.Split(snapshot, ",") {
-		c = strings.TrimPrefix(strings.TrimSpace(c), "l.")
-		if c == "c.now" {
-			c = "db_now"
-		}
-		snapCols = append(snapCols, c)
-	}
-	if !reflect.DeepEqual(snapCols, columns) {
-		t.Errorf("snapshotColumns %q, want %q", snapCols, columns)
-	}
+	var rr readRow
+	check("readRow", &rr, rr.fields(), append(append([]string{}, columns...), "version", "wal_timeline"))
 }

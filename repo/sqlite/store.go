@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -481,13 +480,21 @@ type leaseRow struct {
 	// that claims it records.
 	OwedBy    sql.NullString `db:"owed_by"`
 	OwedUntil sql.NullInt64  `db:"owed_until"`
+	// What started the current grant, and the schedule's registration
+	// (decide.Facts).
+	GrantTrigger     string         `db:"grant_trigger"`
+	GrantTriggeredBy sql.NullString `db:"grant_triggered_by"`
+	ScheduleSince    sql.NullInt64  `db:"schedule_since"`
+	NextTick         sql.NullInt64  `db:"next_tick"`
+	DecideAt         sql.NullInt64  `db:"decide_at"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields.
 const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
-	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_by, owed_until`
+	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_by, owed_until,
+	grant_trigger, grant_triggered_by, schedule_since, next_tick, decide_at`
 
 // held reports whether the grant is held at now.
 func (r *leaseRow) held(now int64) bool {
@@ -526,6 +533,15 @@ func (r *leaseRow) lease(now int64) leaseapi.Lease {
 	l.SetState(r.RevokedAt.Valid, fromMs(now))
 	stores.SetNextTick(&l, fromMs(now))
 	return l
+}
+
+// facts are the facts an acquire is decided on: the row at now.
+func (r *leaseRow) facts(now int64) decide.Facts {
+	l := r.lease(now)
+	return decide.Facts{Lease: &l, Now: fromMs(now), Timeline: 1, Revoked: r.RevokedAt.Valid,
+		OwedUntil: fromNullMs(r.OwedUntil), OwedBy: r.OwedBy.String,
+		GrantTrigger: leaseapi.Trigger(r.GrantTrigger), GrantTriggeredBy: r.GrantTriggeredBy.String,
+		ScheduleSince: fromNullMs(r.ScheduleSince), NextTick: fromNullMs(r.NextTick), DecideAt: fromNullMs(r.DecideAt)}
 }
 
 func fromMs(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
@@ -569,18 +585,22 @@ func writeLease(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (le
 	return row, err
 }
 
+// The writes of an acquire's plan (decide.PlanAcquire), made under the
+// write lock the row was read under. The registration's columns are
+// written whole, as decided.
 const (
 	insertLeaseQuery = `
-INSERT INTO leases (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at)
-VALUES ($1, $2, 1, $3, $4, $5, $5, $6)
+INSERT INTO leases (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
+	schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 RETURNING ` + leaseColumns
 
-	// grantQuery starts a new grant on an existing row: token + 1,
-	// release and revocation cleared. $8 is the last outcome, 'expired'
-	// when the previous grant ended by expiry; $9 and $10 what started the
-	// grant (decide.Claim), and $11 whether it settles what the job owes.
+	// grantQuery starts a new grant ($12: its token) on the row whose
+	// token the decision read ($2): release and revocation cleared; $9 and
+	// $10 are what started the grant, and $11 whether it settles what the
+	// job owes.
 	grantQuery = `
-UPDATE leases SET owner = $3, token = token + 1, tick = $4, ttl_ms = $5,
+UPDATE leases SET owner = $3, token = $12, tick = $4, ttl_ms = $5,
 	acquired_at = $6, renewed_at = $6, expires_at = $7,
 	released_at = NULL, revoked_at = NULL, last_outcome = $8,
 	grant_trigger = $9, grant_triggered_by = $10,
@@ -588,12 +608,19 @@ UPDATE leases SET owner = $3, token = token + 1, tick = $4, ttl_ms = $5,
 	owed_reason = CASE WHEN $11 THEN NULL ELSE owed_reason END,
 	owed_by = CASE WHEN $11 THEN NULL ELSE owed_by END,
 	owed_trigger_reason = CASE WHEN $11 THEN NULL ELSE owed_trigger_reason END,
-	owed_until = CASE WHEN $11 THEN NULL ELSE owed_until END
+	owed_until = CASE WHEN $11 THEN NULL ELSE owed_until END,
+	schedule = $13, grace_ms = $14, schedule_since = $15, next_tick = $16, decide_at = $17, catch_up = $18, catch_up_window_ms = $19
 WHERE job_id = $1 AND token = $2
 RETURNING ` + leaseColumns
 
-	// extendQuery renews a held grant: an idempotent acquire or a
-	// heartbeat.
+	// renewQuery renews the holder's grant (an acquire's renewal).
+	renewQuery = `
+UPDATE leases SET ttl_ms = $4, renewed_at = $5, expires_at = $6,
+	schedule = $7, grace_ms = $8, schedule_since = $9, next_tick = $10, decide_at = $11, catch_up = $12, catch_up_window_ms = $13
+WHERE job_id = $1 AND owner = $2 AND token = $3
+RETURNING ` + leaseColumns
+
+	// extendQuery renews a held grant: a heartbeat.
 	extendQuery = `
 UPDATE leases SET ttl_ms = $4, renewed_at = $5, expires_at = $6
 WHERE job_id = $1 AND owner = $2 AND token = $3
@@ -608,120 +635,69 @@ UPDATE runs SET outcome = $3, ended_at = $4
 WHERE job_id = $1 AND token = $2 AND outcome = 'running'`
 )
 
-// registerQuery stores the schedule and grace a granted acquire sent.
-// A new spec (or the first) is due at once: the sweep then computes its
-// first tick after schedule_since. The same spec with another grace keeps
-// its undecided tick and moves when it is due.
-const registerQuery = `
-UPDATE leases SET
-	schedule_since = CASE WHEN schedule IS $2 THEN schedule_since ELSE $4 END,
-	next_tick = CASE WHEN schedule IS $2 THEN next_tick ELSE NULL END,
-	decide_at = CASE WHEN schedule IS $2 THEN
-		CASE WHEN next_tick IS NULL THEN decide_at ELSE next_tick + $3 END
-		ELSE $4 END,
-	schedule = $2, grace_ms = $3
-WHERE job_id = $1
-RETURNING ` + leaseColumns
-
-// registerCatchUpQuery stores the catch-up policy and window a granted
-// acquire sent with its schedule.
-const registerCatchUpQuery = `
-UPDATE leases SET catch_up = $2, catch_up_window_ms = $3 WHERE job_id = $1
-RETURNING ` + leaseColumns
-
 // Acquire grants, renews or refuses the lease. See leaseapi.Store.
 func (s *Store) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
 	if err := stores.ValidateAcquire(p); err != nil {
 		return leaseapi.Lease{}, err
 	}
 	op := fmt.Sprintf("acquire %q", p.JobID)
-	ttl := p.TTL.Milliseconds()
 	var ev stores.Events
 	return observedTx(ctx, s, op, s.writeTx, &ev, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
-		row, err := s.acquire(ctx, tx, p, ttl, now, &ev)
+		row, err := s.acquire(ctx, tx, p, now, &ev)
 		if err != nil {
 			return leaseapi.Lease{}, err
-		}
-		if p.Schedule != "" {
-			if row, err = writeLease(ctx, tx, registerQuery,
-				p.JobID, p.Schedule, p.Grace.Milliseconds(), now); err != nil {
-				return leaseapi.Lease{}, err
-			}
-		}
-		if p.CatchUp != "" {
-			window := cmp.Or(p.CatchUpWindow, leaseapi.DefaultCatchUpWindow)
-			if row, err = writeLease(ctx, tx, registerCatchUpQuery, p.JobID, string(p.CatchUp), window.Milliseconds()); err != nil {
-				return leaseapi.Lease{}, err
-			}
 		}
 		return row.lease(now), nil
 	})
 }
 
-// acquire decides an acquire under the write lock and writes the grant or
-// the renewal, with its run. p's tick is resolved with the stored schedule
-// and the clock read under the lock.
-func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquireParams,
-	ttl, now int64, ev *stores.Events) (leaseRow, error) {
+// acquire decides an acquire under the write lock, on the row and the
+// clock read under it (decide.PlanAcquire), and writes the plan: the
+// grant or the renewal, its run, and the close of the run it takes over.
+func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquireParams, now int64, ev *stores.Events) (leaseRow, error) {
 	cur, err := selectLease(ctx, tx, p.JobID)
+	found := err == nil
 	if err != nil && !errors.Is(err, leaseapi.ErrNotFound) {
 		return cur, err
 	}
-	resolved, rerr := decide.ResolveTick(p, cur.Schedule.String, time.UnixMilli(now))
-	if rerr != nil {
-		return cur, rerr
+	f := decide.Facts{Now: fromMs(now), Timeline: 1}
+	if found {
+		f = cur.facts(now)
 	}
-	p = &resolved.Params
-	tick := toNullMs(p.Tick)
-	if errors.Is(err, leaseapi.ErrNotFound) {
-		if err := decide.Ahead(fromNullMs(tick), fromMs(now), s.maxAhead, nil); err != nil {
-			return cur, err
+	plan, err := decide.PlanAcquire(p, &f, s.maxAhead)
+	if err != nil {
+		return cur, err
+	}
+	g := &plan.Registration
+	spec, grace := sql.NullString{String: g.Schedule, Valid: g.Schedule != ""}, sql.NullInt64{}
+	if spec.Valid {
+		grace = sql.NullInt64{Int64: g.Grace.Milliseconds(), Valid: true}
+	}
+	reg := []any{spec, grace, toNullMs(g.ScheduleSince), toNullMs(g.NextTick), toNullMs(g.DecideAt),
+		string(g.CatchUp), g.CatchUpWindow.Milliseconds()}
+	ttl, tick := plan.TTL.Milliseconds(), toNullMs(plan.Tick)
+	if plan.Renew {
+		return writeLease(ctx, tx, renewQuery, append([]any{p.JobID, p.Owner, cur.Token, ttl, now, now + ttl}, reg...)...)
+	}
+	triggeredBy := sql.NullString{String: plan.TriggeredBy, Valid: plan.TriggeredBy != ""}
+	var row leaseRow
+	if plan.Insert {
+		row, err = writeLease(ctx, tx, insertLeaseQuery, append([]any{p.JobID, p.Owner, plan.Token, tick, ttl, now, now + ttl}, reg...)...)
+	} else {
+		if plan.CloseExpired {
+			if err := s.closeExpiredRun(ctx, tx, &cur, ev); err != nil {
+				return cur, err
+			}
 		}
-		row, err := writeLease(ctx, tx, insertLeaseQuery, p.JobID, p.Owner, tick, ttl, now, now+ttl)
-		if err != nil {
-			return row, err
-		}
-		_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now, leaseapi.TriggerSchedule, nil)
-		ev.RunStarted(leaseapi.TriggerSchedule)
-		return row, err
+		lastOutcome := sql.NullString{String: string(plan.LastOutcome), Valid: plan.LastOutcome != ""}
+		row, err = writeLease(ctx, tx, grantQuery, append([]any{p.JobID, cur.Token, p.Owner, tick, ttl, now, now + ttl, lastOutcome,
+			string(plan.Trigger), triggeredBy, plan.SettlesOwed, plan.Token}, reg...)...)
 	}
-	// Decided on the row at now, with the tick as it is stored (to the
-	// millisecond), by the rules both stores share: the tick it claims
-	// (an owed manual tick is taken as sent), and what that does to what
-	// the job owes.
-	curLease := cur.lease(now)
-	tick = toNullMs(decide.ClaimedTick(&resolved, curLease))
-	at := *p
-	at.Tick = fromNullMs(tick)
-	renew, refused := decide.Acquire(&at, curLease, fromMs(now), s.maxAhead)
-	if refused != nil {
-		return cur, refused
-	}
-	if renew {
-		// A retry by the holder: same token, same tick, new expiry.
-		return writeLease(ctx, tx, extendQuery, p.JobID, p.Owner, cur.Token, ttl, now, now+ttl)
-	}
-	lastOutcome := cur.LastOutcome
-	if !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid {
-		// The previous grant was neither released nor revoked: it ended by
-		// expiry, at its expiresAt.
-		if err := s.closeExpiredRun(ctx, tx, &cur, ev); err != nil {
-			return cur, err
-		}
-		lastOutcome = sql.NullString{String: string(leaseapi.OutcomeExpired), Valid: true}
-	}
-	trigger, settles := decide.Claim(at.Tick, curLease.OwedTick, curLease.OwedReason)
-	var triggeredBy sql.NullString
-	if trigger != leaseapi.TriggerSchedule {
-		triggeredBy = cur.OwedBy
-	}
-	row, err := writeLease(ctx, tx, grantQuery,
-		p.JobID, cur.Token, p.Owner, tick, ttl, now, now+ttl, lastOutcome, trigger, triggeredBy, settles)
 	if err != nil {
 		return row, err
 	}
-	_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now, trigger, triggeredBy)
-	ev.RunStarted(trigger)
+	_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now, plan.Trigger, triggeredBy)
+	ev.RunStarted(plan.Trigger)
 	return row, err
 }
 
@@ -772,8 +748,8 @@ func (s *Store) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (lea
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		if !cur.held(now) || cur.Owner != p.Owner || cur.Token != p.Token {
-			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
+		if err := decide.Heartbeat(p, cur.lease(now)); err != nil {
+			return leaseapi.Lease{}, err
 		}
 		ttl := ttl
 		if ttl == 0 {
@@ -806,20 +782,16 @@ func (s *Store) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leaseap
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		if cur.Owner != p.Owner || cur.Token != p.Token || cur.RevokedAt.Valid {
-			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur.lease(now)}
+		l := cur.lease(now)
+		echo, completed, err := decide.Release(p, l)
+		if err != nil {
+			return leaseapi.Lease{}, err
 		}
-		if cur.ReleasedAt.Valid {
-			return cur.lease(now), nil // a retried release: nothing changes
-		}
-		// Held, or expired with nobody taking over: the run did finish.
-		completed := cur.LastCompletedTick
-		if outcome == leaseapi.OutcomeSucceeded && cur.Tick.Valid &&
-			(!completed.Valid || cur.Tick.Int64 > completed.Int64) {
-			completed = cur.Tick
+		if echo {
+			return l, nil // a retried release: nothing changes
 		}
 		row, err := writeLease(ctx, tx, releaseQuery,
-			p.JobID, p.Owner, p.Token, now, string(outcome), completed)
+			p.JobID, p.Owner, p.Token, now, string(outcome), toNullMs(completed))
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
