@@ -134,6 +134,13 @@ type Lease struct {
 	// (TriggerCatchUp or TriggerManual; "" when nothing is owed).
 	OwedTick   *time.Time
 	OwedReason Trigger
+
+	// Group is the concurrency group the job is in ("" for none). Slot
+	// and SlotToken are the group's slot the current grant took and its
+	// slot token (0 when the grant took none).
+	Group     string
+	Slot      int
+	SlotToken int64
 }
 
 // Paused reports whether the job is paused.
@@ -181,6 +188,14 @@ type Run struct {
 	// credential's name), or "".
 	Trigger     Trigger
 	TriggeredBy string
+	// Group, Slot and SlotToken are the concurrency group the grant was
+	// made in and the slot it took ("", 0, 0 for none). GroupFull marks a
+	// missed run of a tick its group's slots were all in use at the end
+	// of the tick's grace.
+	Group     string
+	Slot      int
+	SlotToken int64
+	GroupFull bool
 }
 
 // Duration is how long a finished run that had a holder took, and false
@@ -223,6 +238,10 @@ type AcquireParams struct {
 	// DefaultCatchUpWindow; it needs CatchUp.
 	CatchUp       CatchUp
 	CatchUpWindow time.Duration
+	// Group, when not nil, puts the job in that concurrency group at a new
+	// grant: a name joins it, "" leaves any; nil keeps the stored group.
+	// A renewal never moves the job.
+	Group *string
 }
 
 // HeartbeatParams are the inputs of Store.Heartbeat.

@@ -132,6 +132,7 @@ type Store interface {
 	Close() error
 
 	Owing
+	Grouping
 }
 
 // Owing is the part of a Store that keeps owed ticks (owed.go): what a job

@@ -166,6 +166,11 @@ func (p *AcquireParams) Validate() error {
 	if p.CatchUpWindow != 0 && p.CatchUp == "" {
 		return &InvalidError{Field: "catchUpWindowMs", Rule: "needs catchUp"}
 	}
+	if p.Group != nil && *p.Group != "" {
+		if err := ValidateGroupName("group", *p.Group); err != nil {
+			return err
+		}
+	}
 	return ValidateCatchUp(p.CatchUp, p.CatchUpWindow)
 }
 

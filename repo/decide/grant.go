@@ -49,6 +49,9 @@ type Facts struct {
 	// The schedule's registration as stored: when the spec was
 	// registered, its oldest undecided tick and when the sweep is due.
 	ScheduleSince, NextTick, DecideAt *time.Time
+	// Group is the job's concurrency group as read for a grant in it,
+	// under its lock (nil until the plan NeedsGroup).
+	Group *GroupFacts
 }
 
 // Registration is a job's schedule and catch-up policy as the write leaves
@@ -89,6 +92,11 @@ type AcquirePlan struct {
 	CloseExpired  bool
 	PrevToken     int64
 	PrevExpiresAt time.Time
+	// Group is the job's group after the write ("" for none); Slot and
+	// SlotToken the slot a grant in it takes (a renewal keeps its grant's).
+	Group     string
+	Slot      int
+	SlotToken int64
 	// ValidUntil is when the decision stops holding as the clock passes
 	// it (a renewal's grant expires, an owed tick stops being claimable,
 	// a NearestTick's tick stops being the nearest); zero when no passing
@@ -115,6 +123,9 @@ func PlanAcquire(p *leaseapi.AcquireParams, f *Facts, maxAhead time.Duration) (A
 			return AcquirePlan{}, err
 		}
 		plan.Insert, plan.Token, plan.Timeline, plan.Tick = true, TokenAfter(0, f.Timeline), f.Timeline, r.Params.Tick
+		if err := joinGroup(&plan, p, f); err != nil {
+			return AcquirePlan{}, err
+		}
 		return plan, nil
 	}
 	cur := *f.Lease
@@ -133,6 +144,7 @@ func PlanAcquire(p *leaseapi.AcquireParams, f *Facts, maxAhead time.Duration) (A
 		plan.Renew, plan.Token, plan.Timeline, plan.Tick = true, cur.Token, cur.Timeline, cur.Tick
 		plan.LastOutcome, plan.Trigger, plan.TriggeredBy = cur.LastOutcome, f.GrantTrigger, f.GrantTriggeredBy
 		plan.ValidUntil = earliest(plan.ValidUntil, cur.ExpiresAt)
+		plan.Group, plan.Slot, plan.SlotToken = cur.Group, cur.Slot, cur.SlotToken
 		return plan, nil
 	}
 	plan.Token, plan.Timeline, plan.Tick = TokenAfter(cur.Token, f.Timeline), f.Timeline, at.Tick
@@ -147,6 +159,9 @@ func PlanAcquire(p *leaseapi.AcquireParams, f *Facts, maxAhead time.Duration) (A
 		plan.TriggeredBy = f.OwedBy
 	}
 	plan.SettlesOwed = settles
+	if err := joinGroup(&plan, p, f); err != nil {
+		return AcquirePlan{}, err
+	}
 	return plan, nil
 }
 
