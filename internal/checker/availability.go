@@ -249,7 +249,10 @@ func checkAvailability(h *History, r *Report, opts Options) {
 // TTL + 2·heartbeat] of a fault that can fail calls (disrupts), and of a
 // replica fault for the jobs the replica held then: the run of a tick
 // lasts at most MaxRun, and a lease its holder lost to the fault is free
-// again within TTL, taken within two heartbeats more.
+// again within TTL, taken within two heartbeats more. A tick the sweep
+// recorded missed with groupFull (every slot of the job's group in use at
+// the end of its grace) is not counted either. Each job ticks on its own
+// schedule (History.Schedules, else every Period).
 func checkProgress(h *History, r *Report, opts Options) {
 	if h.Period <= 0 || !h.End.After(h.Start) {
 		return
@@ -317,15 +320,32 @@ func checkProgress(h *History, r *Report, opts Options) {
 		}
 		return false
 	}
-	first := h.Start.Add(h.Period).Truncate(h.Period)
-	if first.Before(h.Start.Add(h.Period)) {
-		first = first.Add(h.Period)
+	// A tick the sweep recorded missed because its group had every slot in
+	// use at the end of its grace was refused by design (I13 judges the
+	// group's limit), like a busy one.
+	groupFull := make(map[tk]bool)
+	for _, m := range h.Missed {
+		if m.GroupFull && !m.Tick.IsZero() {
+			groupFull[tk{m.Job, m.Tick.UnixMilli()}] = true
+		}
 	}
 	var sched, exec, outSched, outExec, ffSched, ffExec int
 	var missedFF, missedOut []string
 	for _, job := range h.Jobs {
-		for t := first; !t.After(h.End.Add(-h.Period)); t = t.Add(h.Period) {
+		js := h.schedule(job)
+		// The first tick at or after Start + one period.
+		from := h.Start.Add(js.Period).Add(-js.Offset)
+		first := from.Truncate(js.Period)
+		if first.Before(from) {
+			first = first.Add(js.Period)
+		}
+		first = first.Add(js.Offset)
+		for t := first; !t.After(h.End.Add(-js.Period)); t = t.Add(js.Period) {
 			ran := executed[tk{job, t.UnixMilli()}]
+			if !ran && groupFull[tk{job, t.UnixMilli()}] {
+				r.Stats.TicksGroupFull++
+				continue
+			}
 			if !ran && busy(job, t) {
 				r.Stats.TicksBusy++
 				continue

@@ -8,7 +8,7 @@ import (
 )
 
 // Invariants are the names of the checks, in the order of the plan.
-var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12", "I12b"}
+var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12", "I12b", "I13"}
 
 // What each invariant promises, for messages and docs/reliability.md.
 var invariantTitles = map[string]string{
@@ -25,6 +25,7 @@ var invariantTitles = map[string]string{
 	"I11":  "a retried acquire renews its own grant; never a second token for the same owner and tick",
 	"I12":  "every failed, expired and missed run is delivered to the webhook at least once, signed",
 	"I12b": "a webhook whose receiver hangs holds at most one delivery slot across the instances, and another webhook's due events start within one delivery timeout",
+	"I13":  "no grant of a group's job is made while the group's slots in use reach its limit; slot tokens increase per group; a slot has one holder at a time",
 }
 
 // Title returns what invariant inv promises.
@@ -133,7 +134,10 @@ type Stats struct {
 	TicksExecuted  int `json:"ticksExecuted"`
 	// TicksBusy were skipped by design: an earlier tick's run still held
 	// the lease (a run longer than the period).
-	TicksBusy        int     `json:"ticksBusy"`
+	TicksBusy int `json:"ticksBusy"`
+	// TicksGroupFull were refused by design: the sweep recorded them
+	// missed with every slot of their job's group in use (I10 skips them).
+	TicksGroupFull   int     `json:"ticksGroupFull"`
 	ExecutedPct      float64 `json:"executedPct"`
 	OutsideFaultsPct float64 `json:"outsideFaultsPct"`
 	FaultFreePct     float64 `json:"faultFreePct"`
@@ -195,6 +199,15 @@ type Stats struct {
 	FairnessBound    time.Duration `json:"fairnessBound"`
 	FairnessMaxDelay time.Duration `json:"fairnessMaxDelay"`
 
+	// Concurrency groups (I13), when the history has some: the grants made
+	// in them (GroupGrants), the acquires refused group_full
+	// (GroupFullRefusals), and per group the most grants that certainly
+	// held a slot at once (GroupPeak: the limit when the workload reached
+	// it).
+	GroupGrants       int            `json:"groupGrants,omitempty"`
+	GroupFullRefusals int            `json:"groupFullRefusals,omitempty"`
+	GroupPeak         map[string]int `json:"groupPeak,omitempty"`
+
 	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
 	Linearizability map[string]string `json:"linearizability,omitempty"`
 }
@@ -244,6 +257,7 @@ func Check(h *History, opts Options) *Report {
 	checkRetries(h, idx, r)                   // I11
 	checkDeliveries(h, r)                     // I12
 	checkFairness(h, r)                       // I12b
+	checkGroups(h, idx, r)                    // I13
 	checkStatuses(h, r, opts.AllowedStatuses) // I9, not a timing goal
 	sort.SliceStable(r.Violations, func(i, j int) bool {
 		return invOrder(r.Violations[i].Invariant) < invOrder(r.Violations[j].Invariant)
@@ -284,6 +298,17 @@ func (r *Report) SummaryLine() string {
 			s.Deliveries, s.DeliveryEvents, s.Deliveries-s.DeliveryEvents, s.WebhookRefused, fmtDur(s.WebhookWaited), s.WebhookLeft)
 	}
 	b.WriteString(describeFairness(s))
+	if len(s.GroupPeak) > 0 {
+		names := make([]string, 0, len(s.GroupPeak))
+		for g := range s.GroupPeak {
+			names = append(names, g)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(&b, " | groups: %d grants, %d acquires refused group_full, %d ticks missed with the group full; most holders at once:", s.GroupGrants, s.GroupFullRefusals, s.TicksGroupFull)
+		for _, g := range names {
+			fmt.Fprintf(&b, " %s %d", g, s.GroupPeak[g])
+		}
+	}
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, " %s=%d", inv, r.Counts[inv])

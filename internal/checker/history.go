@@ -3,7 +3,7 @@
 // HTTP call of every client with its call and return times, the run history
 // and lease rows of the database, the fenced side effects and the unfenced
 // beliefs the jobs wrote to the witness schema, the injected faults — and
-// checks the invariants I1–I12b of docs/reliability.md,
+// checks the invariants I1–I13 of docs/reliability.md,
 // including a porcupine model of one job's lease (I4).
 //
 // The checkers assume what the harness guarantees: the database, the
@@ -39,8 +39,11 @@ const (
 	ResultOK       Result = "ok"         // 200
 	ResultHeld     Result = "lease_held" // 409 lease_held
 	ResultTickDone Result = "tick_done"  // 409 tick_done
-	ResultLost     Result = "lease_lost" // 409 lease_lost
-	ResultNotFound Result = "not_found"  // 404
+	// ResultGroupFull is a 409 group_full: every slot of the job's
+	// concurrency group was in use; nothing was written.
+	ResultGroupFull Result = "group_full"
+	ResultLost      Result = "lease_lost" // 409 lease_lost
+	ResultNotFound  Result = "not_found"  // 404
 	// ResultUnavailable is a 503: the service answered, the outcome of the
 	// write is unknown.
 	ResultUnavailable Result = "unavailable"
@@ -66,7 +69,7 @@ func (r Result) Uncertain() bool {
 // 409 or a 404. These count as successes for availability (I9).
 func (r Result) Answered() bool {
 	switch r {
-	case ResultOK, ResultHeld, ResultTickDone, ResultLost, ResultNotFound:
+	case ResultOK, ResultHeld, ResultTickDone, ResultGroupFull, ResultLost, ResultNotFound:
 		return true
 	}
 	return false
@@ -149,6 +152,23 @@ type Run struct {
 	// sweep, or a takeover) while it was running: it told the expiry then,
 	// whatever the run's outcome became.
 	ExpiryCounted bool
+	// Group, Slot and SlotToken are the concurrency group the grant was
+	// made in and the slot it took ("", 0, 0 for none). GroupFull marks a
+	// missed run of a tick whose group had every slot in use when the
+	// tick's grace ended.
+	Group     string
+	Slot      int
+	SlotToken int64
+	GroupFull bool
+}
+
+// Group is a concurrency group of the run: at most Limit of its Jobs hold
+// a lease at once (I13). The harness creates it before the replicas start
+// and never changes its limit.
+type Group struct {
+	Name  string
+	Limit int
+	Jobs  []string
 }
 
 // The triggers of a run.
@@ -351,4 +371,23 @@ type History struct {
 	// Webhook is what the webhook receiver got and the runs it had to get
 	// (I12); nil when the run registered no webhook.
 	Webhook *Webhook
+	// Groups are the run's concurrency groups (I13); nil when it has none.
+	Groups []Group
+	// Schedules are the schedules of the jobs that do not tick every
+	// Period since the epoch (I10).
+	Schedules map[string]Schedule
+}
+
+// Schedule is a job's schedule: every Period since the epoch, shifted by
+// Offset (less than Period).
+type Schedule struct {
+	Period, Offset time.Duration
+}
+
+// schedule is job's schedule in h.
+func (h *History) schedule(job string) Schedule {
+	if s, ok := h.Schedules[job]; ok && s.Period > 0 {
+		return s
+	}
+	return Schedule{Period: h.Period}
 }

@@ -245,6 +245,28 @@ func stepAcquire(s mState, in mInput, out mOutput) []mState {
 			return nil
 		}
 		return afterRefusal(s, in, out)
+	case ResultGroupFull:
+		// Refused for the job's group, a refusal that comes after
+		// tick_done, a renewal and lease_held: the tick was not done and
+		// the lease was not held at the decision. Nothing was written.
+		if doneFor(s, in) || t0 > in.Return {
+			return nil
+		}
+		ns := s
+		if out.HasLease {
+			var ok bool
+			if ns, ok = constrain(s, in, out.Lease); !ok {
+				return nil
+			}
+		}
+		if ns.Exists && !ns.Ended {
+			// Expired by the decision, which lies in the call.
+			if ns.ExpLo > in.Return {
+				return nil
+			}
+			ns.ExpHi = minI(ns.ExpHi, in.Return+1)
+		}
+		return []mState{ns}
 	}
 	// lease_lost and not_found are not answers to an acquire.
 	return nil
