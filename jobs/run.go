@@ -144,12 +144,30 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.requestTimeout)
 		lease, err := postAcquire(reqCtx, r.client, &acquireRequest{
 			jobID: jobID, owner: r.owner, ttl: r.ttl, tick: tick, schedule: jc.schedule, grace: jc.grace,
-			catchUp: jc.catchUp, catchUpWindow: jc.catchUpWindow,
+			catchUp: jc.catchUp, catchUpWindow: jc.catchUpWindow, group: jc.group,
 		})
 		cancel()
 		if err == nil {
 			log.Debug("lease acquired", slog.Int64("token", lease.Token))
 			return lease, sentAt, nil
+		}
+		if full, ok := errors.AsType[*leaseapi.GroupFullError](err); ok {
+			// Another job of the group may end its run before the tick's
+			// grace is over: try again after the slot's expected end.
+			wait := full.RetryAfter + rand.N(full.RetryAfter/4+1)
+			until := groupFullUntil(tick, retryUntil, jc.grace, full)
+			if ctx.Err() != nil {
+				return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w (%w)", ErrShutdown, err)
+			}
+			if !until.IsZero() && !r.clock.Now().Add(wait).Before(until) {
+				log.Debug("tick skipped", slog.String("reason", err.Error()))
+				return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w; the tick can no longer start", err)
+			}
+			log.Debug("group full, retrying", slog.String("group", full.Group.Name), slog.Duration("backoff", wait))
+			if !r.sleep(ctx, wait) {
+				return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w (%w)", ErrShutdown, err)
+			}
+			continue
 		}
 		if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
 			// This host's clock runs ahead of the server's (by a little
@@ -183,6 +201,25 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// groupFullUntil is until when an acquire refused group_full is retried:
+// while the tick may still start, that is before the tick plus its grace
+// (the job's, else the effective grace in the refusal's lease), and never
+// past retryUntil. Zero means until ctx is done: a run without a tick or
+// grace and without retryUntil.
+func groupFullUntil(tick, retryUntil time.Time, grace time.Duration, full *leaseapi.GroupFullError) time.Time {
+	if grace == 0 && full.Lease != nil {
+		grace = full.Lease.Grace
+	}
+	if tick.IsZero() || grace <= 0 {
+		return retryUntil
+	}
+	until := tick.Add(grace)
+	if !retryUntil.IsZero() && retryUntil.Before(until) {
+		until = retryUntil
+	}
+	return until
 }
 
 // sleep waits d on the runner's clock; it returns false, at once, when ctx
@@ -478,10 +515,13 @@ func (s *runState) finish(now time.Time) Report {
 		Tick:   s.tick,
 		Owner:  r.owner,
 		Token:  s.lease.Token,
+		Group:  s.lease.Group,
+		Slot:   s.lease.Slot,
 		Start:  s.start,
 		End:    r.clock.Now(),
 		Result: result,
 
+		SlotToken:  s.lease.SlotToken,
 		ReleaseErr: releaseErr,
 	}
 	if result != ResultSucceeded {

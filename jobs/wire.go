@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,12 +65,14 @@ func retryable(err error) bool {
 // replica, not this tick": another replica holds or held it (lease_held,
 // tick_done), the job is paused (job_paused), the tick lies ahead of the
 // server's clock (tick_ahead, a *leaseapi.TickAheadError: this host's
-// clock is fast, which the runner logs as a warning), or an adapter's
-// scheduler fired at a time that is not a tick (ErrNotATick). It is no
-// failure of the job.
+// clock is fast, which the runner logs as a warning), the job's group
+// stayed full while the tick could still start (group_full, a
+// *leaseapi.GroupFullError), or an adapter's scheduler fired at a time that
+// is not a tick (ErrNotATick). It is no failure of the job.
 func Skipped(err error) bool {
 	return errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) ||
-		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, leaseapi.ErrTickAhead) || errors.Is(err, ErrNotATick)
+		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, leaseapi.ErrTickAhead) ||
+		errors.Is(err, leaseapi.ErrGroupFull) || errors.Is(err, ErrNotATick)
 }
 
 // leaseClient is the part of the generated client the runner uses.
@@ -84,6 +87,14 @@ type acquireRequest struct {
 	grace         time.Duration
 	catchUp       leaseapi.CatchUp // "": keep the stored policy
 	catchUpWindow time.Duration
+	group         *string // nil: keep the stored group; "": leave it
+}
+
+// acquireBody is the body of an acquire: the generated request, and the
+// job's concurrency group.
+type acquireBody struct {
+	client.AcquireRequest
+	Group *string `json:"group,omitempty"`
 }
 
 // postAcquire asks for the lease of a.jobID for a.tick.
@@ -111,12 +122,18 @@ func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseap
 			}
 		}
 	}
-	resp, err := c.AcquireLeaseWithResponse(ctx, jobID, body)
+	buf, err := json.Marshal(acquireBody{AcquireRequest: body, Group: a.group})
+	if err != nil {
+		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, err)
+	}
+	resp, err := c.AcquireLeaseWithBodyWithResponse(ctx, jobID, "application/json", bytes.NewReader(buf))
 	if err != nil {
 		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
 	}
 	if resp.JSON200 != nil {
-		return fromWire(*resp.JSON200), nil
+		lease := fromWire(*resp.JSON200)
+		withSlot(&lease, resp.Body)
+		return lease, nil
 	}
 	err = responseError(resp.HTTPResponse, resp.Body)
 	if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
@@ -173,6 +190,9 @@ func responseError(resp *http.Response, body []byte) error {
 		}
 		return ahead
 	}
+	if status == http.StatusConflict && p.Code == codeGroupFull {
+		return groupFullError(body, retryAfter)
+	}
 	if status == http.StatusConflict && p.Lease != nil {
 		var sentinel error
 		switch p.Code {
@@ -219,7 +239,97 @@ func fromWire(l client.Lease) leaseapi.Lease {
 	if l.LastOutcome != nil {
 		out.LastOutcome = leaseapi.Outcome(*l.LastOutcome)
 	}
+	if l.Schedule != nil {
+		out.Schedule = *l.Schedule
+	}
+	if l.GraceMs != nil {
+		out.Grace = time.Duration(*l.GraceMs) * time.Millisecond
+	}
 	return out
+}
+
+// codeGroupFull is the problem code of an acquire refused because every
+// slot of the job's concurrency group is in use.
+const codeGroupFull = "group_full"
+
+// wireSlot is the part of a lease that names its group and slot.
+type wireSlot struct {
+	Group     *string `json:"group"`
+	Slot      *int    `json:"slot"`
+	SlotToken *int64  `json:"slotToken"`
+}
+
+// withSlot sets the group, slot and slot token of lease from body, the
+// lease as JSON; fields that are absent or unreadable stay zero.
+func withSlot(lease *leaseapi.Lease, body []byte) {
+	var w wireSlot
+	if json.Unmarshal(body, &w) != nil {
+		return
+	}
+	if w.Group != nil {
+		lease.Group = *w.Group
+	}
+	if w.Slot != nil {
+		lease.Slot = *w.Slot
+	}
+	if w.SlotToken != nil {
+		lease.SlotToken = *w.SlotToken
+	}
+}
+
+// wireGroup is a concurrency group as leaseapi sends it.
+type wireGroup struct {
+	Name    string `json:"name"`
+	Limit   int    `json:"limit"`
+	Held    int    `json:"held"`
+	Holders []struct {
+		JobID     string    `json:"jobId"`
+		Owner     string    `json:"owner"`
+		Token     int64     `json:"token"`
+		Slot      int       `json:"slot"`
+		SlotToken int64     `json:"slotToken"`
+		ExpiresAt time.Time `json:"expiresAt"`
+	} `json:"holders"`
+	CreatedBy *string   `json:"createdBy"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+func (w *wireGroup) domain() leaseapi.Group {
+	g := leaseapi.Group{Name: w.Name, Limit: w.Limit, Held: w.Held, CreatedAt: w.CreatedAt}
+	if w.CreatedBy != nil {
+		g.CreatedBy = *w.CreatedBy
+	}
+	for _, h := range w.Holders {
+		g.Holders = append(g.Holders, leaseapi.GroupHolder{
+			JobID: h.JobID, Owner: h.Owner, Token: h.Token, Slot: h.Slot, SlotToken: h.SlotToken, ExpiresAt: h.ExpiresAt,
+		})
+	}
+	return g
+}
+
+// groupFullError reads the body of a 409 group_full: the group with its
+// holders and the job's lease. A group or lease the client cannot read is
+// left out; the refusal stands without it.
+func groupFullError(body []byte, retryAfter time.Duration) *leaseapi.GroupFullError {
+	e := &leaseapi.GroupFullError{RetryAfter: retryAfter}
+	var p struct {
+		Group json.RawMessage `json:"group"`
+		Lease json.RawMessage `json:"lease"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return e
+	}
+	var g wireGroup
+	if len(p.Group) > 0 && json.Unmarshal(p.Group, &g) == nil {
+		e.Group = g.domain()
+	}
+	var l client.Lease
+	if len(p.Lease) > 0 && string(p.Lease) != "null" && json.Unmarshal(p.Lease, &l) == nil {
+		lease := fromWire(l)
+		withSlot(&lease, p.Lease)
+		e.Lease = &lease
+	}
+	return e
 }
 
 // rawOwedClient is what *client.ClientWithResponses also offers: POST

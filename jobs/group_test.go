@@ -1,0 +1,120 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/jobs"
+)
+
+// TestRunRetriesGroupFull: an acquire refused group_full is sent again no
+// sooner than its Retry-After, while the tick may still start; the run
+// then goes ahead as usual.
+func TestRunRetriesGroupFull(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	r := b.runner(t, "replica-a", clock, nil)
+	b.faults.groupFull.Store(2)
+	b.faults.retryAfter.Store(5)
+	tick := epoch.Truncate(time.Minute)
+
+	res := goRun(context.Background(), r, "group-retry", tick, func(context.Context) error { return nil },
+		jobs.Schedule("* * * * *"), jobs.Grace(30*time.Second))
+	for range 2 {
+		blockUntil(t, clock, 1) // the wait before the retry
+		clock.Advance(4 * time.Second)
+		blockUntil(t, clock, 1) // still the same wait: 5 s were asked for
+		if n := b.faults.answered("acquire", http.StatusOK); n != 0 {
+			t.Fatalf("acquires answered 200 within Retry-After: %d, want 0", n)
+		}
+		clock.Advance(3 * time.Second) // past 5 s and its jitter
+	}
+	got := receive(t, res, "the run")
+	if got.err != nil || got.report.Result != jobs.ResultSucceeded {
+		t.Fatalf("Run: got %+v, %v; want succeeded", got.report, got.err)
+	}
+	if n := b.faults.answered("acquire", http.StatusConflict); n != 2 {
+		t.Fatalf("acquires answered group_full: got %d, want 2", n)
+	}
+}
+
+// TestRunSkipsGroupFullAfterGrace: while the group stays full the acquire
+// is retried until the tick's grace is over; then the tick is skipped
+// quietly, the job never called, with the group the refusal named.
+func TestRunSkipsGroupFullAfterGrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := clockwork.NewFakeClockAt(epoch) // 07:00:02
+	r := b.runner(t, "replica-a", clock, nil)
+	b.faults.groupFull.Store(100)
+	b.faults.retryAfter.Store(3)
+	tick := epoch.Truncate(time.Minute) // 07:00:00, grace until 07:00:10
+
+	called := false
+	res := goRun(context.Background(), r, "group-skip", tick, func(context.Context) error {
+		called = true
+		return nil
+	}, jobs.Schedule("* * * * *"), jobs.Grace(10*time.Second), jobs.Group("reports"))
+	// Refused at 07:00:02, 07:00:06 and 07:00:10: the third refusal's
+	// retry would come after the grace.
+	for range 2 {
+		blockUntil(t, clock, 1)
+		clock.Advance(4 * time.Second)
+	}
+	got := receive(t, res, "the run")
+	full, ok := errors.AsType[*leaseapi.GroupFullError](got.err)
+	if !ok || !errors.Is(got.err, leaseapi.ErrGroupFull) || !jobs.Skipped(got.err) {
+		t.Fatalf("Run: got %v, want a skipped *leaseapi.GroupFullError", got.err)
+	}
+	if full.Group.Name != "reports" || full.Group.Limit != 1 || full.Group.Held != 1 || full.RetryAfter != 3*time.Second ||
+		len(full.Group.Holders) != 1 || full.Group.Holders[0].JobID != "other" || full.Group.Holders[0].SlotToken != 9 {
+		t.Errorf("refusal: got %+v, want group reports 1 of 1 held by other (slot token 9), retry after 3s", full)
+	}
+	if called || got.report.Token != 0 {
+		t.Fatalf("group full: job called %v, report %+v; want not called, empty report", called, got.report)
+	}
+	if n := b.faults.answered("acquire", http.StatusConflict); n != 3 {
+		t.Fatalf("acquires answered group_full: got %d, want 3", n)
+	}
+	if g, ok := b.faults.sentGroup(t); !ok || g != "reports" {
+		t.Errorf("acquire sent group %q (%v), want reports", g, ok)
+	}
+}
+
+// TestGroupOptionValidates: a group name is a job id; "" (leave the group)
+// is sent as such, and no option sends no group.
+func TestGroupOptionValidates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.runner(t, "replica-a", clockwork.NewFakeClockAt(epoch), nil)
+	noop := func(context.Context) error { return nil }
+	for _, name := range []string{"two words", strings.Repeat("g", 129), "-lead"} {
+		if _, err := r.Run(context.Background(), "report", epoch, noop, jobs.Group(name)); err == nil || !strings.Contains(err.Error(), "group") {
+			t.Errorf("Run with group %q: got %v, want an error naming the group", name, err)
+		}
+	}
+	// Refused group_full past the tick's grace: not retried.
+	b.faults.groupFull.Store(2)
+	tick := epoch.Truncate(time.Minute)
+	past := []jobs.JobOption{jobs.Schedule("* * * * *"), jobs.Grace(time.Millisecond)}
+	if _, err := r.Run(context.Background(), "report", tick, noop, append(past, jobs.Group(""))...); !errors.Is(err, leaseapi.ErrGroupFull) {
+		t.Fatalf("Run: got %v, want group_full", err)
+	}
+	if g, ok := b.faults.sentGroup(t); !ok || g != "" {
+		t.Errorf("acquire with Group(\"\") sent group %q (%v), want \"\"", g, ok)
+	}
+	if _, err := r.Run(context.Background(), "report", tick, noop, past...); !errors.Is(err, leaseapi.ErrGroupFull) {
+		t.Fatalf("Run: got %v, want group_full", err)
+	}
+	if g, ok := b.faults.sentGroup(t); ok {
+		t.Errorf("acquire without Group sent group %q, want none", g)
+	}
+}
