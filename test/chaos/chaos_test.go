@@ -38,7 +38,8 @@ import (
 // instances, TTL 3 s with heartbeats every second, an operator's run now
 // every 5 s or so, 110 s per seed; the jobs split between two teams, team
 // A's webhook on a receiver that hangs, team B's answering, with a
-// delivery timeout of 2 s (I12, I12b).
+// delivery timeout of 2 s (I12, I12b); and two concurrency groups, limit 1
+// over 5 jobs of their own and limit 2 over 5 (I13).
 func prConfig(seed uint64) *runConfig {
 	return &runConfig{
 		Name: "pr", Seed: seed,
@@ -51,6 +52,7 @@ func prConfig(seed uint64) *runConfig {
 		Grace:       500 * time.Millisecond, CatchUpEvery: 2, OwedPoll: time.Second,
 		MissedSweep: 250 * time.Millisecond, TriggerEvery: 5 * time.Second,
 		Webhook: true, HungWebhook: true, WebhookTimeout: 2 * time.Second,
+		Groups: defaultGroups(), GroupPeriod: groupPeriod, GroupGrace: groupGrace, GroupWorkMin: groupWorkMin,
 	}
 }
 
@@ -104,6 +106,7 @@ func TestChaos(t *testing.T) {
 // catch up and a plan that pauses every replica).
 func notExercised(cfg *runConfig, r *checker.Report) string {
 	missing := webhookNotExercised(cfg, r)
+	missing = append(missing, groupsNotExercised(cfg, r)...)
 	s := r.Stats
 	if cfg.TriggerEvery > 0 && s.TriggersAnswered == 0 {
 		missing = append(missing, "no run now was answered with a manual tick")
@@ -182,6 +185,9 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	}
 	_ = os.WriteFile(filepath.Join(art, "plan.txt"), []byte(planText.String()), 0o644)
 
+	if err := e.createGroups(); err != nil {
+		t.Fatal(err)
+	}
 	var hk *hook
 	if cfg.Webhook {
 		var err error

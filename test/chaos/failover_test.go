@@ -35,6 +35,7 @@ func failoverConfig(seed uint64) *runConfig {
 		Period: 2 * time.Second, TTL: 3 * time.Second, Heartbeat: time.Second,
 		RequestTimeout: requestDeadline, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
 		Webhook: true,
+		Groups:  defaultGroups(), GroupPeriod: groupPeriod, GroupGrace: groupGrace, GroupWorkMin: groupWorkMin,
 	}
 }
 
@@ -93,6 +94,10 @@ func TestFailover(t *testing.T) {
 				t.Errorf("seed %d: the webhook was not exercised: %s, so I12 judged nothing; artifacts in %s", seed, strings.Join(missing, "; "), art)
 				return
 			}
+			if missing := groupsNotExercised(cfg, r); len(missing) > 0 {
+				t.Errorf("seed %d: the groups were not exercised: %s, so I13 judged little; artifacts in %s", seed, strings.Join(missing, "; "), art)
+				return
+			}
 			_ = os.RemoveAll(art)
 		})
 	}
@@ -133,6 +138,9 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 	e := newFailoverEnv(t, cfg, art, pc)
 	t.Logf("%s cluster and instances up in %s (synchronous_mode %t); artifacts in %s", cfg.Name, time.Since(began).Round(time.Second), synchronous, art)
 
+	if err := e.createGroups(); err != nil {
+		t.Fatal(err)
+	}
 	var hk *hook
 	if cfg.Webhook {
 		var err error

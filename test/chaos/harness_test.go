@@ -100,6 +100,14 @@ type runConfig struct {
 	// default).
 	WebhookTimeout time.Duration
 
+	// Groups are the run's concurrency groups (test/chaos/groups_test.go),
+	// whose jobs run every GroupPeriod with a grace of GroupGrace and work
+	// from GroupWorkMin (longer than GroupGrace) to groupWorkMax.
+	Groups       []groupSpec
+	GroupPeriod  time.Duration
+	GroupGrace   time.Duration
+	GroupWorkMin time.Duration
+
 	// plan is the schedule the run injected (set by runChaos).
 	plan []event
 }
@@ -320,9 +328,9 @@ func (e *env) jobIDs() []string {
 }
 
 // workloadJobs selects the lease rows of the workload's jobs (jobID), the
-// ones the lease-row checks (I7) count: not those of the harness's own
-// jobs, such as the failover tier's releaseRetrier.
-const workloadJobs = `(job_id LIKE 'job-%' OR job_id LIKE 'team-_.job-%')`
+// ones the lease-row checks (I7) count, the groups' jobs included: not those
+// of the harness's own jobs, such as the failover tier's releaseRetrier.
+const workloadJobs = `(job_id LIKE 'job-%' OR job_id LIKE 'team-_.job-%' OR ` + groupJobsPattern + `)`
 
 // setupDatabase creates the database leaseapi on the private Postgres with
 // the witness schema and, when migrate is set, leaseapi's tables (the
@@ -358,8 +366,8 @@ func (e *env) setupDatabase(migrate bool) error {
 	if _, err := db.ExecContext(ctx, witnessSchema); err != nil {
 		return fmt.Errorf("witness schema: %w", err)
 	}
-	for i := range e.cfg.Jobs {
-		if _, err := db.ExecContext(ctx, `INSERT INTO witness.fence (job) VALUES ($1)`, e.jobID(i)); err != nil {
+	for _, job := range e.allJobIDs() {
+		if _, err := db.ExecContext(ctx, `INSERT INTO witness.fence (job) VALUES ($1)`, job); err != nil {
 			return err
 		}
 	}
@@ -478,6 +486,7 @@ func (e *env) startReplica(slot *replicaSlot) error {
 		"-record", filepath.Join(e.art, "ops-"+owner+".jsonl"),
 		"-seed", fmt.Sprint(e.cfg.Seed*1000 + uint64(slot.i*100+slot.incarnation)),
 	}
+	args = append(args, e.groupArgs()...)
 	p, err := startProc("replica "+owner, e.replicaBin, args, baseEnv(), filepath.Join(e.art, "replica-"+owner+".log"))
 	if err != nil {
 		return err
@@ -630,20 +639,26 @@ func (e *env) zombie(rng *rand.Rand) {
 }
 
 // probe acquires every job as a fresh owner once the replicas are gone
-// (I7: every job is grantable within TTL + 2·heartbeat).
+// (I7: every job is grantable within TTL + 2·heartbeat). A job of a group
+// is released at once, so that the group's other jobs can be probed too.
 func (e *env) probe(max time.Duration) []checker.Probe {
 	start := time.Now()
-	out := make([]checker.Probe, e.cfg.Jobs)
+	jobs := e.allJobIDs()
+	grouped := len(e.jobIDs())
+	out := make([]checker.Probe, len(jobs))
 	var wg sync.WaitGroup
-	for i := range e.cfg.Jobs {
+	for i, job := range jobs {
 		wg.Go(func() {
-			job := e.jobID(i)
 			p := checker.Probe{Job: job}
+			inst := i % len(e.insts)
 			for {
-				res, _ := e.call("probe", i%len(e.insts), job, "acquire", map[string]any{"owner": "probe", "ttlMs": int64(1000)})
+				res, l := e.call("probe", inst, job, "acquire", map[string]any{"owner": "probe", "ttlMs": int64(1000)})
 				p.Elapsed = time.Since(start)
 				if res == "ok" {
 					p.OK = true
+					if i >= grouped && l != nil {
+						e.call("probe", inst, job, "release", map[string]any{"owner": "probe", "token": l.Token, "outcome": "succeeded"})
+					}
 					break
 				}
 				p.Err = res
@@ -669,9 +684,8 @@ func (e *env) collect(probes []checker.Probe) (*checker.History, error) {
 		Start: e.start.Add(settle), End: e.end, Probes: probes,
 		ProbeMax: cfg.TTL + 2*cfg.Heartbeat + time.Second,
 	}
-	for i := range cfg.Jobs {
-		h.Jobs = append(h.Jobs, e.jobID(i))
-	}
+	h.Jobs = e.allJobIDs()
+	e.groupHistory(h)
 	e.faultsMu.Lock()
 	h.Faults = append(h.Faults, e.faults...)
 	e.faultsMu.Unlock()
@@ -858,7 +872,8 @@ func (e *env) readTables(h *checker.History) error {
 	defer cancel()
 	// The grants: the missed ticks the sweep records are runs without a
 	// holder, which no invariant of the lease is about.
-	rows, err := e.leases().QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome, trigger, triggered_by, expiry_counted
+	rows, err := e.leases().QueryContext(ctx, `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome, trigger, triggered_by, expiry_counted,
+	COALESCE(group_name, ''), COALESCE(slot, 0), COALESCE(slot_token, 0)
 FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read runs: %w", err)
@@ -867,7 +882,8 @@ FROM runs WHERE token IS NOT NULL ORDER BY id`)
 		var r checker.Run
 		var tick, ended sql.NullTime
 		var by sql.NullString
-		if err := rows.Scan(&r.ID, &r.Job, &r.Token, &r.Owner, &tick, &r.StartedAt, &ended, &r.Outcome, &r.Trigger, &by, &r.ExpiryCounted); err != nil {
+		if err := rows.Scan(&r.ID, &r.Job, &r.Token, &r.Owner, &tick, &r.StartedAt, &ended, &r.Outcome, &r.Trigger, &by, &r.ExpiryCounted,
+			&r.Group, &r.Slot, &r.SlotToken); err != nil {
 			return err
 		}
 		r.Tick, r.EndedAt, r.TriggeredBy = nullTime(tick), nullTime(ended), by.String
@@ -877,14 +893,14 @@ FROM runs WHERE token IS NOT NULL ORDER BY id`)
 		return err
 	}
 	// The missed ticks: a catch-up run must be of one of them (I6).
-	rows, err = e.leases().QueryContext(ctx, `SELECT id, job_id, tick, ended_at, outcome, trigger FROM runs WHERE token IS NULL ORDER BY id`)
+	rows, err = e.leases().QueryContext(ctx, `SELECT id, job_id, tick, ended_at, outcome, trigger, group_full FROM runs WHERE token IS NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read missed runs: %w", err)
 	}
 	for rows.Next() {
 		var r checker.Run
 		var tick, ended sql.NullTime
-		if err := rows.Scan(&r.ID, &r.Job, &tick, &ended, &r.Outcome, &r.Trigger); err != nil {
+		if err := rows.Scan(&r.ID, &r.Job, &tick, &ended, &r.Outcome, &r.Trigger, &r.GroupFull); err != nil {
 			return err
 		}
 		r.Tick, r.EndedAt = nullTime(tick), nullTime(ended)

@@ -23,6 +23,11 @@
 // "team-a.job-00" and "team-b.job-10"); without it they are -prefix and
 // two digits.
 //
+// -group-jobs adds jobs in concurrency groups ("job=group", comma-separated;
+// the groups exist already): each runs every -group-period with a grace of
+// -group-grace, joins its group with every acquire, and works from
+// -group-work-min to -group-work-max.
+//
 // SIGTERM stops it: running jobs are cancelled and their leases released.
 package main
 
@@ -87,7 +92,16 @@ type config struct {
 	witness        string
 	record         string
 	seed           uint64
+	// The jobs in concurrency groups: job id to group.
+	groupJobs    []groupJob
+	groupPeriod  time.Duration
+	groupGrace   time.Duration
+	groupWorkMin time.Duration
+	groupWorkMax time.Duration
 }
+
+// groupJob is a job of -group-jobs.
+type groupJob struct{ id, group string }
 
 func parse(args []string) (config, error) {
 	var c config
@@ -113,6 +127,11 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.witness, "witness", "", "DSN of the witness schema (direct, not through a proxy)")
 	fs.StringVar(&c.record, "record", "", "append the call history to this file")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the replica's randomness")
+	groupJobs := fs.String("group-jobs", "", "comma-separated job=group: jobs in concurrency groups")
+	fs.DurationVar(&c.groupPeriod, "group-period", 4*time.Second, "the jobs in groups run @every group-period")
+	fs.DurationVar(&c.groupGrace, "group-grace", 0, "grace sent with the schedule of the jobs in groups (0: the server's default)")
+	fs.DurationVar(&c.groupWorkMin, "group-work-min", 600*time.Millisecond, "shortest job body of a job in a group")
+	fs.DurationVar(&c.groupWorkMax, "group-work-max", 800*time.Millisecond, "longest job body of a job in a group")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -124,6 +143,15 @@ func parse(args []string) (config, error) {
 		}
 	}
 	c.jobs = len(c.ids)
+	if *groupJobs != "" {
+		for _, f := range strings.Split(*groupJobs, ",") {
+			id, group, ok := strings.Cut(f, "=")
+			if !ok || id == "" || group == "" {
+				return c, fmt.Errorf("-group-jobs: %q is not job=group", f)
+			}
+			c.groupJobs = append(c.groupJobs, groupJob{id: id, group: group})
+		}
+	}
 	for _, s := range strings.Split(*apis, ",") {
 		u, err := url.Parse(strings.TrimSpace(s))
 		if err != nil || u.Host == "" {
@@ -131,8 +159,8 @@ func parse(args []string) (config, error) {
 		}
 		c.apis = append(c.apis, u)
 	}
-	if c.owner == "" || c.witness == "" || c.record == "" || c.workMax < c.workMin {
-		return c, errors.New("-owner, -witness and -record are required, and -work-max >= -work-min")
+	if c.owner == "" || c.witness == "" || c.record == "" || c.workMax < c.workMin || c.groupWorkMax < c.groupWorkMin {
+		return c, errors.New("-owner, -witness and -record are required, -work-max >= -work-min and -group-work-max >= -group-work-min")
 	}
 	return c, nil
 }
@@ -175,6 +203,10 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	w := &worker{db: db, owner: cfg.owner, min: cfg.workMin, max: cfg.workMax, rng: rng, logger: logger}
+	// The group jobs' worker draws from its own source: a worker's mutex
+	// guards only its own.
+	grng := rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x67726f7570))
+	gw := &worker{db: db, owner: cfg.owner, min: cfg.groupWorkMin, max: cfg.groupWorkMax, rng: grng, logger: logger}
 	runner, err := jobs.New(jobs.Config{
 		Client:            c,
 		Owner:             cfg.owner,
@@ -209,7 +241,16 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	logger.Info("replica started", slog.String("owner", cfg.owner), slog.Int("jobs", cfg.jobs))
+	for _, j := range cfg.groupJobs {
+		opts := []jobs.JobOption{jobs.Group(j.group)}
+		if cfg.groupGrace > 0 {
+			opts = append(opts, jobs.Grace(cfg.groupGrace))
+		}
+		if err := runner.Add(j.id, "@every "+cfg.groupPeriod.String(), gw.run, opts...); err != nil {
+			return err
+		}
+	}
+	logger.Info("replica started", slog.String("owner", cfg.owner), slog.Int("jobs", cfg.jobs), slog.Int("group_jobs", len(cfg.groupJobs)))
 	return runner.Serve(ctx)
 }
 
