@@ -24,12 +24,14 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 )
 
 // mutantParts are the parts each mutant builds its statements from; nil
 // for a mutant whose statements are the production ones (M4). The acquire
 // mutants feed the production decision (decide.PlanAcquire) a wrong fact
-// about the row it read (statementParts.facts).
+// about the row it read (statementParts.facts), or about the group a grant
+// in a group is decided on (statementParts.groupFacts).
 var mutantParts = map[string]func() *statementParts{
 	// Acquire ignores expiry: a lease held by someone else looks expired.
 	"M1": func() *statementParts {
@@ -87,6 +89,14 @@ var mutantParts = map[string]func() *statementParts{
 		}
 		return &p
 	},
+	// The group limit checked off by one: a grant in a group is decided
+	// as if the group's limit were one higher, so one job more than the
+	// limit holds a slot at once.
+	"M13": func() *statementParts {
+		p := productionParts
+		p.groupFacts = func(g *decide.GroupFacts) { g.Limit++ }
+		return &p
+	},
 	// Echoes acknowledged before they are durable: with replicated
 	// durability, the answer to a call that found its state already there
 	// (a retried release whose first commit's wait for the standby was
@@ -116,7 +126,7 @@ func statements() statementSet {
 	}
 	parts, ok := mutantParts[m]
 	if !ok {
-		panic(fmt.Sprintf("LEASEAPI_MUTANT=%q: no such mutant (M1, M2, M3, M4, M5, M7, unguarded; M6 is configuration)", m))
+		panic(fmt.Sprintf("LEASEAPI_MUTANT=%q: no such mutant (M1, M2, M3, M4, M5, M7, M13, unguarded; M6 and M8 are configuration)", m))
 	}
 	if p := parts(); p != nil {
 		return p.build()

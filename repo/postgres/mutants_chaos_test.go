@@ -9,7 +9,8 @@ import (
 
 // TestMutantStatements checks that each mutant differs from production
 // exactly where it breaks it: the acquire mutants in the facts the
-// acquire is decided on, the heartbeat mutant in both heartbeat
+// acquire is decided on, the group mutant in the facts of the group a
+// grant in a group is decided on, the heartbeat mutant in both heartbeat
 // statements, unguarded in the durable echo only, and M4 nowhere.
 func TestMutantStatements(t *testing.T) {
 	prod := productionStatements
@@ -35,8 +36,12 @@ func TestMutantStatements(t *testing.T) {
 				if !heartbeats || q.facts != nil {
 					t.Errorf("mutant %s: want both heartbeats broken and the acquire as it is", name)
 				}
+			case "M13":
+				if q.groupFacts == nil || q.facts != nil || !sameHeartbeats || q.durableEcho != prod.durableEcho {
+					t.Errorf("mutant %s: want the group's facts broken and the rest as it is", name)
+				}
 			default:
-				if q.facts == nil || !sameHeartbeats || q.durableEcho != prod.durableEcho {
+				if q.groupFacts != nil || q.facts == nil || !sameHeartbeats || q.durableEcho != prod.durableEcho {
 					t.Errorf("mutant %s: want the acquire's facts broken and the statements as they are", name)
 				}
 			}

@@ -149,6 +149,17 @@ var mutants = []mutant{
 			)
 		},
 	},
+	{
+		// The members of each group tick at once (every 4 s): every tick,
+		// one member more than the limit is granted while the others
+		// hold their slots.
+		name: "M13", bug: "group limit off by one (a grant in a group is decided with the limit one higher)",
+		want: []string{"I13"},
+		exercised: func(r *checker.Report) (int, string) {
+			return r.Stats.GroupGrants, "grants in a group"
+		},
+		setup: func(cfg *runConfig) { cfg.Plan = at() },
+	},
 }
 
 // defaultMutantSeeds: every mutant runs with each. The second is the seed
