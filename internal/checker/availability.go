@@ -251,9 +251,11 @@ func checkAvailability(h *History, r *Report, opts Options) {
 // lasts at most MaxRun, and a lease its holder lost to the fault is free
 // again within TTL, taken within two heartbeats more. A tick the sweep
 // recorded missed with groupFull (every slot of the job's group in use at
-// the end of its grace) is not counted either. Each job ticks on its own
-// schedule (History.Schedules, else every Period).
-func checkProgress(h *History, r *Report, opts Options) {
+// the end of its grace) is not counted either, nor one whose group the run
+// history shows full then (the sweep's rule, judged from the grants' slot
+// holds, which I13 also reads). Each job ticks on its own schedule
+// (History.Schedules, else every Period).
+func checkProgress(h *History, idx *index, r *Report, opts Options) {
 	if h.Period <= 0 || !h.End.After(h.Start) {
 		return
 	}
@@ -329,6 +331,7 @@ func checkProgress(h *History, r *Report, opts Options) {
 			groupFull[tk{m.Job, m.Tick.UnixMilli()}] = true
 		}
 	}
+	fullAt := groupFullAt(h, idx)
 	var sched, exec, outSched, outExec, ffSched, ffExec int
 	var missedFF, missedOut []string
 	for _, job := range h.Jobs {
@@ -340,9 +343,13 @@ func checkProgress(h *History, r *Report, opts Options) {
 			first = first.Add(js.Period)
 		}
 		first = first.Add(js.Offset)
+		jgrace := grace
+		if js.Grace > 0 {
+			jgrace = js.Grace
+		}
 		for t := first; !t.After(h.End.Add(-js.Period)); t = t.Add(js.Period) {
 			ran := executed[tk{job, t.UnixMilli()}]
-			if !ran && groupFull[tk{job, t.UnixMilli()}] {
+			if !ran && (groupFull[tk{job, t.UnixMilli()}] || fullAt(job, t.Add(jgrace))) {
 				r.Stats.TicksGroupFull++
 				continue
 			}

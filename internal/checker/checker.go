@@ -253,7 +253,7 @@ func Check(h *History, opts Options) *Report {
 	checkRows(h, r)                           // I7
 	checkBeliefs(h, r)                        // I8
 	checkAvailability(h, r, opts)             // I9
-	checkProgress(h, r, opts)                 // I10
+	checkProgress(h, idx, r, opts)            // I10
 	checkRetries(h, idx, r)                   // I11
 	checkDeliveries(h, r)                     // I12
 	checkFairness(h, r)                       // I12b

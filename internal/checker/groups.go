@@ -79,6 +79,37 @@ func checkGroups(h *History, idx *index, r *Report) {
 	}
 }
 
+// groupFullAt returns whether the group of a member job had every slot
+// held at an instant, by the slot holds of its grants in the run history
+// (lower bounds: a group they show full was full).
+func groupFullAt(h *History, idx *index) func(job string, t time.Time) bool {
+	groupOf := make(map[string]*Group)
+	for i := range h.Groups {
+		for _, job := range h.Groups[i].Jobs {
+			groupOf[job] = &h.Groups[i]
+		}
+	}
+	holds := make(map[string][]*slotHold)
+	for _, run := range h.Runs {
+		if g := groupOf[run.Job]; g != nil && run.Group == g.Name {
+			holds[g.Name] = append(holds[g.Name], &slotHold{run: run, from: run.StartedAt, until: holdUntil(h, idx, run)})
+		}
+	}
+	return func(job string, t time.Time) bool {
+		g := groupOf[job]
+		if g == nil {
+			return false
+		}
+		n := 0
+		for _, hd := range holds[g.Name] {
+			if hd.holds(t) {
+				n++
+			}
+		}
+		return n >= g.Limit
+	}
+}
+
 // grantedBefore orders the grants of one group as they were made: by
 // start, and at one instant by insertion (the run's id).
 func grantedBefore(a, b *slotHold) bool {

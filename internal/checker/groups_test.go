@@ -230,15 +230,37 @@ func TestGroupFullTicksAreNotCounted(t *testing.T) {
 	}
 	opts := Options{MinExecutedOutsideFaults: 1}
 	r := &Report{Counts: make(map[string]int)}
-	checkProgress(h, r, opts)
+	checkProgress(h, newIndex(h), r, opts)
 	if r.Failed() || r.Stats.TicksGroupFull != 1 || r.Stats.TicksScheduled != 1 {
 		t.Errorf("got %v, %d ticks group full, %d scheduled; want none, 1 and 1", r.Violations, r.Stats.TicksGroupFull, r.Stats.TicksScheduled)
 	}
 	h.Missed[0].GroupFull = false
 	r = &Report{Counts: make(map[string]int)}
-	checkProgress(h, r, opts)
+	checkProgress(h, newIndex(h), r, opts)
 	if !r.Caught("I10") {
 		t.Errorf("a tick missed without the group full is not flagged")
+	}
+
+	// Not recorded, but the run history shows the group full at the end
+	// of the tick's grace (500 ms): b held the only slot from the tick
+	// for a second.
+	h.Missed = nil
+	h.Grace = 500 * time.Millisecond
+	h.Groups = []Group{{Name: "g", Limit: 1, Jobs: []string{"a", "b"}}}
+	b := Run{ID: 1, Job: "b", Token: 1, Owner: "o-b", StartedAt: tick(2), EndedAt: tick(2).Add(time.Second), Outcome: "succeeded", Group: "g", Slot: 1, SlotToken: 1}
+	h.Runs = []Run{b}
+	h.Ops = []Op{acquireOf(b, ResultOK)}
+	r = &Report{Counts: make(map[string]int)}
+	checkProgress(h, newIndex(h), r, opts)
+	if r.Failed() || r.Stats.TicksGroupFull != 1 {
+		t.Errorf("got %v and %d ticks group full; want none and 1", r.Violations, r.Stats.TicksGroupFull)
+	}
+	// b released 400 ms after the tick: the slot was free at its grace's end.
+	h.Runs[0].EndedAt = tick(2).Add(400 * time.Millisecond)
+	r = &Report{Counts: make(map[string]int)}
+	checkProgress(h, newIndex(h), r, opts)
+	if !r.Caught("I10") {
+		t.Errorf("a tick missed while a slot was free is not flagged")
 	}
 }
 
@@ -257,7 +279,7 @@ func TestGroupSchedules(t *testing.T) {
 		h.Witness = append(h.Witness, WitnessRun{Job: "a", Tick: at(s), Token: int64(s), Owner: "x", StartedAt: at(s), EndedAt: at(s + 100)})
 	}
 	r := &Report{Counts: make(map[string]int)}
-	checkProgress(h, r, Options{MinExecutedOutsideFaults: 1})
+	checkProgress(h, newIndex(h), r, Options{MinExecutedOutsideFaults: 1})
 	if r.Failed() || r.Stats.TicksScheduled != 2 {
 		t.Errorf("got %v and %d ticks scheduled; want none and 2", r.Violations, r.Stats.TicksScheduled)
 	}

@@ -379,9 +379,10 @@ type History struct {
 }
 
 // Schedule is a job's schedule: every Period since the epoch, shifted by
-// Offset (less than Period).
+// Offset (less than Period), with a grace of Grace (zero: History.Grace).
 type Schedule struct {
 	Period, Offset time.Duration
+	Grace          time.Duration
 }
 
 // schedule is job's schedule in h.

@@ -161,7 +161,7 @@ func (e *env) groupHistory(h *checker.History) {
 		if h.Schedules == nil {
 			h.Schedules = make(map[string]checker.Schedule)
 		}
-		h.Schedules[j.id] = checker.Schedule{Period: e.cfg.GroupPeriod}
+		h.Schedules[j.id] = checker.Schedule{Period: e.cfg.GroupPeriod, Grace: e.cfg.GroupGrace}
 	}
 }
 
