@@ -247,7 +247,9 @@ func checkAvailability(h *History, r *Report, opts Options) {
 // the fault-free warm-up must all run; ticks away from fault windows must
 // run at the rate the plan sets. A fault window is [start - MaxRun, end +
 // TTL + 2·heartbeat] of a fault that can fail calls (disrupts), and of a
-// replica fault for the jobs the replica held then: the run of a tick
+// replica fault for the jobs the replica held then (and, for a job of a
+// concurrency group, for the jobs of the group when it held one of them:
+// the slot it held is theirs too): the run of a tick
 // lasts at most MaxRun, and a lease its holder lost to the fault is free
 // again within TTL, taken within two heartbeats more. A tick the sweep
 // recorded missed with groupFull (every slot of the job's group in use at
@@ -278,6 +280,20 @@ func checkProgress(h *History, idx *index, r *Report, opts Options) {
 	if lead <= 0 {
 		lead = h.Period
 	}
+	// A replica's fault reaches the jobs it held, and when one of them is
+	// in a group, every job of the group: the slot it held is theirs too.
+	groupJobs := make(map[string][]string)
+	for _, g := range h.Groups {
+		for _, job := range g.Jobs {
+			groupJobs[job] = g.Jobs
+		}
+	}
+	peers := func(job string) []string {
+		if js, ok := groupJobs[job]; ok {
+			return js
+		}
+		return []string{job}
+	}
 	inFault := func(job string, t time.Time) bool {
 		for i := range h.Faults {
 			f := &h.Faults[i]
@@ -288,13 +304,15 @@ func checkProgress(h *History, idx *index, r *Report, opts Options) {
 			case disrupts(f.Kind):
 				return true
 			case f.Kind == ReplicaPause || f.Kind == ReplicaKill:
-				for _, run := range runs[job] {
-					end := run.EndedAt
-					if end.IsZero() {
-						end = h.End
-					}
-					if run.Owner == f.Target && !run.StartedAt.After(f.End) && !end.Before(f.Start.Add(-lead)) {
-						return true
+				for _, peer := range peers(job) {
+					for _, run := range runs[peer] {
+						end := run.EndedAt
+						if end.IsZero() {
+							end = h.End
+						}
+						if run.Owner == f.Target && !run.StartedAt.After(f.End) && !end.Before(f.Start.Add(-lead)) {
+							return true
+						}
 					}
 				}
 			}

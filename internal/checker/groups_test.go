@@ -315,3 +315,35 @@ func TestGroupFullInTheModel(t *testing.T) {
 		t.Errorf("group_full while a holds the lease is not flagged")
 	}
 }
+
+// TestGroupReplicaFault: a replica paused while it held one job of a
+// group puts every job of the group in the fault's window (the slot it
+// held is theirs too), and only then.
+func TestGroupReplicaFault(t *testing.T) {
+	t.Parallel()
+	b := Run{ID: 1, Job: "b", Token: 1, Owner: "x", Tick: tick(1), StartedAt: tick(1), EndedAt: tick(1).Add(time.Second), Outcome: "succeeded", Group: "g", Slot: 1, SlotToken: 1}
+	h := &History{
+		Jobs: []string{"a", "b"}, Period: period, TTL: ttl, HeartbeatInterval: time.Second, MaxRun: time.Second,
+		Start: base, End: base.Add(3 * period),
+		Runs:   []Run{b},
+		Ops:    []Op{acquireOf(b, ResultOK)},
+		Faults: []Fault{{Kind: ReplicaPause, Target: "x", Instance: -1, Start: tick(1).Add(500 * time.Millisecond), End: tick(2).Add(-time.Second)}},
+		// b's tick 2 ran; a ran neither tick.
+		Witness: []WitnessRun{
+			{Job: "b", Tick: tick(1), Token: 1, Owner: "x", StartedAt: tick(1), EndedAt: tick(1).Add(time.Second)},
+			{Job: "b", Tick: tick(2), Token: 2, Owner: "y", StartedAt: tick(2), EndedAt: tick(2).Add(time.Second)},
+		},
+	}
+	opts := Options{MinExecutedOutsideFaults: 1}
+	r := &Report{Counts: make(map[string]int)}
+	checkProgress(h, newIndex(h), r, opts)
+	if !r.Caught("I10") {
+		t.Fatalf("without groups, a's ticks are not in the window of x's pause, and must have run")
+	}
+	h.Groups = []Group{{Name: "g", Limit: 1, Jobs: []string{"a", "b"}}}
+	r = &Report{Counts: make(map[string]int)}
+	checkProgress(h, newIndex(h), r, opts)
+	if r.Failed() {
+		t.Errorf("a's ticks in the window of x's pause, which held b's slot: %v", r.Violations)
+	}
+}
