@@ -4,7 +4,7 @@
 // leaseapi processes on a private Postgres cluster behind in-process
 // toxiproxy proxies, real replica processes running jobs.Runner, and a
 // seeded nemesis that pauses, kills, restarts and crashes them; afterwards
-// internal/checker decides whether invariants I1–I12b held.
+// internal/checker decides whether invariants I1–I13 held.
 //
 //	go test -tags chaos -count=1 -v -run TestChaos ./test/chaos
 //

@@ -892,7 +892,8 @@ FROM runs WHERE token IS NOT NULL ORDER BY id`)
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	// The missed ticks: a catch-up run must be of one of them (I6).
+	// The missed ticks: a catch-up run must be of one of them (I6), and
+	// those recorded with the group full are no ticks to run (I10).
 	rows, err = e.leases().QueryContext(ctx, `SELECT id, job_id, tick, ended_at, outcome, trigger, group_full FROM runs WHERE token IS NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read missed runs: %w", err)
