@@ -322,4 +322,14 @@ func TestGroupFullRetryAfter(t *testing.T) {
 	if err != nil || secs < 1 || time.Duration(secs)*time.Second > 3*time.Second {
 		t.Errorf("Retry-After %q: want 1 to 3 whole seconds", resp.header.Get("Retry-After"))
 	}
+	// Without Options.GroupMetrics no series names a group.
+	families, err := b.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "leaseapi_group_full_total" {
+			t.Error("leaseapi_group_full_total served without GroupMetrics")
+		}
+	}
 }
