@@ -51,7 +51,9 @@ func groupNotFound(err error) error {
 	return err
 }
 
-func groupBody(r *http.Request, g leaseapi.Group) any { return api.FromGroup(visibleHolders(r.Context(), g)) }
+func groupBody(r *http.Request, g leaseapi.Group) any {
+	return api.FromGroup(visibleHolders(r.Context(), g))
+}
 
 // visibleHolders is g with only the holders whose job lies within the
 // caller's scopes: a credential with several scopes may put a job of one
