@@ -80,20 +80,20 @@ func (r *readRow) facts() decide.Facts {
 const grantInput = `i(in_job_id, in_owner, in_token, in_timeline, in_tick, in_ttl_ms,
 	in_last_outcome, in_trigger, in_triggered_by,
 	in_schedule, in_grace_ms, in_schedule_since, in_next_tick, in_decide_at, in_catch_up, in_catch_up_window_ms,
-	in_settles_owed, in_version, in_valid_until)`
+	in_settles_owed, in_version, in_valid_until, in_group, in_slot, in_slot_token)`
 
 // grantSet writes a grant's plan, input row i, at the write's clock c.now:
 // the plan's columns, and the owed columns cleared when it settles the debt.
 const grantSet = `SET (owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at, released_at, revoked_at,
 	last_outcome, grant_trigger, grant_triggered_by,
 	schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms,
-	owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until) = (
+	owed_tick, owed_reason, owed_by, owed_trigger_reason, owed_until, group_name, slot, slot_token) = (
 	i.in_owner, i.in_token, i.in_timeline, i.in_tick, i.in_ttl_ms, c.now, c.now, c.now + i.in_ttl_ms * interval '1 millisecond', NULL, NULL,
 	i.in_last_outcome, i.in_trigger, i.in_triggered_by,
 	i.in_schedule, i.in_grace_ms, i.in_schedule_since, i.in_next_tick, i.in_decide_at, i.in_catch_up, i.in_catch_up_window_ms,
 	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_tick END, CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_reason END,
 	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_by END, CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_trigger_reason END,
-	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_until END)`
+	CASE WHEN i.in_settles_owed THEN NULL ELSE l.owed_until END, i.in_group, i.in_slot, i.in_slot_token)`
 
 // grantUnchanged: the row l is the version the plan was decided on, the
 // clock c has not passed the plan's ValidUntil, and the WAL timeline is
@@ -105,9 +105,9 @@ const (
 	insertQuery = `
 WITH c AS (SELECT clock_timestamp() AS now), lease AS (
 INSERT INTO leases AS l (job_id, owner, token, timeline, tick, ttl_ms, acquired_at, renewed_at, expires_at,
-	schedule, grace_ms, schedule_since, decide_at, catch_up, catch_up_window_ms)
+	schedule, grace_ms, schedule_since, decide_at, catch_up, catch_up_window_ms, group_name, slot, slot_token)
 SELECT $1::text, $2::text, $3::bigint, $4::bigint, $5::timestamptz, $6::bigint, c.now, c.now, c.now + $6::bigint * interval '1 millisecond',
-	$7::text, $8::bigint, $9::timestamptz, $10::timestamptz, $11::text, $12::bigint
+	$7::text, $8::bigint, $9::timestamptz, $10::timestamptz, $11::text, $12::bigint, $14::text, $15::integer, $16::bigint
 FROM c
 WHERE ($13::timestamptz IS NULL OR c.now < $13::timestamptz) AND ` + walTimeline + ` = $4::bigint
 ON CONFLICT (job_id) DO NOTHING
@@ -121,7 +121,7 @@ WITH c AS (SELECT clock_timestamp() AS now, ` + walTimeline + ` AS wal_timeline)
 UPDATE leases AS l ` + grantSet + `
 FROM (SELECT $1::text, $2::text, $3::bigint, $4::bigint, $5::timestamptz, $6::bigint, $7::text, $8::text, $9::text,
 	$10::text, $11::bigint, $12::timestamptz, $13::timestamptz, $14::timestamptz, $15::text, $16::bigint,
-	$17::boolean, $18::text, $19::timestamptz) AS ` + grantInput + `, c
+	$17::boolean, $18::text, $19::timestamptz, $20::text, $21::integer, $22::bigint) AS ` + grantInput + `, c
 WHERE l.job_id = i.in_job_id AND ` + grantUnchanged + `
 RETURNING ` + leaseColumns + `
 `
@@ -134,10 +134,10 @@ RETURNING ` + leaseColumns + `
 	// sweep had counted its expiry.
 	takeoverQuery = grantLease + `), prev AS (
 	SELECT id, started_at, expiry_counted FROM runs
-	WHERE job_id = $1::text AND token = $20::bigint AND outcome = 'running' AND EXISTS (SELECT 1 FROM lease)
+	WHERE job_id = $1::text AND token = $23::bigint AND outcome = 'running' AND EXISTS (SELECT 1 FROM lease)
 	FOR UPDATE
 ), closed AS (
-	UPDATE runs AS r SET (outcome, ended_at, expiry_counted) = ('expired', $21::timestamptz, true)
+	UPDATE runs AS r SET (outcome, ended_at, expiry_counted) = ('expired', $24::timestamptz, true)
 	FROM prev WHERE r.id = prev.id
 	RETURNING prev.started_at, prev.expiry_counted
 )` + startedRun + `SELECT lease.*, closed.started_at, closed.expiry_counted FROM lease LEFT JOIN closed ON true`
@@ -155,8 +155,8 @@ RETURNING ` + leaseColumns + `, NULL::timestamptz, NULL::boolean`
 
 // startedRun inserts the run of the grant the lease CTE wrote.
 const startedRun = `, run AS (
-	INSERT INTO runs (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by)
-	SELECT job_id, token, owner, tick, acquired_at, timeline, grant_trigger, grant_triggered_by FROM lease
+	INSERT INTO runs (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by, group_name, slot, slot_token)
+	SELECT job_id, token, owner, tick, acquired_at, timeline, grant_trigger, grant_triggered_by, group_name, slot, slot_token FROM lease
 	ON CONFLICT (job_id, token) DO NOTHING
 )
 `
@@ -208,12 +208,15 @@ func (p *Store) acquireOnce(ctx context.Context, a *leaseapi.AcquireParams, batc
 	if err != nil {
 		return acquireOutcome{}, err
 	}
-	d, err := p.decide(a, &row, found)
+	d, err := p.decide(a, &row, found, nil)
 	if err != nil || d.refused != nil {
 		return d.acquireOutcome, err
 	}
 	if p.beforeAcquireWrite != nil {
 		p.beforeAcquireWrite()
+	}
+	if d.plan.NeedsGroup() {
+		return p.writeInGroup(ctx, a, &row, found, d.plan.Group)
 	}
 	return p.write(ctx, nil, &d.plan, row.Version)
 }
@@ -267,9 +270,13 @@ func (p *Store) naiveAcquire(ctx context.Context, a *leaseapi.AcquireParams) (ac
 	if err != nil {
 		return acquireOutcome{}, err
 	}
-	d, err := p.decide(a, &row, found)
+	d, err := p.decide(a, &row, found, nil)
 	o := d.acquireOutcome
-	if err == nil && d.refused == nil {
+	switch {
+	case err != nil || d.refused != nil:
+	case d.plan.NeedsGroup():
+		o, err = p.grantInGroup(ctx, tx, a, &row, found, d.plan.Group)
+	default:
 		o, err = p.write(ctx, tx, &d.plan, row.Version)
 	}
 	if err != nil {
@@ -285,9 +292,10 @@ type decision struct {
 }
 
 // decide decides a on row (found false: the job has no row, row holds
-// only the clock and timeline), with the facts the store's rules give it
+// only the clock and timeline) and, for a grant in a group, its facts g
+// (nil before they are read), with the facts the store's rules give it
 // (Store.facts).
-func (p *Store) decide(a *leaseapi.AcquireParams, row *readRow, found bool) (decision, error) {
+func (p *Store) decide(a *leaseapi.AcquireParams, row *readRow, found bool, g *decide.GroupFacts) (decision, error) {
 	f := decide.Facts{Now: row.Now, Timeline: row.WALTimeline}
 	if found {
 		if p.facts != nil {
@@ -295,6 +303,7 @@ func (p *Store) decide(a *leaseapi.AcquireParams, row *readRow, found bool) (dec
 		}
 		f = row.facts()
 	}
+	f.Group = g
 	plan, err := decide.PlanAcquire(a, &f, p.maxAhead)
 	if err != nil {
 		if isRefusal(err) {
@@ -392,10 +401,13 @@ func planArgs(plan *decide.AcquirePlan, version string) []any {
 	ttl := plan.TTL.Milliseconds()
 	since, next, due := nullableTime(g.ScheduleSince), nullableTime(g.NextTick), nullableTime(g.DecideAt)
 	catchUp, window := string(g.CatchUp), g.CatchUpWindow.Milliseconds()
+	group := sql.NullString{String: plan.Group, Valid: plan.Group != ""}
+	slot := sql.NullInt64{Int64: int64(plan.Slot), Valid: plan.Slot != 0}
+	slotToken := sql.NullInt64{Int64: plan.SlotToken, Valid: plan.Slot != 0}
 	switch {
 	case plan.Insert:
 		return []any{plan.JobID, plan.Owner, plan.Token, plan.Timeline, nullableTime(plan.Tick), ttl,
-			spec, grace, since, due, catchUp, window, valid}
+			spec, grace, since, due, catchUp, window, valid, group, slot, slotToken}
 	case plan.Renew:
 		return []any{plan.JobID, ttl, spec, grace, since, next, due, catchUp, window, version, valid}
 	}
@@ -403,7 +415,7 @@ func planArgs(plan *decide.AcquirePlan, version string) []any {
 		sql.NullString{String: string(plan.LastOutcome), Valid: plan.LastOutcome != ""},
 		string(plan.Trigger), sql.NullString{String: plan.TriggeredBy, Valid: plan.TriggeredBy != ""},
 		spec, grace, since, next, due, catchUp, window,
-		plan.SettlesOwed, version, valid}
+		plan.SettlesOwed, version, valid, group, slot, slotToken}
 	if plan.CloseExpired {
 		args = append(args, plan.PrevToken, plan.PrevExpiresAt)
 	}

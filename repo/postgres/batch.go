@@ -400,7 +400,7 @@ WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::bigint[],
 		$7::text[], $8::text[], $9::text[],
 		$10::text[], $11::bigint[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::text[], $16::bigint[],
-		$17::boolean[], $18::text[], $19::timestamptz[]) AS ` + grantInput + `
+		$17::boolean[], $18::text[], $19::timestamptz[], $20::text[], $21::integer[], $22::bigint[]) AS ` + grantInput + `
 ), locked AS (
 	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
 	ORDER BY l.job_id

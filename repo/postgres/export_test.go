@@ -59,7 +59,7 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 				return nil, err
 			}
 		}
-		d, err := p.decide(a, &rows[i], found)
+		d, err := p.decide(a, &rows[i], found, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +125,7 @@ func (p *Store) AcquireInTx(ctx context.Context, tx *sql.Tx, a *leaseapi.Acquire
 	if err := tx.QueryRowContext(ctx, readQuery, a.JobID).Scan(row.fields()...); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	d, err := p.decide(a, &row, true)
+	d, err := p.decide(a, &row, true, nil)
 	if err != nil {
 		return leaseapi.Lease{}, err
 	}

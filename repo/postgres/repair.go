@@ -47,7 +47,8 @@ RETURNING ` + leaseColumns
 // repairRevokeQuery revokes the open grant (held or expired) whose token
 // the lock read ($2) with the token $4 of WAL timeline $5
 // (decide.TokenAfter), as revokeQuery does, and closes its run as revoked
-// by $3.
+// by $3; its slot, if it took one, stays in use until $6, the grant's
+// expiry.
 const repairRevokeQuery = `
 WITH lease AS (
 UPDATE leases AS l SET (token, timeline, revoked_at, expires_at, last_outcome, revoked_by) = (
@@ -59,6 +60,9 @@ RETURNING job_id, token, revoked_at, revoked_by
 ), run AS (
 	UPDATE runs AS r SET (outcome, ended_at, revoked_by) = ('revoked', lease.revoked_at, lease.revoked_by)
 	FROM lease WHERE r.job_id = lease.job_id AND r.token = $2 AND r.outcome = 'running'
+), slot AS (
+	UPDATE group_slots AS s SET revoked_until = $6::timestamptz
+	FROM lease WHERE s.job_id = lease.job_id AND s.job_token = $2 AND s.revoked_until IS NULL
 )
 SELECT token FROM lease`
 
@@ -97,7 +101,7 @@ func (p *Store) Repair(ctx context.Context, rp *leaseapi.RepairParams) (leaseapi
 			if plan.Revoke {
 				by := sql.NullString{String: rp.By, Valid: rp.By != ""}
 				if err := tx.GetContext(ctx, &token, repairRevokeQuery, rp.JobID, cur.Token, by,
-					decide.TokenAfter(cur.Token, cur.WALTimeline), cur.WALTimeline); err != nil {
+					decide.TokenAfter(cur.Token, cur.WALTimeline), cur.WALTimeline, cur.ExpiresAt); err != nil {
 					return err // no row: none can change under the lock
 				}
 				revoked = &l

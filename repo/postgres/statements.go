@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo/decide"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
@@ -20,6 +21,9 @@ type statementParts struct {
 	// facts, when not nil, changes the row an acquire is decided on (a
 	// mutant's wrong fact; Store.facts).
 	facts func(*leaseapi.AcquireParams, *leaseRow)
+	// groupFacts, when not nil, changes the group a grant in it is
+	// decided on (Store.groupFacts).
+	groupFacts func(*decide.GroupFacts)
 }
 
 var productionParts = statementParts{
@@ -84,8 +88,9 @@ type statementSet struct {
 	// durableEcho is the read of an echo with replicated durability; with
 	// local durability the store reads echoes with getQuery (Store.echo).
 	durableEcho string
-	// facts is statementParts.facts.
-	facts func(*leaseapi.AcquireParams, *leaseRow)
+	// facts and groupFacts are statementParts'.
+	facts      func(*leaseapi.AcquireParams, *leaseRow)
+	groupFacts func(*decide.GroupFacts)
 }
 
 // build is the statement set of parts p.
@@ -95,6 +100,7 @@ func (p statementParts) build() statementSet {
 		batchHeartbeat: p.heartbeat(true),
 		durableEcho:    p.durableEcho(),
 		facts:          p.facts,
+		groupFacts:     p.groupFacts,
 	}
 }
 

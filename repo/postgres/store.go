@@ -55,6 +55,9 @@ type Store struct {
 	// facts, when not nil, changes the row an acquire is decided on
 	// before the decision: a chaos mutant's wrong fact (mutants_chaos.go).
 	facts func(*leaseapi.AcquireParams, *leaseRow)
+	// groupFacts, when not nil, changes the group a grant in it is
+	// decided on: a chaos mutant's wrong fact.
+	groupFacts func(*decide.GroupFacts)
 	// maxAhead is the lead a tick may have on the database clock.
 	maxAhead time.Duration
 	// beforeAcquireWrite, when not nil, is called between an acquire's
@@ -163,7 +166,7 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 	}
 	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, echo: echo,
 		observer: stores.OrNoObserver(cfg.Observer), stmts: make(map[string]*sqlx.Stmt), maxAhead: stores.MaxTickAhead(cfg.MaxTickAhead),
-		naive: v.naive, facts: q.facts}
+		naive: v.naive, facts: q.facts, groupFacts: q.groupFacts}
 	if durability == DurabilityReplicated {
 		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
@@ -312,7 +315,12 @@ type leaseRow struct {
 	ScheduleSince sql.NullTime   `db:"schedule_since"`
 	NextTick      sql.NullTime   `db:"next_tick"`
 	DecideAt      sql.NullTime   `db:"decide_at"`
-	Now           time.Time      `db:"db_now"`
+	// GroupName is the job's group; Slot and SlotToken the slot its
+	// current grant took.
+	GroupName sql.NullString `db:"group_name"`
+	Slot      sql.NullInt64  `db:"slot"`
+	SlotToken sql.NullInt64  `db:"slot_token"`
+	Now       time.Time      `db:"db_now"`
 }
 
 // leaseFields are the columns of a lease the store reads, the one list of
@@ -321,7 +329,7 @@ const leaseFields = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
 	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_until, grant_trigger, grant_triggered_by,
-	owed_by, schedule_since, next_tick, decide_at`
+	owed_by, schedule_since, next_tick, decide_at, group_name, slot, slot_token`
 
 // leaseColumns are leaseFields with the database clock, as every lease
 // read and RETURNING yields them; db_now is read once per row so state is
@@ -336,7 +344,7 @@ func (r *leaseRow) fields() []any {
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
 		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Timeline,
 		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.OwedUntil, &r.GrantTrigger, &r.GrantTriggeredBy,
-		&r.OwedBy, &r.ScheduleSince, &r.NextTick, &r.DecideAt, &r.Now}
+		&r.OwedBy, &r.ScheduleSince, &r.NextTick, &r.DecideAt, &r.GroupName, &r.Slot, &r.SlotToken, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -362,6 +370,9 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		SkippedTicks:      r.SkippedTicks,
 		CatchUp:           leaseapi.CatchUp(r.CatchUp),
 		CatchUpWindow:     time.Duration(r.CatchUpWindowMs) * time.Millisecond,
+		Group:             r.GroupName.String,
+		Slot:              int(r.Slot.Int64),
+		SlotToken:         r.SlotToken.Int64,
 	}
 	stores.SetOwed(&l, nullTime(r.OwedTick), r.OwedReason.String, nullTime(r.OwedUntil), r.Now)
 	if r.RevokedAt.Valid {
@@ -517,8 +528,16 @@ RETURNING ` + leaseColumns + `
 ), run AS (
 	UPDATE runs AS r SET (outcome, ended_at, revoked_by) = ('revoked', lease.revoked_at, lease.revoked_by)
 	FROM lease WHERE r.job_id = lease.job_id AND r.token = $7::bigint AND r.outcome = 'running'
+)` + revokedSlot + `SELECT * FROM lease`
+
+// revokedSlot keeps the slot of the grant the lease CTE revoked (job
+// token $7) in use until $6, the expiry that grant had: its holder may
+// run until its next heartbeat.
+const revokedSlot = `, slot AS (
+	UPDATE group_slots AS s SET revoked_until = $6::timestamptz
+	FROM lease WHERE s.job_id = lease.job_id AND s.job_token = $7::bigint AND s.revoked_until IS NULL
 )
-SELECT * FROM lease`
+`
 
 // Revoke force-releases a held lease. See leaseapi.Store.
 func (p *Store) Revoke(ctx context.Context, rp *leaseapi.RevokeParams) (leaseapi.Lease, error) {
@@ -705,6 +724,7 @@ func (p *Store) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.Lea
 // row itself is closed when a grant takes over.
 var runsQuery = `
 SELECT r.token, r.owner, r.tick, r.started_at, r.revoked_by, r.trigger, r.triggered_by,
+	r.group_name, r.slot, r.slot_token, r.group_full,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
 FROM leases AS l
@@ -725,6 +745,12 @@ type runRow struct {
 	// Trigger and TriggeredBy: what started the run.
 	Trigger     string         `db:"trigger"`
 	TriggeredBy sql.NullString `db:"triggered_by"`
+	// GroupName, Slot and SlotToken: the group slot the grant took;
+	// GroupFull: a missed tick whose group was full.
+	GroupName sql.NullString `db:"group_name"`
+	Slot      sql.NullInt64  `db:"slot"`
+	SlotToken sql.NullInt64  `db:"slot_token"`
+	GroupFull bool           `db:"group_full"`
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -756,6 +782,10 @@ func (p *Store) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.R
 				Outcome:     leaseapi.Outcome(r.Outcome),
 				Trigger:     leaseapi.Trigger(r.Trigger),
 				TriggeredBy: r.TriggeredBy.String,
+				Group:       r.GroupName.String,
+				Slot:        int(r.Slot.Int64),
+				SlotToken:   r.SlotToken.Int64,
+				GroupFull:   r.GroupFull,
 			}
 		}
 		return runs, nil

@@ -110,6 +110,12 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 		{"CatchUpSettledByLaterTick", testCatchUpSettledByLaterTick},
 		{"ManualUnclaimed", testManualUnclaimed},
 		{"OwedGrantSkipsTick", testOwedGrantSkipsTick},
+		{"GroupCRUD", testGroupCRUD},
+		{"GroupLimit", testGroupLimit},
+		{"GroupSlotFreed", testGroupSlotFreed},
+		{"GroupHolderNeverRefused", testGroupHolderNeverRefused},
+		{"GroupLowerLimit", testGroupLowerLimit},
+		{"GroupOwedTick", testGroupOwedTick},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -81,6 +81,9 @@ func (s *Store) Repair(ctx context.Context, p *leaseapi.RepairParams) (leaseapi.
 			if _, err := tx.ExecContext(ctx, revokeRunQuery, p.JobID, cur.Token, now, by); err != nil {
 				return leaseapi.Lease{}, err
 			}
+			if _, err := tx.ExecContext(ctx, revokedSlotQuery, p.JobID, cur.Token, cur.ExpiresAt); err != nil {
+				return leaseapi.Lease{}, err
+			}
 			ev.RunFinished(leaseapi.OutcomeRevoked, time.Duration(now-cur.AcquiredAt)*time.Millisecond)
 		}
 		res, err := tx.ExecContext(ctx, discardRunsQuery, p.JobID, plan.Ahead.UnixMilli(), now)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -487,6 +488,10 @@ type leaseRow struct {
 	ScheduleSince    sql.NullInt64  `db:"schedule_since"`
 	NextTick         sql.NullInt64  `db:"next_tick"`
 	DecideAt         sql.NullInt64  `db:"decide_at"`
+	// The job's group and the slot its current grant took.
+	GroupName sql.NullString `db:"group_name"`
+	Slot      sql.NullInt64  `db:"slot"`
+	SlotToken sql.NullInt64  `db:"slot_token"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields.
@@ -494,7 +499,7 @@ const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_a
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
 	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_by, owed_until,
-	grant_trigger, grant_triggered_by, schedule_since, next_tick, decide_at`
+	grant_trigger, grant_triggered_by, schedule_since, next_tick, decide_at, group_name, slot, slot_token`
 
 // held reports whether the grant is held at now.
 func (r *leaseRow) held(now int64) bool {
@@ -525,6 +530,9 @@ func (r *leaseRow) lease(now int64) leaseapi.Lease {
 		SkippedTicks:      r.SkippedTicks,
 		CatchUp:           leaseapi.CatchUp(r.CatchUp),
 		CatchUpWindow:     time.Duration(r.CatchUpWindowMs) * time.Millisecond,
+		Group:             r.GroupName.String,
+		Slot:              int(r.Slot.Int64),
+		SlotToken:         r.SlotToken.Int64,
 	}
 	stores.SetOwed(&l, fromNullMs(r.OwedTick), r.OwedReason.String, fromNullMs(r.OwedUntil), fromMs(now))
 	if r.RevokedAt.Valid {
@@ -591,8 +599,8 @@ func writeLease(ctx context.Context, tx *sqlx.Tx, query string, args ...any) (le
 const (
 	insertLeaseQuery = `
 INSERT INTO leases (job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at, expires_at,
-	schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+	schedule, grace_ms, schedule_since, next_tick, decide_at, catch_up, catch_up_window_ms, group_name, slot, slot_token)
+VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 RETURNING ` + leaseColumns
 
 	// grantQuery starts a new grant ($12: its token) on the row whose
@@ -609,7 +617,8 @@ UPDATE leases SET owner = $3, token = $12, tick = $4, ttl_ms = $5,
 	owed_by = CASE WHEN $11 THEN NULL ELSE owed_by END,
 	owed_trigger_reason = CASE WHEN $11 THEN NULL ELSE owed_trigger_reason END,
 	owed_until = CASE WHEN $11 THEN NULL ELSE owed_until END,
-	schedule = $13, grace_ms = $14, schedule_since = $15, next_tick = $16, decide_at = $17, catch_up = $18, catch_up_window_ms = $19
+	schedule = $13, grace_ms = $14, schedule_since = $15, next_tick = $16, decide_at = $17, catch_up = $18, catch_up_window_ms = $19,
+	group_name = $20, slot = $21, slot_token = $22
 WHERE job_id = $1 AND token = $2
 RETURNING ` + leaseColumns
 
@@ -627,7 +636,8 @@ WHERE job_id = $1 AND owner = $2 AND token = $3
 RETURNING ` + leaseColumns
 
 	insertRunQuery = `
-INSERT INTO runs (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by) VALUES ($1, $2, $3, $4, $5, 1, $6, $7)`
+INSERT INTO runs (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by, group_name, slot, slot_token)
+VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10)`
 
 	// endRunQuery closes the run of one grant.
 	endRunQuery = `
@@ -665,6 +675,14 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 		f = cur.facts(now)
 	}
 	plan, err := decide.PlanAcquire(p, &f, s.maxAhead)
+	if err == nil && plan.NeedsGroup() {
+		var g decide.GroupFacts
+		if g, err = readGroup(ctx, tx, plan.Group, now); err != nil {
+			return cur, err
+		}
+		f.Group = &g
+		plan, err = decide.PlanAcquire(p, &f, s.maxAhead)
+	}
 	if err != nil {
 		return cur, err
 	}
@@ -680,9 +698,11 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 		return writeLease(ctx, tx, renewQuery, append([]any{p.JobID, p.Owner, cur.Token, ttl, now, now + ttl}, reg...)...)
 	}
 	triggeredBy := sql.NullString{String: plan.TriggeredBy, Valid: plan.TriggeredBy != ""}
+	group := []any{sql.NullString{String: plan.Group, Valid: plan.Group != ""},
+		sql.NullInt64{Int64: int64(plan.Slot), Valid: plan.Slot != 0}, sql.NullInt64{Int64: plan.SlotToken, Valid: plan.Slot != 0}}
 	var row leaseRow
 	if plan.Insert {
-		row, err = writeLease(ctx, tx, insertLeaseQuery, append([]any{p.JobID, p.Owner, plan.Token, tick, ttl, now, now + ttl}, reg...)...)
+		row, err = writeLease(ctx, tx, insertLeaseQuery, slices.Concat([]any{p.JobID, p.Owner, plan.Token, tick, ttl, now, now + ttl}, reg, group)...)
 	} else {
 		if plan.CloseExpired {
 			if err := s.closeExpiredRun(ctx, tx, &cur, ev); err != nil {
@@ -690,13 +710,18 @@ func (s *Store) acquire(ctx context.Context, tx *sqlx.Tx, p *leaseapi.AcquirePar
 			}
 		}
 		lastOutcome := sql.NullString{String: string(plan.LastOutcome), Valid: plan.LastOutcome != ""}
-		row, err = writeLease(ctx, tx, grantQuery, append([]any{p.JobID, cur.Token, p.Owner, tick, ttl, now, now + ttl, lastOutcome,
-			string(plan.Trigger), triggeredBy, plan.SettlesOwed, plan.Token}, reg...)...)
+		row, err = writeLease(ctx, tx, grantQuery, slices.Concat([]any{p.JobID, cur.Token, p.Owner, tick, ttl, now, now + ttl, lastOutcome,
+			string(plan.Trigger), triggeredBy, plan.SettlesOwed, plan.Token}, reg, group)...)
 	}
 	if err != nil {
 		return row, err
 	}
-	_, err = tx.ExecContext(ctx, insertRunQuery, p.JobID, row.Token, p.Owner, tick, now, plan.Trigger, triggeredBy)
+	if plan.Slot != 0 {
+		if err := takeSlot(ctx, tx, &plan); err != nil {
+			return row, err
+		}
+	}
+	_, err = tx.ExecContext(ctx, insertRunQuery, slices.Concat([]any{p.JobID, row.Token, p.Owner, tick, now, plan.Trigger, triggeredBy}, group)...)
 	ev.RunStarted(plan.Trigger)
 	return row, err
 }
@@ -839,6 +864,9 @@ func (s *Store) Revoke(ctx context.Context, p *leaseapi.RevokeParams) (leaseapi.
 		if _, err := tx.ExecContext(ctx, revokeRunQuery, jobID, cur.Token, now, by); err != nil {
 			return leaseapi.Lease{}, err
 		}
+		if _, err := tx.ExecContext(ctx, revokedSlotQuery, jobID, cur.Token, cur.ExpiresAt); err != nil {
+			return leaseapi.Lease{}, err
+		}
 		ev.RunFinished(leaseapi.OutcomeRevoked, time.Duration(now-cur.AcquiredAt)*time.Millisecond)
 		return row.lease(now), nil
 	})
@@ -937,7 +965,8 @@ func prefixEnd(prefix string) (string, bool) {
 // runsQuery reads a job's history newest first: by start, or by tick
 // for a missed run (runs_job_at_idx).
 const runsQuery = `
-SELECT token, owner, tick, started_at, ended_at, outcome, revoked_by, trigger, triggered_by FROM runs
+SELECT token, owner, tick, started_at, ended_at, outcome, revoked_by, trigger, triggered_by,
+	group_name, slot, slot_token, group_full FROM runs
 WHERE job_id = $1
 ORDER BY COALESCE(started_at, tick) DESC, id DESC
 LIMIT $2`
@@ -953,6 +982,11 @@ type runRow struct {
 	// Trigger and TriggeredBy: what started the run.
 	Trigger     string         `db:"trigger"`
 	TriggeredBy sql.NullString `db:"triggered_by"`
+	// The group slot the grant took; a missed tick whose group was full.
+	GroupName sql.NullString `db:"group_name"`
+	Slot      sql.NullInt64  `db:"slot"`
+	SlotToken sql.NullInt64  `db:"slot_token"`
+	GroupFull bool           `db:"group_full"`
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -987,6 +1021,10 @@ func (s *Store) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.R
 				Outcome:     leaseapi.Outcome(r.Outcome),
 				Trigger:     leaseapi.Trigger(r.Trigger),
 				TriggeredBy: r.TriggeredBy.String,
+				Group:       r.GroupName.String,
+				Slot:        int(r.Slot.Int64),
+				SlotToken:   r.SlotToken.Int64,
+				GroupFull:   r.GroupFull,
 			}
 			if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token.Int64 == cur.Token {
 				run.Outcome = leaseapi.OutcomeExpired
