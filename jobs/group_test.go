@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/robfig/cron/v3"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api/client"
@@ -206,5 +207,35 @@ func TestRunGroupFullFromService(t *testing.T) {
 	if full.Group.Name != "batch" || full.Group.Limit != 1 || full.Group.Held != 1 || len(full.Group.Holders) != 1 ||
 		full.Group.Holders[0].JobID != "batch-a" || full.Group.Holders[0].Owner != "replica-a" || full.RetryAfter < time.Second {
 		t.Errorf("refusal: got %+v, want batch 1 of 1 held by batch-a of replica-a, Retry-After at least 1s", full)
+	}
+}
+
+// TestCronJobWrapperRetriesGroupFull: an adapter's firing refused
+// group_full is retried within the grace of the tick its schedule names,
+// although its other retries end half a tick precision after the tick.
+func TestCronJobWrapperRetriesGroupFull(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tick := epoch.Truncate(time.Minute)
+	clock := clockwork.NewFakeClockAt(tick)
+	r := b.runner(t, "replica-a", clock, nil)
+	b.faults.groupFull.Store(1)
+	b.faults.retryAfter.Store(2)
+
+	ran := make(chan jobs.Report, 1)
+	job := cron.NewChain(r.CronJobWrapper("robfig-grouped", jobs.Schedule("* * * * *"), jobs.Grace(30*time.Second))).Then(leaseJob{runs: ran})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		job.Run()
+	}()
+	blockUntil(t, clock, 1) // the wait after group_full
+	clock.Advance(3 * time.Second)
+	if rep := receive(t, ran, "the run"); !rep.Tick.Equal(tick) {
+		t.Fatalf("ran tick %s, want %s", rep.Tick, tick)
+	}
+	receive(t, done, "the firing to end")
+	if n := b.faults.answered("acquire", http.StatusConflict); n != 1 {
+		t.Fatalf("acquires answered group_full: got %d, want 1", n)
 	}
 }
