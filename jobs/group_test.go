@@ -239,3 +239,28 @@ func TestCronJobWrapperRetriesGroupFull(t *testing.T) {
 		t.Fatalf("acquires answered group_full: got %d, want 1", n)
 	}
 }
+
+// TestRunGroupFullWithoutRetryAfter: a group_full answer that lost its
+// Retry-After is retried after a second, never at once.
+func TestRunGroupFullWithoutRetryAfter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	clock := clockwork.NewFakeClockAt(epoch)
+	r := b.runner(t, "replica-a", clock, nil)
+	b.faults.groupFull.Store(1)
+	b.faults.groupFullBare.Store(true)
+	tick := epoch.Truncate(time.Minute)
+
+	res := goRun(context.Background(), r, "group-bare", tick, func(context.Context) error { return nil },
+		jobs.Schedule("* * * * *"), jobs.Grace(30*time.Second))
+	blockUntil(t, clock, 1)
+	clock.Advance(999 * time.Millisecond)
+	blockUntil(t, clock, 1) // still the same wait
+	if n := b.faults.answered("acquire", http.StatusOK); n != 0 {
+		t.Fatalf("acquires answered 200 within a second of group_full: %d, want 0", n)
+	}
+	clock.Advance(time.Second)
+	if got := receive(t, res, "the run"); got.err != nil || got.report.Result != jobs.ResultSucceeded {
+		t.Fatalf("Run: got %+v, %v; want succeeded", got.report, got.err)
+	}
+}

@@ -158,8 +158,10 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		}
 		if full, ok := errors.AsType[*leaseapi.GroupFullError](err); ok {
 			// Another job of the group may end its run before the tick's
-			// grace is over: try again after the slot's expected end.
-			wait := full.RetryAfter + rand.N(full.RetryAfter/4+1)
+			// grace is over: try again after the slot's expected end (at
+			// least a second, as leaseapi says, when the answer lost it).
+			after := max(full.RetryAfter, time.Second)
+			wait := after + rand.N(after/4+1)
 			until := groupFullUntil(tick, retryUntil, nextTick, jc.grace, full)
 			if ctx.Err() != nil {
 				return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w (%w)", ErrShutdown, err)
