@@ -71,12 +71,10 @@ func putGroupParams(w http.ResponseWriter, r *http.Request) (*leaseapi.PutGroupP
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	if req.Limit < leaseapi.MinGroupLimit || req.Limit > leaseapi.MaxGroupLimit {
-		// Checked before the conversion to int, so that no integer wraps
-		// into the range.
-		return nil, &leaseapi.InvalidError{Field: "limit", Rule: "must be an integer from 1 to 10000"}
-	}
-	p := &leaseapi.PutGroupParams{Name: name, Limit: int(req.Limit), By: principalFrom(r.Context()).audit()}
+	// Clamped to just outside the domain's range first, so that no
+	// out-of-range integer wraps into a valid limit; Validate refuses it.
+	limit := min(max(req.Limit, leaseapi.MinGroupLimit-1), leaseapi.MaxGroupLimit+1)
+	p := &leaseapi.PutGroupParams{Name: name, Limit: int(limit), By: principalFrom(r.Context()).audit()}
 	return p, p.Validate()
 }
 

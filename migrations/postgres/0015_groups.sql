@@ -39,3 +39,6 @@ ALTER TABLE runs
     ADD COLUMN slot       integer,
     ADD COLUMN slot_token bigint,
     ADD COLUMN group_full boolean NOT NULL DEFAULT false;
+-- The sweep's question of a missed tick: which grants of the group were
+-- held when its grace ended.
+CREATE INDEX runs_group_idx ON runs (group_name, ended_at) WHERE group_name IS NOT NULL;

@@ -29,3 +29,4 @@ ALTER TABLE runs ADD COLUMN group_name TEXT;
 ALTER TABLE runs ADD COLUMN slot INTEGER;
 ALTER TABLE runs ADD COLUMN slot_token INTEGER;
 ALTER TABLE runs ADD COLUMN group_full INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_group_idx ON runs (group_name, ended_at) WHERE group_name IS NOT NULL;

@@ -139,3 +139,37 @@ func joinGroup(plan *AcquirePlan, p *leaseapi.AcquireParams, f *Facts) error {
 // not decided yet: the store reads the group (GroupFacts) and decides
 // again.
 func (p *AcquirePlan) NeedsGroup() bool { return p.Group != "" && !p.Renew && p.Slot == 0 }
+
+// GroupRun is a grant made in a group, as the run history keeps it, for
+// deciding whether the group was full at an instant.
+type GroupRun struct {
+	StartedAt time.Time
+	Outcome   leaseapi.Outcome
+	// EndedAt is when the run ended (nil while running).
+	EndedAt *time.Time
+	// HeldUntil is, for a running run, its grant's expiry; for a revoked
+	// one, the expiry it had when revoked (nil when no longer known).
+	HeldUntil *time.Time
+}
+
+// GroupFullAt reports whether runs, a group's grants around at, held at
+// least limit slots at that instant: a missed tick of a job in a group so
+// full was missed because of the limit (Run.GroupFull). A grant holds its
+// slot from its start until its end; a running one until its expiry; a
+// revoked one until the expiry it had.
+func GroupFullAt(limit int, runs []GroupRun, at time.Time) bool {
+	held := 0
+	for _, r := range runs {
+		end := r.EndedAt
+		switch {
+		case r.Outcome == leaseapi.OutcomeRunning:
+			end = r.HeldUntil
+		case r.Outcome == leaseapi.OutcomeRevoked && r.HeldUntil != nil && (end == nil || r.HeldUntil.After(*end)):
+			end = r.HeldUntil
+		}
+		if !r.StartedAt.After(at) && (end == nil || end.After(at)) {
+			held++
+		}
+	}
+	return held >= limit
+}

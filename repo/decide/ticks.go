@@ -188,6 +188,9 @@ type Outcome struct {
 // MissedRun is a tick recorded as a run with outcome missed.
 type MissedRun struct {
 	Tick, EndedAt time.Time
+	// GroupFull: the job's group had every slot in use at EndedAt
+	// (GroupFullAt; set by the store).
+	GroupFull bool
 }
 
 // Decide decides the due ticks of plan (Ticks) with runs, j's grants from

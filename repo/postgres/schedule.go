@@ -58,7 +58,7 @@ const (
 	// dueJobColumns are what the sweep reads of a scheduled job, with its
 	// newest grant (decide.Plan.LeaseGrants).
 	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, decide_at, paused_at, token, expires_at,
-	tick, acquired_at, COALESCE(released_at, revoked_at) AS grant_ended_at, grant_trigger`
+	tick, acquired_at, COALESCE(released_at, revoked_at) AS grant_ended_at, grant_trigger, group_name`
 
 	// lockForResumeQuery locks one job for resume.
 	lockForResumeQuery = `SELECT paused_at IS NOT NULL AS paused, schedule IS NOT NULL AS scheduled
@@ -164,15 +164,16 @@ func (p *Store) ForgetSchedule(ctx context.Context, jobID string) (leaseapi.Leas
 
 // dueJob is a scheduled job as the sweep reads it.
 type dueJob struct {
-	JobID     string       `db:"job_id"`
-	Schedule  string       `db:"schedule"`
-	GraceMs   int64        `db:"grace_ms"`
-	Since     time.Time    `db:"schedule_since"`
-	NextTick  sql.NullTime `db:"next_tick"`
-	DecideAt  sql.NullTime `db:"decide_at"`
-	PausedAt  sql.NullTime `db:"paused_at"`
-	Token     int64        `db:"token"`
-	ExpiresAt time.Time    `db:"expires_at"`
+	JobID     string         `db:"job_id"`
+	GroupName sql.NullString `db:"group_name"`
+	Schedule  string         `db:"schedule"`
+	GraceMs   int64          `db:"grace_ms"`
+	Since     time.Time      `db:"schedule_since"`
+	NextTick  sql.NullTime   `db:"next_tick"`
+	DecideAt  sql.NullTime   `db:"decide_at"`
+	PausedAt  sql.NullTime   `db:"paused_at"`
+	Token     int64          `db:"token"`
+	ExpiresAt time.Time      `db:"expires_at"`
 	// The newest grant's tick, start, end (its release or revocation)
 	// and trigger.
 	Tick         sql.NullTime `db:"tick"`
@@ -286,9 +287,9 @@ WITH input AS MATERIALIZED (
 	WHERE l.job_id = i.in_job_id AND ` + unchangedSinceRead + `
 	RETURNING l.job_id
 ), missed AS (
-	INSERT INTO runs (job_id, tick, ended_at, outcome)
-	SELECT m.in_job_id, m.in_tick, m.in_ended_at, 'missed'
-	FROM unnest($13::text[], $14::timestamptz[], $15::timestamptz[]) AS m(in_job_id, in_tick, in_ended_at)
+	INSERT INTO runs (job_id, tick, ended_at, outcome, group_full)
+	SELECT m.in_job_id, m.in_tick, m.in_ended_at, 'missed', m.in_group_full
+	FROM unnest($13::text[], $14::timestamptz[], $15::timestamptz[], $16::boolean[]) AS m(in_job_id, in_tick, in_ended_at, in_group_full)
 	WHERE m.in_job_id IN (SELECT job_id FROM decided)
 )
 SELECT job_id FROM decided`
@@ -394,6 +395,11 @@ func (p *Store) decideJobs(ctx context.Context, q sqlx.ExtContext, jobs []dueJob
 	outcomes := make(map[string]decide.Outcome, len(jobs))
 	for i := range jobs {
 		o := decide.Decide(djobs[i], plans[i], grants[jobs[i].JobID])
+		if jobs[i].GroupName.Valid {
+			if err := markGroupFull(ctx, q, jobs[i].GroupName.String, o.MissedRuns); err != nil {
+				return nil, err
+			}
+		}
 		outcomes[jobs[i].JobID] = o
 		w.add(&jobs[i], &o)
 	}
@@ -422,6 +428,7 @@ type decisionWrite struct {
 	readSchedule               []string
 	missedTick                 []sql.NullString
 	runJobs, runTicks, runEnds []string
+	runGroupFull               []bool
 }
 
 func newDecisionWrite(n int) *decisionWrite {
@@ -445,6 +452,7 @@ func (w *decisionWrite) add(j *dueJob, o *decide.Outcome) {
 	for _, m := range o.MissedRuns {
 		w.runJobs = append(w.runJobs, j.JobID)
 		w.runTicks, w.runEnds = append(w.runTicks, timeText(m.Tick)), append(w.runEnds, timeText(m.EndedAt))
+		w.runGroupFull = append(w.runGroupFull, m.GroupFull)
 	}
 }
 
@@ -452,7 +460,7 @@ func (w *decisionWrite) args() []any {
 	return []any{pq.Array(w.jobs), pq.Array(w.next), pq.Array(w.decideAt), pq.Array(w.missed), pq.Array(w.skipped),
 		pq.Array(w.missedAt), pq.Array(w.decided), pq.Array(w.readDecideAt), pq.Array(w.readSchedule),
 		pq.Array(w.readPausedAt), pq.Array(w.tokens), pq.Array(w.missedTick),
-		pq.Array(w.runJobs), pq.Array(w.runTicks), pq.Array(w.runEnds)}
+		pq.Array(w.runJobs), pq.Array(w.runTicks), pq.Array(w.runEnds), pq.Array(w.runGroupFull)}
 }
 
 // statsQuery counts, at one instant (c, read once), the leases under a
@@ -520,4 +528,47 @@ func (p *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// groupRunsAtQuery reads group $1's limit and the grants made in it that
+// started at or before $2 and had not ended by then (runs_group_idx), and
+// those revoked before $2 whose slot stays in use after it, with what
+// bounds a running grant (its lease's expiry) or a revoked one (its
+// slot's revoked_until).
+const groupRunsAtQuery = `
+SELECT (SELECT "limit" FROM groups WHERE name = $1) AS "limit", r.started_at, r.outcome, r.ended_at,
+	CASE WHEN r.outcome = 'running' THEN l.expires_at END AS held_until
+FROM runs AS r LEFT JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
+WHERE r.group_name = $1 AND (r.ended_at > $2 OR r.ended_at IS NULL) AND r.started_at <= $2
+UNION ALL
+SELECT (SELECT "limit" FROM groups WHERE name = $1), r.started_at, r.outcome, r.ended_at, s.revoked_until
+FROM group_slots AS s JOIN runs AS r ON r.job_id = s.job_id AND r.token = s.job_token
+WHERE s.group_name = $1 AND s.revoked_until > $2 AND r.ended_at <= $2`
+
+// markGroupFull sets GroupFull on the missed runs of a job in group
+// whose group had every slot in use when their grace ended
+// (decide.GroupFullAt).
+func markGroupFull(ctx context.Context, q sqlx.QueryerContext, group string, missed []decide.MissedRun) error {
+	for i := range missed {
+		var rows []struct {
+			Limit     sql.NullInt64 `db:"limit"`
+			StartedAt time.Time     `db:"started_at"`
+			Outcome   string        `db:"outcome"`
+			EndedAt   sql.NullTime  `db:"ended_at"`
+			HeldUntil sql.NullTime  `db:"held_until"`
+		}
+		if err := sqlx.SelectContext(ctx, q, &rows, groupRunsAtQuery, group, missed[i].EndedAt); err != nil {
+			return err
+		}
+		if len(rows) == 0 || !rows[0].Limit.Valid {
+			continue
+		}
+		runs := make([]decide.GroupRun, len(rows))
+		for k, r := range rows {
+			runs[k] = decide.GroupRun{StartedAt: r.StartedAt, Outcome: leaseapi.Outcome(r.Outcome),
+				EndedAt: nullTime(r.EndedAt), HeldUntil: nullTime(r.HeldUntil)}
+		}
+		missed[i].GroupFull = decide.GroupFullAt(int(rows[0].Limit.Int64), runs, missed[i].EndedAt)
+	}
+	return nil
 }

@@ -317,3 +317,45 @@ func testGroupOwedTick(t *testing.T, b *bundle) {
 			fmtTime(l.Tick), l.Group, fmtTime(l.OwedTick), group)
 	}
 }
+
+// testGroupFullMissed: a missed tick of a job whose group had every slot
+// in use when the tick's grace ended is recorded with GroupFull; one of a
+// job whose group had a free slot is not.
+func testGroupFullMissed(t *testing.T, b *bundle) {
+	full, free := b.job("gfm-full"), b.job("gfm-free")
+	b.putGroup(t, full, 1)
+	b.putGroup(t, free, 1)
+	inFull, inFree := b.job("gfm-a"), b.job("gfm-b")
+	for job, group := range map[string]string{inFull: full, inFree: free} {
+		p := inGroup(job, b.owner("registrar"), group, longTTL)
+		p.Schedule, p.Grace = everySecond, shortGrace
+		l := b.acquire(t, p)
+		b.release(t, leaseapi.ReleaseParams{JobID: job, Owner: p.Owner, Token: l.Token, Outcome: leaseapi.OutcomeSucceeded})
+	}
+	blocker := b.acquire(t, inGroup(b.job("gfm-blocker"), b.owner("b"), full, longTTL))
+	for _, job := range []string{inFull, inFree} {
+		b.sweepUntil(t, job, "three missed ticks", func(l leaseapi.Lease) bool { return l.MissedTicks >= 3 })
+		if _, err := b.store.ForgetSchedule(t.Context(), job); err != nil {
+			t.Fatalf("ForgetSchedule(%s): %v", job, err)
+		}
+	}
+	var fullMissed int
+	for _, job := range []string{inFull, inFree} {
+		for _, r := range b.runs(t, job, 1000) {
+			if r.Outcome != leaseapi.OutcomeMissed {
+				continue
+			}
+			want := job == inFull && !r.EndedAt.Before(blocker.AcquiredAt)
+			if r.GroupFull != want {
+				t.Errorf("%s: missed run of tick %s ending %s: got groupFull %v, want %v (the blocker held %s's only slot from %s)",
+					job, fmtTime(r.Tick), fmtTime(r.EndedAt), r.GroupFull, want, full, fmtTime(&blocker.AcquiredAt))
+			}
+			if want {
+				fullMissed++
+			}
+		}
+	}
+	if fullMissed == 0 {
+		t.Fatalf("no missed run of %s ended after the blocker's grant at %s", inFull, fmtTime(&blocker.AcquiredAt))
+	}
+}

@@ -116,6 +116,7 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 		{"GroupHolderNeverRefused", testGroupHolderNeverRefused},
 		{"GroupLowerLimit", testGroupLowerLimit},
 		{"GroupOwedTick", testGroupOwedTick},
+		{"GroupFullMissed", testGroupFullMissed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -124,11 +124,13 @@ type dueJob struct {
 	AcquiredAt   int64         `db:"acquired_at"`
 	GrantEndedAt sql.NullInt64 `db:"grant_ended_at"`
 	GrantTrigger string        `db:"grant_trigger"`
+	// The job's concurrency group.
+	GroupName sql.NullString `db:"group_name"`
 }
 
 const (
 	dueJobColumns = `job_id, schedule, grace_ms, schedule_since, next_tick, paused_at, token, expires_at,
-	tick, acquired_at, COALESCE(released_at, revoked_at) AS grant_ended_at, grant_trigger`
+	tick, acquired_at, COALESCE(released_at, revoked_at) AS grant_ended_at, grant_trigger, group_name`
 
 	// dueJobsQuery reads the jobs whose next tick is due, through
 	// leases_decide_at_idx: its cost grows with the due jobs only.
@@ -154,8 +156,49 @@ SELECT token, tick, started_at, ended_at, trigger FROM (
 )`
 
 	insertMissedRunQuery = `
-INSERT INTO runs (job_id, tick, ended_at, outcome) VALUES ($1, $2, $3, 'missed')`
+INSERT INTO runs (job_id, tick, ended_at, outcome, group_full) VALUES ($1, $2, $3, 'missed', $4)`
+
+	// groupRunsAtQuery reads group $1's limit and the grants made in it
+	// that started at or before $2 and had not ended by then, and those
+	// revoked before $2 whose slot stays in use after it (the Postgres
+	// store's query of the same name).
+	groupRunsAtQuery = `
+SELECT (SELECT "limit" FROM groups WHERE name = $1) AS "limit", r.started_at, r.outcome, r.ended_at,
+	CASE WHEN r.outcome = 'running' THEN l.expires_at END AS held_until
+FROM runs AS r LEFT JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
+WHERE r.group_name = $1 AND (r.ended_at > $2 OR r.ended_at IS NULL) AND r.started_at <= $2
+UNION ALL
+SELECT (SELECT "limit" FROM groups WHERE name = $1), r.started_at, r.outcome, r.ended_at, s.revoked_until
+FROM group_slots AS s JOIN runs AS r ON r.job_id = s.job_id AND r.token = s.job_token
+WHERE s.group_name = $1 AND s.revoked_until > $2 AND r.ended_at <= $2`
 )
+
+// markGroupFull sets GroupFull on the missed runs of a job in group whose
+// group had every slot in use when their grace ended (decide.GroupFullAt).
+func markGroupFull(ctx context.Context, tx *sqlx.Tx, group string, missed []decide.MissedRun) error {
+	for i := range missed {
+		var rows []struct {
+			Limit     sql.NullInt64 `db:"limit"`
+			StartedAt int64         `db:"started_at"`
+			Outcome   string        `db:"outcome"`
+			EndedAt   sql.NullInt64 `db:"ended_at"`
+			HeldUntil sql.NullInt64 `db:"held_until"`
+		}
+		if err := tx.SelectContext(ctx, &rows, groupRunsAtQuery, group, missed[i].EndedAt.UnixMilli()); err != nil {
+			return err
+		}
+		if len(rows) == 0 || !rows[0].Limit.Valid {
+			continue
+		}
+		runs := make([]decide.GroupRun, len(rows))
+		for k, r := range rows {
+			runs[k] = decide.GroupRun{StartedAt: fromMs(r.StartedAt), Outcome: leaseapi.Outcome(r.Outcome),
+				EndedAt: fromNullMs(r.EndedAt), HeldUntil: fromNullMs(r.HeldUntil)}
+		}
+		missed[i].GroupFull = decide.GroupFullAt(int(rows[0].Limit.Int64), runs, missed[i].EndedAt)
+	}
+	return nil
+}
 
 // catchUpSet is what decidedQuery writes to what the job owes: the tick
 // it decided missed ($8), while that tick is in the job's catch-up window,
@@ -272,8 +315,13 @@ func decideJob(ctx context.Context, tx *sqlx.Tx, pass *decide.Pass, j *dueJob, n
 		}
 	}
 	o := decide.Decide(job, plan, runs)
+	if j.GroupName.Valid {
+		if err := markGroupFull(ctx, tx, j.GroupName.String, o.MissedRuns); err != nil {
+			return o.Decision, err
+		}
+	}
 	for _, m := range o.MissedRuns {
-		if _, err := tx.ExecContext(ctx, insertMissedRunQuery, j.JobID, m.Tick.UnixMilli(), m.EndedAt.UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, insertMissedRunQuery, j.JobID, m.Tick.UnixMilli(), m.EndedAt.UnixMilli(), m.GroupFull); err != nil {
 			return o.Decision, err
 		}
 	}
