@@ -1528,9 +1528,9 @@ export interface components {
         };
         /**
          * @description The caller may not do this: its role is too weak for the operation; the
-         *     job named (in the path, or in the body of `POST /owed`) lies outside its
-         *     scopes (answered before any lookup, so it says nothing of whether the job
-         *     exists; the detail names the caller's scopes); it tried to create a
+         *     job or group named (in the path, or in the body of `POST /owed`) lies
+         *     outside its scopes (answered before any lookup, so it says nothing of
+         *     whether the job or group exists; the detail names the caller's scopes); it tried to create a
          *     credential or a webhook wider than its own scopes or a credential of a
          *     higher rate than its own; or the API is open (no credential was ever
          *     created), `LEASEAPI_OPEN` is not set and the request did not come from a
@@ -1545,7 +1545,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["ForbiddenProblem"];
             };
         };
-        /** @description The job has no lease, or the credential or webhook does not exist within the caller's scopes. */
+        /** @description The job has no lease, or the group, credential or webhook does not exist within the caller's scopes. */
         NotFound: {
             headers: {
                 [name: string]: unknown;
