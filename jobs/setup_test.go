@@ -191,6 +191,9 @@ type faultProxy struct {
 	// group_full, with Retry-After retryAfter, for the group groupFullBody
 	// names: every slot of "reports" held by the job "other".
 	groupFull atomic.Int32
+	// groupFullBare leaves Retry-After out of the group_full answers, as a
+	// proxy that drops headers would.
+	groupFullBare atomic.Bool
 
 	// lastAcquire is the body of the last acquire.
 	lastAcquire atomic.Pointer[[]byte]
@@ -218,7 +221,9 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !fail && f.groupFull.Add(-1) >= 0 {
 			f.count(op, http.StatusConflict)
 			w.Header().Set("Content-Type", api.ProblemContentType)
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(f.retryAfter.Load()))))
+			if !f.groupFullBare.Load() {
+				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(f.retryAfter.Load()))))
+			}
 			w.WriteHeader(http.StatusConflict)
 			_, _ = w.Write([]byte(groupFullBody))
 			return

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,13 +89,6 @@ type acquireRequest struct {
 	group         *string // nil: keep the stored group; "": leave it
 }
 
-// acquireBody is the body of an acquire: the generated request, and the
-// job's concurrency group.
-type acquireBody struct {
-	client.AcquireRequest
-	Group *string `json:"group,omitempty"`
-}
-
 // postAcquire asks for the lease of a.jobID for a.tick.
 func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseapi.Lease, error) {
 	jobID := a.jobID
@@ -122,18 +114,13 @@ func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseap
 			}
 		}
 	}
-	buf, err := json.Marshal(acquireBody{AcquireRequest: body, Group: a.group})
-	if err != nil {
-		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, err)
-	}
-	resp, err := c.AcquireLeaseWithBodyWithResponse(ctx, jobID, "application/json", bytes.NewReader(buf))
+	body.Group = a.group
+	resp, err := c.AcquireLeaseWithResponse(ctx, jobID, body)
 	if err != nil {
 		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
 	}
 	if resp.JSON200 != nil {
-		lease := fromWire(*resp.JSON200)
-		withSlot(&lease, resp.Body)
-		return lease, nil
+		return fromWire(*resp.JSON200), nil
 	}
 	err = responseError(resp.HTTPResponse, resp.Body)
 	if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
@@ -178,6 +165,14 @@ func responseError(resp *http.Response, body []byte) error {
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		retryAfter = time.Duration(s) * time.Second
 	}
+	var code struct {
+		Code string `json:"code"`
+	}
+	if status == http.StatusConflict && json.Unmarshal(body, &code) == nil && code.Code == api.CodeGroupFull {
+		// Read apart from the other problems, so that a group the client
+		// cannot read does not turn the refusal into an error.
+		return groupFullError(body, retryAfter)
+	}
 	var p client.Problem
 	if err := json.Unmarshal(body, &p); err != nil || p.Code == "" {
 		return &APIError{StatusCode: status, RetryAfter: retryAfter}
@@ -189,9 +184,6 @@ func responseError(resp *http.Response, body []byte) error {
 			ahead.Lease = &l
 		}
 		return ahead
-	}
-	if status == http.StatusConflict && p.Code == codeGroupFull {
-		return groupFullError(body, retryAfter)
 	}
 	if status == http.StatusConflict && p.Lease != nil {
 		var sentinel error
@@ -245,63 +237,27 @@ func fromWire(l client.Lease) leaseapi.Lease {
 	if l.GraceMs != nil {
 		out.Grace = time.Duration(*l.GraceMs) * time.Millisecond
 	}
+	if l.Group != nil {
+		out.Group = *l.Group
+	}
+	if l.Slot != nil {
+		out.Slot = int(*l.Slot)
+	}
+	if l.SlotToken != nil {
+		out.SlotToken = *l.SlotToken
+	}
 	return out
 }
 
-// codeGroupFull is the problem code of an acquire refused because every
-// slot of the job's concurrency group is in use.
-const codeGroupFull = "group_full"
-
-// wireSlot is the part of a lease that names its group and slot.
-type wireSlot struct {
-	Group     *string `json:"group"`
-	Slot      *int    `json:"slot"`
-	SlotToken *int64  `json:"slotToken"`
-}
-
-// withSlot sets the group, slot and slot token of lease from body, the
-// lease as JSON; fields that are absent or unreadable stay zero.
-func withSlot(lease *leaseapi.Lease, body []byte) {
-	var w wireSlot
-	if json.Unmarshal(body, &w) != nil {
-		return
-	}
-	if w.Group != nil {
-		lease.Group = *w.Group
-	}
-	if w.Slot != nil {
-		lease.Slot = *w.Slot
-	}
-	if w.SlotToken != nil {
-		lease.SlotToken = *w.SlotToken
-	}
-}
-
-// wireGroup is a concurrency group as leaseapi sends it.
-type wireGroup struct {
-	Name    string `json:"name"`
-	Limit   int    `json:"limit"`
-	Held    int    `json:"held"`
-	Holders []struct {
-		JobID     string    `json:"jobId"`
-		Owner     string    `json:"owner"`
-		Token     int64     `json:"token"`
-		Slot      int       `json:"slot"`
-		SlotToken int64     `json:"slotToken"`
-		ExpiresAt time.Time `json:"expiresAt"`
-	} `json:"holders"`
-	CreatedBy *string   `json:"createdBy"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-func (w *wireGroup) domain() leaseapi.Group {
-	g := leaseapi.Group{Name: w.Name, Limit: w.Limit, Held: w.Held, CreatedAt: w.CreatedAt}
+// groupFromWire converts a group of the generated client to the domain type.
+func groupFromWire(w client.Group) leaseapi.Group {
+	g := leaseapi.Group{Name: w.Name, Limit: int(w.Limit), Held: int(w.Held), CreatedAt: w.CreatedAt}
 	if w.CreatedBy != nil {
 		g.CreatedBy = *w.CreatedBy
 	}
 	for _, h := range w.Holders {
 		g.Holders = append(g.Holders, leaseapi.GroupHolder{
-			JobID: h.JobID, Owner: h.Owner, Token: h.Token, Slot: h.Slot, SlotToken: h.SlotToken, ExpiresAt: h.ExpiresAt,
+			JobID: h.JobId, Owner: h.Owner, Token: h.Token, Slot: int(h.Slot), SlotToken: h.SlotToken, ExpiresAt: h.ExpiresAt,
 		})
 	}
 	return g
@@ -319,14 +275,13 @@ func groupFullError(body []byte, retryAfter time.Duration) *leaseapi.GroupFullEr
 	if json.Unmarshal(body, &p) != nil {
 		return e
 	}
-	var g wireGroup
+	var g client.Group
 	if len(p.Group) > 0 && json.Unmarshal(p.Group, &g) == nil {
-		e.Group = g.domain()
+		e.Group = groupFromWire(g)
 	}
 	var l client.Lease
 	if len(p.Lease) > 0 && string(p.Lease) != "null" && json.Unmarshal(p.Lease, &l) == nil {
 		lease := fromWire(l)
-		withSlot(&lease, p.Lease)
 		e.Lease = &lease
 	}
 	return e
