@@ -640,23 +640,32 @@ func (e *env) zombie(rng *rand.Rand) {
 
 // probe acquires every job as a fresh owner once the replicas are gone
 // (I7: every job is grantable within TTL + 2·heartbeat). A job of a group
-// is released at once, so that the group's other jobs can be probed too.
+// names its group (a job that was never granted is in none yet) and is
+// released at once, so that the group's other jobs can be probed too.
 func (e *env) probe(max time.Duration) []checker.Probe {
 	start := time.Now()
 	jobs := e.allJobIDs()
-	grouped := len(e.jobIDs())
+	groupOf := make(map[string]string)
+	for _, j := range e.groupJobs() {
+		groupOf[j.id] = j.group
+	}
 	out := make([]checker.Probe, len(jobs))
 	var wg sync.WaitGroup
 	for i, job := range jobs {
 		wg.Go(func() {
 			p := checker.Probe{Job: job}
 			inst := i % len(e.insts)
+			body := map[string]any{"owner": "probe", "ttlMs": int64(1000)}
+			group, grouped := groupOf[job]
+			if grouped {
+				body["group"] = group
+			}
 			for {
-				res, l := e.call("probe", inst, job, "acquire", map[string]any{"owner": "probe", "ttlMs": int64(1000)})
+				res, l := e.call("probe", inst, job, "acquire", body)
 				p.Elapsed = time.Since(start)
 				if res == "ok" {
 					p.OK = true
-					if i >= grouped && l != nil {
+					if grouped && l != nil {
 						e.call("probe", inst, job, "release", map[string]any{"owner": "probe", "token": l.Token, "outcome": "succeeded"})
 					}
 					break
