@@ -221,6 +221,7 @@ func TestGroupScopes(t *testing.T) {
 		_, aAdmin := mint(t, store, "a-admin", leaseapi.RoleAdmin, "team-a:")
 		_, aLease := mint(t, store, "a-lease", leaseapi.RoleLease, "team-a:")
 		_, aRead := mint(t, store, "a-read", leaseapi.RoleRead, "team-a:")
+		_, abLease := mint(t, store, "ab-lease", leaseapi.RoleLease, "team-a:", "team-b.")
 		b := setup(t, store, defaultOptions())
 		for _, g := range []string{"team-a:g", "team-ab:g", "team-b.g"} {
 			wantGroup(t, b.putGroup(t, g, 1, root))
@@ -303,6 +304,30 @@ func TestGroupScopes(t *testing.T) {
 		}
 		if l := wantLease(t, b.do(t, request{method: http.MethodDelete, path: "/leases/team-a:job/group", header: aAdmin})); l.Group != nil {
 			t.Errorf("a-admin took team-a:job out of its group: group %v", l.Group)
+		}
+
+		// A credential of two teams puts team b's job into team a's group:
+		// team a sees the slot in use, not team b's job.
+		wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/team-b.job/acquire", body: `{"owner":"o","group":"team-a:g"}`, header: abLease}))
+		holders := func(h http.Header) (held int64, jobs []string) {
+			g := wantGroup(t, b.do(t, request{method: http.MethodGet, path: "/groups/team-a:g", header: h}))
+			for _, x := range g.Holders {
+				jobs = append(jobs, x.JobID)
+			}
+			return g.Held, jobs
+		}
+		if held, jobs := holders(aRead); held != 2 || !slices.Equal(jobs, []string{"team-a:job"}) {
+			t.Errorf("a-read: held %d, holders %q; want 2 held, only team-a:job shown", held, jobs)
+		}
+		if held, jobs := holders(root); held != 2 || !slices.Equal(jobs, []string{"team-a:job", "team-b.job"}) {
+			t.Errorf("root: held %d, holders %q; want both", held, jobs)
+		}
+		if l := groupList(t, b.do(t, request{method: http.MethodGet, path: "/groups", header: aRead})); len(l.Groups) != 1 || len(l.Groups[0].Holders) != 1 {
+			t.Errorf("a-read's list: %+v, want team-a:g with its one visible holder", l.Groups)
+		}
+		full := b.do(t, request{method: http.MethodPost, path: "/leases/team-a:other/acquire", body: `{"owner":"o","group":"team-a:g"}`, header: aLease})
+		if p := wantProblem(t, full, http.StatusConflict, api.CodeGroupFull); p.Group == nil || p.Group.Held != 2 || len(p.Group.Holders) != 1 || p.Group.Holders[0].JobID != "team-a:job" {
+			t.Errorf("group_full to team a: %+v, want 2 held and only team-a:job shown", p.Group)
 		}
 	})
 }
