@@ -40,6 +40,10 @@ const (
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422
 	// CodeIdempotencyKeyInFlight: the key's first request is not answered yet.
 	CodeIdempotencyKeyInFlight = "idempotency_key_in_flight" // 409
+	// CodeGroupFull: every slot of the job's concurrency group is in use.
+	CodeGroupFull = "group_full" // 409
+	// CodeGroupInUse: a job is still in the group to be deleted.
+	CodeGroupInUse = "group_in_use" // 409
 )
 
 // ProblemTypePrefix prefixes the code to form a problem's `type` URI. The URI
@@ -63,6 +67,9 @@ type Problem struct {
 	Lease *Lease `json:"lease,omitempty"`
 	// Now is the store's clock when a tick_ahead refusal was decided.
 	Now *Time `json:"now,omitempty"`
+	// Group is the job's concurrency group when a group_full refusal was
+	// decided, with at most leaseapi.MaxGroupFullHolders holders.
+	Group *Group `json:"group,omitempty"`
 }
 
 // Lease is a job's lease on the wire: the Lease schema of api/openapi.yaml.
@@ -96,6 +103,12 @@ type Lease struct {
 	CatchUpWindowMs int64             `json:"catchUpWindowMs"`
 	OwedTick        *Time             `json:"owedTick"`
 	OwedReason      *leaseapi.Trigger `json:"owedReason"`
+	// Group is the job's concurrency group, nil for none; Slot and
+	// SlotToken the group's slot the current grant took and its slot
+	// token, nil when it took none.
+	Group     *string `json:"group"`
+	Slot      *int64  `json:"slot"`
+	SlotToken *int64  `json:"slotToken"`
 }
 
 // LeaseList is one page of GET /leases.
@@ -127,6 +140,14 @@ type Run struct {
 	// tick (nil otherwise, or when the API is open).
 	Trigger     leaseapi.Trigger `json:"trigger"`
 	TriggeredBy *string          `json:"triggeredBy"`
+	// Group, Slot and SlotToken are the concurrency group the grant was
+	// made in and the slot it took (nil for none). GroupFull marks a
+	// missed run whose group had every slot in use at the end of its
+	// tick's grace.
+	Group     *string `json:"group"`
+	Slot      *int64  `json:"slot"`
+	SlotToken *int64  `json:"slotToken"`
+	GroupFull bool    `json:"groupFull"`
 }
 
 // RunList is the body of GET /leases/{jobId}/runs.
@@ -201,6 +222,9 @@ type AcquireRequest struct {
 	// NearestTick asks the server to pick the tick: the schedule's newest
 	// tick at or before the database clock plus a margin. Not with Tick.
 	NearestTick bool `json:"nearestTick,omitempty"`
+	// Group puts the job in that concurrency group at a new grant: a name
+	// joins it, "" leaves any group; nil keeps the stored group.
+	Group *string `json:"group,omitempty"`
 	// Schedule is the job's cron spec (package schedule), registered when
 	// the acquire is granted; nil leaves the stored one as it is.
 	Schedule *string `json:"schedule,omitempty"`
@@ -318,6 +342,9 @@ func FromLease(l leaseapi.Lease) Lease {
 		CatchUp:           cmp.Or(l.CatchUp, leaseapi.CatchUpNone),
 		CatchUpWindowMs:   cmp.Or(l.CatchUpWindow, leaseapi.DefaultCatchUpWindow).Milliseconds(),
 		OwedTick:          timePtr(l.OwedTick),
+		Group:             stringPtr(l.Group),
+		Slot:              int64Ptr(int64(l.Slot)),
+		SlotToken:         int64Ptr(l.SlotToken),
 	}
 	if l.OwedReason != "" {
 		r := l.OwedReason
@@ -373,6 +400,10 @@ func FromRun(r leaseapi.Run) Run {
 		RevokedBy:   stringPtr(r.RevokedBy),
 		Trigger:     cmp.Or(r.Trigger, leaseapi.TriggerSchedule),
 		TriggeredBy: stringPtr(r.TriggeredBy),
+		Group:       stringPtr(r.Group),
+		Slot:        int64Ptr(int64(r.Slot)),
+		SlotToken:   int64Ptr(r.SlotToken),
+		GroupFull:   r.GroupFull,
 	}
 	// A missed run has no holder; nor has a discarded one that was missed.
 	if r.Outcome != leaseapi.OutcomeMissed && r.StartedAt != nil {

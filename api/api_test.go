@@ -49,7 +49,7 @@ func TestSpecProblemCodes(t *testing.T) {
 		api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeNotFound,
 		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeTickAhead, api.CodeLeaseLost,
 		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal, api.CodeOverloaded, api.CodeRateLimited,
-		api.CodeCredentialExists, api.CodeIdempotencyKeyReused, api.CodeIdempotencyKeyInFlight,
+		api.CodeCredentialExists, api.CodeIdempotencyKeyReused, api.CodeIdempotencyKeyInFlight, api.CodeGroupFull, api.CodeGroupInUse,
 	}
 	slices.Sort(got)
 	slices.Sort(want)
@@ -146,6 +146,7 @@ func TestDTOsMatchSpec(t *testing.T) {
 		Tick: &now, LastCompletedTick: &now, LastOutcome: leaseapi.OutcomeSucceeded,
 		Schedule: "CRON_TZ=Europe/Berlin 0 7 * * *", Grace: time.Minute, NextTick: &later,
 		PausedAt: &later, PausedBy: "ops", PausedReason: "maintenance", MissedTicks: 3, SkippedTicks: 1, RevokedBy: "ops",
+		Group: "reports:warehouse", Slot: 2, SlotToken: 9,
 	}
 	minimal := leaseapi.Lease{
 		JobID: "a", Owner: "o", Token: 1, State: leaseapi.StateHeld,
@@ -157,6 +158,11 @@ func TestDTOsMatchSpec(t *testing.T) {
 	// Runs a repair set aside: a grant's, and a missed tick's.
 	discarded := leaseapi.Run{JobID: "a", Token: 3, Owner: "o", Tick: &later, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeDiscarded, RevokedBy: "ops"}
 	discardedMissed := leaseapi.Run{JobID: "b.c", Tick: &later, EndedAt: &later, Outcome: leaseapi.OutcomeDiscarded}
+	grouped := leaseapi.Run{JobID: "a", Token: 4, Owner: "o", StartedAt: &now, Outcome: leaseapi.OutcomeRunning, Group: "g", Slot: 1, SlotToken: 7}
+	groupFull := leaseapi.Run{JobID: "a", Tick: &now, EndedAt: &later, Outcome: leaseapi.OutcomeMissed, Group: "g", GroupFull: true}
+	group := leaseapi.Group{Name: "reports:warehouse", Limit: 2, Held: 1, CreatedBy: "ops (lk_abc)", CreatedAt: now,
+		Holders: []leaseapi.GroupHolder{{JobID: "reports:daily", Owner: "pod-1", Token: 3, Slot: 1, SlotToken: 5, ExpiresAt: later}}}
+	wireGroup := api.FromGroup(group)
 	cursor := "YQ"
 	problemLease := api.FromLease(full)
 	tests := []struct {
@@ -167,7 +173,13 @@ func TestDTOsMatchSpec(t *testing.T) {
 		{"MinimalLease", "Lease", api.FromLease(minimal)},
 		{"LeaseListLast", "LeaseList", api.LeaseList{Leases: api.FromLeases(nil), ServerTime: api.NewTime(now)}},
 		{"LeaseListMore", "LeaseList", api.LeaseList{Leases: api.FromLeases([]leaseapi.Lease{full, minimal}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
-		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed, discarded, discardedMissed})}},
+		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed, discarded, discardedMissed, grouped, groupFull})}},
+		{"Group", "Group", wireGroup},
+		{"EmptyGroup", "Group", api.FromGroup(leaseapi.Group{Name: "g", Limit: 1, CreatedAt: now})},
+		{"GroupList", "GroupList", api.GroupList{Groups: api.FromGroups([]leaseapi.Group{group}), NextCursor: &cursor}},
+		{"EmptyGroupList", "GroupList", api.GroupList{Groups: api.FromGroups(nil)}},
+		{"GroupFullProblem", "GroupFullProblem", api.Problem{Type: api.ProblemTypePrefix + api.CodeGroupFull, Title: "Group full", Status: 409, Detail: "d",
+			Code: api.CodeGroupFull, Lease: &problemLease, Group: &wireGroup}},
 		{"EmptyRunList", "RunList", api.RunList{Runs: api.FromRuns(nil)}},
 		{"RecentRunListMore", "RecentRunList", api.RecentRunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
 		{"RecentRunListLast", "RecentRunList", api.RecentRunList{Runs: api.FromRuns(nil), ServerTime: api.NewTime(now)}},
@@ -237,6 +249,9 @@ func TestDTOsMatchSpec(t *testing.T) {
 		}{
 			{"AcquireRequest", api.AcquireRequest{Owner: "o", TTLMs: &ttl, Tick: &tick}},
 			{"AcquireRequest", api.AcquireRequest{Owner: "o"}},
+			{"AcquireRequest", api.AcquireRequest{Owner: "o", Group: new("g")}},
+			{"AcquireRequest", api.AcquireRequest{Owner: "o", Group: new("")}},
+			{"PutGroupRequest", api.PutGroupRequest{Limit: 3}},
 			{"AcquireRequest", api.AcquireRequest{Owner: "o", Tick: &tick, Schedule: &spec, GraceMs: &ttl}},
 			{"PauseRequest", api.PauseRequest{Reason: &spec}},
 			{"PauseRequest", api.PauseRequest{}},

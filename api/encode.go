@@ -91,7 +91,20 @@ func (l Lease) AppendJSON(b []byte) []byte {
 	} else {
 		b = appendString(b, string(*l.OwedReason))
 	}
+	b = append(b, `,"group":`...)
+	b = appendStringPtr(b, l.Group)
+	b = append(b, `,"slot":`...)
+	b = appendInt64Ptr(b, l.Slot)
+	b = append(b, `,"slotToken":`...)
+	b = appendInt64Ptr(b, l.SlotToken)
 	return append(b, '}')
+}
+
+func appendInt64Ptr(b []byte, n *int64) []byte {
+	if n == nil {
+		return append(b, "null"...)
+	}
+	return strconv.AppendInt(b, *n, 10)
 }
 
 func appendStringPtr(b []byte, s *string) []byte {
@@ -104,7 +117,8 @@ func appendStringPtr(b []byte, s *string) []byte {
 // MarshalJSON encodes p as AppendJSON does.
 func (p Problem) MarshalJSON() ([]byte, error) { return p.AppendJSON(make([]byte, 0, 640)), nil }
 
-// AppendJSON appends p's JSON object to b; lease is left out when nil.
+// AppendJSON appends p's JSON object to b; lease, now and group are left
+// out when nil.
 func (p Problem) AppendJSON(b []byte) []byte {
 	b = append(b, `{"type":`...)
 	b = appendString(b, p.Type)
@@ -123,6 +137,10 @@ func (p Problem) AppendJSON(b []byte) []byte {
 	if p.Now != nil {
 		b = append(b, `,"now":`...)
 		b = p.Now.appendJSON(b)
+	}
+	if p.Group != nil {
+		b = append(b, `,"group":`...)
+		b = p.Group.appendJSON(b)
 	}
 	return append(b, '}')
 }

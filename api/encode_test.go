@@ -24,6 +24,7 @@ type plainProblem struct {
 	Code   string      `json:"code"`
 	Lease  *plainLease `json:"lease,omitempty"`
 	Now    *Time       `json:"now,omitempty"`
+	Group  *Group      `json:"group,omitempty"`
 }
 
 // FuzzAppendJSON: AppendJSON of a lease and of a problem is valid JSON that
@@ -58,6 +59,13 @@ func FuzzAppendJSON(f *testing.F) {
 		if withTimes { // a tick_ahead's clock
 			now := NewTime(at)
 			p.Now, ref.Now = &now, &now
+		}
+		if withLease && !withTimes { // a group_full's group
+			group, slot := jobID, token
+			l.Group, l.Slot, l.SlotToken = &group, &slot, &ms
+			g := Group{Name: jobID, Limit: token, Held: ms, CreatedBy: &owner, CreatedAt: NewTime(at),
+				Holders: []GroupHolder{{JobID: jobID, Owner: owner, Token: token, Slot: 1, SlotToken: ms, ExpiresAt: NewTime(at)}, {JobID: detail}}}
+			p.Group, ref.Group = &g, &g
 		}
 		sameJSON(t, "lease", l.AppendJSON(nil), plainLease(l), jobID+owner+detail)
 		sameJSON(t, "problem", p.AppendJSON(nil), ref, jobID+owner+detail)

@@ -31,9 +31,9 @@ type apiRoute struct {
 // authorize is the one place every API route passes through. It finds the
 // route's permission (a route without one is refused: deny by default),
 // authenticates the caller, refuses a role too weak for the route (403),
-// refuses a job outside the caller's scopes (403, before any lookup: scopes
-// are job id prefixes, so the answer says nothing of whether the job
-// exists), and puts the caller into the request's state, where the lists
+// refuses a job or a group outside the caller's scopes (403, before any
+// lookup: scopes are name prefixes, so the answer says nothing of whether
+// the job or group exists), and puts the caller into the request's state, where the lists
 // and counts read its scopes.
 func (h *handler) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +67,11 @@ func (h *handler) authorize(next http.Handler) http.Handler {
 			return
 		}
 		if id := jobIDParam(r); leaseapi.ValidJobID(id) && !p.inScope(id) {
-			writeProblem(w, r, outOfScope(p, id))
+			writeProblem(w, r, outOfScope(p, "job", id))
+			return
+		}
+		if name := groupNameParam(r); leaseapi.ValidJobID(name) && !p.inScope(name) {
+			writeProblem(w, r, outOfScope(p, "group", name))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -108,16 +112,17 @@ func (h *handler) authenticate(r *http.Request, perm permission) (*principal, er
 	return p, nil
 }
 
-// outOfScope is the 403 of a job outside the caller's scopes. It names the
-// scopes (clipped: up to 32 of 128 characters each), which the caller may
-// know anyway (GET /whoami), and nothing about the job.
-func outOfScope(p *principal, jobID string) error {
+// outOfScope is the 403 of a job (what is "job") or a group outside the
+// caller's scopes. It names the scopes (clipped: up to 32 of 128
+// characters each), which the caller may know anyway (GET /whoami), and
+// nothing about the job or group.
+func outOfScope(p *principal, what, name string) error {
 	scopes := strings.Join(p.scopes, " ")
 	if len(scopes) > 200 {
 		scopes = scopes[:200] + "… (GET /whoami lists them all)"
 	}
 	return &requestError{status: http.StatusForbidden, code: api.CodeForbidden,
-		detail: fmt.Sprintf("job %s lies outside this credential's scopes (%s); use a credential whose scopes cover it", clip(jobID), scopes)}
+		detail: fmt.Sprintf("%s %s lies outside this credential's scopes (%s); use a credential whose scopes cover it", what, clip(name), scopes)}
 }
 
 func unauthorized(detail, challengeParams string) error {

@@ -26,7 +26,7 @@ func NewWithExtraRoute(store leaseapi.Store, opts Options, pattern string, fn ht
 
 // Call runs fn the way the handlers run a store call.
 func Call(ctx context.Context, fn func(context.Context) error) error {
-	_, err := call(ctx, newMetrics(prometheus.NewRegistry()), "test", func(ctx context.Context) (struct{}, error) {
+	_, err := call(ctx, newMetrics(prometheus.NewRegistry(), false), "test", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, fn(ctx)
 	})
 	return err

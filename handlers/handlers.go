@@ -66,6 +66,10 @@ type Options struct {
 	// MetricsToken, when set, is the bearer token /metrics requires; empty
 	// leaves /metrics open.
 	MetricsToken string
+	// GroupMetrics counts the group_full refusals by group and team
+	// (leaseapi_group_full_total). Group names are named like job ids, so
+	// it is set where the per-job series are, behind the metrics token.
+	GroupMetrics bool
 	// MissedGrace is the grace of a schedule whose acquire sends no graceMs.
 	MissedGrace time.Duration
 	// TriggerGrace is how long a manual tick stays claimable at least (the
@@ -178,7 +182,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 	if err := h.checkTTLs(); err != nil {
 		panic("handlers.New: " + err.Error())
 	}
-	h.metrics = newMetrics(h.registry)
+	h.metrics = newMetrics(h.registry, opts.GroupMetrics)
 	return h.routes()
 }
 
@@ -221,6 +225,7 @@ func (h *handler) routes() http.Handler {
 			{http.MethodDelete, "/leases/{jobId}/schedule", admin, h.forgetSchedule},
 			{http.MethodPost, "/leases/{jobId}/trigger", admin, h.trigger},
 			{http.MethodDelete, "/leases/{jobId}/trigger", admin, h.cancelTrigger},
+			{http.MethodDelete, "/leases/{jobId}/group", admin, h.leaveGroup},
 			{http.MethodPost, "/owed", read, h.owed},
 			{http.MethodPost, "/leases/{jobId}/acquire", lease, h.acquire},
 			{http.MethodPost, "/leases/{jobId}/heartbeat", holder, h.heartbeat},
@@ -235,6 +240,10 @@ func (h *handler) routes() http.Handler {
 			{http.MethodGet, "/webhooks", admin, h.listWebhooks},
 			{http.MethodDelete, "/webhooks/{id}", admin, h.deleteWebhook},
 			{http.MethodGet, "/webhooks/{id}/deliveries", admin, h.webhookDeliveries},
+			{http.MethodGet, "/groups", read, h.listGroups},
+			{http.MethodPut, "/groups/{name}", admin, h.putGroup},
+			{http.MethodGet, "/groups/{name}", read, h.getGroup},
+			{http.MethodDelete, "/groups/{name}", admin, h.deleteGroup},
 		} {
 			h.perms[rt.method+" "+rt.pattern] = rt.perm
 			r.Method(rt.method, rt.pattern, rt.handler)

@@ -41,6 +41,7 @@ func (h *handler) acquire(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "acquire", h.acquireParams, func(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
 		l, err := h.store.Acquire(ctx, p)
 		h.metrics.acquires.WithLabelValues(acquireResult(l, err)).Inc()
+		h.metrics.countGroupFull(err)
 		if err == nil {
 			h.observeTickStart(l)
 		}
@@ -65,7 +66,7 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err != nil {
 		return nil, err
 	}
-	p := &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick, NearestTick: req.NearestTick}
+	p := &leaseapi.AcquireParams{JobID: id, Owner: req.Owner, TTL: ttl, Tick: tick, NearestTick: req.NearestTick, Group: req.Group}
 	if req.Schedule != nil {
 		if *req.Schedule == "" {
 			return nil, leaseapi.InvalidSchedule(errors.New("the spec is empty"))
@@ -98,6 +99,9 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if err := acquireGroup(r, req.Group); err != nil {
+		return nil, err
+	}
 	return p, h.checkSchedule(r.Context(), p)
 }
 
@@ -118,6 +122,8 @@ func acquireResult(l leaseapi.Lease, err error) string {
 		return resultPaused
 	case errors.Is(err, leaseapi.ErrTickAhead):
 		return resultAhead
+	case errors.Is(err, leaseapi.ErrGroupFull):
+		return resultGroupFull
 	}
 	return resultError
 }

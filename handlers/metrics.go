@@ -10,6 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/leaseapi/leaseapi"
+	leasemetrics "github.com/leaseapi/leaseapi/internal/metrics"
 )
 
 // metrics are the handler's Prometheus collectors.
@@ -22,27 +25,32 @@ type metrics struct {
 	storeDuration   *prometheus.HistogramVec // by operation
 	tickStartDelay  prometheus.Histogram
 	ticksLate       prometheus.Counter
+	// groupFull counts the group_full refusals by group and team; nil
+	// unless Options.GroupMetrics.
+	groupFull *prometheus.CounterVec
 }
 
 // Results of lease operations, the values of the result label.
 const (
-	resultGranted  = "granted"
-	resultRenewed  = "renewed"
-	resultHeld     = "held"
-	resultTickDone = "tick_done"
-	resultPaused   = "job_paused"
-	resultAhead    = "tick_ahead"
-	resultOK       = "ok"
-	resultLost     = "lost"
-	resultNotFound = "not_found"
-	resultError    = "error"
+	resultGranted   = "granted"
+	resultRenewed   = "renewed"
+	resultHeld      = "held"
+	resultTickDone  = "tick_done"
+	resultPaused    = "job_paused"
+	resultAhead     = "tick_ahead"
+	resultGroupFull = "group_full"
+	resultOK        = "ok"
+	resultLost      = "lost"
+	resultNotFound  = "not_found"
+	resultError     = "error"
 )
 
-// newMetrics registers the collectors on reg. A collector that is already
-// registered (a second handler on the same registry) is shared.
-func newMetrics(reg *prometheus.Registry) *metrics {
+// newMetrics registers the collectors on reg, with the group_full counter
+// when groupSeries is set. A collector that is already registered (a
+// second handler on the same registry) is shared.
+func newMetrics(reg *prometheus.Registry, groupSeries bool) *metrics {
 	latency := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
-	return &metrics{
+	m := &metrics{
 		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_http_requests_total",
 			Help: "HTTP requests by route pattern and status code.",
@@ -54,7 +62,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}, []string{"route"})),
 		acquires: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_acquire_total",
-			Help: "Acquire results: granted, renewed, held, tick_done, job_paused, tick_ahead or error.",
+			Help: "Acquire results: granted, renewed, held, tick_done, job_paused, tick_ahead, group_full or error.",
 		}, []string{"result"})),
 		heartbeats: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_heartbeat_total",
@@ -78,6 +86,24 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Help:    "Store call duration (the database's latency) by operation, including calls the request stopped waiting for.",
 			Buckets: latency,
 		}, []string{"operation"})),
+	}
+	if groupSeries {
+		m.groupFull = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leaseapi_group_full_total",
+			Help: "Acquires answered group_full (every slot of the job's concurrency group in use), by group and team.",
+		}, []string{"group", "team"}))
+	}
+	return m
+}
+
+// countGroupFull counts err when it is a group_full refusal and the
+// group series are on.
+func (m *metrics) countGroupFull(err error) {
+	if m.groupFull == nil {
+		return
+	}
+	if full, ok := errors.AsType[*leaseapi.GroupFullError](err); ok {
+		m.groupFull.WithLabelValues(full.Group.Name, leasemetrics.Team(full.Group.Name)).Inc()
 	}
 }
 

@@ -84,7 +84,7 @@ func owedParams(w http.ResponseWriter, r *http.Request) (*leaseapi.OwedParams, e
 	caller := principalFrom(r.Context())
 	for _, id := range p.JobIDs {
 		if !caller.inScope(id) {
-			return nil, outOfScope(caller, id)
+			return nil, outOfScope(caller, "job", id)
 		}
 	}
 	return p, nil

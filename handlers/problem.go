@@ -64,6 +64,8 @@ var titles = map[string]string{
 	api.CodeCredentialExists:       "Credential exists",
 	api.CodeIdempotencyKeyReused:   "Idempotency-Key reused",
 	api.CodeIdempotencyKeyInFlight: "Idempotency-Key in flight",
+	api.CodeGroupFull:              "Group full",
+	api.CodeGroupInUse:             "Group in use",
 }
 
 // writeProblem is the only place that maps errors to responses. It maps
@@ -74,6 +76,8 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	conflict, isConflict := errors.AsType[*leaseapi.ConflictError](err)
 	refused, isRefused := errors.AsType[*leaseapi.RefusedError](err)
 	ahead, isAhead := errors.AsType[*leaseapi.TickAheadError](err)
+	full, isFull := errors.AsType[*leaseapi.GroupFullError](err)
+	inUse, isInUse := errors.AsType[*leaseapi.GroupInUseError](err)
 	var retry string // Retry-After
 	switch {
 	case isReqErr:
@@ -137,6 +141,21 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 			l := api.FromLease(*ahead.Lease)
 			p.Lease = &l
 		}
+	case isFull:
+		p.Status, p.Code = http.StatusConflict, api.CodeGroupFull
+		p.Detail = fmt.Sprintf("every slot of group %s is in use (%d held, limit %d); retry after Retry-After seconds, while the tick is within its grace",
+			clip(full.Group.Name), full.Group.Held, full.Group.Limit)
+		retry = strconv.Itoa(retrySeconds(full.RetryAfter))
+		g := api.FromGroup(full.Group)
+		p.Group = &g
+		if full.Lease != nil {
+			l := api.FromLease(*full.Lease)
+			p.Lease = &l
+		}
+	case isInUse:
+		p.Status, p.Code = http.StatusConflict, api.CodeGroupInUse
+		p.Detail = fmt.Sprintf("job %s is still in group %s; take it out first (DELETE /leases/{jobId}/group, or an acquire with \"group\": \"\"), then delete the group",
+			clip(inUse.JobID), clip(inUse.Group))
 	case isConflict && errors.Is(err, leaseapi.ErrLeaseLost):
 		p.Status, p.Code = http.StatusConflict, api.CodeLeaseLost
 		p.Detail = "owner and token do not match a live grant (another owner, an older token, expired, released or revoked); stop the run and acquire again"
@@ -228,6 +247,15 @@ func retryAfter(l leaseapi.Lease, now time.Time) int {
 		return 1
 	}
 	return int(secs)
+}
+
+// retrySeconds is d in whole seconds, rounded up, at least 1.
+func retrySeconds(d time.Duration) int {
+	secs := math.Ceil(d.Seconds())
+	if secs < 1 {
+		return 1
+	}
+	return int(min(secs, math.MaxInt32))
 }
 
 // jsonAppender is a response that encodes itself without reflection

@@ -156,6 +156,10 @@ func (q *acquireQueue) remove(w *acquireWaiter) bool {
 // by another), and makes its own call when there is no schedule to pick
 // from (the store answers it as invalid).
 //
+// A group_full refusal decides as a conflict does with the lease it
+// carries; what decide.Acquire does not refuse makes its own call, since
+// the group's slots may have freed since.
+//
 // Whether f's tick is ahead of the clock (maxAhead) is decided with the
 // clock of the leader's decision: a grant's renewedAt, or a tick_ahead
 // refusal's now. A refusal of another kind names no clock, only a lower
@@ -165,10 +169,20 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error, 
 	now, exact := lease.RenewedAt, err == nil
 	var conflict *leaseapi.ConflictError
 	var ahead *leaseapi.TickAheadError
+	var full *leaseapi.GroupFullError
 	switch {
 	case err == nil:
 	case errors.As(err, &conflict):
 		lease, now = conflict.Lease, conflict.Lease.RenewedAt
+	case errors.As(err, &full):
+		// A refusal like a conflict's, but by the group's slots, which
+		// only a call reads: f is answered only when its own lease
+		// refuses it (a pause, a done tick, a lease held by another);
+		// a job without a lease refuses nothing.
+		if full.Lease == nil {
+			return acquireOutcome{}, false
+		}
+		lease, now = *full.Lease, full.Lease.RenewedAt
 	case errors.As(err, &ahead):
 		now, exact = ahead.Now, true
 		if ahead.Lease == nil {

@@ -284,3 +284,45 @@ func TestDecideFollowerTickAhead(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideFollowerGroupFull: a leader refused group_full decides for a
+// follower only what the lease it carries refuses; a follower that lease
+// would not refuse makes its own call (a slot may have freed since), and
+// so does every follower of a job without a lease.
+func TestDecideFollowerGroupFull(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
+	group := leaseapi.Group{Name: "g", Limit: 1, Held: 1, Now: t0}
+	full := func(l *leaseapi.Lease) error {
+		return &leaseapi.GroupFullError{Group: group, RetryAfter: time.Second, Lease: l}
+	}
+	released := leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateReleased, Tick: at(-time.Hour),
+		LastCompletedTick: at(-time.Hour), AcquiredAt: t0, RenewedAt: t0, ReleasedAt: at(0), Group: "g"}
+	paused := released
+	paused.PausedAt = at(0)
+	for _, tc := range []struct {
+		name    string
+		tick    *time.Time
+		err     error
+		decided bool
+		want    error
+	}{
+		{"NoLease", at(0), full(nil), false, nil},
+		{"NoLeaseNoTick", nil, full(nil), false, nil},
+		{"NewTick", at(0), full(&released), false, nil},
+		{"NoTick", nil, full(&released), false, nil},
+		{"DoneTick", at(-time.Hour), full(&released), true, leaseapi.ErrTickDone},
+		{"Paused", at(0), full(&paused), true, leaseapi.ErrJobPaused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, Tick: tc.tick}
+			o, decided := decideFollower(f, leaseapi.Lease{}, tc.err, leaseapi.DefaultMaxTickAhead)
+			if decided != tc.decided || (tc.want != nil && !errors.Is(o.err, tc.want)) {
+				t.Errorf("decided %t with error %v; want decided %t with %v", decided, o.err, tc.decided, tc.want)
+			}
+			if decided && errors.Is(o.err, leaseapi.ErrUnavailable) {
+				t.Errorf("a group_full leader answered its follower unavailable: %v", o.err)
+			}
+		})
+	}
+}

@@ -163,6 +163,66 @@ func (e ForbiddenProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for GroupFullProblemCode.
+const (
+	GroupFullProblemCodeGroupFull GroupFullProblemCode = "group_full"
+)
+
+// Valid indicates whether the value is a known member of the GroupFullProblemCode enum.
+func (e GroupFullProblemCode) Valid() bool {
+	switch e {
+	case GroupFullProblemCodeGroupFull:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GroupFullProblemStatus.
+const (
+	GroupFullProblemStatusN409 GroupFullProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the GroupFullProblemStatus enum.
+func (e GroupFullProblemStatus) Valid() bool {
+	switch e {
+	case GroupFullProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GroupInUseProblemCode.
+const (
+	GroupInUseProblemCodeGroupInUse GroupInUseProblemCode = "group_in_use"
+)
+
+// Valid indicates whether the value is a known member of the GroupInUseProblemCode enum.
+func (e GroupInUseProblemCode) Valid() bool {
+	switch e {
+	case GroupInUseProblemCodeGroupInUse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GroupInUseProblemStatus.
+const (
+	GroupInUseProblemStatusN409 GroupInUseProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the GroupInUseProblemStatus enum.
+func (e GroupInUseProblemStatus) Valid() bool {
+	switch e {
+	case GroupInUseProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for IdempotencyKeyInFlightProblemCode.
 const (
 	IdempotencyKeyInFlightProblemCodeIdempotencyKeyInFlight IdempotencyKeyInFlightProblemCode = "idempotency_key_in_flight"
@@ -476,6 +536,8 @@ func (e PayloadTooLargeProblemStatus) Valid() bool {
 const (
 	ProblemCodeCredentialExists       ProblemCode = "credential_exists"
 	ProblemCodeForbidden              ProblemCode = "forbidden"
+	ProblemCodeGroupFull              ProblemCode = "group_full"
+	ProblemCodeGroupInUse             ProblemCode = "group_in_use"
 	ProblemCodeIdempotencyKeyInFlight ProblemCode = "idempotency_key_in_flight"
 	ProblemCodeIdempotencyKeyReused   ProblemCode = "idempotency_key_reused"
 	ProblemCodeInternal               ProblemCode = "internal"
@@ -501,6 +563,10 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeCredentialExists:
 		return true
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeGroupFull:
+		return true
+	case ProblemCodeGroupInUse:
 		return true
 	case ProblemCodeIdempotencyKeyInFlight:
 		return true
@@ -883,7 +949,13 @@ type AcquireConflictProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  Lease  `json:"lease"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease Lease  `json:"lease"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                        `json:"now,omitempty"`
@@ -919,6 +991,16 @@ type AcquireRequest struct {
 	// The effective grace, shown on the lease, is capped at the shortest
 	// gap between two ticks of the schedule.
 	GraceMs *int64 `json:"graceMs,omitempty"`
+
+	// Group The concurrency group (`PUT /groups/{name}`) the job is in from the
+	// next grant on: a name joins that group, `""` leaves any group. A
+	// grant in a group takes one of its slots, and is refused with 409
+	// `group_full` while they are all in use. A group that does not exist,
+	// or lies outside the caller's scopes, is 400 `invalid_request` (the
+	// same answer for both). A job changes group only at a new grant; the
+	// holder's renewal keeps it. Optional: without it the job stays in its
+	// group.
+	Group *string `json:"group,omitempty"`
 
 	// NearestTick `true` asks the server to pick the tick, for a client that does not
 	// compute ticks (curl, a Celery or APScheduler task): the newest tick
@@ -978,7 +1060,13 @@ type BadRequestProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                   `json:"now,omitempty"`
@@ -1077,7 +1165,13 @@ type CredentialExistsProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                         `json:"now,omitempty"`
@@ -1110,7 +1204,13 @@ type ForbiddenProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                  `json:"now,omitempty"`
@@ -1128,6 +1228,123 @@ type ForbiddenProblemCode string
 
 // ForbiddenProblemStatus defines model for ForbiddenProblem.Status.
 type ForbiddenProblemStatus int
+
+// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+// Each grant of a job in the group takes a slot, numbered from 1, and a
+// slot token, strictly increasing per group, that a shared resource can
+// use to fence the group's holders.
+type Group struct {
+	// CreatedAt Example: 2026-11-30T07:00:00.000Z
+	CreatedAt Time `json:"createdAt"`
+
+	// CreatedBy The credential that created the group; null when the API was open.
+	CreatedBy *string `json:"createdBy"`
+
+	// Held Slots in use; above `limit` for a while after the limit was lowered.
+	Held int64 `json:"held"`
+
+	// Holders The grants that hold the group's slots, by slot (in a `group_full` refusal, at most the first 10).
+	Holders []GroupHolder `json:"holders"`
+	Limit   int64         `json:"limit"`
+
+	// Name A concurrency group's name, with the syntax of a job id; the caller's scopes cover it as they cover a job id.
+	Name GroupName `json:"name"`
+}
+
+// GroupFullProblem defines model for GroupFullProblem.
+type GroupFullProblem struct {
+	Code GroupFullProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group Group  `json:"group"`
+	Lease *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                  `json:"now,omitempty"`
+	Status GroupFullProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// GroupFullProblemCode defines model for GroupFullProblem.Code.
+type GroupFullProblemCode string
+
+// GroupFullProblemStatus defines model for GroupFullProblem.Status.
+type GroupFullProblemStatus int
+
+// GroupHolder A grant that holds a slot of a group. `expiresAt` is when the slot frees
+// by itself: the grant's expiry (a heartbeat moves it), or for a revoked
+// grant the expiry it had when it was revoked.
+type GroupHolder struct {
+	// ExpiresAt Example: 2026-11-30T07:00:00.000Z
+	ExpiresAt Time  `json:"expiresAt"`
+	JobId     JobID `json:"jobId"`
+
+	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
+	Owner Owner `json:"owner"`
+	Slot  int64 `json:"slot"`
+
+	// SlotToken The group's fencing token of this grant.
+	SlotToken int64 `json:"slotToken"`
+
+	// Token Fencing token; strictly increasing per job, never reused. With
+	// Postgres it is at least (timeline − 1) × 2^40 (see the Lease's
+	// `timeline`), and at most 2^53 − 1, so a JSON number keeps it exactly.
+	// Compare tokens as numbers; do not assume they are consecutive.
+	Token Token `json:"token"`
+}
+
+// GroupInUseProblem defines model for GroupInUseProblem.
+type GroupInUseProblem struct {
+	Code GroupInUseProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                   `json:"now,omitempty"`
+	Status GroupInUseProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// GroupInUseProblemCode defines model for GroupInUseProblem.Code.
+type GroupInUseProblemCode string
+
+// GroupInUseProblemStatus defines model for GroupInUseProblem.Status.
+type GroupInUseProblemStatus int
+
+// GroupList defines model for GroupList.
+type GroupList struct {
+	Groups []Group `json:"groups"`
+
+	// NextCursor Pass as `cursor` for the next page; null on the last page.
+	NextCursor *string `json:"nextCursor"`
+}
+
+// GroupName A concurrency group's name, with the syntax of a job id; the caller's scopes cover it as they cover a job id.
+type GroupName = string
 
 // HeartbeatRequest defines model for HeartbeatRequest.
 type HeartbeatRequest struct {
@@ -1151,7 +1368,13 @@ type IdempotencyKeyInFlightProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                               `json:"now,omitempty"`
@@ -1176,7 +1399,13 @@ type IdempotencyKeyReusedProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                             `json:"now,omitempty"`
@@ -1201,7 +1430,13 @@ type InternalProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                 `json:"now,omitempty"`
@@ -1229,7 +1464,13 @@ type JobPausedProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  Lease  `json:"lease"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease Lease  `json:"lease"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                  `json:"now,omitempty"`
@@ -1264,7 +1505,10 @@ type Lease struct {
 
 	// GraceMs The effective grace of the schedule in milliseconds; null without a schedule.
 	GraceMs *int64 `json:"graceMs"`
-	JobId   JobID  `json:"jobId"`
+
+	// Group The concurrency group the job is in (see `group` of the acquire); null for none.
+	Group *string `json:"group"`
+	JobId JobID   `json:"jobId"`
 
 	// LastCompletedTick Newest tick released with outcome succeeded, else null.
 	LastCompletedTick *time.Time `json:"lastCompletedTick"`
@@ -1316,7 +1560,14 @@ type Lease struct {
 
 	// SkippedTicks Ticks that fell while an earlier grant was held, since the schedule was first registered.
 	SkippedTicks int64 `json:"skippedTicks"`
-	State        State `json:"state"`
+
+	// Slot The slot of its group the current grant took; null when the grant took none.
+	Slot *int64 `json:"slot"`
+
+	// SlotToken The group's fencing token of the current grant, strictly increasing
+	// per group; null when the grant took no slot.
+	SlotToken *int64 `json:"slotToken"`
+	State     State  `json:"state"`
 
 	// Tick The tick the current or last grant was for, else null.
 	Tick *time.Time `json:"tick"`
@@ -1370,7 +1621,13 @@ type LeaseLostProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  Lease  `json:"lease"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease Lease  `json:"lease"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                  `json:"now,omitempty"`
@@ -1408,7 +1665,13 @@ type NotFoundProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                 `json:"now,omitempty"`
@@ -1470,7 +1733,13 @@ type PayloadTooLargeProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                        `json:"now,omitempty"`
@@ -1495,7 +1764,13 @@ type Problem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now *Time `json:"now,omitempty"`
@@ -1513,13 +1788,25 @@ type Problem struct {
 // ProblemCode defines model for Problem.Code.
 type ProblemCode string
 
+// PutGroupRequest defines model for PutGroupRequest.
+type PutGroupRequest struct {
+	// Limit How many of the group's jobs may hold a lease at once.
+	Limit int64 `json:"limit"`
+}
+
 // RateLimitedProblem defines model for RateLimitedProblem.
 type RateLimitedProblem struct {
 	Code RateLimitedProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                    `json:"now,omitempty"`
@@ -1588,7 +1875,13 @@ type Run struct {
 
 	// EndedAt Null while the run is going on.
 	EndedAt *time.Time `json:"endedAt"`
-	JobId   JobID      `json:"jobId"`
+
+	// Group The concurrency group the grant was made in; null for none.
+	Group *string `json:"group"`
+
+	// GroupFull true for a missed run whose group had every slot in use at the end of the tick's grace.
+	GroupFull bool  `json:"groupFull"`
+	JobId     JobID `json:"jobId"`
 
 	// Outcome How the run ended. `discarded`: a repair (POST
 	// /leases/{jobId}/repair) set the run aside because its tick lay
@@ -1602,6 +1895,12 @@ type Run struct {
 
 	// RevokedBy The name of the credential that revoked the run; null otherwise.
 	RevokedBy *string `json:"revokedBy"`
+
+	// Slot The slot of its group the grant took; null for none.
+	Slot *int64 `json:"slot"`
+
+	// SlotToken The group's fencing token of the grant; null for none.
+	SlotToken *int64 `json:"slotToken"`
 
 	// StartedAt When the grant was made; null for a missed run.
 	StartedAt *time.Time `json:"startedAt"`
@@ -1677,7 +1976,13 @@ type TickAheadProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    Time                   `json:"now"`
@@ -1717,7 +2022,13 @@ type UnauthorizedProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                     `json:"now,omitempty"`
@@ -1742,7 +2053,13 @@ type UnavailableProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                    `json:"now,omitempty"`
@@ -1767,7 +2084,13 @@ type UnsupportedMediaTypeProblem struct {
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
 	Detail string `json:"detail"`
-	Lease  *Lease `json:"lease,omitempty"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 
 	// Now Example: 2026-11-30T07:00:00.000Z
 	Now    *Time                             `json:"now,omitempty"`
@@ -1961,6 +2284,16 @@ type Unavailable = UnavailableProblem
 // UnsupportedMediaType defines model for UnsupportedMediaType.
 type UnsupportedMediaType = UnsupportedMediaTypeProblem
 
+// ListGroupsParams defines parameters for ListGroups.
+type ListGroupsParams struct {
+	// Prefix Only groups whose name starts with this prefix (empty = all).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque; the `nextCursor` of the previous page (of the same prefix).
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListLeasesParams defines parameters for ListLeases.
 type ListLeasesParams struct {
 	State *State `form:"state,omitempty" json:"state,omitempty"`
@@ -2026,6 +2359,9 @@ type ReceiveWebhookEventParams struct {
 
 // CreateCredentialJSONRequestBody defines body for CreateCredential for application/json ContentType.
 type CreateCredentialJSONRequestBody = CreateCredentialRequest
+
+// PutGroupJSONRequestBody defines body for PutGroup for application/json ContentType.
+type PutGroupJSONRequestBody = PutGroupRequest
 
 // AcquireLeaseJSONRequestBody defines body for AcquireLease for application/json ContentType.
 type AcquireLeaseJSONRequestBody = AcquireRequest
@@ -2099,6 +2435,32 @@ func (t *AcquireConflict) FromTickAheadProblem(v TickAheadProblem) error {
 
 // MergeTickAheadProblem performs a merge with any union data inside the AcquireConflict, using the provided TickAheadProblem
 func (t *AcquireConflict) MergeTickAheadProblem(v TickAheadProblem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsGroupFullProblem returns the union data inside the AcquireConflict as a GroupFullProblem
+func (t AcquireConflict) AsGroupFullProblem() (GroupFullProblem, error) {
+	var body GroupFullProblem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromGroupFullProblem overwrites any union data inside the AcquireConflict as the provided GroupFullProblem
+func (t *AcquireConflict) FromGroupFullProblem(v GroupFullProblem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeGroupFullProblem performs a merge with any union data inside the AcquireConflict, using the provided GroupFullProblem
+func (t *AcquireConflict) MergeGroupFullProblem(v GroupFullProblem) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -2324,6 +2686,53 @@ type ClientInterface interface {
 	// Corresponds with DELETE /credentials/{id} (the `DeleteCredential` operationId).
 	DeleteCredential(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListGroups List the concurrency groups within the caller's scopes, sorted by name, one page at a time. Needs role read.
+	//
+	// Keyset pagination as in `GET /leases`: pass the `nextCursor` of a page
+	// as `cursor` to get the next one; `nextCursor` is null on the last page.
+	// Each group shows its slots in use, read with the database's clock.
+	//
+	// Corresponds with GET /groups (the `ListGroups` operationId).
+	ListGroups(ctx context.Context, params *ListGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteGroup Delete a concurrency group no job is in. Needs role admin.
+	//
+	// While a job is in the group the answer is 409 `group_in_use`, naming one
+	// such job: acquire it with `"group": ""`, or take it out with
+	// `DELETE /leases/{jobId}/group`, first.
+	//
+	// Corresponds with DELETE /groups/{name} (the `DeleteGroup` operationId).
+	DeleteGroup(ctx context.Context, name GroupName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetGroup Get a concurrency group with the grants that hold its slots. Needs role read.
+	//
+	// Corresponds with GET /groups/{name} (the `GetGroup` operationId).
+	GetGroup(ctx context.Context, name GroupName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutGroupWithBody Create a concurrency group, or change its limit. Needs role admin.
+	//
+	// A group lets at most `limit` of its jobs hold a lease at once. Lowering
+	// the limit takes nothing away from the grants that hold slots above it:
+	// those slots retire as they free, and no new grant is made until fewer
+	// slots than the new limit are in use.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
+	PutGroupWithBody(ctx context.Context, name GroupName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutGroup Create a concurrency group, or change its limit. Needs role admin.
+	//
+	// A group lets at most `limit` of its jobs hold a lease at once. Lowering
+	// the limit takes nothing away from the grants that hold slots above it:
+	// those slots retire as they free, and no new grant is made until fewer
+	// slots than the new limit are in use.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
+	PutGroup(ctx context.Context, name GroupName, body PutGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz The process is alive.
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -2413,6 +2822,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
 	AcquireLease(ctx context.Context, jobId JobID, body AcquireLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LeaveGroup Take a job out of its concurrency group. Needs role admin.
+	//
+	// For a retired job that no replica acquires any more, so that its group
+	// can be deleted. A grant the job holds keeps its slot until it ends. A job
+	// in no group is returned unchanged.
+	//
+	// Corresponds with DELETE /leases/{jobId}/group (the `LeaveGroup` operationId).
+	LeaveGroup(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HeartbeatLeaseWithBody Extend a held lease (expiresAt = now + ttl). Needs role lease.
 	//
@@ -2927,6 +3345,103 @@ func (c *Client) DeleteCredential(ctx context.Context, id string, reqEditors ...
 	return c.Client.Do(req)
 }
 
+// ListGroups List the concurrency groups within the caller's scopes, sorted by name, one page at a time. Needs role read.
+//
+// Keyset pagination as in `GET /leases`: pass the `nextCursor` of a page
+// as `cursor` to get the next one; `nextCursor` is null on the last page.
+// Each group shows its slots in use, read with the database's clock.
+//
+// Corresponds with GET /groups (the `ListGroups` operationId).
+func (c *Client) ListGroups(ctx context.Context, params *ListGroupsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListGroupsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteGroup Delete a concurrency group no job is in. Needs role admin.
+//
+// While a job is in the group the answer is 409 `group_in_use`, naming one
+// such job: acquire it with `"group": ""`, or take it out with
+// `DELETE /leases/{jobId}/group`, first.
+//
+// Corresponds with DELETE /groups/{name} (the `DeleteGroup` operationId).
+func (c *Client) DeleteGroup(ctx context.Context, name GroupName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteGroupRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetGroup Get a concurrency group with the grants that hold its slots. Needs role read.
+//
+// Corresponds with GET /groups/{name} (the `GetGroup` operationId).
+func (c *Client) GetGroup(ctx context.Context, name GroupName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetGroupRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutGroupWithBody Create a concurrency group, or change its limit. Needs role admin.
+//
+// A group lets at most `limit` of its jobs hold a lease at once. Lowering
+// the limit takes nothing away from the grants that hold slots above it:
+// those slots retire as they free, and no new grant is made until fewer
+// slots than the new limit are in use.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
+func (c *Client) PutGroupWithBody(ctx context.Context, name GroupName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutGroupRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutGroup Create a concurrency group, or change its limit. Needs role admin.
+//
+// A group lets at most `limit` of its jobs hold a lease at once. Lowering
+// the limit takes nothing away from the grants that hold slots above it:
+// those slots retire as they free, and no new grant is made until fewer
+// slots than the new limit are in use.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
+func (c *Client) PutGroup(ctx context.Context, name GroupName, body PutGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutGroupRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Healthz The process is alive.
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -3067,6 +3582,25 @@ func (c *Client) AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentT
 // Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
 func (c *Client) AcquireLease(ctx context.Context, jobId JobID, body AcquireLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAcquireLeaseRequest(c.Server, jobId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeaveGroup Take a job out of its concurrency group. Needs role admin.
+//
+// For a retired job that no replica acquires any more, so that its group
+// can be deleted. A grant the job holds keeps its slot until it ends. A job
+// in no group is returned unchanged.
+//
+// Corresponds with DELETE /leases/{jobId}/group (the `LeaveGroup` operationId).
+func (c *Client) LeaveGroup(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeaveGroupRequest(c.Server, jobId)
 	if err != nil {
 		return nil, err
 	}
@@ -3924,6 +4458,199 @@ func NewDeleteCredentialRequest(server string, id string) (*http.Request, error)
 	return req, nil
 }
 
+// NewListGroupsRequest constructs an http.Request for the ListGroups method
+func NewListGroupsRequest(server string, params *ListGroupsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/groups")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Prefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteGroupRequest constructs an http.Request for the DeleteGroup method
+func NewDeleteGroupRequest(server string, name GroupName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetGroupRequest constructs an http.Request for the GetGroup method
+func NewGetGroupRequest(server string, name GroupName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutGroupRequest calls the generic PutGroup builder with application/json body
+func NewPutGroupRequest(server string, name GroupName, body PutGroupJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutGroupRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPutGroupRequestWithBody constructs an http.Request for the PutGroup method, with any body, and a specified content type
+func NewPutGroupRequestWithBody(server string, name GroupName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/groups/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -4188,6 +4915,40 @@ func NewAcquireLeaseRequestWithBody(server string, jobId JobID, contentType stri
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewLeaveGroupRequest constructs an http.Request for the LeaveGroup method
+func NewLeaveGroupRequest(server string, jobId JobID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/group", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -5160,6 +5921,59 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /credentials/{id} (the `DeleteCredential` operationId).
 	DeleteCredentialWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteCredentialResponse, error)
 
+	// ListGroupsWithResponse List the concurrency groups within the caller's scopes, sorted by name, one page at a time. Needs role read.
+	//
+	// Keyset pagination as in `GET /leases`: pass the `nextCursor` of a page
+	// as `cursor` to get the next one; `nextCursor` is null on the last page.
+	// Each group shows its slots in use, read with the database's clock.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /groups (the `ListGroups` operationId).
+	ListGroupsWithResponse(ctx context.Context, params *ListGroupsParams, reqEditors ...RequestEditorFn) (*ListGroupsResponse, error)
+
+	// DeleteGroupWithResponse Delete a concurrency group no job is in. Needs role admin.
+	//
+	// While a job is in the group the answer is 409 `group_in_use`, naming one
+	// such job: acquire it with `"group": ""`, or take it out with
+	// `DELETE /leases/{jobId}/group`, first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /groups/{name} (the `DeleteGroup` operationId).
+	DeleteGroupWithResponse(ctx context.Context, name GroupName, reqEditors ...RequestEditorFn) (*DeleteGroupResponse, error)
+
+	// GetGroupWithResponse Get a concurrency group with the grants that hold its slots. Needs role read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /groups/{name} (the `GetGroup` operationId).
+	GetGroupWithResponse(ctx context.Context, name GroupName, reqEditors ...RequestEditorFn) (*GetGroupResponse, error)
+
+	// PutGroupWithBodyWithResponse Create a concurrency group, or change its limit. Needs role admin.
+	//
+	// A group lets at most `limit` of its jobs hold a lease at once. Lowering
+	// the limit takes nothing away from the grants that hold slots above it:
+	// those slots retire as they free, and no new grant is made until fewer
+	// slots than the new limit are in use.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
+	PutGroupWithBodyWithResponse(ctx context.Context, name GroupName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutGroupResponse, error)
+
+	// PutGroupWithResponse Create a concurrency group, or change its limit. Needs role admin.
+	//
+	// A group lets at most `limit` of its jobs hold a lease at once. Lowering
+	// the limit takes nothing away from the grants that hold slots above it:
+	// those slots retire as they free, and no new grant is made until fewer
+	// slots than the new limit are in use.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
+	PutGroupWithResponse(ctx context.Context, name GroupName, body PutGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*PutGroupResponse, error)
+
 	// HealthzWithResponse The process is alive.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5257,6 +6071,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /leases/{jobId}/acquire (the `AcquireLease` operationId).
 	AcquireLeaseWithResponse(ctx context.Context, jobId JobID, body AcquireLeaseJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireLeaseResponse, error)
+
+	// LeaveGroupWithResponse Take a job out of its concurrency group. Needs role admin.
+	//
+	// For a retired job that no replica acquires any more, so that its group
+	// can be deleted. A grant the job holds keeps its slot until it ends. A job
+	// in no group is returned unchanged.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /leases/{jobId}/group (the `LeaveGroup` operationId).
+	LeaveGroupWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*LeaveGroupResponse, error)
 
 	// HeartbeatLeaseWithBodyWithResponse Extend a held lease (expiresAt = now + ttl). Needs role lease.
 	//
@@ -6109,6 +6934,450 @@ func (r DeleteCredentialResponse) ContentType() string {
 	return ""
 }
 
+// ListGroupsResponse401Headers the declared response headers of an HTTP 401 response for ListGroups
+type ListGroupsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListGroupsResponse429Headers the declared response headers of an HTTP 429 response for ListGroups
+type ListGroupsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListGroupsResponse503Headers the declared response headers of an HTTP 503 response for ListGroups
+type ListGroupsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListGroupsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *GroupList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListGroupsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListGroupsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListGroupsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListGroupsResponse) GetJSON200() *GroupList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListGroupsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListGroupsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListGroupsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListGroupsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListGroupsResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListGroupsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListGroupsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListGroupsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListGroupsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListGroupsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteGroupResponse401Headers the declared response headers of an HTTP 401 response for DeleteGroup
+type DeleteGroupResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DeleteGroupResponse429Headers the declared response headers of an HTTP 429 response for DeleteGroup
+type DeleteGroupResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DeleteGroupResponse503Headers the declared response headers of an HTTP 503 response for DeleteGroup
+type DeleteGroupResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *GroupInUseProblem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteGroupResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteGroupResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteGroupResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteGroupResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteGroupResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteGroupResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteGroupResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteGroupResponse) GetApplicationproblemJSON409() *GroupInUseProblem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteGroupResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteGroupResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteGroupResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetGroupResponse401Headers the declared response headers of an HTTP 401 response for GetGroup
+type GetGroupResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetGroupResponse429Headers the declared response headers of an HTTP 429 response for GetGroup
+type GetGroupResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetGroupResponse503Headers the declared response headers of an HTTP 503 response for GetGroup
+type GetGroupResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Group
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetGroupResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetGroupResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetGroupResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetGroupResponse) GetJSON200() *Group {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetGroupResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetGroupResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetGroupResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetGroupResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetGroupResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetGroupResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetGroupResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutGroupResponse401Headers the declared response headers of an HTTP 401 response for PutGroup
+type PutGroupResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutGroupResponse429Headers the declared response headers of an HTTP 429 response for PutGroup
+type PutGroupResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PutGroupResponse503Headers the declared response headers of an HTTP 503 response for PutGroup
+type PutGroupResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PutGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Group
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutGroupResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutGroupResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutGroupResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutGroupResponse) GetJSON200() *Group {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutGroupResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutGroupResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutGroupResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutGroupResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PutGroupResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutGroupResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PutGroupResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutGroupResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutGroupResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6609,6 +7878,117 @@ func (r AcquireLeaseResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AcquireLeaseResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// LeaveGroupResponse401Headers the declared response headers of an HTTP 401 response for LeaveGroup
+type LeaveGroupResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// LeaveGroupResponse429Headers the declared response headers of an HTTP 429 response for LeaveGroup
+type LeaveGroupResponse429Headers struct {
+	RetryAfter *int
+}
+
+// LeaveGroupResponse503Headers the declared response headers of an HTTP 503 response for LeaveGroup
+type LeaveGroupResponse503Headers struct {
+	RetryAfter *int
+}
+
+type LeaveGroupResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Lease
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *LeaveGroupResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *LeaveGroupResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *LeaveGroupResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r LeaveGroupResponse) GetJSON200() *Lease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r LeaveGroupResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r LeaveGroupResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r LeaveGroupResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r LeaveGroupResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r LeaveGroupResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r LeaveGroupResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r LeaveGroupResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r LeaveGroupResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LeaveGroupResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeaveGroupResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeaveGroupResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8942,6 +10322,89 @@ func (c *ClientWithResponses) DeleteCredentialWithResponse(ctx context.Context, 
 	return ParseDeleteCredentialResponse(rsp)
 }
 
+// ListGroupsWithResponse List the concurrency groups within the caller's scopes, sorted by name, one page at a time. Needs role read.
+//
+// Keyset pagination as in `GET /leases`: pass the `nextCursor` of a page
+// as `cursor` to get the next one; `nextCursor` is null on the last page.
+// Each group shows its slots in use, read with the database's clock.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /groups (the `ListGroups` operationId).
+func (c *ClientWithResponses) ListGroupsWithResponse(ctx context.Context, params *ListGroupsParams, reqEditors ...RequestEditorFn) (*ListGroupsResponse, error) {
+	rsp, err := c.ListGroups(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListGroupsResponse(rsp)
+}
+
+// DeleteGroupWithResponse Delete a concurrency group no job is in. Needs role admin.
+//
+// While a job is in the group the answer is 409 `group_in_use`, naming one
+// such job: acquire it with `"group": ""`, or take it out with
+// `DELETE /leases/{jobId}/group`, first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /groups/{name} (the `DeleteGroup` operationId).
+func (c *ClientWithResponses) DeleteGroupWithResponse(ctx context.Context, name GroupName, reqEditors ...RequestEditorFn) (*DeleteGroupResponse, error) {
+	rsp, err := c.DeleteGroup(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteGroupResponse(rsp)
+}
+
+// GetGroupWithResponse Get a concurrency group with the grants that hold its slots. Needs role read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /groups/{name} (the `GetGroup` operationId).
+func (c *ClientWithResponses) GetGroupWithResponse(ctx context.Context, name GroupName, reqEditors ...RequestEditorFn) (*GetGroupResponse, error) {
+	rsp, err := c.GetGroup(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetGroupResponse(rsp)
+}
+
+// PutGroupWithBodyWithResponse Create a concurrency group, or change its limit. Needs role admin.
+//
+// A group lets at most `limit` of its jobs hold a lease at once. Lowering
+// the limit takes nothing away from the grants that hold slots above it:
+// those slots retire as they free, and no new grant is made until fewer
+// slots than the new limit are in use.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
+func (c *ClientWithResponses) PutGroupWithBodyWithResponse(ctx context.Context, name GroupName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutGroupResponse, error) {
+	rsp, err := c.PutGroupWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutGroupResponse(rsp)
+}
+
+// PutGroupWithResponse Create a concurrency group, or change its limit. Needs role admin.
+//
+// A group lets at most `limit` of its jobs hold a lease at once. Lowering
+// the limit takes nothing away from the grants that hold slots above it:
+// those slots retire as they free, and no new grant is made until fewer
+// slots than the new limit are in use.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
+func (c *ClientWithResponses) PutGroupWithResponse(ctx context.Context, name GroupName, body PutGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*PutGroupResponse, error) {
+	rsp, err := c.PutGroup(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutGroupResponse(rsp)
+}
+
 // HealthzWithResponse The process is alive.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -9074,6 +10537,23 @@ func (c *ClientWithResponses) AcquireLeaseWithResponse(ctx context.Context, jobI
 		return nil, err
 	}
 	return ParseAcquireLeaseResponse(rsp)
+}
+
+// LeaveGroupWithResponse Take a job out of its concurrency group. Needs role admin.
+//
+// For a retired job that no replica acquires any more, so that its group
+// can be deleted. A grant the job holds keeps its slot until it ends. A job
+// in no group is returned unchanged.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /leases/{jobId}/group (the `LeaveGroup` operationId).
+func (c *ClientWithResponses) LeaveGroupWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*LeaveGroupResponse, error) {
+	rsp, err := c.LeaveGroup(ctx, jobId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeaveGroupResponse(rsp)
 }
 
 // HeartbeatLeaseWithBodyWithResponse Extend a held lease (expiresAt = now + ttl). Needs role lease.
@@ -10103,6 +11583,441 @@ func ParseDeleteCredentialResponse(rsp *http.Response) (*DeleteCredentialRespons
 	return response, nil
 }
 
+// ParseListGroupsResponse parses an HTTP response from a ListGroupsWithResponse call
+func ParseListGroupsResponse(rsp *http.Response) (*ListGroupsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListGroupsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest GroupList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListGroupsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListGroupsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListGroupsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteGroupResponse parses an HTTP response from a DeleteGroupWithResponse call
+func ParseDeleteGroupResponse(rsp *http.Response) (*DeleteGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest GroupInUseProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteGroupResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteGroupResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetGroupResponse parses an HTTP response from a GetGroupWithResponse call
+func ParseGetGroupResponse(rsp *http.Response) (*GetGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Group
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetGroupResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetGroupResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutGroupResponse parses an HTTP response from a PutGroupWithResponse call
+func ParsePutGroupResponse(rsp *http.Response) (*PutGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Group
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PutGroupResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutGroupResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
 func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10572,6 +12487,114 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers AcquireLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseLeaveGroupResponse parses an HTTP response from a LeaveGroupWithResponse call
+func ParseLeaveGroupResponse(rsp *http.Response) (*LeaveGroupResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeaveGroupResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Lease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers LeaveGroupResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers LeaveGroupResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers LeaveGroupResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

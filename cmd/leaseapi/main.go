@@ -391,6 +391,11 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		if err := leaseMetrics.EnableJobSeries(registry, cfg.JobMetricsLimit); err != nil {
 			return err
 		}
+		// Group names are named like job ids: their series go with the
+		// per-job ones, behind the metrics token.
+		if err := leaseMetrics.EnableGroupSeries(registry, metrics.DefaultGroupSeriesLimit); err != nil {
+			return err
+		}
 	}
 	s, err := openStore(ctx, cfg, logger, leaseMetrics)
 	if err != nil {
@@ -456,6 +461,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		Logger:       logger,
 		Registry:     registry,
 		MetricsToken: cfg.MetricsToken,
+		GroupMetrics: cfg.JobMetrics,
 		MissedGrace:  cfg.MissedGrace,
 		TriggerGrace: cfg.TriggerGrace,
 		RateLimit:    cfg.RateLimit,

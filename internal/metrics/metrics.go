@@ -39,6 +39,10 @@ type Leases struct {
 	// called; jobLimit is how many jobs they cover.
 	jobs     *jobSeries
 	jobLimit int
+	// groups are the per-group series, nil unless EnableGroupSeries was
+	// called; groupLimit is how many groups they cover.
+	groups     *groupSeries
+	groupLimit int
 }
 
 var _ leaseapi.Observer = (*Leases)(nil)
@@ -160,7 +164,8 @@ func (m *Leases) SetStats(st leaseapi.Stats) {
 
 // StatsRefresher computes the gauges of the lease table at start and then
 // every interval: a count of the table on a timer, never one per scrape;
-// with the per-job series enabled, also one read of the jobs' health, and
+// with the per-job series enabled, also one read of the jobs' health; with
+// the per-group series, one read of the groups; and
 // with CountOutbox, a count of the webhook outbox; with CountJobsAhead, a
 // count of the jobs with marks ahead of the clock.
 type StatsRefresher struct {
@@ -229,6 +234,9 @@ func (r *StatsRefresher) runOnce(ctx context.Context) error {
 			r.metrics.SetJobHealth(page)
 		}
 		err = errors.Join(err, jerr)
+	}
+	if r.metrics.groups != nil {
+		err = errors.Join(err, r.metrics.refreshGroups(ctx, r.store))
 	}
 	if r.outbox != nil {
 		err = errors.Join(err, r.outbox(ctx))
