@@ -14,6 +14,8 @@
 //	contended  every worker an owner of its own on 4 shared jobs; a grant is released at once
 //	herd       R replicas × J jobs acquire one tick at once; exactly J grants,
 //	           with the fast path (default) and the naive path (a -tags leasebench build with LEASEAPI_BENCH_ACQUIRE=naive)
+//	group      cycle and herd with their jobs in concurrency groups with room for every holder,
+//	           against the same without, in alternated rounds
 //	latency    p99 acquire latency, open loop at half the saturation rate of cycle
 //	list       GET /leases first and deep keyset page with 1 k, 100 k and 1 M leases
 //	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients
@@ -70,6 +72,7 @@ type options struct {
 	herdReplicas int
 	herdJobs     int
 	herdShuffled bool
+	groupRounds  int
 	listSizes    []int
 	listDuration time.Duration
 	rssLeases    int
@@ -100,6 +103,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each closed-loop run")
 	fs.IntVar(&o.herdReplicas, "herd-replicas", 200, "replicas of the herd")
 	fs.IntVar(&o.herdJobs, "herd-jobs", 1000, "jobs of the herd")
+	fs.IntVar(&o.groupRounds, "group-rounds", 2, "rounds of the group phase, each running every scenario with and without groups, in alternating order")
 	fs.BoolVar(&o.herdShuffled, "herd-shuffled", false, "also run the fast-path herd with every replica in its own random job order (slow: few acquires of a job meet, so the coalescer rarely helps)")
 	sizes := fs.String("list-sizes", "1000,100000,1000000", "comma-separated lease counts of the list scenario")
 	fs.DurationVar(&o.listDuration, "list-duration", 3*time.Second, "measured time of each list run")
@@ -122,7 +126,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.serverEnv = append(o.serverEnv, kv)
 		return nil
 	})
-	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep, lock, console; latency needs cycle; console needs chromium); default all")
+	only := fs.String("only", "", "comma-separated phases to run ("+strings.Join(phaseNames, ", ")+"; latency needs cycle; console needs chromium); default all")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -164,8 +168,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-c, -herd-replicas, -herd-jobs, -rss-clients and -rss-leases must be at least 1")
 	case o.duration <= 0, o.warmup < 0, o.listDuration <= 0, o.openDuration <= 0, o.lockDuration <= 0:
 		return o, errors.New("durations must be positive")
-	case o.lockRounds < 1:
-		return o, errors.New("-lock-rounds must be at least 1")
+	case o.lockRounds < 1, o.groupRounds < 1:
+		return o, errors.New("-lock-rounds and -group-rounds must be at least 1")
 	case o.sweepDue < 1, o.sweepJobs < o.sweepDue, o.sweepJobs > 9_999_999, o.sweepBatch < 1:
 		return o, errors.New("-sweep-due and -sweep-batch must be at least 1 and -sweep-jobs between -sweep-due and 9,999,999")
 	}

@@ -72,6 +72,8 @@ type Row struct {
 	Sweep *SweepDetail `json:"sweep,omitempty"`
 	// Console is the console scenario's own measurements.
 	Console *ConsoleDetail `json:"console,omitempty"`
+	// Group places a row of the group phase.
+	Group *GroupDetail `json:"group,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -182,6 +184,7 @@ func printTable(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "%s, due-jobs read after it (idle):\n    %s\n", r.Scenario, strings.Join(planSummary(r.Sweep.ExplainIdle), "\n    "))
 		}
 	}
+	printGroups(w, rep)
 	printLock(w, rep)
 	for _, r := range rep.Rows {
 		if r.Errors > 0 {
@@ -253,6 +256,7 @@ func writeMarkdown(w io.Writer, rep *Report) {
 				r.Scenario, r.Sweep.Batch+1, strings.Join(planSummary(r.Sweep.ExplainDue), "\n"), strings.Join(planSummary(r.Sweep.ExplainIdle), "\n"))
 		}
 	}
+	writeGroupsMarkdown(w, rep)
 	writeLockMarkdown(w, rep)
 	fmt.Fprintln(w, "\n| target | status | measured |\n|---|---|---|")
 	for _, t := range rep.Targets {

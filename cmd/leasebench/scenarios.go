@@ -193,12 +193,17 @@ func herd(ctx context.Context, c client, prefix string, replicas, jobs int, orde
 				if ctx.Err() != nil {
 					return
 				}
-				m.acquire(ctx, c, fmt.Sprintf("%s-%04d", prefix, j), owner, &tick)
+				m.acquire(ctx, c, herdJobID(prefix, j), owner, &tick)
 			}
 		})
 	}
 	wg.Wait()
 	return measurement{summary: rec.summary(), elapsed: time.Since(start), firstErr: fe.err}
+}
+
+// herdJobID is the job id of job j of the herd of prefix.
+func herdJobID(prefix string, j int) string {
+	return fmt.Sprintf("%s-%04d", prefix, j)
 }
 
 // listBody reads the same page again and again: the first page, or the
