@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
 )
 
 func TestPercentile(t *testing.T) {
@@ -184,5 +190,109 @@ func TestParseOptionsQuick(t *testing.T) {
 	}
 	if _, err := parseOptions([]string{"-list-sizes", "1000,x"}, &strings.Builder{}); err == nil {
 		t.Error("parseOptions(-list-sizes 1000,x) = nil error, want one")
+	}
+}
+
+func TestPhasesFollowPhaseNames(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, p := range (&bench{}).phases() {
+		names = append(names, p.name)
+	}
+	if !slices.Equal(names, phaseNames) {
+		t.Errorf("phases() = %q, want phaseNames %q", names, phaseNames)
+	}
+	for _, name := range phaseNames {
+		o, err := parseOptions([]string{"-only", name}, &strings.Builder{})
+		if err != nil || !slices.Equal(o.only, []string{name}) {
+			t.Errorf("parseOptions(-only %s) = %q, %v; want the phase", name, o.only, err)
+		}
+	}
+	if _, err := parseOptions([]string{"-only", "groups"}, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), "group,") {
+		t.Errorf("parseOptions(-only groups) = %v, want an error naming the phases", err)
+	}
+	if _, err := parseOptions([]string{"-group-rounds", "0"}, &strings.Builder{}); err == nil {
+		t.Error("parseOptions(-group-rounds 0) = nil error, want one")
+	}
+}
+
+func TestGroupVariantsHaveRoomForEveryJob(t *testing.T) {
+	t.Parallel()
+	for _, o := range []options{{concurrency: 32, herdJobs: 1000}, {concurrency: 3, herdJobs: 7}, {concurrency: 5, herdJobs: 25}, {concurrency: 1, herdJobs: 1}} {
+		vs := groupVariants(o)
+		for _, v := range vs {
+			if v.groups == 0 {
+				continue
+			}
+			prefix := v.prefix(12, "floor")
+			held := map[string]int{}
+			for job, g := range v.groupOf(prefix, o) {
+				if !leaseapi.ValidJobID(job) || leaseapi.ValidateGroupName("name", g) != nil || !strings.HasPrefix(g, prefix+"-") {
+					t.Errorf("%s: job %q in group %q: want valid names under %q", v.scenario, job, g, prefix)
+				}
+				held[g]++
+			}
+			jobs := o.herdJobs
+			if v.base == "cycle" {
+				jobs = o.concurrency
+			}
+			if total := len(v.groupOf(prefix, o)); total != jobs || len(held) != v.groups {
+				t.Errorf("%s with %+v: %d jobs in %d groups, want %d in %d", v.scenario, o, total, len(held), jobs, v.groups)
+			}
+			for g, n := range held {
+				if n > v.limit || v.limit > leaseapi.MaxGroupLimit {
+					t.Errorf("%s with %+v: group %s has %d jobs, limit %d", v.scenario, o, g, n, v.limit)
+				}
+			}
+		}
+	}
+}
+
+func TestCompareGroups(t *testing.T) {
+	t.Parallel()
+	row := func(scenario, mode string, groups, round int, opsPerSec float64) Row {
+		base, _, _ := strings.Cut(scenario, "-")
+		return Row{Scenario: scenario, Mode: mode, OpsPerSec: opsPerSec, Group: &GroupDetail{Base: base, Groups: groups, Round: round}}
+	}
+	rows := []Row{
+		row("cycle-ungrouped", "floor", 0, 1, 1000),
+		row("cycle-1-group", "floor", 1, 1, 500),
+		row("cycle-ungrouped", "http", 0, 1, 800),
+		row("cycle-1-group", "http", 1, 1, 600),
+		row("cycle-1-group", "floor", 1, 2, 360),
+		row("cycle-ungrouped", "floor", 0, 2, 1200),
+		row("cycle-1-group", "http", 1, 2, 400),
+		row("cycle-ungrouped", "http", 0, 2, 500),
+		row("herd-1-group", "floor", 1, 1, 50), // no ungrouped herd: no ratio
+		{Scenario: "cycle", Mode: "floor", OpsPerSec: 10},
+	}
+	compareGroups(rows)
+	got := groupSummaries(rows)
+	want := []groupSummary{
+		{Scenario: "cycle-1-group", Mode: "floor", Ratios: []float64{0.5, 0.3}},
+		{Scenario: "cycle-1-group", Mode: "http", Ratios: []float64{0.75, 0.8}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("groupSummaries() = %+v, want %+v", got, want)
+	}
+	if r := groupSummaryRow(got[0]); r[2] != "0.40" || r[3] != "0.30–0.50" || r[4] != "0.50 0.30" {
+		t.Errorf("groupSummaryRow() = %q, want median 0.40, range 0.30–0.50, rounds 0.50 0.30", r)
+	}
+	for _, r := range rows {
+		if r.Group != nil && r.Group.Groups == 0 && r.Group.VsUngrouped != nil {
+			t.Errorf("ungrouped row %s %s round %d has a ratio", r.Scenario, r.Mode, r.Group.Round)
+		}
+	}
+}
+
+func TestGroupFullCodeIsTheProblemsCode(t *testing.T) {
+	t.Parallel()
+	full := api.Problem{Status: 409, Code: api.CodeGroupFull, Detail: "group full"}.AppendJSON(nil)
+	if !bytes.Contains(full, groupFullCode) {
+		t.Errorf("a group_full problem %s does not contain %s", full, groupFullCode)
+	}
+	held := api.Problem{Status: 409, Code: api.CodeLeaseHeld, Detail: "the group_full of another job"}.AppendJSON(nil)
+	if bytes.Contains(held, groupFullCode) {
+		t.Errorf("a lease_held problem %s contains %s", held, groupFullCode)
 	}
 }
