@@ -363,7 +363,7 @@ func (b *bench) herds(ctx context.Context) error {
 			return func(c client) (measurement, error) {
 				prefix := fmt.Sprintf("%s-%s-%s", scenario, h.mode, side)
 				r := herd(ctx, c, prefix, o.herdReplicas, o.herdJobs, h.order)
-				return r, b.checkHerd(ctx, fmt.Sprintf("%s %s %s", scenario, h.mode, side), prefix, r)
+				return r, b.checkHerd(ctx, fmt.Sprintf("%s %s %s", scenario, h.mode, side), prefix, o.herdJobs, r)
 			}
 		}
 		b.logf("%s (%s): floor, %d replicas × %d jobs", scenario, h.mode, o.herdReplicas, o.herdJobs)
@@ -385,11 +385,11 @@ func (b *bench) herds(ctx context.Context) error {
 	return nil
 }
 
-// checkHerd checks the herd of prefix, the run r, in the database: one
-// row, one grant and one run per job, and as many grants answered. A
-// violation is added to the report's bugs under label.
-func (b *bench) checkHerd(ctx context.Context, label, prefix string, r measurement) error {
-	jobs := int64(b.opts.herdJobs)
+// checkHerd checks the herd of prefix on herdJobs jobs, the run r, in the
+// database: one row, one grant and one run per job, and as many grants
+// answered. A violation is added to the report's bugs under label.
+func (b *bench) checkHerd(ctx context.Context, label, prefix string, herdJobs int, r measurement) error {
+	jobs := int64(herdJobs)
 	check, err := b.db.checkHerd(ctx, prefix)
 	if err != nil {
 		return err

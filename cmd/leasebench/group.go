@@ -56,13 +56,13 @@ func groupVariants(o options) []groupVariant {
 		{scenario: "herd-ungrouped", base: "herd"},
 	}
 	for _, k := range groupHerdSplits {
-		k = min(k, o.herdJobs)
+		k = min(k, o.groupHerdJobs)
 		name := fmt.Sprintf("herd-%d-groups", k)
 		if k == 1 {
 			name = "herd-1-group"
 		}
 		// Job j is in group j mod k, which has at most ⌈jobs/k⌉ jobs.
-		vs = append(vs, groupVariant{scenario: name, base: "herd", groups: k, limit: (o.herdJobs + k - 1) / k})
+		vs = append(vs, groupVariant{scenario: name, base: "herd", groups: k, limit: (o.groupHerdJobs + k - 1) / k})
 	}
 	return vs
 }
@@ -82,7 +82,7 @@ func (v groupVariant) groupOf(prefix string, o options) map[string]string {
 		}
 		return of
 	}
-	for j := range o.herdJobs {
+	for j := range o.groupHerdJobs {
 		of[herdJobID(prefix, j)] = fmt.Sprintf("%s-g%d", prefix, j%v.groups)
 	}
 	return of
@@ -93,9 +93,9 @@ func (v groupVariant) groupOf(prefix string, o options) map[string]string {
 // last in even ones.
 func (b *bench) groups(ctx context.Context) error {
 	o := b.opts
-	if o.concurrency > leaseapi.MaxGroupLimit || o.herdJobs > leaseapi.MaxGroupLimit {
-		return fmt.Errorf("-c %d and -herd-jobs %d must be at most %d, the largest limit of a group, so that one group has room for all its jobs",
-			o.concurrency, o.herdJobs, leaseapi.MaxGroupLimit)
+	if o.concurrency > leaseapi.MaxGroupLimit || o.groupHerdJobs > leaseapi.MaxGroupLimit {
+		return fmt.Errorf("-c %d and -group-herd-jobs %d must be at most %d, the largest limit of a group, so that one group has room for all its jobs",
+			o.concurrency, o.groupHerdJobs, leaseapi.MaxGroupLimit)
 	}
 	variants := groupVariants(o)
 	if err := b.putGroups(ctx, variants); err != nil {
@@ -166,7 +166,7 @@ func (b *bench) groupRun(ctx context.Context, v groupVariant, round int, side st
 	prefix := v.prefix(round, side)
 	workers := o.concurrency
 	if v.base == "herd" {
-		workers = o.herdReplicas
+		workers = o.groupHerdReplicas
 	}
 	body := func(c client) (measurement, error) {
 		if v.groups > 0 {
@@ -176,9 +176,9 @@ func (b *bench) groupRun(ctx context.Context, v groupVariant, round int, side st
 		if v.base == "cycle" {
 			return closedLoop(ctx, workers, o.warmup, o.duration, cycleBody(c, prefix)), nil
 		}
-		r := herd(ctx, c, prefix, o.herdReplicas, o.herdJobs, herdSameOrder)
+		r := herd(ctx, c, prefix, o.groupHerdReplicas, o.groupHerdJobs, herdSameOrder)
 		label := fmt.Sprintf("%s fast %s round %d", v.scenario, side, round)
-		if err := b.checkHerd(ctx, label, prefix, r); err != nil || v.groups == 0 {
+		if err := b.checkHerd(ctx, label, prefix, o.groupHerdJobs, r); err != nil || v.groups == 0 {
 			return r, err
 		}
 		return r, b.checkHerdGroups(ctx, label, prefix)
@@ -209,7 +209,7 @@ func (b *bench) groupRun(ctx context.Context, v groupVariant, round int, side st
 // every job's grant took a slot of its group, and each group issued one
 // slot token per grant. A violation is added to the report's bugs.
 func (b *bench) checkHerdGroups(ctx context.Context, label, prefix string) error {
-	jobs := int64(b.opts.herdJobs)
+	jobs := int64(b.opts.groupHerdJobs)
 	c, err := b.db.checkGroups(ctx, prefix)
 	if err != nil {
 		return err

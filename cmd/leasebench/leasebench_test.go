@@ -182,7 +182,7 @@ func TestParseOptionsQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.herdJobs != 7 || o.herdReplicas != 50 || o.duration != time.Second || o.doc != "" || o.out != filepath.Join(os.TempDir(), "leasebench-quick.json") ||
-		o.sweepJobs != 100000 || o.sweepDue != 1000 {
+		o.sweepJobs != 100000 || o.sweepDue != 1000 || o.groupHerdReplicas != 50 || o.groupHerdJobs != 100 {
 		t.Errorf("parseOptions(-quick) = %+v; want herd-jobs kept at 7, quick sizes otherwise, no -doc, the quick results file", o)
 	}
 	if _, err := parseOptions([]string{"-sweep-jobs", "10", "-sweep-due", "100"}, &strings.Builder{}); err == nil {
@@ -218,7 +218,7 @@ func TestPhasesFollowPhaseNames(t *testing.T) {
 
 func TestGroupVariantsHaveRoomForEveryJob(t *testing.T) {
 	t.Parallel()
-	for _, o := range []options{{concurrency: 32, herdJobs: 1000}, {concurrency: 3, herdJobs: 7}, {concurrency: 5, herdJobs: 25}, {concurrency: 1, herdJobs: 1}} {
+	for _, o := range []options{{concurrency: 32, groupHerdJobs: 1000}, {concurrency: 3, groupHerdJobs: 7}, {concurrency: 5, groupHerdJobs: 25}, {concurrency: 1, groupHerdJobs: 1}} {
 		vs := groupVariants(o)
 		for _, v := range vs {
 			if v.groups == 0 {
@@ -232,7 +232,7 @@ func TestGroupVariantsHaveRoomForEveryJob(t *testing.T) {
 				}
 				held[g]++
 			}
-			jobs := o.herdJobs
+			jobs := o.groupHerdJobs
 			if v.base == "cycle" {
 				jobs = o.concurrency
 			}
@@ -294,5 +294,34 @@ func TestGroupFullCodeIsTheProblemsCode(t *testing.T) {
 	held := api.Problem{Status: 409, Code: api.CodeLeaseHeld, Detail: "the group_full of another job"}.AppendJSON(nil)
 	if bytes.Contains(held, groupFullCode) {
 		t.Errorf("a lease_held problem %s contains %s", held, groupFullCode)
+	}
+}
+
+func TestHerdTargetHoldsGroupHerdsToTheirSize(t *testing.T) {
+	t.Parallel()
+	o := options{listSizes: []int{1000}, herdJobs: 1000, herdReplicas: 200, groupHerdJobs: 300, groupHerdReplicas: 100}
+	herdRow := func(scenario string, grants, errors int64, group *GroupDetail) Row {
+		r := newRow(scenario, "floor", "fast", 200, measurement{summary: summary{ops: 10, grants: grants, errors: errors}, elapsed: time.Second}).herd()
+		r.Group = group
+		return r
+	}
+	target := func(rows ...Row) Target {
+		for _, tg := range evaluateTargets(&Report{Rows: rows}, o) {
+			if strings.Contains(tg.Name, "in every herd run") {
+				return tg
+			}
+		}
+		t.Fatal("no herd grants target")
+		return Target{}
+	}
+	plain := herdRow("herd", 1000, 0, nil)
+	if tg := target(plain, herdRow("herd-1-group", 300, 0, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || !*tg.Met || !strings.Contains(tg.Name, "100×300") {
+		t.Errorf("herd target with a good group herd = %+v, want met, naming the group herds' size", tg)
+	}
+	if tg := target(plain, herdRow("herd-1-group", 300, 2, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || *tg.Met {
+		t.Errorf("herd target with a group herd that had errors = %+v, want missed", tg)
+	}
+	if tg := target(plain, herdRow("herd-1-group", 1000, 0, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || *tg.Met {
+		t.Errorf("herd target with a group herd of 1000 grants for 300 jobs = %+v, want missed", tg)
 	}
 }
