@@ -284,12 +284,17 @@ func printGroups(w io.Writer, rep *Report) {
 	}
 }
 
-// writeGroupsMarkdown writes the group phase's comparison.
+// writeGroupsMarkdown writes the group phase's comparison as one
+// paragraph.
 func writeGroupsMarkdown(w io.Writer, rep *Report) {
-	if s := groupSummaries(rep.Rows); len(s) > 0 {
-		fmt.Fprintln(w, "\nConcurrency groups (`group`): ops/s of the jobs in groups with room for every holder over those of "+
-			"the same scenario without, in rounds that alternate the order (the rows' db xacts and xids are in the table above):")
-		fmt.Fprintln(w)
-		markdownTable(w, groupSummaryHeader, s, groupSummaryRow)
+	s := groupSummaries(rep.Rows)
+	if len(s) == 0 {
+		return
 	}
+	parts := make([]string, len(s))
+	for i, g := range s {
+		parts[i] = fmt.Sprintf("`%s` %s %.2f [%.2f–%.2f]", g.Scenario, g.Mode, median(g.Ratios), slices.Min(g.Ratios), slices.Max(g.Ratios))
+	}
+	fmt.Fprintf(w, "\nConcurrency groups (`group`, every row in the JSON): ops/s with the jobs in groups that have room for every holder "+
+		"over ops/s without, median [range] of %d alternated rounds: %s.\n", len(s[0].Ratios), strings.Join(parts, "; "))
 }

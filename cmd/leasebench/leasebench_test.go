@@ -325,3 +325,23 @@ func TestHerdTargetHoldsGroupHerdsToTheirSize(t *testing.T) {
 		t.Errorf("herd target with a group herd of 1000 grants for 300 jobs = %+v, want missed", tg)
 	}
 }
+
+func TestMarkdownSumsUpTheGroupRows(t *testing.T) {
+	t.Parallel()
+	m := measurement{summary: summary{ops: 10}, elapsed: time.Second}
+	plain := newRow("cycle-ungrouped", "floor", "fast", 32, m)
+	plain.Group = &GroupDetail{Base: "cycle", Round: 1}
+	grouped := newRow("cycle-1-group", "floor", "fast", 32, measurement{summary: summary{ops: 4}, elapsed: time.Second})
+	grouped.Group = &GroupDetail{Base: "cycle", Groups: 1, Round: 1}
+	rep := &Report{Rows: []Row{newRow("cycle", "floor", "fast", 32, m), plain, grouped}}
+	compareGroups(rep.Rows)
+	var b strings.Builder
+	writeMarkdown(&b, rep)
+	got := b.String()
+	if !strings.Contains(got, "| cycle | floor |") || strings.Contains(got, "| cycle-1-group |") || strings.Contains(got, "| cycle-ungrouped |") {
+		t.Errorf("the results table should have the cycle row and none of the group phase's:\n%s", got)
+	}
+	if !strings.Contains(got, "of 1 alternated rounds: `cycle-1-group` floor 0.40 [0.40–0.40].") {
+		t.Errorf("the results lack the groups' ratio:\n%s", got)
+	}
+}

@@ -240,8 +240,11 @@ func writeMarkdown(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "Run %s with `%s`: Go %s, PostgreSQL %s, %d CPUs, load average %s before and %s after "+
 		"(1, 5, 15 min); leaseapi log level `%s`.\n\n",
 		rep.Started, rep.Command, rep.GoVersion, rep.Postgres, rep.CPUs, rep.LoadBefore, rep.LoadAfter, rep.LogLevel)
-	if len(rep.Rows) > 0 { // none with -only lock
-		markdownTable(w, tableHeader, rep.Rows, tableRow)
+	// The group phase's rows, one per round, are summed up by
+	// writeGroupsMarkdown; the JSON keeps them.
+	rows := slices.DeleteFunc(slices.Clone(rep.Rows), func(r Row) bool { return r.Group != nil })
+	if len(rows) > 0 { // none with -only lock or -only group
+		markdownTable(w, tableHeader, rows, tableRow)
 	}
 	if sweeps := sweepRows(rep); len(sweeps) > 0 {
 		fmt.Fprintf(w, "\nSweep passes (rows read: leases and runs rows fetched through an index or read sequentially; "+
