@@ -17,9 +17,9 @@ import (
 // and writes the lease and the slot it takes, so the grants of one group
 // go one at a time and none joins the batched grants of ungrouped jobs.
 // The phase runs the cycle and the herd with their jobs in groups whose
-// limits cover every holder, so nothing is refused and what it measures
-// is the lock, the reads and the writes, against the same scenarios
-// without groups, in rounds that alternate the order.
+// limits cover every job, so that no job waits for a slot and what it
+// measures is the lock, the reads and the writes, against the same
+// scenarios without groups, in rounds that alternate the order.
 
 // groupHerdSplits are the grouped herds: the herd's jobs in one group,
 // and spread over ten.
@@ -78,7 +78,7 @@ func (v groupVariant) groupOf(prefix string, o options) map[string]string {
 	of := map[string]string{}
 	if v.base == "cycle" {
 		for w := range o.concurrency {
-			of[fmt.Sprintf("%s-%d", prefix, w)] = prefix + "-g0"
+			of[cycleJobID(prefix, w)] = prefix + "-g0"
 		}
 		return of
 	}
@@ -142,10 +142,10 @@ func (b *bench) putGroups(ctx context.Context, variants []groupVariant) error {
 	}
 	for round := 1; round <= b.opts.groupRounds; round++ {
 		for _, v := range variants {
+			if v.groups == 0 {
+				continue
+			}
 			for _, side := range []string{"floor", "http"} {
-				if v.groups == 0 {
-					continue
-				}
 				prefix := v.prefix(round, side)
 				for g := range v.groups {
 					p := &leaseapi.PutGroupParams{Name: fmt.Sprintf("%s-g%d", prefix, g), Limit: v.limit, By: "leasebench"}
