@@ -324,6 +324,9 @@ func TestHerdTargetHoldsGroupHerdsToTheirSize(t *testing.T) {
 	if tg := target(plain, herdRow("herd-1-group", 1000, 0, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || *tg.Met {
 		t.Errorf("herd target with a group herd of 1000 grants for 300 jobs = %+v, want missed", tg)
 	}
+	if tg := target(herdRow("herd-1-group", 300, 0, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || !*tg.Met || strings.Contains(tg.Name, "200×1000") {
+		t.Errorf("herd target with the group herds alone = %+v, want met, naming only their size", tg)
+	}
 }
 
 func TestMarkdownSumsUpTheGroupRows(t *testing.T) {

@@ -100,9 +100,13 @@ func evaluateTargets(rep *Report, o options) []Target {
 		}
 	}
 	name = fmt.Sprintf("herd %s: exactly %d grants and zero 5xx in every herd run", herdSize, o.herdJobs)
-	if slices.ContainsFunc(rows, func(r Row) bool { return r.Group != nil && r.TotalSeconds != nil }) {
-		name = fmt.Sprintf("herd %s and the group phase's %d×%d: one grant per job and zero 5xx in every herd run",
-			herdSize, o.groupHerdReplicas, o.groupHerdJobs)
+	groupHerds := slices.ContainsFunc(rows, func(r Row) bool { return r.Group != nil && r.TotalSeconds != nil })
+	mainHerds := slices.ContainsFunc(rows, func(r Row) bool { return r.Group == nil && r.TotalSeconds != nil })
+	switch groupSize := fmt.Sprintf("%d×%d", o.groupHerdReplicas, o.groupHerdJobs); {
+	case groupHerds && mainHerds:
+		name = fmt.Sprintf("herd %s and the group phase's %s: one grant per job and zero 5xx in every herd run", herdSize, groupSize)
+	case groupHerds:
+		name = fmt.Sprintf("the group phase's herds %s: exactly %d grants and zero 5xx in every herd run", groupSize, o.groupHerdJobs)
 	}
 	var bad []string
 	seen := 0
