@@ -61,8 +61,8 @@ type storeCall struct {
 	op      string
 	invalid error
 	// storeValidates: only the store can tell whether the call is valid (a
-	// nearestTick acquire without a schedule needs the stored one), so it
-	// may answer invalid_request.
+	// nearestTick acquire without a schedule needs the stored one; a group
+	// must exist), so it may answer invalid_request.
 	storeValidates bool
 }
 
@@ -126,8 +126,13 @@ func (s *recordingStore) Acquire(ctx context.Context, p *leaseapi.AcquireParams)
 	if p.Tick != nil {
 		c.that(p.Tick.Location() == time.UTC && p.Tick.Equal(p.Tick.Truncate(time.Millisecond)), "tick %s not UTC milliseconds", p.Tick)
 	}
+	if p.Group != nil && *p.Group != "" {
+		c.jobID(*p.Group)
+	}
 	s.record("acquire", c...)
-	if p.NearestTick && p.Schedule == "" {
+	// Only the store knows whether the job has a schedule to pick a
+	// nearest tick from, and whether a group exists.
+	if (p.NearestTick && p.Schedule == "") || (p.Group != nil && *p.Group != "") {
 		s.mu.Lock()
 		s.calls[len(s.calls)-1].storeValidates = true
 		s.mu.Unlock()
@@ -460,6 +465,9 @@ func FuzzAcquireBody(f *testing.F) {
 	newJob := func() string { return fuzzFresh + "-" + strconv.FormatInt(n.Add(1), 10) }
 	fuzzBody(f, newJob, "/acquire",
 		`{"owner":"a"}`,
+		`{"owner":"a","group":""}`,
+		`{"owner":"a","group":"no-such-group"}`,
+		`{"owner":"a","group":"-bad"}`,
 		`{"owner":"replica-1","ttlMs":30000,"tick":"2026-11-30T07:00:00Z"}`,
 		`{"owner":"b","ttlMs":1000,"tick":"2026-11-30T07:00:00.123456789+05:30"}`,
 		`{"owner":"a","tick":"0000-01-01T00:00:00+01:00"}`,

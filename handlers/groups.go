@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -50,7 +51,28 @@ func groupNotFound(err error) error {
 	return err
 }
 
-func groupBody(_ *http.Request, g leaseapi.Group) any { return api.FromGroup(g) }
+func groupBody(r *http.Request, g leaseapi.Group) any {
+	return api.FromGroup(visibleHolders(r.Context(), g))
+}
+
+// visibleHolders is g with only the holders whose job lies within the
+// caller's scopes: a credential with several scopes may put a job of one
+// team into another team's group, and a team learns nothing of another's
+// jobs. Held still counts every slot in use.
+func visibleHolders(ctx context.Context, g leaseapi.Group) leaseapi.Group {
+	p := principalFrom(ctx)
+	if p == nil || slices.Contains(p.scopes, leaseapi.ScopeAll) {
+		return g
+	}
+	holders := make([]leaseapi.GroupHolder, 0, len(g.Holders))
+	for _, h := range g.Holders {
+		if p.inScope(h.JobID) {
+			holders = append(holders, h)
+		}
+	}
+	g.Holders = holders
+	return g
+}
 
 func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 	serve(h, w, r, "put_group", putGroupParams, func(ctx context.Context, p *leaseapi.PutGroupParams) (leaseapi.Group, error) {
@@ -71,12 +93,10 @@ func putGroupParams(w http.ResponseWriter, r *http.Request) (*leaseapi.PutGroupP
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
-	if req.Limit < leaseapi.MinGroupLimit || req.Limit > leaseapi.MaxGroupLimit {
-		// Checked before the conversion to int, so that no integer wraps
-		// into the range.
-		return nil, &leaseapi.InvalidError{Field: "limit", Rule: "must be an integer from 1 to 10000"}
-	}
-	p := &leaseapi.PutGroupParams{Name: name, Limit: int(req.Limit), By: principalFrom(r.Context()).audit()}
+	// Clamped to just outside the domain's range first, so that no
+	// out-of-range integer wraps into a valid limit; Validate refuses it.
+	limit := min(max(req.Limit, leaseapi.MinGroupLimit-1), leaseapi.MaxGroupLimit+1)
+	p := &leaseapi.PutGroupParams{Name: name, Limit: int(limit), By: principalFrom(r.Context()).audit()}
 	return p, p.Validate()
 }
 
@@ -112,7 +132,10 @@ func (h *handler) leaveGroup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) listGroups(w http.ResponseWriter, r *http.Request) {
-	serve(h, w, r, "list_groups", groupListParams, h.groupsInScope, func(_ *http.Request, page leaseapi.GroupPage) any {
+	serve(h, w, r, "list_groups", groupListParams, h.groupsInScope, func(r *http.Request, page leaseapi.GroupPage) any {
+		for i := range page.Groups {
+			page.Groups[i] = visibleHolders(r.Context(), page.Groups[i])
+		}
 		out := api.GroupList{Groups: api.FromGroups(page.Groups)}
 		if page.More && len(page.Groups) > 0 {
 			c := encodeCursor(page.Groups[len(page.Groups)-1].Name)

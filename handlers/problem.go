@@ -146,7 +146,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		p.Detail = fmt.Sprintf("every slot of group %s is in use (%d held, limit %d); retry after Retry-After seconds, while the tick is within its grace",
 			clip(full.Group.Name), full.Group.Held, full.Group.Limit)
 		retry = strconv.Itoa(retrySeconds(full.RetryAfter))
-		g := api.FromGroup(full.Group)
+		g := api.FromGroup(visibleHolders(r.Context(), full.Group))
 		p.Group = &g
 		if full.Lease != nil {
 			l := api.FromLease(*full.Lease)

@@ -113,6 +113,7 @@ func TestScopes(t *testing.T) {
 			{"Resume", leaseapi.RoleAdmin, http.MethodPost, "/resume", `{}`, 200},
 			{"Repair", leaseapi.RoleAdmin, http.MethodPost, "/repair", `{}`, 200},
 			{"ForgetSchedule", leaseapi.RoleAdmin, http.MethodDelete, "/schedule", "", 200},
+			{"LeaveGroup", leaseapi.RoleAdmin, http.MethodDelete, "/group", "", 200},
 		}
 		for name, c := range creds {
 			for _, op := range ops {
@@ -368,9 +369,9 @@ func TestRevocationAcrossInstances(t *testing.T) {
 }
 
 // TestEveryRouteAuthorized walks the router: every API route (/leases,
-// /runs, /stats, /credentials, /webhooks, /whoami) refuses a caller without a token on a
-// closed API, refuses a role too weak for it, and hides a job out of
-// scope; and it is in this table of the roles each route needs, so a new
+// /runs, /stats, /credentials, /webhooks, /whoami, /groups) refuses a caller without a token on a
+// closed API, refuses a role too weak for it, and hides a job or group out
+// of scope; and it is in this table of the roles each route needs, so a new
 // route is not added without deciding its role here.
 func TestEveryRouteAuthorized(t *testing.T) {
 	t.Parallel()
@@ -390,6 +391,9 @@ func TestEveryRouteAuthorized(t *testing.T) {
 		"POST /credentials": leaseapi.RoleAdmin, "GET /credentials": leaseapi.RoleAdmin, "DELETE /credentials/{id}": leaseapi.RoleAdmin,
 		"POST /webhooks": leaseapi.RoleAdmin, "GET /webhooks": leaseapi.RoleAdmin, "DELETE /webhooks/{id}": leaseapi.RoleAdmin,
 		"GET /webhooks/{id}/deliveries": leaseapi.RoleAdmin,
+		"DELETE /leases/{jobId}/group":  leaseapi.RoleAdmin,
+		"GET /groups":                   leaseapi.RoleRead, "GET /groups/{name}": leaseapi.RoleRead,
+		"PUT /groups/{name}": leaseapi.RoleAdmin, "DELETE /groups/{name}": leaseapi.RoleAdmin,
 	}
 	h := handlers.New(store, defaultOptions())
 	b := setupHandler(t, store, defaultOptions(), func(o handlers.Options) http.Handler { return handlers.New(store, o) })
@@ -397,7 +401,7 @@ func TestEveryRouteAuthorized(t *testing.T) {
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if !strings.HasPrefix(route, "/leases") && !strings.HasPrefix(route, "/stats") && !strings.HasPrefix(route, "/runs") &&
 			!strings.HasPrefix(route, "/credentials") && !strings.HasPrefix(route, "/whoami") && route != "/owed" &&
-			!strings.HasPrefix(route, "/webhooks") {
+			!strings.HasPrefix(route, "/webhooks") && !strings.HasPrefix(route, "/groups") {
 			return nil
 		}
 		seen++
@@ -407,7 +411,7 @@ func TestEveryRouteAuthorized(t *testing.T) {
 			t.Errorf("%s: not in the table of roles", key)
 			return nil
 		}
-		path := strings.NewReplacer("{jobId}", "team-a:job", "{id}", "lk_000000000000").Replace(route)
+		path := strings.NewReplacer("{jobId}", "team-a:job", "{id}", "lk_000000000000", "{name}", "team-a:group").Replace(route)
 		req := request{method: method, path: path}
 		wantProblem(t, b.doInvalid(t, req), http.StatusUnauthorized, api.CodeUnauthorized)
 		for _, c := range []struct {
@@ -419,7 +423,7 @@ func TestEveryRouteAuthorized(t *testing.T) {
 			switch {
 			case !c.role.Allows(need):
 				wantProblem(t, resp, http.StatusForbidden, api.CodeForbidden)
-			case strings.Contains(route, "{jobId}"):
+			case strings.Contains(route, "{jobId}") || strings.Contains(route, "{name}"):
 				if p := wantProblem(t, resp, http.StatusForbidden, api.CodeForbidden); !strings.Contains(p.Detail, "outside this credential's scopes (zz:)") {
 					t.Errorf("%s: out of scope: detail %q", key, p.Detail)
 				}

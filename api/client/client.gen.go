@@ -1243,7 +1243,9 @@ type Group struct {
 	// Held Slots in use; above `limit` for a while after the limit was lowered.
 	Held int64 `json:"held"`
 
-	// Holders The grants that hold the group's slots, by slot (in a `group_full` refusal, at most the first 10).
+	// Holders The grants that hold the group's slots, by slot (in a `group_full`
+	// refusal, at most the first 10), without those of jobs outside the
+	// caller's scopes (`held` counts them all).
 	Holders []GroupHolder `json:"holders"`
 	Limit   int64         `json:"limit"`
 

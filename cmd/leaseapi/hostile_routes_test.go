@@ -66,6 +66,8 @@ const hostileMaxPerStore = 3000
 const (
 	routesAdminToken = "routes-admin-secret"
 	routesScope      = "team-a:"
+	// routesAcquireGroup is the concurrency group of the acquires' bodies.
+	routesAcquireGroup = "team-a:acquires"
 )
 
 func init() {
@@ -98,6 +100,7 @@ type routesEnv struct {
 	creds     map[string]string // name → bearer token: admin, lease, read
 	credID    string            // the credential of /credentials/{id}
 	hookID    string            // the webhook of /webhooks/{id}
+	group     string            // the concurrency group of /groups/{name}
 	heldTok   int64             // token of the held job
 	fresh     int               // counter of fresh job ids
 	createdBy map[string]string // job id → the variant that created it
@@ -208,6 +211,10 @@ func (e *routesEnv) setUp() {
 	e.credID = resp["id"].(string)
 	resp = e.mustOK(http.MethodPost, "/webhooks", `{"url":"https://hooks.example.invalid/x","events":["run.failed"],"scopes":["team-a:"]}`)
 	e.hookID = resp["id"].(string)
+	e.group = "team-a:grp"
+	e.mustOK(http.MethodPut, "/groups/"+e.group, `{"limit":1}`)
+	// The group the acquires join: too large to be full.
+	e.mustOK(http.MethodPut, "/groups/"+routesAcquireGroup, `{"limit":10000}`)
 	l := e.mustOK(http.MethodPost, "/leases/team-a:held/acquire", `{"owner":"a","ttlMs":3600000,"schedule":"*/5 * * * *"}`)
 	e.heldTok = int64(l["token"].(float64))
 	e.mustOK(http.MethodPost, "/leases/team-a:paused/acquire", `{"owner":"a","tick":"2026-01-01T00:00:00Z"}`)
@@ -291,6 +298,7 @@ type hostileCase struct {
 func (e *routesEnv) basePath(op operation, jobID string) string {
 	p := op.path
 	p = strings.ReplaceAll(p, "{jobId}", jobID)
+	p = strings.ReplaceAll(p, "{name}", e.group)
 	if strings.HasPrefix(op.path, "/credentials/") {
 		p = strings.ReplaceAll(p, "{id}", e.credID)
 	} else {
@@ -314,7 +322,10 @@ func baseJob(op operation) string {
 func (e *routesEnv) baseBody(op operation) []field {
 	switch op.op.OperationID {
 	case "acquireLease":
-		return []field{{"owner", `"replica-a"`}, {"ttlMs", `60000`}, {"tick", `"2026-11-30T07:00:00Z"`}, {"schedule", `"*/5 * * * *"`}, {"graceMs", `30000`}}
+		return []field{{"owner", `"replica-a"`}, {"ttlMs", `60000`}, {"tick", `"2026-11-30T07:00:00Z"`}, {"schedule", `"*/5 * * * *"`}, {"graceMs", `30000`},
+			{"group", `"` + routesAcquireGroup + `"`}}
+	case "putGroup":
+		return []field{{"limit", `2`}}
 	case "heartbeatLease":
 		return []field{{"owner", `"a"`}, {"token", strconv.FormatInt(e.heldTok, 10)}, {"ttlMs", `3600000`}}
 	case "releaseLease":
@@ -453,7 +464,7 @@ func valuesFor(key string) []string {
 		vals = append(vals, arrayValues...)
 	case "url":
 		vals = append(vals, urlValues...)
-	case "ttlMs", "graceMs", "catchUpWindowMs", "token", "ratePerSecond":
+	case "ttlMs", "graceMs", "catchUpWindowMs", "token", "ratePerSecond", "limit":
 		vals = append(vals, `999`, `3600001`, `86400001`, `1e-300`, `0.0001`, `1000000000000`)
 	case "role", "outcome", "format", "catchUp":
 		vals = append(vals, `"admin"`, `"ADMIN"`, `"running"`, `"expired"`, `"slack"`, `"latest"`, `"none "`)
@@ -544,7 +555,7 @@ func (e *routesEnv) variants(op operation) []hostileCase {
 			add("path "+clipName(v), func(c *hostileCase) {
 				c.pathFn = func(*routesEnv) string {
 					p := op.path
-					for _, name := range []string{"{jobId}", "{id}", "{asset}"} {
+					for _, name := range []string{"{jobId}", "{id}", "{asset}", "{name}"} {
 						p = strings.ReplaceAll(p, name, v)
 					}
 					return p

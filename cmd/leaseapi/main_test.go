@@ -246,6 +246,26 @@ func exerciseLease(t *testing.T, base string) string {
 	return job
 }
 
+// exerciseGroup creates a concurrency group of limit 1 on the server at
+// base, grants a job in it and has another job refused group_full, and
+// returns the group's name.
+func exerciseGroup(t *testing.T, base string) string {
+	t.Helper()
+	group := fmt.Sprintf("group-%d-%d", time.Now().UnixNano(), jobSeq.Add(1))
+	if got := do(t, http.MethodPut, base+"/groups/"+group, `{"limit":1}`); got.status != http.StatusOK || got.body["limit"] != 1.0 {
+		t.Fatalf("PUT /groups/%s = %d %v, want 200 with limit 1", group, got.status, got.body)
+	}
+	body := `{"owner":"replica-a","ttlMs":30000,"group":"` + group + `"}`
+	if got := do(t, http.MethodPost, base+"/leases/"+group+"-a/acquire", body); got.status != http.StatusOK || got.body["slot"] != 1.0 {
+		t.Fatalf("acquire in the group = %d %v, want 200 in slot 1", got.status, got.body)
+	}
+	got := do(t, http.MethodPost, base+"/leases/"+group+"-b/acquire", body)
+	if got.status != http.StatusConflict || got.body["code"] != "group_full" || got.header.Get("Retry-After") == "" {
+		t.Fatalf("acquire in the full group = %d %v, want 409 group_full with Retry-After", got.status, got.body)
+	}
+	return group
+}
+
 // setEnv replaces the LEASEAPI_ environment for one test.
 func setEnv(t *testing.T, env map[string]string) {
 	t.Helper()

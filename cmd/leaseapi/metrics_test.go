@@ -28,18 +28,25 @@ import (
 const testMetricsToken = "scrape-token"
 
 // scrapeMetrics starts a leaseapi with the per-job series on, walks it
-// through the life of a lease so that every labelled metric has a series,
-// and returns its /metrics.
+// through the life of a lease and of a full concurrency group so that
+// every labelled metric has a series, and returns its /metrics.
 func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
 	t.Helper()
 	cfg := serveConfig(t)
 	cfg.MetricsToken, cfg.JobMetrics, cfg.StatsInterval = testMetricsToken, true, 10*time.Millisecond
 	srv = startServe(t, cfg)
 	job := strings.TrimPrefix(exerciseLease(t, srv.url), srv.url+"/leases/")
+	group := exerciseGroup(t, srv.url)
 	// The refresher runs every 10 ms: wait for a refresh after the job's
-	// first run ended, which has every series of the job (bounded).
+	// first run ended, which has every series of the job, and after the
+	// group's grant (bounded).
 	for range 1000 {
-		if body = getMetrics(t, srv.url, testMetricsToken); bytes.Contains(body, []byte(`leaseapi_job_last_success_timestamp_seconds{job_id="`+job+`"`)) {
+		body = getMetrics(t, srv.url, testMetricsToken)
+		if bytes.Contains(body, []byte(`leaseapi_job_last_success_timestamp_seconds{job_id="`+job+`"`)) &&
+			bytes.Contains(body, []byte(`leaseapi_group_held{group="`+group+`",team=""} 1`)) {
+			if !bytes.Contains(body, []byte(`leaseapi_group_full_total{group="`+group+`",team=""} 1`)) {
+				t.Fatalf("/metrics does not count the group_full of %s:\n%s", group, body)
+			}
 			return srv, body
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -71,23 +78,25 @@ func getMetrics(t *testing.T, base, token string) []byte {
 }
 
 // TestMetricsCarryNoJobIDByDefault: without LEASEAPI_JOB_METRICS no series
-// of /metrics names a job, though the refresher has run.
+// of /metrics names a job or a group, though the refresher has run.
 func TestMetricsCarryNoJobIDByDefault(t *testing.T) {
 	t.Parallel()
 	cfg := serveConfig(t)
 	cfg.StatsInterval = 10 * time.Millisecond
 	srv := startServe(t, cfg)
 	job := strings.TrimPrefix(exerciseLease(t, srv.url), srv.url+"/leases/")
-	// Wait until a refresh counted the job's lease, then look (bounded).
+	group := exerciseGroup(t, srv.url)
+	// Wait until a refresh counted the job's lease and the group's grant,
+	// then look (bounded).
 	var body []byte
-	for i := 0; !bytes.Contains(body, []byte(`leaseapi_leases{state="held"} 1`)); i++ {
+	for i := 0; !bytes.Contains(body, []byte(`leaseapi_leases{state="held"} 2`)); i++ {
 		if i == 1000 {
 			t.Fatalf("no refresh counted the held lease after 1000 reads:\n%s", body)
 		}
 		time.Sleep(10 * time.Millisecond)
 		body = getMetrics(t, srv.url, "")
 	}
-	for _, s := range []string{job, "job_id", "leaseapi_job_"} {
+	for _, s := range []string{job, "job_id", "leaseapi_job_", group, "leaseapi_group_"} {
 		if bytes.Contains(body, []byte(s)) {
 			t.Errorf("/metrics without %s contains %q", key("JOB_METRICS"), s)
 		}

@@ -898,6 +898,30 @@ func TestConsole(t *testing.T) {
 		}
 	})
 
+	t.Run("Groups", func(t *testing.T) {
+		srv := startServer(t, false)
+		srv.must(t, http.MethodPut, "/groups/reports:warehouse", map[string]any{"limit": 1}, nil)
+		srv.must(t, http.MethodPut, "/groups/sync.partner", map[string]any{"limit": 3}, nil)
+		srv.must(t, http.MethodPost, "/leases/reports:daily/acquire", map[string]any{"owner": "pod-a", "ttlMs": 600000, "group": "reports:warehouse"}, nil)
+		ctx := tab(t, bctx)
+		open(t, ctx, srv, "#/groups", "")
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`table.groups tbody tr`)))
+		screenshot(t, ctx, "groups")
+		if names := textOf(t, ctx, `table.groups tbody th`); !slices.Equal(names, []string{"reports:warehouse", "sync.partner"}) {
+			t.Errorf("groups %q, want reports:warehouse and sync.partner", names)
+		}
+		// The full group with its holder: limit, held, holder, owner, slot,
+		// slot token and when the slot frees.
+		row := textOf(t, ctx, `tr[data-holder="reports:daily"] td`)
+		if len(row) != 7 || !slices.Equal(row[:6], []string{"1", "1 full", "reports:daily", "pod-a", "1", "1"}) || !strings.HasPrefix(row[6], "in ") {
+			t.Errorf("reports:warehouse's row: %q", row)
+		}
+		if row := textOf(t, ctx, `tr[data-group="sync.partner"] td`); !slices.Equal(row, []string{"3", "0", "no holder"}) {
+			t.Errorf("sync.partner's row: %q", row)
+		}
+		noCSPViolations(t, ctx)
+	})
+
 	t.Run("StaleWhenServerStops", func(t *testing.T) {
 		gone := startServer(t, false)
 		gone.acquire(t, "stale:job", "pod-a", 600000)

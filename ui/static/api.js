@@ -133,3 +133,5 @@ export const cancelTrigger = (id) => call('DELETE', `${job(id)}/trigger`);
 // The webhooks within the caller's scopes (admin): URLs redacted, never a
 // secret. The console only lists them.
 export const listWebhooks = () => call('GET', '/webhooks');
+// The concurrency groups within the caller's scopes, with their holders.
+export const listGroups = (params) => call('GET', `/groups${query(params)}`);

@@ -1,11 +1,11 @@
 // app.js wires the console: hash routing (#/, #/leases?…, #/jobs/{id},
-// #/webhooks),
+// #/groups, #/webhooks),
 // the token prompt on 401, the 5 s refresh that can be paused, and the
 // status line that says when the data on screen is stale.
 
 import * as api from './api.js';
 import { h, replace, fmtShortTime, fmtDuration } from './dom.js';
-import { overview, leases, job, webhooks } from './views.js';
+import { overview, leases, job, groups, webhooks } from './views.js';
 
 const REFRESH_MS = 5000;
 // Data older than this is marked stale: two refreshes missed.
@@ -40,6 +40,7 @@ function parseRoute() {
   if (path === '/' || path === '') return { name: 'overview', params };
   if (path === '/leases') return { name: 'leases', params };
   if (path === '/webhooks') return { name: 'webhooks', params };
+  if (path === '/groups') return { name: 'groups', params };
   const m = /^\/jobs\/(.+)$/.exec(path);
   if (m) {
     let id = m[1];
@@ -297,7 +298,7 @@ function route() {
     main.setAttribute('aria-busy', 'false');
     return;
   }
-  state.view = { overview, leases, job, webhooks }[r.name](ctx, r);
+  state.view = { overview, leases, job, groups, webhooks }[r.name](ctx, r);
   document.title = `${state.view.title} · leaseapi console`;
   load();
 }

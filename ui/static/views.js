@@ -1,4 +1,4 @@
-// views.js renders the views (overview, lease table, job, webhooks) from the
+// views.js renders the views (overview, lease table, job, groups, webhooks) from the
 // API's answers. Every view is an object with load() (fetch and render,
 // throws APIError) and tick() (once a second: times to expiry). Data is
 // only ever written as text.
@@ -392,6 +392,58 @@ export function job(ctx, route) {
           runs.length ? [durationChart(runs), runsTable(runs, false, `The newest ${runs.length} runs, newest first`)]
             : empty('No runs are recorded for this job (runs are kept for the history retention).')),
       );
+      ctx.render(root);
+    },
+    tick() {
+      if (root) tickExpiries(root);
+    },
+  };
+}
+
+// ---- groups -----------------------------------------------------------
+
+// GROUPS_PAGE is how many groups the view reads; it says when there are more.
+const GROUPS_PAGE = 1000;
+
+/** groupRows are a group's rows: one per holder (the first carries the group), or one without any. */
+function groupRows(g) {
+  const full = g.held >= g.limit;
+  const head = (span) => [
+    h('th', { scope: 'row', rowspan: span }, g.name),
+    h('td', { class: 'num', rowspan: span }, fmtCount(g.limit)),
+    h('td', { class: 'num', rowspan: span }, fmtCount(g.held), full ? [' ', h('span', { class: 'badge flag-full' }, 'full')] : null),
+  ];
+  if (!g.holders.length) {
+    return [h('tr', { 'data-group': g.name }, head(1), h('td', { class: 'muted', colspan: 5 }, 'no holder'))];
+  }
+  return g.holders.map((x, i) => h('tr', { 'data-group': g.name, 'data-holder': x.jobId },
+    i === 0 ? head(g.holders.length) : null,
+    h('td', null, h('a', { href: jobHref(x.jobId) }, x.jobId)),
+    h('td', { class: 'owner' }, x.owner),
+    h('td', { class: 'num' }, String(x.slot)),
+    h('td', { class: 'num' }, String(x.slotToken)),
+    h('td', { 'data-expires': x.expiresAt, title: fmtTime(x.expiresAt) }, expiryText(x.expiresAt))));
+}
+
+/** groups lists the concurrency groups within the caller's scopes: limit, slots in use and who holds them. */
+export function groups(ctx) {
+  let root = null;
+  return {
+    title: 'Groups',
+    async load() {
+      const page = await api.listGroups({ limit: GROUPS_PAGE });
+      const list = page.groups;
+      root = h('div', null,
+        h('h1', { tabindex: '-1' }, 'Groups'),
+        h('p', { class: 'muted' }, 'Concurrency groups within your scopes: at most limit of a group\'s jobs hold a lease at once. Create one with PUT /groups/{name}; a job joins with "group" on its acquire.'),
+        list.length
+          ? h('table', { class: 'groups' },
+            h('caption', null, `${list.length} group${list.length === 1 ? '' : 's'}, by name${page.nextCursor ? ` (the first ${GROUPS_PAGE}; GET /groups pages through the rest)` : ''}`),
+            h('thead', null, h('tr', null,
+              ['Group', 'Limit', 'Held', 'Holder', 'Owner', 'Slot', 'Slot token', 'Frees'].map((c) =>
+                h('th', { scope: 'col', class: ['Limit', 'Held', 'Slot', 'Slot token'].includes(c) ? 'num' : null }, c)))),
+            h('tbody', null, list.map(groupRows)))
+          : empty('No groups within your scopes.'));
       ctx.render(root);
     },
     tick() {
