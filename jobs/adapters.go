@@ -105,7 +105,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		defer close(lk.done)
 		// Detached from ctx: gocron cancels the job's context on shutdown
 		// while the job may still run; the lease is held until Unlock.
-		lk.report, lk.err = r.run(context.WithoutCancel(ctx), key, tick, tick.Add(r.tickPrecision/2),
+		lk.report, lk.err = r.run(context.WithoutCancel(ctx), key, tick, tick.Add(r.tickPrecision/2), j.nextTick(tick),
 			func(jobCtx context.Context) error {
 				l.setHeld(key, true)
 				close(lk.acquired)
@@ -218,7 +218,7 @@ func (r *Runner) CronJobWrapper(jobID string, opts ...JobOption) cron.JobWrapper
 					slog.String("fired", api.FormatTime(now)), slog.Any("error", err))
 				return
 			}
-			rep, err := r.run(context.Background(), jobID, tick, tick.Add(r.tickPrecision/2), fn, aj.cfg)
+			rep, err := r.run(context.Background(), jobID, tick, tick.Add(r.tickPrecision/2), aj.nextTick(tick), fn, aj.cfg)
 			r.logNotRun(jobID, tick, rep, err)
 		})
 	}
@@ -250,6 +250,16 @@ func (r *Runner) adapterJob(opts []JobOption) (adapterJob, error) {
 		}
 	}
 	return j, nil
+}
+
+// nextTick is the tick of j's schedule after tick, zero without a
+// schedule: a group_full refusal is retried within the tick's grace, but
+// not past it.
+func (j adapterJob) nextTick(tick time.Time) time.Time {
+	if j.schedule == nil {
+		return time.Time{}
+	}
+	return j.schedule.Next(tick)
 }
 
 // tick is the tick a scheduler's firing at now is for: with a schedule, its

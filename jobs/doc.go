@@ -39,6 +39,17 @@
 // holds its lease forever. A job that returns after its deadline cannot
 // claim the tick: its run is reported lost.
 //
+// # Concurrency groups
+//
+// A job put in a concurrency group with the Group option is granted only
+// while fewer of the group's jobs hold a lease than the group's limit; the
+// grant carries the group's slot and slot token (LeaseFromContext,
+// Report), which a shared resource can use to fence the group's holders.
+// An acquire refused with 409 group_full is retried after its Retry-After,
+// with jitter, while the tick may still start (within its grace, never past
+// the next tick); a tick whose group stays full is skipped quietly
+// (Skipped), and leaseapi records it missed.
+//
 // # Owed ticks
 //
 // A job may owe a tick: a catch-up tick that no replica ran during an

@@ -95,7 +95,7 @@ func (r *Runner) claimOwed(ctx context.Context, j *job, o leaseapi.Owed) {
 	r.logger.Debug("claiming owed tick", slog.String("job_id", j.id), slog.String("owner", r.owner),
 		slog.String("tick", api.FormatTime(o.Tick)), slog.String("reason", string(o.Reason)))
 	retryUntil := r.clock.Now().Add(r.owedPollInterval)
-	rep, err := r.run(ctx, j.id, o.Tick, retryUntil, j.fn, j.cfg)
+	rep, err := r.run(ctx, j.id, o.Tick, retryUntil, time.Time{}, j.fn, j.cfg)
 	r.logNotRun(j.id, o.Tick, rep, err)
 }
 

@@ -29,8 +29,11 @@ const (
 //
 // A refused acquire returns an error wrapping leaseapi.ErrLeaseHeld or
 // leaseapi.ErrTickDone (another replica has it or had it: skip), without
-// calling fn. An acquire that fails because leaseapi or the network did not
-// answer is retried with backoff until ctx is done. When ctx is cancelled
+// calling fn. An acquire refused group_full (a job with the Group option)
+// is retried after its Retry-After while the tick's grace lasts (without a
+// tick or a grace, until ctx is done), then returns the
+// *leaseapi.GroupFullError. An acquire that fails because leaseapi or the
+// network did not answer is retried with backoff until ctx is done. When ctx is cancelled
 // while fn runs, fn is cancelled with cause ErrShutdown and its run released
 // failed.
 //
@@ -41,12 +44,14 @@ func (r *Runner) Run(ctx context.Context, jobID string, tick time.Time, fn Func,
 	if err != nil {
 		return Report{}, fmt.Errorf("run %q: %w", jobID, err)
 	}
-	return r.run(ctx, jobID, tick, time.Time{}, fn, jc)
+	return r.run(ctx, jobID, tick, time.Time{}, time.Time{}, fn, jc)
 }
 
 // run is Run with a retry horizon: acquires are retried while the clock is
 // before retryUntil (the next tick), or until ctx is done when it is zero.
-func (r *Runner) run(ctx context.Context, jobID string, tick, retryUntil time.Time, fn Func, jc jobConfig) (Report, error) {
+// An acquire refused group_full is retried while the tick's grace lasts,
+// never past nextTick (zero: retryUntil); see groupFullUntil.
+func (r *Runner) run(ctx context.Context, jobID string, tick, retryUntil, nextTick time.Time, fn Func, jc jobConfig) (Report, error) {
 	if !leaseapi.ValidJobID(jobID) {
 		return Report{}, fmt.Errorf("run %q: invalid job id: want ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", jobID)
 	}
@@ -72,7 +77,7 @@ func (r *Runner) run(ctx context.Context, jobID string, tick, retryUntil time.Ti
 	if !tick.IsZero() {
 		log = log.With(slog.String("tick", api.FormatTime(tick)))
 	}
-	lease, sentAt, err := r.acquireRetry(ctx, log, jobID, tick, retryUntil, jc)
+	lease, sentAt, err := r.acquireRetry(ctx, log, jobID, tick, retryUntil, nextTick, jc)
 	if err != nil {
 		return Report{}, err
 	}
@@ -134,7 +139,7 @@ func (r *Runner) validUntil(sentAt time.Time, lease leaseapi.Lease) time.Time {
 // acquireRetry acquires the lease, retrying with backoff while leaseapi or
 // the network does not answer. It returns the lease and the send time of the
 // request that got it.
-func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID string, tick, retryUntil time.Time, jc jobConfig) (leaseapi.Lease, time.Time, error) {
+func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID string, tick, retryUntil, nextTick time.Time, jc jobConfig) (leaseapi.Lease, time.Time, error) {
 	backoff := minBackoff
 	for {
 		sentAt := r.clock.Now()
@@ -144,12 +149,32 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.requestTimeout)
 		lease, err := postAcquire(reqCtx, r.client, &acquireRequest{
 			jobID: jobID, owner: r.owner, ttl: r.ttl, tick: tick, schedule: jc.schedule, grace: jc.grace,
-			catchUp: jc.catchUp, catchUpWindow: jc.catchUpWindow,
+			catchUp: jc.catchUp, catchUpWindow: jc.catchUpWindow, group: jc.group,
 		})
 		cancel()
 		if err == nil {
 			log.Debug("lease acquired", slog.Int64("token", lease.Token))
 			return lease, sentAt, nil
+		}
+		if full, ok := errors.AsType[*leaseapi.GroupFullError](err); ok {
+			// Another job of the group may end its run before the tick's
+			// grace is over: try again after the slot's expected end (at
+			// least a second, as leaseapi says, when the answer lost it).
+			after := max(full.RetryAfter, time.Second)
+			wait := after + rand.N(after/4+1)
+			until := groupFullUntil(tick, retryUntil, nextTick, jc.grace, full)
+			if ctx.Err() != nil {
+				return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w (%w)", ErrShutdown, err)
+			}
+			if !until.IsZero() && !r.clock.Now().Add(wait).Before(until) {
+				log.Debug("tick skipped", slog.String("reason", err.Error()))
+				return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w; the tick can no longer start", err)
+			}
+			log.Debug("group full, retrying", slog.String("group", full.Group.Name), slog.Duration("backoff", wait))
+			if !r.sleep(ctx, wait) {
+				return leaseapi.Lease{}, time.Time{}, fmt.Errorf("%w (%w)", ErrShutdown, err)
+			}
+			continue
 		}
 		if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
 			// This host's clock runs ahead of the server's (by a little
@@ -183,6 +208,29 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// groupFullUntil is until when an acquire refused group_full is retried:
+// while the tick may still start, that is before the tick plus its grace
+// (the job's, else the effective grace in the refusal's lease), and never
+// past the next tick (nextTick, else retryUntil when that is zero). Without
+// a tick or a grace it is retryUntil; zero means until ctx is done.
+func groupFullUntil(tick, retryUntil, nextTick time.Time, grace time.Duration, full *leaseapi.GroupFullError) time.Time {
+	if grace == 0 && full.Lease != nil {
+		grace = full.Lease.Grace
+	}
+	if tick.IsZero() || grace <= 0 {
+		return retryUntil
+	}
+	until := tick.Add(grace)
+	limit := nextTick
+	if limit.IsZero() {
+		limit = retryUntil
+	}
+	if !limit.IsZero() && limit.Before(until) {
+		until = limit
+	}
+	return until
 }
 
 // sleep waits d on the runner's clock; it returns false, at once, when ctx
@@ -482,6 +530,9 @@ func (s *runState) finish(now time.Time) Report {
 		End:    r.clock.Now(),
 		Result: result,
 
+		Group:      s.lease.Group,
+		Slot:       s.lease.Slot,
+		SlotToken:  s.lease.SlotToken,
 		ReleaseErr: releaseErr,
 	}
 	if result != ResultSucceeded {

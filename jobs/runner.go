@@ -79,6 +79,12 @@ type Report struct {
 	Owner string
 	// Token is the fencing token of the grant.
 	Token int64
+	// Group is the concurrency group the grant was made in, Slot and
+	// SlotToken the group's slot it took and its slot token ("", 0, 0
+	// outside a group).
+	Group     string
+	Slot      int
+	SlotToken int64
 	// Start is when the job function was started, End when the run was
 	// over (the job returned or was abandoned, and the release was
 	// answered), both by the runner's clock.
@@ -275,6 +281,9 @@ type jobConfig struct {
 	// with the schedule when CatchUp is given; "" leaves the stored policy.
 	catchUp       leaseapi.CatchUp
 	catchUpWindow time.Duration
+	// group is sent with every acquire: nil keeps the job's stored group,
+	// "" takes it out of its group.
+	group *string
 }
 
 // Schedule sends spec, the job's schedule as leaseapi reads it (package
@@ -319,6 +328,27 @@ func CatchUp(window time.Duration) JobOption {
 			return fmt.Errorf("catch-up window %s must be zero or from 1m to 168h", window)
 		}
 		c.catchUp, c.catchUpWindow = leaseapi.CatchUpLatest, window
+		return nil
+	}
+}
+
+// Group puts the job in the concurrency group name, sent with every
+// acquire: leaseapi grants the job only while fewer of the group's jobs hold
+// a lease than its limit, and the lease carries the group's slot and slot
+// token (LeaseFromContext). The group must exist (PUT /groups/{name},
+// leasectl groups put). An acquire refused group_full is retried after its
+// Retry-After, with jitter, while the tick may still start (its grace, and
+// never past the next tick), then the tick is skipped quietly. Group("")
+// takes the job out of its group at its next grant; without the option the
+// job stays in the group it is in.
+func Group(name string) JobOption {
+	return func(c *jobConfig) error {
+		if name != "" {
+			if err := leaseapi.ValidateGroupName("group", name); err != nil {
+				return fmt.Errorf("group %q: %w", name, err)
+			}
+		}
+		c.group = &name
 		return nil
 	}
 }

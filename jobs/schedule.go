@@ -131,7 +131,7 @@ func (r *Runner) schedule(ctx context.Context, j *job, runs *sync.WaitGroup) {
 
 // runTick runs one tick of j; acquires are retried until the next tick.
 func (r *Runner) runTick(ctx context.Context, j *job, tick, next time.Time) {
-	rep, err := r.run(ctx, j.id, tick, next, j.fn, j.cfg)
+	rep, err := r.run(ctx, j.id, tick, next, next, j.fn, j.cfg)
 	r.logNotRun(j.id, tick, rep, err)
 }
 

@@ -1,8 +1,10 @@
 package jobs_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -185,6 +187,16 @@ type faultProxy struct {
 	// beforeAcquire, when set, runs before an acquire is passed on: a test
 	// uses it to move a fake clock while the request is on its way.
 	beforeAcquire atomic.Pointer[func()]
+	// groupFull is how many of the next acquires are refused 409
+	// group_full, with Retry-After retryAfter, for the group groupFullBody
+	// names: every slot of "reports" held by the job "other".
+	groupFull atomic.Int32
+	// groupFullBare leaves Retry-After out of the group_full answers, as a
+	// proxy that drops headers would.
+	groupFullBare atomic.Bool
+
+	// lastAcquire is the body of the last acquire.
+	lastAcquire atomic.Pointer[[]byte]
 
 	mu     sync.Mutex
 	counts map[string]int
@@ -198,6 +210,23 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail = f.failAcquires.Add(-1) >= 0
 		if hook := f.beforeAcquire.Load(); hook != nil {
 			(*hook)()
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.lastAcquire.Store(&body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !fail && f.groupFull.Add(-1) >= 0 {
+			f.count(op, http.StatusConflict)
+			w.Header().Set("Content-Type", api.ProblemContentType)
+			if !f.groupFullBare.Load() {
+				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(f.retryAfter.Load()))))
+			}
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(groupFullBody))
+			return
 		}
 	case "heartbeat":
 		fail = f.failHeartbeats.Load()
@@ -219,6 +248,32 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	f.next.ServeHTTP(rec, r)
 	f.count(op, rec.status)
+}
+
+// groupFullBody is the problem of an acquire refused group_full: the group
+// "reports" with limit 1, its one slot held by the job "other".
+const groupFullBody = `{"type":"https://leaseapi.dev/problems/group_full","title":"Group full","status":409,` +
+	`"detail":"every slot of group \"reports\" is in use (1 of 1); retry after Retry-After","code":"group_full",` +
+	`"group":{"name":"reports","limit":1,"held":1,"holders":[{"jobId":"other","owner":"replica-z","token":4,` +
+	`"slot":1,"slotToken":9,"expiresAt":"2026-11-30T07:00:31.000Z"}],"createdBy":"ops","createdAt":"2026-11-01T00:00:00.000Z"}}`
+
+// sentGroup returns the group the last acquire sent, and whether it sent one.
+func (f *faultProxy) sentGroup(t *testing.T) (string, bool) {
+	t.Helper()
+	body := f.lastAcquire.Load()
+	if body == nil {
+		t.Fatal("no acquire was sent")
+	}
+	var req struct {
+		Group *string `json:"group"`
+	}
+	if err := json.Unmarshal(*body, &req); err != nil {
+		t.Fatalf("acquire body %s: %v", *body, err)
+	}
+	if req.Group == nil {
+		return "", false
+	}
+	return *req.Group, true
 }
 
 func (f *faultProxy) count(op string, status int) {

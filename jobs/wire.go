@@ -64,12 +64,14 @@ func retryable(err error) bool {
 // replica, not this tick": another replica holds or held it (lease_held,
 // tick_done), the job is paused (job_paused), the tick lies ahead of the
 // server's clock (tick_ahead, a *leaseapi.TickAheadError: this host's
-// clock is fast, which the runner logs as a warning), or an adapter's
-// scheduler fired at a time that is not a tick (ErrNotATick). It is no
-// failure of the job.
+// clock is fast, which the runner logs as a warning), the job's group
+// stayed full while the tick could still start (group_full, a
+// *leaseapi.GroupFullError), or an adapter's scheduler fired at a time that
+// is not a tick (ErrNotATick). It is no failure of the job.
 func Skipped(err error) bool {
 	return errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) ||
-		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, leaseapi.ErrTickAhead) || errors.Is(err, ErrNotATick)
+		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, leaseapi.ErrTickAhead) ||
+		errors.Is(err, leaseapi.ErrGroupFull) || errors.Is(err, ErrNotATick)
 }
 
 // leaseClient is the part of the generated client the runner uses.
@@ -84,6 +86,7 @@ type acquireRequest struct {
 	grace         time.Duration
 	catchUp       leaseapi.CatchUp // "": keep the stored policy
 	catchUpWindow time.Duration
+	group         *string // nil: keep the stored group; "": leave it
 }
 
 // postAcquire asks for the lease of a.jobID for a.tick.
@@ -111,6 +114,7 @@ func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseap
 			}
 		}
 	}
+	body.Group = a.group
 	resp, err := c.AcquireLeaseWithResponse(ctx, jobID, body)
 	if err != nil {
 		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
@@ -160,6 +164,14 @@ func responseError(resp *http.Response, body []byte) error {
 	var retryAfter time.Duration
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		retryAfter = time.Duration(s) * time.Second
+	}
+	var code struct {
+		Code string `json:"code"`
+	}
+	if status == http.StatusConflict && json.Unmarshal(body, &code) == nil && code.Code == api.CodeGroupFull {
+		// Read apart from the other problems, so that a group the client
+		// cannot read does not turn the refusal into an error.
+		return groupFullError(body, retryAfter)
 	}
 	var p client.Problem
 	if err := json.Unmarshal(body, &p); err != nil || p.Code == "" {
@@ -219,7 +231,60 @@ func fromWire(l client.Lease) leaseapi.Lease {
 	if l.LastOutcome != nil {
 		out.LastOutcome = leaseapi.Outcome(*l.LastOutcome)
 	}
+	if l.Schedule != nil {
+		out.Schedule = *l.Schedule
+	}
+	if l.GraceMs != nil {
+		out.Grace = time.Duration(*l.GraceMs) * time.Millisecond
+	}
+	if l.Group != nil {
+		out.Group = *l.Group
+	}
+	if l.Slot != nil {
+		out.Slot = int(*l.Slot)
+	}
+	if l.SlotToken != nil {
+		out.SlotToken = *l.SlotToken
+	}
 	return out
+}
+
+// groupFromWire converts a group of the generated client to the domain type.
+func groupFromWire(w client.Group) leaseapi.Group {
+	g := leaseapi.Group{Name: w.Name, Limit: int(w.Limit), Held: int(w.Held), CreatedAt: w.CreatedAt}
+	if w.CreatedBy != nil {
+		g.CreatedBy = *w.CreatedBy
+	}
+	for _, h := range w.Holders {
+		g.Holders = append(g.Holders, leaseapi.GroupHolder{
+			JobID: h.JobId, Owner: h.Owner, Token: h.Token, Slot: int(h.Slot), SlotToken: h.SlotToken, ExpiresAt: h.ExpiresAt,
+		})
+	}
+	return g
+}
+
+// groupFullError reads the body of a 409 group_full: the group with its
+// holders and the job's lease. A group or lease the client cannot read is
+// left out; the refusal stands without it.
+func groupFullError(body []byte, retryAfter time.Duration) *leaseapi.GroupFullError {
+	e := &leaseapi.GroupFullError{RetryAfter: retryAfter}
+	var p struct {
+		Group json.RawMessage `json:"group"`
+		Lease json.RawMessage `json:"lease"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return e
+	}
+	var g client.Group
+	if len(p.Group) > 0 && json.Unmarshal(p.Group, &g) == nil {
+		e.Group = groupFromWire(g)
+	}
+	var l client.Lease
+	if len(p.Lease) > 0 && string(p.Lease) != "null" && json.Unmarshal(p.Lease, &l) == nil {
+		lease := fromWire(l)
+		e.Lease = &lease
+	}
+	return e
 }
 
 // rawOwedClient is what *client.ClientWithResponses also offers: POST

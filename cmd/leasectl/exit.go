@@ -29,8 +29,9 @@ const exitTable = `Exit status:
   won, COMMAND killed by a signal                    128 + the signal
   leasectl stopped COMMAND (lease lost, deadline,    COMMAND's status if non-zero
     max run time, SIGTERM/SIGINT to leasectl)          (128 + signal when killed), else 1
-  not won: lease_held, tick_done, job_paused         --skipped-exit-code (0)
-    (one line on stderr says why)
+  not won: lease_held, tick_done, job_paused,        --skipped-exit-code (0)
+    group_full past the tick's grace (one line on
+    stderr says why)
   not run: tick_ahead (this host's clock is fast;    75 (EX_TEMPFAIL); COMMAND never started
     stderr says by how many seconds)
   leaseapi unreachable, 5xx, 503 or 429 for longer   75 (EX_TEMPFAIL); COMMAND never started

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +39,10 @@ type runConfig struct {
 	catchUpWindow time.Duration
 	// owed: the tick is the one the job owes (POST /owed), asked for at
 	// start; nothing owed is a quiet skip.
-	owed  bool
+	owed bool
+	// group is the --group, nil without one: the job's concurrency group
+	// ("" takes the job out of its group).
+	group *string
 	ttl   time.Duration
 	owner string
 
@@ -84,9 +88,10 @@ func parseRun(args []string, env environment, hostname string, pid int) (runConf
 		fmt.Fprint(fs.Output(), `Usage: leasectl run [flags] JOB -- COMMAND [ARG...]
 
 Runs COMMAND under the lease of JOB: acquires it, runs COMMAND in its own
-process group with LEASE_JOB, LEASE_TOKEN, LEASE_TICK and LEASE_OWNER in its
-environment, heartbeats every TTL/3 while COMMAND lives, and releases the
-lease succeeded when COMMAND exits 0, else failed. On a lost lease, at
+process group with LEASE_JOB, LEASE_TOKEN, LEASE_TICK and LEASE_OWNER (and
+in a concurrency group LEASE_SLOT and LEASE_SLOT_TOKEN) in its environment,
+heartbeats every TTL/3 while COMMAND lives, and releases the lease
+succeeded when COMMAND exits 0, else failed. On a lost lease, at
 --max-run-time, or on SIGTERM/SIGINT, COMMAND's process group gets SIGTERM,
 then SIGKILL after --kill-grace. COMMAND does not inherit LEASEAPI_TOKEN.
 
@@ -105,13 +110,15 @@ Flags:
 	tick := fs.String("tick", "", "acquire this tick (RFC 3339); without --schedule and --tick the lease is a plain mutex")
 	owed := fs.Bool("owed", false, "claim the tick JOB owes (a catch-up tick or a trigger's), if any, instead of a tick of its own; nothing owed exits --skipped-exit-code quietly")
 	grace := fs.Duration("grace", 0, "with --schedule: how long after a tick a host may still start it (default the server's)")
+	var group optionalString
+	fs.Var(&group, "group", "put JOB in this concurrency group (leasectl groups put NAME --limit K); a full group is retried after its Retry-After while the tick is within its grace, then not won; '' takes JOB out of its group (default: JOB stays in its group)")
 	catchUp := fs.Duration("catch-up", 0, "with --schedule: after an outage JOB owes its latest missed tick once, while it is at most this old (1m to 168h), for a 'run --owed' line to claim (default off; a policy registered before stays)")
 	ttl := fs.Duration("ttl", jobs.DefaultTTL, "lease TTL; heartbeats every TTL/3")
 	owner := fs.String("owner", fmt.Sprintf("%s/%d", hostname, pid), "owner of the lease; every invocation is its own by default")
 	maxRunTime := fs.Duration("max-run-time", 0, "stop COMMAND after it ran this long (default no limit)")
 	killGrace := fs.Duration("kill-grace", 0, "time between SIGTERM and SIGKILL when stopping COMMAND (default min(10s, TTL/2), at most TTL)")
 	wait := fs.Duration("wait", 10*time.Second, "how long to retry while leaseapi is unreachable or unavailable")
-	skippedCode := fs.Int("skipped-exit-code", 0, "exit status when the lease is not won (lease_held, tick_done, job_paused)")
+	skippedCode := fs.Int("skipped-exit-code", 0, "exit status when the lease is not won (lease_held, tick_done, job_paused, group_full)")
 	if err := parseFlags(fs, args); err != nil {
 		return runConfig{}, err
 	}
@@ -128,6 +135,12 @@ Flags:
 		return runConfig{}, usagef("want JOB -- COMMAND [ARG...] after the flags, got %q", rest)
 	}
 	c.job, c.command = rest[0], rest[2:]
+	if group.set {
+		if group.value != "" && !leaseapi.ValidJobID(group.value) {
+			return runConfig{}, usagef("--group %q: want a group name, ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$, or '' to leave the group", group.value)
+		}
+		c.group = &group.value
+	}
 	if !leaseapi.ValidJobID(c.job) {
 		return runConfig{}, usagef("invalid JOB %q: want ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$", c.job)
 	}
@@ -218,13 +231,14 @@ func (c *runConfig) validateDurations() error {
 }
 
 // childEnv is COMMAND's environment: leasectl's, less the bearer token
-// (COMMAND needs the lease, not the credential), plus the lease.
-func childEnv(environ []string, job, owner string, token int64, tick time.Time) []string {
-	env := make([]string, 0, len(environ)+4)
+// (COMMAND needs the lease, not the credential), plus the lease: in a
+// concurrency group also its slot and slot token (empty outside one).
+func childEnv(environ []string, job, owner string, token int64, tick time.Time, slot int, slotToken int64) []string {
+	env := make([]string, 0, len(environ)+6)
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "LEASEAPI_TOKEN", "LEASE_JOB", "LEASE_TOKEN", "LEASE_TICK", "LEASE_OWNER":
+		case "LEASEAPI_TOKEN", "LEASE_JOB", "LEASE_TOKEN", "LEASE_TICK", "LEASE_OWNER", "LEASE_SLOT", "LEASE_SLOT_TOKEN":
 			continue
 		}
 		env = append(env, kv)
@@ -233,11 +247,17 @@ func childEnv(environ []string, job, owner string, token int64, tick time.Time) 
 	if !tick.IsZero() {
 		tickText = api.FormatTime(tick)
 	}
+	slotText, slotTokenText := "", ""
+	if slotToken != 0 {
+		slotText, slotTokenText = strconv.Itoa(slot), strconv.FormatInt(slotToken, 10)
+	}
 	return append(env,
 		"LEASE_JOB="+job,
 		fmt.Sprintf("LEASE_TOKEN=%d", token),
 		"LEASE_TICK="+tickText,
-		"LEASE_OWNER="+owner)
+		"LEASE_OWNER="+owner,
+		"LEASE_SLOT="+slotText,
+		"LEASE_SLOT_TOKEN="+slotTokenText)
 }
 
 // hostname is the host's name for the default owner.
@@ -249,6 +269,20 @@ func hostname() string {
 	return h
 }
 
+// optionalString is a string flag that tells "not given" from "given
+// empty".
+type optionalString struct {
+	value string
+	set   bool
+}
+
+func (o *optionalString) String() string { return o.value }
+
+func (o *optionalString) Set(v string) error {
+	o.value, o.set = v, true
+	return nil
+}
+
 // parseFlags parses args into fs: flag.ErrHelp as it is (-h asked for
 // help), any other error as a usage error.
 func parseFlags(fs *flag.FlagSet, args []string) error {
@@ -257,4 +291,18 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return usageError{err}
 	}
 	return err
+}
+
+// acquireWait is how long the acquire may take when started at now:
+// --wait, or with --group and --schedule until the next tick, so that the
+// runner's retries of group_full, which end with the tick's grace, are not
+// cut short by a --wait meant for an unreachable leaseapi.
+func (c runConfig) acquireWait(now time.Time) time.Duration {
+	if c.group == nil || *c.group == "" || c.schedule == nil {
+		return c.wait
+	}
+	if next := c.schedule.Next(now); !next.IsZero() && next.Sub(now) > c.wait {
+		return next.Sub(now)
+	}
+	return c.wait
 }

@@ -69,6 +69,22 @@ func TestParseRun(t *testing.T) {
 		}},
 		{name: "OwedAndTick", args: []string{"--owed", "--tick", "2026-11-30T07:00:00Z", "job", "--", "true"}, want: "exclude"},
 		{name: "APIFromEnvironment", args: []string{"job", "--", "true"}, check: func(t *testing.T, c runConfig) {}},
+		{name: "Group", args: []string{"--group", "reports", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if c.group == nil || *c.group != "reports" {
+				t.Fatalf("group %v, want reports", c.group)
+			}
+		}},
+		{name: "LeaveGroup", args: []string{"--group", "", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if c.group == nil || *c.group != "" {
+				t.Fatalf("group %v, want \"\" (leave)", c.group)
+			}
+		}},
+		{name: "NoGroup", args: []string{"job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if c.group != nil {
+				t.Fatalf("group %q without --group, want none", *c.group)
+			}
+		}},
+		{name: "InvalidGroup", args: []string{"--group", "a/b", "job", "--", "true"}, want: "--group"},
 		{name: "NoJob", args: nil, want: "missing JOB"},
 		{name: "NoSeparator", args: []string{"job", "true"}, want: "JOB -- COMMAND"},
 		{name: "NoCommand", args: []string{"job", "--"}, want: "JOB -- COMMAND"},
@@ -155,6 +171,71 @@ func TestTriggerUsage(t *testing.T) {
 			}
 			if strings.Contains(stderr.String(), "Idempotency-Key leasectl-") {
 				t.Fatalf("stderr: got %q: a trigger was attempted", stderr.String())
+			}
+		})
+	}
+}
+
+// TestAcquireWait: with --group and --schedule the acquire may take until
+// the next tick (the runner ends group_full retries at the tick's grace);
+// otherwise --wait.
+func TestAcquireWait(t *testing.T) {
+	t.Parallel()
+	env := environment{stderr: io.Discard}
+	now := time.Date(2026, 11, 30, 7, 0, 2, 0, time.UTC)
+	tests := []struct {
+		name string
+		args []string
+		want time.Duration
+	}{
+		{"Wait", []string{"--schedule", "CRON_TZ=UTC * * * * *", "job", "--", "true"}, 10 * time.Second},
+		{"GroupUntilNextTick", []string{"--schedule", "CRON_TZ=UTC * * * * *", "--group", "g", "job", "--", "true"}, 58 * time.Second},
+		{"GroupWaitLonger", []string{"--schedule", "CRON_TZ=UTC * * * * *", "--group", "g", "--wait", "2m", "job", "--", "true"}, 2 * time.Minute},
+		{"GroupWithoutSchedule", []string{"--group", "g", "job", "--", "true"}, 10 * time.Second},
+		{"LeaveGroup", []string{"--schedule", "CRON_TZ=UTC * * * * *", "--group", "", "job", "--", "true"}, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parseRun(tt.args, env, "host-1", 42)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.acquireWait(now); got != tt.want {
+				t.Errorf("acquireWait: got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGroupsUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"NoAction", nil, "leasectl groups list"},
+		{"UnknownAction", []string{"create", "g"}, "unknown action"},
+		{"GetNoName", []string{"get"}, "exactly one group NAME"},
+		{"DeleteTwoNames", []string{"delete", "a", "b"}, "exactly one group NAME"},
+		{"InvalidName", []string{"get", "a/b"}, "invalid group NAME"},
+		{"PutNoLimit", []string{"put", "g"}, "--limit 0"},
+		{"PutLimitTooHigh", []string{"put", "--limit", "10001", "g"}, "--limit 10001"},
+		{"ListWithName", []string{"list", "g"}, "unexpected arguments"},
+		{"ListBadPrefix", []string{"list", "--prefix", "a b"}, "--prefix"},
+		{"BadOutput", []string{"get", "-o", "yaml", "g"}, "-o"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr strings.Builder
+			env := environment{apiURL: "http://127.0.0.1:1", stdout: io.Discard, stderr: &stderr}
+			if got := dispatch(append([]string{"groups"}, tt.args...), env); got != exitUsage {
+				t.Fatalf("exit: got %d, want %d; stderr %q", got, exitUsage, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Fatalf("stderr: got %q, want it to name %q", stderr.String(), tt.want)
 			}
 		})
 	}
@@ -268,8 +349,8 @@ func TestRunExit(t *testing.T) {
 func TestChildEnv(t *testing.T) {
 	t.Parallel()
 	tick := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
-	got := childEnv([]string{"PATH=/bin", "LEASEAPI_TOKEN=s3cret", "LEASE_TOKEN=99", "LEASEAPI_URL=http://x"}, "job", "h/1", 7, tick)
-	want := []string{"PATH=/bin", "LEASEAPI_URL=http://x", "LEASE_JOB=job", "LEASE_TOKEN=7", "LEASE_TICK=2026-11-30T07:00:00.000Z", "LEASE_OWNER=h/1"}
+	got := childEnv([]string{"PATH=/bin", "LEASEAPI_TOKEN=s3cret", "LEASE_TOKEN=99", "LEASEAPI_URL=http://x"}, "job", "h/1", 7, tick, 0, 0)
+	want := []string{"PATH=/bin", "LEASEAPI_URL=http://x", "LEASE_JOB=job", "LEASE_TOKEN=7", "LEASE_TICK=2026-11-30T07:00:00.000Z", "LEASE_OWNER=h/1", "LEASE_SLOT=", "LEASE_SLOT_TOKEN="}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("childEnv = %q, want %q", got, want)
 	}
@@ -293,5 +374,28 @@ func TestRelative(t *testing.T) {
 		if got := relative(now.Add(tt.d), now); got != tt.want {
 			t.Errorf("relative(%s) = %q, want %q", tt.d, got, tt.want)
 		}
+	}
+}
+
+func TestSkipReasonGroupFull(t *testing.T) {
+	t.Parallel()
+	full := &leaseapi.GroupFullError{Group: leaseapi.Group{Name: "warehouse", Limit: 2, Held: 2, Holders: []leaseapi.GroupHolder{
+		{JobID: "sales", Slot: 1}, {JobID: "stock", Slot: 2},
+	}}}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"Holders", fmt.Errorf("acquire %q: %w", "job", full), `group_full: group "warehouse" has 2 of 2 slots in use: sales (slot 1), stock (slot 2)`},
+		{"UnreadableGroup", &leaseapi.GroupFullError{}, "group_full: every slot of the job's group is in use"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := skipReason(tt.err); got != tt.want {
+				t.Errorf("skipReason: got %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -11,6 +11,8 @@
 //	leasectl repair --reason 'clock was two days fast' report
 //	leasectl trigger --reason 'rerun after the fix' report
 //	leasectl run --owed report -- /usr/local/bin/report.sh
+//	leasectl groups put --limit 2 warehouse
+//	leasectl run --schedule '0 * * * *' --group warehouse report -- /usr/local/bin/report.sh
 //
 // `leasectl run` acquires the job's lease with package jobs (the runner the
 // Go replicas use: heartbeats every TTL/3, a local deadline of its own send
@@ -64,6 +66,7 @@ Usage:
   leasectl repair [flags] JOB                   undo the marks of ticks ahead of the clock (admin)
   leasectl trigger [flags] JOB                  run now: JOB owes one manual tick (admin)
   leasectl run --owed [flags] JOB -- COMMAND    run COMMAND for the tick JOB owes, if any
+  leasectl groups list|get|put|delete [flags]   concurrency groups: at most K of their jobs at once
 
 Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
 Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token;
@@ -88,6 +91,10 @@ func dispatch(args []string, env environment) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		return triggerCommand(ctx, rest, env)
+	case "groups":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		return groupsCommand(ctx, rest, env)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(env.stdout, usage)
 		return 0

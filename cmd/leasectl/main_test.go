@@ -670,3 +670,67 @@ func TestOutOfScope(t *testing.T) {
 		}
 	}
 }
+
+// TestGroups: an admin creates a group of limit 1; a job run with --group
+// holds its slot (LEASE_SLOT, LEASE_SLOT_TOKEN) and get and list show it;
+// a second job of the group is not won while the group stays full, and is
+// once the first released; a group jobs are in cannot be deleted until
+// they leave it.
+func TestGroups(t *testing.T) {
+	t.Parallel()
+	group := "warehouse"
+	if code, _, stderr := leasectl(t, userToken, "groups", "put", "--limit", "1", group); code != 77 || !strings.Contains(stderr, "403") {
+		t.Fatalf("groups put by a user: exit %d, %q; want 77 and 403", code, stderr)
+	}
+	if code, stdout, stderr := leasectl(t, adminToken, "groups", "put", "--limit", "1", group); code != 0 || !strings.Contains(stdout, "limit 1, 0 held") {
+		t.Fatalf("groups put: exit %d, %q %q", code, stdout, stderr)
+	}
+
+	dir := t.TempDir()
+	out, stop := filepath.Join(dir, "slot"), filepath.Join(dir, "stop")
+	a := start(t, userToken, "run", "--group", group, "wh-a", "--",
+		"sh", "-c", `echo "$LEASE_SLOT $LEASE_SLOT_TOKEN" > "$0.tmp" && mv "$0.tmp" "$0"; while [ ! -e "$1" ]; do sleep 0.05; done`, out, stop)
+	slot := strings.Fields(waitFile(t, out, a))
+	if len(slot) != 2 || slot[0] != "1" {
+		t.Fatalf("COMMAND's LEASE_SLOT and LEASE_SLOT_TOKEN: %q, want slot 1 and a token", slot)
+	}
+	if code, stdout, stderr := leasectl(t, userToken, "groups", "get", group); code != 0 ||
+		!strings.Contains(stdout, "HELD     1") || !strings.Contains(stdout, "wh-a") || !strings.Contains(stdout, slot[1]) {
+		t.Errorf("groups get: exit %d, %q %q; want 1 held by wh-a with slot token %s", code, stdout, stderr, slot[1])
+	}
+	if code, stdout, _ := leasectl(t, userToken, "groups", "list", "--prefix", "ware"); code != 0 || !strings.Contains(stdout, "warehouse  1      1     wh-a") {
+		t.Errorf("groups list: exit %d, %q; want warehouse held by wh-a", code, stdout)
+	}
+	if code, stdout, _ := leasectl(t, userToken, "groups", "list", "-o", "json"); code != 0 || !strings.Contains(stdout, `"slotToken": `+slot[1]) {
+		t.Errorf("groups list -o json: exit %d, %q; want the API's JSON", code, stdout)
+	}
+
+	code, _, stderr := leasectl(t, userToken, "run", "--group", group, "--wait", "1s", "--skipped-exit-code", "3", "wh-b", "--", "true")
+	if code != 3 || !strings.Contains(stderr, `group_full: group "warehouse" has 1 of 1 slots in use: wh-a (slot 1)`) {
+		t.Fatalf("run in a full group: exit %d, %q; want the skipped code 3 naming the holder", code, stderr)
+	}
+	if code, _, stderr := leasectl(t, adminToken, "groups", "delete", group); code != 1 || !strings.Contains(stderr, "group_in_use") {
+		t.Fatalf("groups delete while a job is in it: exit %d, %q; want 1 and group_in_use", code, stderr)
+	}
+
+	if err := os.WriteFile(stop, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(t); code != 0 {
+		t.Fatalf("wh-a: exit %d: %s", code, &a.stderr)
+	}
+	if code, _, stderr := leasectl(t, userToken, "run", "--group", group, "wh-b", "--", "true"); code != 0 || stderr != "" {
+		t.Fatalf("run once the slot is free: exit %d, %q", code, stderr)
+	}
+	for _, job := range []string{"wh-a", "wh-b"} {
+		if code, _, stderr := leasectl(t, userToken, "run", "--group", "", job, "--", "true"); code != 0 {
+			t.Fatalf("run of %s leaving the group: exit %d, %q", job, code, stderr)
+		}
+	}
+	if code, stdout, stderr := leasectl(t, adminToken, "groups", "delete", group); code != 0 || !strings.Contains(stdout, "deleted") {
+		t.Fatalf("groups delete: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr := leasectl(t, userToken, "groups", "get", group); code != 1 || !strings.Contains(stderr, "not_found") {
+		t.Errorf("groups get after delete: exit %d, %q; want 1 and not_found", code, stderr)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -69,7 +70,8 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	g := &gate{cancel: cancel}
-	waitTimer := time.AfterFunc(cfg.wait, func() { g.close(errWaitExpired) })
+	now := time.Now()
+	waitTimer := time.AfterFunc(cfg.acquireWait(now), func() { g.close(errWaitExpired) })
 	defer waitTimer.Stop()
 
 	sup := newSupervisor(cfg, env, g)
@@ -89,7 +91,7 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 		}
 	}()
 
-	tick := cfg.tickAt(time.Now())
+	tick := cfg.tickAt(now)
 	if cfg.owed {
 		// The owed tick is claimed with an ordinary acquire of that tick:
 		// exactly one host is granted it, the others skip (lease_held,
@@ -116,6 +118,9 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 			opts = append(opts, jobs.CatchUp(cfg.catchUpWindow))
 		}
 	}
+	if cfg.group != nil {
+		opts = append(opts, jobs.Group(*cfg.group))
+	}
 
 	// The runner retries what may be retried (5xx, 429, the network) after
 	// Retry-After, until --wait or a signal cancels the acquire.
@@ -138,6 +143,11 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 func notStarted(ctx context.Context, cfg runConfig, env environment, err error) int {
 	if cause := context.Cause(ctx); cause != nil {
 		// --wait passed or a signal came while the acquire was retried.
+		if errors.Is(cause, errWaitExpired) && errors.Is(err, leaseapi.ErrGroupFull) {
+			// The group was still full: not won, like a tick another host has.
+			fmt.Fprintf(env.stderr, "leasectl: %s: not run: %s (still full when the wait ended)\n", cfg.job, skipReason(err))
+			return cfg.skipped
+		}
 		if errors.Is(cause, errWaitExpired) {
 			fmt.Fprintf(env.stderr, "leasectl: %s: no answer from leaseapi within --wait %s (%v); COMMAND not started\n",
 				cfg.job, cfg.wait, lastCause(err))
@@ -193,6 +203,22 @@ func skipReason(err error) string {
 			}
 			return "job_paused: the job is paused (" + reason + ")"
 		}
+	}
+	if full, ok := errors.AsType[*leaseapi.GroupFullError](err); ok {
+		g := full.Group
+		if g.Name == "" {
+			// An answer whose group leasectl could not read.
+			return "group_full: every slot of the job's group is in use"
+		}
+		holders := make([]string, 0, len(g.Holders))
+		for _, h := range g.Holders {
+			holders = append(holders, fmt.Sprintf("%s (slot %d)", h.JobID, h.Slot))
+		}
+		held := ""
+		if len(holders) > 0 {
+			held = ": " + strings.Join(holders, ", ")
+		}
+		return fmt.Sprintf("group_full: group %q has %d of %d slots in use%s", g.Name, g.Held, g.Limit, held)
 	}
 	if e, ok := errors.AsType[*jobs.APIError](err); ok && e.Detail != "" {
 		return e.Code + ": " + e.Detail

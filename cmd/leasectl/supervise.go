@@ -63,7 +63,7 @@ func (s *supervisor) run(ctx context.Context) error {
 
 	lease, _ := jobs.LeaseFromContext(ctx)
 	cmd := exec.Command(s.cfg.command[0], s.cfg.command[1:]...)
-	cmd.Env = childEnv(os.Environ(), s.cfg.job, s.cfg.owner, lease.Token, leaseTick(lease.Tick))
+	cmd.Env = childEnv(os.Environ(), s.cfg.job, s.cfg.owner, lease.Token, leaseTick(lease.Tick), lease.Slot, lease.SlotToken)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, s.env.stdout, s.env.stderr
 	// Its own process group, so that stopping it reaches everything it
 	// started, and a Ctrl-C on the terminal reaches leasectl only.

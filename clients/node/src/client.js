@@ -117,6 +117,11 @@ export class Client {
     listWebhooks: 'webhooks',
     deleteWebhook: 'deleteWebhook',
     listWebhookDeliveries: 'webhookDeliveries',
+    putGroup: 'putGroup',
+    getGroup: 'getGroup',
+    listGroups: 'listGroups',
+    deleteGroup: 'deleteGroup',
+    leaveGroup: 'leaveGroup',
     healthz: 'healthz',
     readyz: 'readyz',
     metrics: 'metrics',
@@ -139,11 +144,13 @@ export class Client {
    * the fire time the grant is for; `nearestTick: true` lets the server pick
    * the tick of the schedule nearest its clock (the answer's `tick` says
    * which). `schedule` (a cron spec), `graceMs`, `catchUp` and
-   * `catchUpWindowMs` register the job's schedule. A refusal throws a
-   * LeaseApiError whose `notAcquired` is true (lease_held, tick_done,
-   * job_paused, tick_ahead).
+   * `catchUpWindowMs` register the job's schedule. `group` puts the job in
+   * that concurrency group from this grant on (`''` takes it out); the
+   * lease's `slot` and `slotToken` say which slot the grant took. A refusal
+   * throws a LeaseApiError whose `notAcquired` is true (lease_held,
+   * tick_done, job_paused, tick_ahead, group_full).
    */
-  acquire(jobId, { owner, ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs } = {}, opts) {
+  acquire(jobId, { owner, ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group } = {}, opts) {
     if (tick !== undefined && nearestTick) {
       throw new TypeError('pass tick or nearestTick, not both');
     }
@@ -159,6 +166,10 @@ export class Client {
     setIf(body, 'graceMs', graceMs);
     setIf(body, 'catchUp', catchUp);
     setIf(body, 'catchUpWindowMs', catchUpWindowMs);
+    if (group !== undefined && (typeof group !== 'string' || (group !== '' && !JOB_ID.test(group)))) {
+      throw new TypeError(`group ${JSON.stringify(group)} must be '' or match ${JOB_ID}`);
+    }
+    setIf(body, 'group', group);
     return this.#call('POST', `${leasePath(jobId)}/acquire`, { body, schema: 'Lease' }, opts);
   }
 
@@ -278,6 +289,49 @@ export class Client {
   /** Forgets the job's schedule: no missed-tick accounting until an acquire sends one again. */
   forgetSchedule(jobId, opts) {
     return this.#call('DELETE', `${leasePath(jobId)}/schedule`, { schema: 'Lease' }, opts);
+  }
+
+  // Concurrency groups.
+
+  /** Creates the concurrency group `name` with `limit` (1-10000), or changes its limit (PUT /groups/{name}, role admin). */
+  putGroup(name, { limit } = {}, opts) {
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10000) {
+      throw new RangeError(`group limit ${limit} must be an integer from 1 to 10000`);
+    }
+    return this.#call('PUT', groupPath(name), { body: { limit }, schema: 'Group' }, opts);
+  }
+
+  /** The group `name` with the grants that hold its slots (GET /groups/{name}); `not_found` when there is none. */
+  getGroup(name, opts) {
+    return this.#call('GET', groupPath(name), { schema: 'Group' }, opts);
+  }
+
+  /** One page of groups sorted by name (GET /groups): {groups, nextCursor}. Filters: prefix, limit, cursor. */
+  listGroups({ prefix, limit, cursor } = {}, opts) {
+    return this.#call('GET', '/groups', { query: { prefix, limit, cursor }, schema: 'GroupList' }, opts);
+  }
+
+  /** Every group whose name starts with `prefix`, page after page (an async iterator). */
+  async *groups({ prefix, limit } = {}, opts) {
+    let cursor;
+    for (;;) {
+      const page = await this.listGroups({ prefix, limit, cursor }, opts);
+      yield* page.groups;
+      if (page.nextCursor === null || page.nextCursor === undefined) {
+        return;
+      }
+      cursor = page.nextCursor;
+    }
+  }
+
+  /** Deletes a group no job is in (DELETE /groups/{name}, role admin); `group_in_use` while one is, naming it. */
+  deleteGroup(name, opts) {
+    return this.#call('DELETE', groupPath(name), {}, opts);
+  }
+
+  /** Takes a retired job out of its group (DELETE /leases/{jobId}/group, role admin); a grant it holds keeps its slot until it ends. */
+  leaveGroup(jobId, opts) {
+    return this.#call('DELETE', `${leasePath(jobId)}/group`, { schema: 'Lease' }, opts);
   }
 
   /** Creates a credential ({name, role, scopes, ratePerSecond}); the answer's `token` is shown this once. */
@@ -508,6 +562,7 @@ function problem(method, path, { status, headers, body }) {
     lease: decoded.lease ?? undefined,
     // A `now` the client cannot read leaves the refusal without it.
     now: decoded.now ?? undefined,
+    group: decoded.group ?? undefined,
     retryAfter,
     requestId,
   });
@@ -567,6 +622,14 @@ function checkDuration(name, value, min) {
 function leasePath(jobId) {
   // Job ids use only characters a path segment keeps as they are.
   return `/leases/${checkJobId(jobId)}`;
+}
+
+function groupPath(name) {
+  // Group names have the syntax of job ids.
+  if (typeof name !== 'string' || !JOB_ID.test(name)) {
+    throw new TypeError(`group name ${JSON.stringify(name)} must match ${JOB_ID}`);
+  }
+  return `/groups/${name}`;
 }
 
 function segment(id, what) {

@@ -14,8 +14,8 @@
  * schedule nearest its clock (`nearestTick`). `fn` gets {signal, lease, token, tick,
  * jobId, owner, cron, context}. The callback resolves to the run's report
  * (see Runner.run) and never rejects: failures are logged and reported.
- * Other options (`graceMs`, `catchUp`, `catchUpWindowMs`, `maxRunTimeMs`)
- * go to the runner; the job's owed ticks are polled too.
+ * Other options (`graceMs`, `catchUp`, `catchUpWindowMs`, `group`,
+ * `maxRunTimeMs`) go to the runner; the job's owed ticks are polled too.
  */
 export function leased(runner, { job, schedule, ...runOptions } = {}, fn) {
   if (typeof job !== 'string' || job === '') {

@@ -11,11 +11,12 @@
  * something the client cannot read. `status` is the HTTP status (undefined
  * without an answer), `retryAfter` the seconds of the `Retry-After` header
  * (undefined without one), `lease` the lease a conflict (409) is about, `now`
- * the server's clock of a `tick_ahead`, `requestId` the answer's
+ * the server's clock of a `tick_ahead`, `group` the concurrency group of a
+ * `group_full` (with up to 10 holders), `requestId` the answer's
  * `X-Request-Id` (quote it to the operators).
  */
 export class LeaseApiError extends Error {
-  constructor(message, { code, status, title, detail, lease, now, retryAfter, requestId, cause } = {}) {
+  constructor(message, { code, status, title, detail, lease, now, group, retryAfter, requestId, cause } = {}) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = 'LeaseApiError';
     this.code = code;
@@ -24,11 +25,12 @@ export class LeaseApiError extends Error {
     this.detail = detail ?? message;
     this.lease = lease;
     this.now = now;
+    this.group = group;
     this.retryAfter = retryAfter;
     this.requestId = requestId;
   }
 
-  /** True for the refusals that mean "skip this tick": another replica runs it, it ran, the job is paused, or the tick lies ahead of the server's clock. */
+  /** True for the refusals that mean "skip this tick": another replica runs it, it ran, the job is paused, the tick lies ahead of the server's clock, or the job's concurrency group is full (the runner retries that one while the tick is within its grace). */
   get notAcquired() {
     return NOT_ACQUIRED.has(this.code);
   }
@@ -40,5 +42,5 @@ export class LeaseApiError extends Error {
 }
 
 /** The codes of a refused acquire that the runner skips quietly. */
-export const NOT_ACQUIRED = new Set(['lease_held', 'tick_done', 'job_paused', 'tick_ahead']);
+export const NOT_ACQUIRED = new Set(['lease_held', 'tick_done', 'job_paused', 'tick_ahead', 'group_full']);
 const RETRYABLE = new Set(['rate_limited', 'unavailable', 'overloaded', 'connection_failed']);

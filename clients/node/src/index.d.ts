@@ -33,6 +33,9 @@ export type WebhookDeliveryList = { deliveries: WebhookDelivery[] } & Read;
 export type Webhook = Omit<Timed<Schemas['Webhook'], 'createdAt'>, 'lastDelivery'> & { lastDelivery?: WebhookDelivery | null } & Read;
 export type CreatedWebhook = Omit<Timed<Schemas['CreatedWebhook'], 'createdAt'>, 'lastDelivery'> & { lastDelivery?: WebhookDelivery | null } & Read;
 export type WebhookList = { webhooks: Webhook[] } & Read;
+export type GroupHolder = Timed<Schemas['GroupHolder'], 'expiresAt'> & Read;
+export type Group = Omit<Timed<Schemas['Group'], 'createdAt'>, 'holders'> & { holders: GroupHolder[] } & Read;
+export type GroupList = Omit<Schemas['GroupList'], 'groups'> & { groups: Group[] } & Read;
 
 /** The problem codes of leaseapi, and the two the client sets itself. */
 export type ErrorCode = Schemas['Problem']['code'] | 'connection_failed' | 'protocol_error';
@@ -47,10 +50,12 @@ export class LeaseApiError extends Error {
   readonly lease?: Lease;
   /** The server's clock of a tick_ahead. */
   readonly now?: Date;
+  /** The concurrency group of a group_full, with up to 10 holders. */
+  readonly group?: Group;
   /** Seconds of the Retry-After header. */
   readonly retryAfter?: number;
   readonly requestId?: string;
-  /** lease_held, tick_done, job_paused or tick_ahead: skip this tick. */
+  /** lease_held, tick_done, job_paused, tick_ahead or group_full: skip this tick (the runner retries group_full within the tick's grace first). */
   readonly notAcquired: boolean;
   /** 429, 503 or no answer: retried until a call's deadline. */
   readonly retryable: boolean;
@@ -129,6 +134,12 @@ export class Client {
   webhooks(opts?: CallOptions): Promise<WebhookList>;
   deleteWebhook(id: string, opts?: CallOptions): Promise<void>;
   webhookDeliveries(id: string, opts?: CallOptions): Promise<WebhookDeliveryList>;
+  putGroup(name: string, body: Schemas['PutGroupRequest'], opts?: CallOptions): Promise<Group>;
+  getGroup(name: string, opts?: CallOptions): Promise<Group>;
+  listGroups(query?: { prefix?: string; limit?: number; cursor?: string }, opts?: CallOptions): Promise<GroupList>;
+  groups(query?: { prefix?: string; limit?: number }, opts?: CallOptions): AsyncGenerator<Group>;
+  deleteGroup(name: string, opts?: CallOptions): Promise<void>;
+  leaveGroup(jobId: string, opts?: CallOptions): Promise<Lease>;
   healthz(opts?: CallOptions): Promise<Status>;
   readyz(opts?: CallOptions): Promise<Status>;
   metrics(opts?: CallOptions): Promise<string>;
@@ -152,6 +163,9 @@ export interface RunContext {
   lease: Lease;
   /** The fencing token: pass it to what the job writes to. */
   token: number;
+  /** The slot of its concurrency group the grant took, and the group's fencing token of it; null outside a group. */
+  slot: number | null;
+  slotToken: number | null;
   tick: Date | null;
   jobId: string;
   owner: string;
@@ -164,6 +178,8 @@ export interface RunOptions {
   graceMs?: number;
   catchUp?: 'none' | 'latest';
   catchUpWindowMs?: number;
+  /** The job's concurrency group; '' takes it out of its group. */
+  group?: string;
   maxRunTimeMs?: number;
 }
 
@@ -171,6 +187,8 @@ export interface RunReport<T = unknown> {
   jobId: string;
   owner: string;
   token: number;
+  slot: number | null;
+  slotToken: number | null;
   tick: Date | null;
   startedAt: Date;
   endedAt: Date;
@@ -184,7 +202,7 @@ export interface SkipReport {
   jobId: string;
   owner: string;
   result: 'skipped';
-  code: 'lease_held' | 'tick_done' | 'job_paused' | 'tick_ahead';
+  code: 'lease_held' | 'tick_done' | 'job_paused' | 'tick_ahead' | 'group_full';
   error?: LeaseApiError;
 }
 
@@ -209,6 +227,8 @@ export interface RunnerOptions {
 }
 
 export const RETRIED_REFUSALS: Set<string>;
+/** Until when (epoch ms) an acquire refused group_full is retried. */
+export function groupFullUntil(args: { tick?: Date; graceMs?: number; refusal: LeaseApiError; now: number; acquireWaitMs: number }): number;
 export function defaultOwner(): string;
 
 export class Runner {

@@ -6,6 +6,6 @@ export { Client, jitter } from './client.js';
 export { LeaseApiError, NOT_ACQUIRED } from './errors.js';
 export { jsonLogger } from './log.js';
 export { decode, formatTime, parseTime, SCHEMAS } from './models.js';
-export { defaultOwner, RETRIED_REFUSALS, Runner, RunStoppedError } from './runner.js';
+export { defaultOwner, groupFullUntil, RETRIED_REFUSALS, Runner, RunStoppedError } from './runner.js';
 export { LeaseCoordinator } from './node-cron.js';
 export { leased } from './croner.js';

@@ -35,16 +35,17 @@ export class LeaseCoordinator {
    * id (or `options.jobId`). `fn` gets node-cron's context plus `signal`,
    * `lease`, `token` and `tick`. Options: node-cron's TaskOptions
    * (`timezone` becomes the schedule's CRON_TZ=), and `graceMs`, `catchUp`,
-   * `catchUpWindowMs`, `maxRunTimeMs` for the runner. Returns node-cron's
+   * `catchUpWindowMs`, `group` (the job's concurrency group),
+   * `maxRunTimeMs` for the runner. Returns node-cron's
    * ScheduledTask.
    */
   schedule(cron, expression, name, fn, options = {}) {
-    const { jobId = name, graceMs, catchUp, catchUpWindowMs, maxRunTimeMs, ...taskOptions } = options;
+    const { jobId = name, graceMs, catchUp, catchUpWindowMs, group, maxRunTimeMs, ...taskOptions } = options;
     if (typeof name !== 'string' || name === '') {
       throw new TypeError('a leased node-cron task needs a name (its job id unless options.jobId is given)');
     }
     const schedule = taskOptions.timezone ? `CRON_TZ=${taskOptions.timezone} ${expression}` : expression;
-    const runOptions = { schedule, graceMs, catchUp, catchUpWindowMs, maxRunTimeMs };
+    const runOptions = { schedule, graceMs, catchUp, catchUpWindowMs, group, maxRunTimeMs };
     this.#tasks.set(name, { jobId, runOptions });
     this.#runner.watchOwed(jobId, (ctx) => fn({ ...ctx, date: ctx.tick, dateLocalIso: ctx.tick.toISOString(), triggeredAt: new Date(), reason: 'owed' }), runOptions);
     return cron.schedule(expression, (context) => this.#runTask(name, fn, context), {

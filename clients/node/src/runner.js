@@ -3,6 +3,7 @@
 // the Go runner (package jobs) does.
 
 import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import { checkOwner, jitter, retrying } from './client.js';
 import { LeaseApiError, NOT_ACQUIRED } from './errors.js';
@@ -10,13 +11,32 @@ import { jsonLogger } from './log.js';
 import { formatTime } from './models.js';
 
 /**
- * Codes of a refused acquire that are retried after their Retry-After,
- * within the acquire's wait, instead of skipping the tick. Empty: every
- * refusal leaseapi answers today means "skip" (a concurrency group's
- * `group_full`, once the server has groups, is the kind of code that
- * belongs here).
+ * Codes of a refused acquire that are retried after their Retry-After, with
+ * jitter, instead of skipping the tick at once: `group_full` (every slot of
+ * the job's concurrency group is in use), retried while the tick is within
+ * its grace (see groupFullUntil); then the tick is skipped.
  */
-export const RETRIED_REFUSALS = new Set();
+export const RETRIED_REFUSALS = new Set(['group_full']);
+
+/**
+ * Until when (epoch milliseconds) an acquire refused `group_full` is
+ * retried: the tick plus its grace (`graceMs` given, else the grace the
+ * refusal's lease holds), never past that lease's next tick. Without a
+ * tick (nearestTick) the grace counts from `now`, the first refusal;
+ * without a grace the acquire is retried for `acquireWaitMs`.
+ */
+export function groupFullUntil({ tick, graceMs, refusal, now, acquireWaitMs }) {
+  const lease = refusal.lease;
+  const grace = graceMs ?? lease?.graceMs ?? undefined;
+  if (grace === undefined || grace === null) {
+    return now + acquireWaitMs;
+  }
+  let until = (tick instanceof Date ? tick.getTime() : now) + grace;
+  if (lease?.nextTick instanceof Date && lease.nextTick.getTime() < until) {
+    until = lease.nextTick.getTime();
+  }
+  return until;
+}
 
 /** Why the runner aborted a job's signal (`signal.reason`). */
 export class RunStoppedError extends Error {
@@ -58,6 +78,8 @@ export class Runner {
   #shuttingDown = false;
   #owedJobs = new Map();
   #owedTimer;
+  // Aborted by shutdown: ends the waits before retrying group_full.
+  #shutdown = new AbortController();
 
   constructor(client, { owner = defaultOwner(), ttlMs = 30_000, heartbeatIntervalMs, marginMs, requestTimeoutMs, acquireWaitMs = 10_000, owedPollIntervalMs = 10_000, logger } = {}) {
     this.client = client;
@@ -86,10 +108,10 @@ export class Runner {
   }
 
   /**
-   * Runs `fn({signal, lease, token, tick, jobId, owner})` once under the
-   * lease of `jobId` and resolves to a report of how the run ended:
-   * {jobId, owner, token, tick, startedAt, endedAt, result, error,
-   * releaseError, value}, `result` being `succeeded` (fn resolved and the
+   * Runs `fn({signal, lease, token, slot, slotToken, tick, jobId, owner})`
+   * once under the lease of `jobId` and resolves to a report of how the run
+   * ended: {jobId, owner, token, slot, slotToken, tick, startedAt, endedAt,
+   * result, error, releaseError, value}, `result` being `succeeded` (fn resolved and the
    * release was acknowledged: the tick is done), `failed` (fn threw, or was
    * stopped by its max run time or shutdown; released failed) or `lost`
    * (the lease was lost before fn finished, or a succeeded run's release was
@@ -98,12 +120,18 @@ export class Runner {
    * A refused acquire is a quiet skip, not an error: the report is
    * {jobId, owner, result: 'skipped', code, error} with `code` lease_held
    * (another replica runs it, or this process runs the job already),
-   * tick_done (it ran), job_paused or tick_ahead (this host's clock is fast:
-   * logged as a warning). Other failures of the acquire reject.
+   * tick_done (it ran), job_paused, tick_ahead (this host's clock is fast:
+   * logged as a warning) or group_full (the job's concurrency group stayed
+   * full while the tick was within its grace: the acquire is retried after
+   * each refusal's Retry-After, with jitter, until then). Other failures of
+   * the acquire reject.
    *
    * Options: `tick` (a Date: the fire time), `nearestTick` (the server picks
    * the tick of `schedule`), `schedule`, `graceMs`, `catchUp`,
-   * `catchUpWindowMs` (sent with the acquire), `maxRunTimeMs`.
+   * `catchUpWindowMs`, `group` (the job's concurrency group; `''` takes it
+   * out; sent with the acquire), `maxRunTimeMs`. In a group, `slot` and
+   * `slotToken` are the group's slot the grant took and its fencing token
+   * (strictly increasing per group); null outside a group.
    */
   async run(jobId, fn, options = {}) {
     const grant = await this.acquire(jobId, options);
@@ -117,7 +145,7 @@ export class Runner {
    * lease back (released failed) without running it. For integrations whose
    * library asks "may I run?" before it runs the job (node-cron).
    */
-  async acquire(jobId, { tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, maxRunTimeMs } = {}) {
+  async acquire(jobId, { tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, maxRunTimeMs } = {}) {
     if (maxRunTimeMs !== undefined && !(maxRunTimeMs > 0)) {
       throw new RangeError('maxRunTimeMs must be above zero');
     }
@@ -134,25 +162,42 @@ export class Runner {
     this.#running.set(jobId, null);
     let sent;
     let lease;
+    let until;
     try {
-      lease = await retrying(
-        async () => {
-          // The send time of the attempt that got the lease starts the
-          // local deadline: the last attempt's, not the first's.
-          sent = performance.now();
-          return this.client.acquire(
-            jobId,
-            { owner: this.owner, ttlMs: this.ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs },
-            { retryForMs: 0, timeoutMs: this.requestTimeoutMs },
+      for (;;) {
+        try {
+          lease = await retrying(
+            async () => {
+              // The send time of the attempt that got the lease starts the
+              // local deadline: the last attempt's, not the first's.
+              sent = performance.now();
+              return this.client.acquire(
+                jobId,
+                { owner: this.owner, ttlMs: this.ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group },
+                { retryForMs: 0, timeoutMs: this.requestTimeoutMs },
+              );
+            },
+            { retryForMs: this.acquireWaitMs, log: this.log, what: `acquire of ${jobId}` },
           );
-        },
-        {
-          retryForMs: this.acquireWaitMs,
-          log: this.log,
-          what: `acquire of ${jobId}`,
-          retryable: (err) => err.retryable || RETRIED_REFUSALS.has(err.code),
-        },
-      );
+          break;
+        } catch (err) {
+          if (!(err instanceof LeaseApiError) || !RETRIED_REFUSALS.has(err.code)) {
+            throw err;
+          }
+          until ??= groupFullUntil({ tick, graceMs, refusal: err, now: Date.now(), acquireWaitMs: this.acquireWaitMs });
+          const retryAfterMs = (err.retryAfter > 0 ? err.retryAfter : 1) * 1000;
+          const wait = retryAfterMs + (Math.random() * retryAfterMs) / 4;
+          if (Date.now() + wait >= until || this.#shuttingDown) {
+            throw err;
+          }
+          this.log.debug('group full, retrying', { ...attrs, group: err.group?.name, retry_in_ms: Math.round(wait) });
+          try {
+            await sleep(wait, undefined, { signal: this.#shutdown.signal });
+          } catch {
+            throw new RunStoppedError('shutdown', 'runner is shutting down: no new runs');
+          }
+        }
+      }
     } catch (err) {
       this.#running.delete(jobId);
       if (err instanceof LeaseApiError && NOT_ACQUIRED.has(err.code)) {
@@ -246,6 +291,7 @@ export class Runner {
    */
   async shutdown() {
     this.#shuttingDown = true;
+    this.#shutdown.abort();
     clearTimeout(this.#owedTimer);
     const grants = [...this.#running.values()].filter((g) => g !== null);
     for (const g of grants) {
@@ -333,7 +379,16 @@ class Grant {
       this.#jobReturned(undefined, undefined, false);
       return this.done;
     }
-    const ctx = { signal: this.signal, lease: this.lease, token: this.lease.token, tick: this.lease.tick, jobId: this.lease.jobId, owner: this.#r.owner };
+    const ctx = {
+      signal: this.signal,
+      lease: this.lease,
+      token: this.lease.token,
+      slot: this.lease.slot ?? null,
+      slotToken: this.lease.slotToken ?? null,
+      tick: this.lease.tick,
+      jobId: this.lease.jobId,
+      owner: this.#r.owner,
+    };
     this.#job = (async () => fn(ctx))().then(
       (value) => this.#jobReturned(undefined, value, true),
       (err) => this.#jobReturned(err ?? new Error('job rejected without a reason'), undefined, true),
@@ -517,6 +572,8 @@ class Grant {
       jobId: this.lease.jobId,
       owner: r.owner,
       token: this.lease.token,
+      slot: this.lease.slot ?? null,
+      slotToken: this.lease.slotToken ?? null,
       tick: this.lease.tick,
       startedAt: this.startedAt,
       endedAt: new Date(),

@@ -247,6 +247,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/leases/{jobId}/group": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                jobId: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Take a job out of its concurrency group. Needs role admin.
+         * @description For a retired job that no replica acquires any more, so that its group
+         *     can be deleted. A grant the job holds keeps its slot until it ends. A job
+         *     in no group is returned unchanged.
+         */
+        delete: operations["leaveGroup"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/leases/{jobId}/acquire": {
         parameters: {
             query?: never;
@@ -559,6 +583,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the concurrency groups within the caller's scopes, sorted by name, one page at a time. Needs role read.
+         * @description Keyset pagination as in `GET /leases`: pass the `nextCursor` of a page
+         *     as `cursor` to get the next one; `nextCursor` is null on the last page.
+         *     Each group shows its slots in use, read with the database's clock.
+         */
+        get: operations["listGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/groups/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["GroupName"];
+            };
+            cookie?: never;
+        };
+        /** Get a concurrency group with the grants that hold its slots. Needs role read. */
+        get: operations["getGroup"];
+        /**
+         * Create a concurrency group, or change its limit. Needs role admin.
+         * @description A group lets at most `limit` of its jobs hold a lease at once. Lowering
+         *     the limit takes nothing away from the grants that hold slots above it:
+         *     those slots retire as they free, and no new grant is made until fewer
+         *     slots than the new limit are in use.
+         */
+        put: operations["putGroup"];
+        post?: never;
+        /**
+         * Delete a concurrency group no job is in. Needs role admin.
+         * @description While a job is in the group the answer is 409 `group_in_use`, naming one
+         *     such job: acquire it with `"group": ""`, or take it out with
+         *     `DELETE /leases/{jobId}/group`, first.
+         */
+        delete: operations["deleteGroup"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -800,6 +878,74 @@ export interface components {
              * @description How old a missed tick may be and still be owed (1 min to 7 days). Needs `catchUp`. Optional, default 24 h.
              */
             catchUpWindowMs?: number;
+            /**
+             * @description The concurrency group (`PUT /groups/{name}`) the job is in from the
+             *     next grant on: a name joins that group, `""` leaves any group. A
+             *     grant in a group takes one of its slots, and is refused with 409
+             *     `group_full` while they are all in use. A group that does not exist,
+             *     or lies outside the caller's scopes, is 400 `invalid_request` (the
+             *     same answer for both). A job changes group only at a new grant; the
+             *     holder's renewal keeps it. Optional: without it the job stays in its
+             *     group.
+             */
+            group?: string;
+        };
+        /** @description A concurrency group's name, with the syntax of a job id; the caller's scopes cover it as they cover a job id. */
+        GroupName: string;
+        PutGroupRequest: {
+            /**
+             * Format: int64
+             * @description How many of the group's jobs may hold a lease at once.
+             */
+            limit: number;
+        };
+        /**
+         * @description A concurrency group: at most `limit` of its jobs hold a lease at once.
+         *     Each grant of a job in the group takes a slot, numbered from 1, and a
+         *     slot token, strictly increasing per group, that a shared resource can
+         *     use to fence the group's holders.
+         */
+        Group: {
+            name: components["schemas"]["GroupName"];
+            /** Format: int64 */
+            limit: number;
+            /**
+             * Format: int64
+             * @description Slots in use; above `limit` for a while after the limit was lowered.
+             */
+            held: number;
+            /**
+             * @description The grants that hold the group's slots, by slot (in a `group_full`
+             *     refusal, at most the first 10), without those of jobs outside the
+             *     caller's scopes (`held` counts them all).
+             */
+            holders: components["schemas"]["GroupHolder"][];
+            /** @description The credential that created the group; null when the API was open. */
+            createdBy: string | null;
+            createdAt: components["schemas"]["Time"];
+        };
+        /**
+         * @description A grant that holds a slot of a group. `expiresAt` is when the slot frees
+         *     by itself: the grant's expiry (a heartbeat moves it), or for a revoked
+         *     grant the expiry it had when it was revoked.
+         */
+        GroupHolder: {
+            jobId: components["schemas"]["JobID"];
+            owner: components["schemas"]["Owner"];
+            token: components["schemas"]["Token"];
+            /** Format: int64 */
+            slot: number;
+            /**
+             * Format: int64
+             * @description The group's fencing token of this grant.
+             */
+            slotToken: number;
+            expiresAt: components["schemas"]["Time"];
+        };
+        GroupList: {
+            groups: components["schemas"]["Group"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
         };
         TriggerRequest: {
             /** @description Why the job is triggered (text, no control characters); shown as `triggerReason` in `POST /owed`. */
@@ -952,6 +1098,19 @@ export interface components {
              * @enum {string|null}
              */
             owedReason: "catch-up" | "manual" | null;
+            /** @description The concurrency group the job is in (see `group` of the acquire); null for none. */
+            group: string | null;
+            /**
+             * Format: int64
+             * @description The slot of its group the current grant took; null when the grant took none.
+             */
+            slot: number | null;
+            /**
+             * Format: int64
+             * @description The group's fencing token of the current grant, strictly increasing
+             *     per group; null when the grant took no slot.
+             */
+            slotToken: number | null;
         };
         LeaseList: {
             leases: components["schemas"]["Lease"][];
@@ -1010,6 +1169,20 @@ export interface components {
             trigger: "schedule" | "catch-up" | "manual";
             /** @description Who triggered a manual run, when the service knows; null otherwise. */
             triggeredBy: string | null;
+            /** @description The concurrency group the grant was made in; null for none. */
+            group: string | null;
+            /**
+             * Format: int64
+             * @description The slot of its group the grant took; null for none.
+             */
+            slot: number | null;
+            /**
+             * Format: int64
+             * @description The group's fencing token of the grant; null for none.
+             */
+            slotToken: number | null;
+            /** @description true for a missed run whose group had every slot in use at the end of the tick's grace. */
+            groupFull: boolean;
         };
         RunList: {
             runs: components["schemas"]["Run"][];
@@ -1053,9 +1226,10 @@ export interface components {
             /** @description What happened in this occurrence; for 4xx, what to change. */
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "idempotency_key_reused" | "idempotency_key_in_flight";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use";
             lease?: components["schemas"]["Lease"];
             now?: components["schemas"]["Time"];
+            group?: components["schemas"]["Group"];
         };
         BadRequestProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
@@ -1322,6 +1496,18 @@ export interface components {
             /** @enum {string} */
             code?: "internal";
         };
+        GroupFullProblem: components["schemas"]["Problem"] & {
+            /** @enum {integer} */
+            status?: 409;
+            /** @enum {string} */
+            code?: "group_full";
+        };
+        GroupInUseProblem: components["schemas"]["Problem"] & {
+            /** @enum {integer} */
+            status?: 409;
+            /** @enum {string} */
+            code?: "group_in_use";
+        };
     };
     responses: {
         /** @description Invalid request; `detail` names the field and what to change. */
@@ -1346,9 +1532,9 @@ export interface components {
         };
         /**
          * @description The caller may not do this: its role is too weak for the operation; the
-         *     job named (in the path, or in the body of `POST /owed`) lies outside its
-         *     scopes (answered before any lookup, so it says nothing of whether the job
-         *     exists; the detail names the caller's scopes); it tried to create a
+         *     job or group named (in the path, or in the body of `POST /owed`) lies
+         *     outside its scopes (answered before any lookup, so it says nothing of
+         *     whether the job or group exists; the detail names the caller's scopes); it tried to create a
          *     credential or a webhook wider than its own scopes or a credential of a
          *     higher rate than its own; or the API is open (no credential was ever
          *     created), `LEASEAPI_OPEN` is not set and the request did not come from a
@@ -1363,7 +1549,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["ForbiddenProblem"];
             };
         };
-        /** @description The job has no lease, or the credential or webhook does not exist within the caller's scopes. */
+        /** @description The job has no lease, or the group, credential or webhook does not exist within the caller's scopes. */
         NotFound: {
             headers: {
                 [name: string]: unknown;
@@ -1379,6 +1565,10 @@ export interface components {
          *     lease's `owedTick`, which has not run).
          *     `job_paused`: the job is paused; skip this tick.
          *     All three carry the lease.
+         *     `group_full`: every slot of the job's concurrency group is in use;
+         *     `Retry-After` is the whole seconds until the first of them frees by
+         *     itself (at least 1). Carries the group (with up to 10 holders) and the
+         *     lease when the job has one.
          *     `tick_ahead`: the tick (after snapping) lies later than the database's
          *     clock, `now`, plus `LEASEAPI_MAX_TICK_AHEAD`: the caller's clock is
          *     fast; skip this tick (there is no Retry-After) and fix the clock.
@@ -1386,12 +1576,12 @@ export interface components {
          */
         AcquireConflict: {
             headers: {
-                /** @description Present with `lease_held`. */
+                /** @description Present with `lease_held` and `group_full`. */
                 "Retry-After"?: number;
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["AcquireConflictProblem"] | components["schemas"]["TickAheadProblem"];
+                "application/problem+json": components["schemas"]["AcquireConflictProblem"] | components["schemas"]["TickAheadProblem"] | components["schemas"]["GroupFullProblem"];
             };
         };
         /**
@@ -1488,6 +1678,7 @@ export interface components {
     };
     parameters: {
         JobID: components["schemas"]["JobID"];
+        GroupName: components["schemas"]["GroupName"];
     };
     requestBodies: never;
     headers: {
@@ -1835,6 +2026,35 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The job's lease without a schedule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Lease"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    leaveGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                jobId: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job's lease, in no group. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2291,6 +2511,137 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listGroups: {
+        parameters: {
+            query?: {
+                /** @description Only groups whose name starts with this prefix (empty = all). */
+                prefix?: string;
+                limit?: number;
+                /** @description Opaque; the `nextCursor` of the previous page (of the same prefix). */
+                cursor?: components["schemas"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of groups. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["GroupName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Group"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["GroupName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PutGroupRequest"];
+            };
+        };
+        responses: {
+            /** @description The group as it is now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Group"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: components["parameters"]["GroupName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description `group_in_use`: a job is still in the group; the detail names one. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["GroupInUseProblem"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

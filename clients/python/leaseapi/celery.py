@@ -18,7 +18,8 @@ The task's attributes (set as ``app.task`` options): ``lease_client`` (a
 beat entry fires at, required), ``lease_job`` (the job id, default the task's
 name), ``lease_ttl`` (seconds, default 30), ``lease_grace``,
 ``lease_catch_up``, ``lease_catch_up_window``, ``lease_max_run_time``,
-``lease_owner`` (default ``<hostname>/<pid>`` of the process that runs the
+``lease_group`` (the job's concurrency group: a tick it keeps full is
+skipped), ``lease_owner`` (default ``<hostname>/<pid>`` of the process that runs the
 task). A task that does not win its tick returns None without running; one
 that runs behaves as :func:`leaseapi.leased` says.
 
@@ -62,6 +63,7 @@ class LeasedTask(celery.Task):  # type: ignore[misc]
     lease_owed: bool = True
     lease_owed_poll_interval: Seconds = 10.0
     lease_max_run_time: Optional[Seconds] = None
+    lease_group: Optional[str] = None
     lease_owner: Optional[str] = None
 
     # A runner per process: a prefork child must not use threads and locks
@@ -83,6 +85,7 @@ class LeasedTask(celery.Task):  # type: ignore[misc]
             catch_up=self.lease_catch_up,
             catch_up_window=self.lease_catch_up_window,
             max_run_time=self.lease_max_run_time,
+            group=self.lease_group,
         )
 
     def _lease_runner(self) -> Runner:

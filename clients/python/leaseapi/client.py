@@ -19,6 +19,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 from . import errors
 from .models import (
     Credential,
+    Group,
+    GroupPage,
     Lease,
     LeasePage,
     Owed,
@@ -121,6 +123,11 @@ class Client:
         "listWebhooks": "webhooks",
         "deleteWebhook": "delete_webhook",
         "listWebhookDeliveries": "webhook_deliveries",
+        "putGroup": "put_group",
+        "getGroup": "get_group",
+        "listGroups": "list_groups",
+        "deleteGroup": "delete_group",
+        "leaveGroup": "leave_group",
     }
 
     def __init__(
@@ -180,6 +187,7 @@ class Client:
         grace: Optional[Seconds] = None,
         catch_up: Optional[str] = None,
         catch_up_window: Optional[Seconds] = None,
+        group: Optional[str] = None,
         retry_for: Optional[Seconds] = None,
         timeout: Optional[Seconds] = None,
     ) -> Lease:
@@ -194,9 +202,13 @@ class Client:
         so that ticks no replica started are recorded missed; ``catch_up``
         (``none`` or ``latest``) and ``catch_up_window`` register with it
         whether the latest missed tick is owed once afterwards (None keeps the
-        stored policy). Raises
-        :class:`LeaseHeld`, :class:`TickDone` or :class:`JobPaused` (all
-        :class:`NotAcquired`) when this tick is not this owner's to run.
+        stored policy). ``group`` puts the job in that concurrency group
+        from this grant on (``""`` takes it out; None keeps its group): the
+        grant takes one of the group's slots, and the lease's ``slot`` and
+        ``slot_token`` say which. Raises
+        :class:`LeaseHeld`, :class:`TickDone`, :class:`JobPaused` or
+        :class:`GroupFull` (all :class:`NotAcquired`) when this tick is not
+        this owner's to run (now).
         """
         if tick is not None and nearest_tick:
             raise ValueError("pass tick or nearest_tick, not both")
@@ -216,6 +228,8 @@ class Client:
             body["catchUp"] = catch_up
         if catch_up_window is not None:
             body["catchUpWindowMs"] = to_millis(catch_up_window, "catch up window")
+        if group is not None:
+            body["group"] = group
         return self._call("POST", f"/leases/{_segment(job_id)}/acquire", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
 
     def heartbeat(
@@ -387,6 +401,60 @@ class Client:
         /leases/{jobId}/trigger``); a grant already made for it runs on
         (:meth:`revoke` stops it)."""
         return self._call("DELETE", f"/leases/{_segment(job_id)}/trigger", retry_for=retry_for, parse=Lease.from_json)
+
+    # Concurrency groups.
+
+    def put_group(self, name: str, limit: int, *, retry_for: Optional[Seconds] = None) -> Group:
+        """Creates the concurrency group ``name`` with ``limit`` (1 to
+        10000), or changes its limit (``PUT /groups/{name}``, role admin): at
+        most ``limit`` of its jobs hold a lease at once. Lowering the limit
+        takes no slot away: the slots above it retire as they free."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10000:
+            raise ValueError(f"group limit {limit!r} must be an integer from 1 to 10000")
+        return self._call("PUT", f"/groups/{_segment(name)}", body={"limit": limit}, retry_for=retry_for, parse=Group.from_json)
+
+    def get_group(self, name: str, *, retry_for: Optional[Seconds] = None) -> Group:
+        """The group ``name`` with the grants that hold its slots;
+        :class:`NotFound` when there is none."""
+        return self._call("GET", f"/groups/{_segment(name)}", retry_for=retry_for, parse=Group.from_json)
+
+    def list_groups(
+        self,
+        *,
+        prefix: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        retry_for: Optional[Seconds] = None,
+    ) -> GroupPage:
+        """One page of the groups within the caller's scopes, sorted by name
+        (``GET /groups``); pass the page's ``next_cursor`` as ``cursor`` for
+        the next. :meth:`groups` walks every page."""
+        query = {"prefix": prefix, "limit": limit, "cursor": cursor}
+        return self._call("GET", "/groups", query=query, retry_for=retry_for, parse=GroupPage.from_json)
+
+    def groups(self, *, prefix: Optional[str] = None, page_size: Optional[int] = None) -> Iterator[Group]:
+        """Every group whose name starts with ``prefix``, page after page of
+        ``page_size``."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.list_groups(prefix=prefix, limit=page_size, cursor=cursor)
+            yield from page.groups
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def delete_group(self, name: str, *, retry_for: Optional[Seconds] = None) -> None:
+        """Deletes a group no job is in (role admin). :class:`GroupInUse`
+        while a job is in it (the detail names one); :class:`NotFound` when
+        there is none, also when a retry follows an attempt that deleted it
+        but got no answer back."""
+        self._call("DELETE", f"/groups/{_segment(name)}", retry_for=retry_for, parse=_nothing)
+
+    def leave_group(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> Lease:
+        """Takes a retired job out of its group (``DELETE
+        /leases/{jobId}/group``, role admin), so that the group can be
+        deleted; a grant it holds keeps its slot until it ends."""
+        return self._call("DELETE", f"/leases/{_segment(job_id)}/group", retry_for=retry_for, parse=Lease.from_json)
 
     # Credentials and webhooks (role admin, within the caller's scopes).
 
@@ -583,6 +651,11 @@ def _problem(method: str, path: str, status: int, headers: Mapping[str, str], pa
         retry_after=retry_after,
         request_id=request_id,
     )
+    if isinstance(err, errors.GroupFull) and isinstance(problem.get("group"), dict):
+        try:
+            err.group = Group.from_json(problem["group"])
+        except (KeyError, TypeError, ValueError):
+            pass  # a group the client cannot read: the refusal stands without it
     if isinstance(err, errors.TickAhead) and isinstance(problem.get("now"), str):
         try:
             err.now = parse_time(problem["now"])

@@ -29,6 +29,7 @@ def leased(
     catch_up: Optional[str] = None,
     catch_up_window: Optional[Seconds] = None,
     max_run_time: Optional[Seconds] = None,
+    group: Optional[str] = None,
     runner: Optional[Runner] = None,
     logger: Optional[logging.Logger] = None,
     owed: bool = True,
@@ -50,6 +51,9 @@ def leased(
     clock, and sends the schedule (and ``grace``) so that a tick no replica
     started is recorded missed; ``catch_up="latest"`` (and
     ``catch_up_window``) makes the job owe the latest missed tick once.
+    ``group`` puts the job in a concurrency group: a tick whose group stays
+    full while the tick is within its grace is skipped like a tick another
+    replica won.
 
     A call that wins the tick runs the function under the lease, with
     heartbeats, and returns what it returns; :func:`leaseapi.current_run`
@@ -71,7 +75,7 @@ def leased(
     if runner is None:
         runner = Runner(client, owner, ttl=ttl, logger=logger)
     the_runner = runner
-    options = dict(schedule=schedule, grace=grace, catch_up=catch_up, catch_up_window=catch_up_window, max_run_time=max_run_time)
+    options = dict(schedule=schedule, grace=grace, catch_up=catch_up, catch_up_window=catch_up_window, max_run_time=max_run_time, group=group)
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Dict, Optional, Type
 
 if TYPE_CHECKING:
-    from .models import Lease
+    from .models import Group, Lease
 
 __all__ = [
     "LeaseError",
@@ -20,12 +20,14 @@ __all__ = [
     "TickDone",
     "JobPaused",
     "TickAhead",
+    "GroupFull",
     "LeaseLost",
     "InvalidRequest",
     "Unauthorized",
     "Forbidden",
     "NotFound",
     "CredentialExists",
+    "GroupInUse",
     "IdempotencyKeyReused",
     "IdempotencyKeyInFlight",
     "RateLimited",
@@ -87,8 +89,10 @@ class LeaseError(Exception):
 class NotAcquired(LeaseError):
     """The acquire was refused for a reason that means "skip this tick":
     another replica runs it (:class:`LeaseHeld`), it ran already
-    (:class:`TickDone`), the job is paused (:class:`JobPaused`), or the tick
-    lies ahead of the service's clock (:class:`TickAhead`)."""
+    (:class:`TickDone`), the job is paused (:class:`JobPaused`), the tick
+    lies ahead of the service's clock (:class:`TickAhead`), or every slot of
+    the job's concurrency group is in use (:class:`GroupFull`; the runner
+    retries it while the tick may still start)."""
 
 
 class LeaseHeld(NotAcquired):
@@ -127,6 +131,20 @@ class TickAhead(NotAcquired):
         the service's (a little more, since the answer took time), or None
         without ``now``."""
         return None if self.now is None else (local_now - self.now).total_seconds()
+
+
+class GroupFull(NotAcquired):
+    """409 ``group_full``: every slot of the job's concurrency group is in
+    use. ``group`` is the group at the refusal (with up to 10 holders; None
+    when the answer did not carry one the client could read),
+    ``retry_after`` the seconds until the first slot in use frees by itself
+    (at least 1), ``lease`` the job's lease when it has one. Nothing was
+    written. :class:`~leaseapi.Runner` retries it after ``retry_after``,
+    with jitter, while the tick is within its grace."""
+
+    default_code = "group_full"
+    #: The group at the refusal.
+    group: Optional["Group"] = None
 
 
 class LeaseLost(LeaseError):
@@ -169,6 +187,15 @@ class CredentialExists(LeaseError):
     name)."""
 
     default_code = "credential_exists"
+
+
+class GroupInUse(LeaseError):
+    """409 ``group_in_use``: a job is still in the group, so it cannot be
+    deleted; the detail names one. Take it out first
+    (:meth:`~leaseapi.Client.leave_group`, or an acquire with
+    ``group=""``)."""
+
+    default_code = "group_in_use"
 
 
 class IdempotencyKeyReused(LeaseError):
@@ -224,6 +251,8 @@ _BY_CODE: Dict[str, Type[LeaseError]] = {
     "tick_done": TickDone,
     "job_paused": JobPaused,
     "tick_ahead": TickAhead,
+    "group_full": GroupFull,
+    "group_in_use": GroupInUse,
     "lease_lost": LeaseLost,
     "invalid_request": InvalidRequest,
     # A route that does not take the method: this client's paths and

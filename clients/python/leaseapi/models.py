@@ -27,6 +27,9 @@ __all__ = [
     "Stats",
     "Whoami",
     "Owed",
+    "Group",
+    "GroupHolder",
+    "GroupPage",
     "Credential",
     "Webhook",
     "WebhookDelivery",
@@ -75,6 +78,11 @@ def _time(data: Mapping[str, Any], key: str, field_errors: Dict[str, str], attr:
     except (TypeError, ValueError, OverflowError, AttributeError) as err:
         field_errors[attr] = f"{key} {value!r} is not a time this client can represent: {err}"
         return None
+
+
+def _int(data: Mapping[str, Any], key: str) -> Optional[int]:
+    value = data.get(key)
+    return None if value is None else int(value)
 
 
 def _seconds(data: Mapping[str, Any], key: str) -> Optional[float]:
@@ -130,6 +138,13 @@ class Lease:
     owed_tick: Optional[datetime]
     #: ``catch-up`` or ``manual`` when a tick is owed.
     owed_reason: Optional[str]
+    #: The concurrency group the job is in; None for none.
+    group: Optional[str]
+    #: The slot of its group the current grant took, and the group's
+    #: fencing token of that grant (strictly increasing per group: pass it
+    #: to what the group's holders share); None when the grant took none.
+    slot: Optional[int]
+    slot_token: Optional[int]
     raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
     #: The attributes that could not be read, by name, and why (they are
     #: None; ``raw`` keeps the text as sent). Empty for a lease read whole.
@@ -166,6 +181,9 @@ class Lease:
             catch_up_window=data.get("catchUpWindowMs", 86_400_000) / 1000,
             owed_tick=_time(data, "owedTick", errs, "owed_tick"),
             owed_reason=data.get("owedReason"),
+            group=data.get("group"),
+            slot=_int(data, "slot"),
+            slot_token=_int(data, "slotToken"),
             raw=dict(data),
             field_errors=errs,
         )
@@ -193,6 +211,14 @@ class Run:
     trigger: str
     #: Who triggered a manual run, when the service knows.
     triggered_by: Optional[str]
+    #: The concurrency group the grant was made in, the slot it took and
+    #: its slot token; None for none.
+    group: Optional[str]
+    slot: Optional[int]
+    slot_token: Optional[int]
+    #: True for a missed run whose group had every slot in use at the end
+    #: of the tick's grace.
+    group_full: bool
     raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
     #: As Lease.field_errors.
     field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
@@ -213,6 +239,10 @@ class Run:
             revoked_by=data.get("revokedBy"),
             trigger=data.get("trigger", "schedule"),
             triggered_by=data.get("triggeredBy"),
+            group=data.get("group"),
+            slot=_int(data, "slot"),
+            slot_token=_int(data, "slotToken"),
+            group_full=bool(data.get("groupFull", False)),
             raw=dict(data),
             field_errors=errs,
         )
@@ -324,6 +354,87 @@ class Owed:
             raw=dict(data),
             field_errors=errs,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupHolder:
+    """A grant that holds a slot of a concurrency group."""
+
+    job_id: str
+    owner: str
+    #: The job's fencing token of the grant.
+    token: int
+    slot: int
+    #: The group's fencing token of the grant.
+    slot_token: int
+    #: When the slot frees by itself: the grant's expiry (a heartbeat moves
+    #: it), or for a revoked grant the expiry it had when it was revoked.
+    #: None only when field_errors names it.
+    expires_at: Optional[datetime]
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: As Lease.field_errors.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "GroupHolder":
+        errs: Dict[str, str] = {}
+        return cls(
+            job_id=data["jobId"],
+            owner=data["owner"],
+            token=int(data["token"]),
+            slot=int(data["slot"]),
+            slot_token=int(data["slotToken"]),
+            expires_at=_time(data, "expiresAt", errs, "expires_at"),
+            raw=dict(data),
+            field_errors=errs,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """A concurrency group (``/groups/{name}``): at most ``limit`` of its
+    jobs hold a lease at once, each grant in one of its slots."""
+
+    name: str
+    limit: int
+    #: Slots in use; above ``limit`` for a while after the limit was lowered.
+    held: int
+    #: The grants in the group's slots, by slot (in a
+    #: :class:`~leaseapi.errors.GroupFull` refusal, at most the first 10).
+    holders: List[GroupHolder]
+    #: The credential that created the group; None when the API was open.
+    created_by: Optional[str]
+    #: None only when field_errors names it.
+    created_at: Optional[datetime]
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: As Lease.field_errors; a time of a holder is in its own.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Group":
+        errs: Dict[str, str] = {}
+        return cls(
+            name=data["name"],
+            limit=int(data["limit"]),
+            held=int(data["held"]),
+            holders=[GroupHolder.from_json(h) for h in data["holders"]],
+            created_by=data.get("createdBy"),
+            created_at=_time(data, "createdAt", errs, "created_at"),
+            raw=dict(data),
+            field_errors=errs,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupPage:
+    """One page of ``GET /groups``; ``next_cursor`` is None on the last."""
+
+    groups: List[Group]
+    next_cursor: Optional[str]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "GroupPage":
+        return cls(groups=[Group.from_json(g) for g in data["groups"]], next_cursor=data.get("nextCursor"))
 
 
 @dataclasses.dataclass(frozen=True)

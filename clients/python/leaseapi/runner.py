@@ -19,6 +19,16 @@ raises :class:`~leaseapi.errors.NotAcquired` without running the job:
 another replica has the tick, the job is paused, or the tick lies ahead of
 the service's clock (this host's clock is fast: logged as a warning).
 
+A job in a concurrency group (``group=``) is granted only while fewer of
+the group's jobs hold a lease than its limit; its lease carries the group's
+slot and slot token (``RunContext.slot_token``: the fencing token of what
+the group's holders share). An acquire refused ``group_full`` is retried
+after its ``Retry-After``, with jitter, while the tick is within its grace
+(the ``grace`` given, else the one the service holds for the job; with
+``nearest_tick`` counted from the first refusal, and never past the next
+tick), else for ``acquire_wait``; then :class:`~leaseapi.errors.GroupFull`
+(a :class:`~leaseapi.errors.NotAcquired`) is raised: the tick is skipped.
+
 A Python thread cannot be cancelled: a job that ignores ``stop`` keeps
 running after its lease is gone, and another replica may run the next tick
 meanwhile. Jobs should poll ``stop`` (or wait on it), run commands through
@@ -48,7 +58,7 @@ import socket
 import subprocess
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import errors
@@ -117,6 +127,10 @@ class RunReport:
     error: Optional[BaseException] = None
     release_error: Optional[errors.LeaseError] = None
     value: Any = None
+    #: The concurrency group's slot the grant took and its slot token; None
+    #: outside a group.
+    slot: Optional[int] = None
+    slot_token: Optional[int] = None
 
 
 _current: "contextvars.ContextVar[Optional[RunContext]]" = contextvars.ContextVar("leaseapi_run", default=None)
@@ -171,6 +185,19 @@ class RunContext:
         """The tick the grant is for (the one the service picked with
         nearest tick)."""
         return self.lease.tick
+
+    @property
+    def slot(self) -> Optional[int]:
+        """The slot of its concurrency group the grant took; None outside a
+        group."""
+        return self.lease.slot
+
+    @property
+    def slot_token(self) -> Optional[int]:
+        """The group's fencing token of the grant, strictly increasing per
+        group: pass it to what the group's holders share. None outside a
+        group."""
+        return self.lease.slot_token
 
     def _signal_stop(self, cause: BaseException) -> None:
         with self._lock:
@@ -302,7 +329,8 @@ class Runner:
         self._shutting_down = False
         self._owed_jobs: Dict[str, "_OwedJob"] = {}
         self._owed_thread: Optional[threading.Thread] = None
-        # Set by shutdown: the poll thread's waits end at once.
+        # Set by shutdown: the poll thread's waits, and the waits before
+        # retrying a group_full refusal, end at once.
         self._owed_stop = threading.Event()
 
     @property
@@ -321,6 +349,7 @@ class Runner:
         catch_up: Optional[str] = None,
         catch_up_window: Optional[Seconds] = None,
         max_run_time: Optional[Seconds] = None,
+        group: Optional[str] = None,
     ) -> RunReport:
         """Runs ``fn(ctx)`` once under the lease of ``job_id`` and returns how
         the run ended.
@@ -330,13 +359,14 @@ class Runner:
         ``schedule`` and ``grace`` are sent with the acquire so that ticks no
         replica started are recorded missed, and ``catch_up`` (``latest``:
         the latest missed tick is owed once) and ``catch_up_window`` with
-        them (see :meth:`Client.acquire`). Raises
+        them (see :meth:`Client.acquire`), and ``group``, the job's
+        concurrency group (``""`` takes it out of its group). Raises
         :class:`~leaseapi.errors.NotAcquired` when the tick is not this
         replica's to run, and :class:`~leaseapi.errors.LeaseError` when the
         acquire failed; ``fn`` is then not called. An exception of ``fn``
         does not propagate: it is the report's ``error``.
         """
-        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time)
+        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time, group)
         return self._run(job_id, fn, tick, nearest_tick, spec, self.acquire_wait)
 
     def _run(self, job_id: str, fn: Callable[[RunContext], Any], tick: Optional[datetime], nearest_tick: bool, spec: "_Spec", acquire_wait: float) -> RunReport:
@@ -368,13 +398,14 @@ class Runner:
                     grace=spec.grace,
                     catch_up=spec.catch_up,
                     catch_up_window=spec.catch_up_window,
+                    group=spec.group,
                     retry_for=0,
                     timeout=self.request_timeout,
                 )
                 return sent, lease
 
             try:
-                sent, lease = retrying(attempt, acquire_wait, self._log, f"acquire of {job_id}")
+                sent, lease = self._acquire(attempt, job_id, tick, spec, acquire_wait, log)
             except errors.TickAhead as err:
                 # This host's clock runs ahead of the service's: its ticks
                 # are refused until the clock is fixed.
@@ -398,6 +429,27 @@ class Runner:
             with self._lock:
                 del self._running[job_id]
 
+    def _acquire(self, attempt: Callable[[], Tuple[float, Lease]], job_id: str, tick: Optional[datetime], spec: "_Spec", acquire_wait: float, log: "_Logger") -> Tuple[float, Lease]:
+        """attempt(), retrying what the client retries for acquire_wait, and
+        group_full after its Retry-After, with jitter, while the tick may
+        still start (see _group_full_until); raises the last refusal then."""
+        wait_until = time.monotonic() + acquire_wait
+        until: Optional[datetime] = None
+        while True:
+            try:
+                return retrying(attempt, max(0.0, wait_until - time.monotonic()), self._log, f"acquire of {job_id}")
+            except errors.GroupFull as err:
+                if until is None:
+                    until = _group_full_until(tick, spec.grace, err, datetime.now(timezone.utc), acquire_wait)
+                retry_after = err.retry_after if err.retry_after and err.retry_after > 0 else 1.0
+                wait = retry_after + random.random() * retry_after / 4
+                if datetime.now(timezone.utc) + timedelta(seconds=wait) >= until:
+                    raise
+                log.debug("group %s full, retrying in %.1fs", err.group.name if err.group else "?", wait)
+                if self._owed_stop.wait(wait):
+                    raise ShuttingDown("runner is shutting down: the job was not started") from err
+                wait_until = time.monotonic() + acquire_wait
+
     def shutdown(self) -> None:
         """Takes no new runs, stops polling owed ticks, and tells the running
         jobs to stop (cause :class:`ShuttingDown`); each is released failed
@@ -420,6 +472,7 @@ class Runner:
         catch_up: Optional[str] = None,
         catch_up_window: Optional[Seconds] = None,
         max_run_time: Optional[Seconds] = None,
+        group: Optional[str] = None,
     ) -> None:
         """Registers ``fn`` to run the ticks ``job_id`` owes (a catch-up
         tick, or a manual one: run now): the runner's poll thread asks what
@@ -430,7 +483,7 @@ class Runner:
         polls. :func:`leaseapi.leased` and the Celery integration register
         their jobs; registering a job again replaces its ``fn`` and options.
         The poll thread is a daemon: it does not keep the process alive."""
-        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time)
+        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time, group)
         with self._lock:
             self._owed_jobs[job_id] = _OwedJob(fn, spec)
             if self.owed_poll_interval == 0 or self._owed_thread is not None or self._shutting_down:
@@ -513,11 +566,28 @@ class _Spec:
     catch_up: Optional[str]
     catch_up_window: Optional[Seconds]
     max_run_time: Optional[Seconds]
+    group: Optional[str] = None
 
     def __post_init__(self) -> None:
         check_schedule_options(self.schedule, self.grace, self.catch_up, self.catch_up_window)
         if self.max_run_time is not None and to_seconds(self.max_run_time) <= 0:
             raise ValueError("max run time must be above zero")
+
+
+def _group_full_until(tick: Optional[datetime], grace: Optional[Seconds], refusal: errors.GroupFull, now: datetime, acquire_wait: float) -> datetime:
+    """Until when an acquire refused group_full is retried: the tick plus
+    its grace (the one given, else the one the refusal's lease holds), never
+    past the lease's next tick. Without a tick (nearest tick) the grace
+    counts from now, the first refusal; without a grace the acquire is
+    retried for acquire_wait."""
+    lease = refusal.lease
+    seconds = to_seconds(grace) if grace is not None else (lease.grace if lease is not None else None)
+    if seconds is None:
+        return now + timedelta(seconds=acquire_wait)
+    until = (tick if tick is not None else now) + timedelta(seconds=seconds)
+    if lease is not None and lease.next_tick is not None and lease.next_tick < until:
+        until = lease.next_tick
+    return until
 
 
 @dataclasses.dataclass(frozen=True)
@@ -771,6 +841,8 @@ class _Run:
             error=None if result == SUCCEEDED else cause,
             release_error=release_error,
             value=value if result == SUCCEEDED else None,
+            slot=self.lease.slot,
+            slot_token=self.lease.slot_token,
         )
         if result == SUCCEEDED:
             self.log.info("run finished: succeeded")

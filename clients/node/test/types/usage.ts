@@ -20,6 +20,16 @@ export async function example(): Promise<number> {
   }
   new LeaseCoordinator(runner);
   leased(runner, { job: 'nightly' }, async ({ signal }) => signal.aborted);
+  const group = await client.putGroup('warehouse', { limit: 2 });
+  const expires: Date | null = group.holders[0]?.expiresAt ?? null;
+  for await (const g of client.groups({ prefix: 'ware' })) {
+    void g.createdAt?.toISOString();
+  }
+  const inGroup = await runner.run('report', ({ slot, slotToken }) => (slot ?? 0) + (slotToken ?? 0), { group: 'warehouse' });
+  if (inGroup.result === 'skipped' && inGroup.code === 'group_full') {
+    return inGroup.error?.group?.limit ?? 4;
+  }
+  void expires;
   try {
     await client.get('nightly');
   } catch (err) {
