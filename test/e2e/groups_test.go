@@ -35,25 +35,8 @@ func TestGroupEndToEnd(t *testing.T) {
 		groupWork = 150 * time.Millisecond
 		group     = "e2e-group"
 	)
-	dsn := repotest.PostgresURL(t)
-	bin := buildBinaries(t)
-	dir := t.TempDir()
-	procs := &processes{t: t, dir: dir}
-	t.Cleanup(procs.killAll)
-	addr := freeAddr(t)
-	baseURL := "http://" + addr
-	service := procs.start("leaseapi-groups", filepath.Join(bin, "leaseapi"), nil,
-		"LEASEAPI_ADDR="+addr,
-		"LEASEAPI_DATABASE_URL="+dsn,
-		"LEASEAPI_LOG_LEVEL=warn",
-		"LEASEAPI_MIN_TTL=1s",
-		"LEASEAPI_REQUEST_TIMEOUT=2s",
-	)
-	waitReady(t, baseURL, service)
-	c, err := client.NewClientWithResponses(baseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, procs, baseURL, c := startService(t, "leaseapi-groups", repotest.PostgresURL(t))
+	dir := procs.dir
 	put, err := c.PutGroupWithResponse(t.Context(), group, client.PutGroupJSONRequestBody{Limit: limit})
 	if err != nil || put.JSON200 == nil {
 		t.Fatalf("PUT /groups/%s: %v %v", group, err, put)
