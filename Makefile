@@ -140,7 +140,7 @@ generate: ## regenerate api/client/client.gen.go and clients/node/src/schema.d.t
 	$(GO) generate ./api/client
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm run --silent generate
 
-bench: ## measure leaseapi against its Postgres floor and against etcd and Redis, ~7-20 min (BENCH_FLAGS=-quick: ~2 min); docs/performance.md
+bench: ## measure leaseapi against its Postgres floor and against etcd and Redis, ~10-23 min (BENCH_FLAGS=-quick: ~2 min); docs/performance.md
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-packages.sh chromium:chromium $(PEER_PACKAGES)
 	$(GO) run -tags leasebench ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)

@@ -30,10 +30,10 @@ const (
 // A refused acquire returns an error wrapping leaseapi.ErrLeaseHeld or
 // leaseapi.ErrTickDone (another replica has it or had it: skip), without
 // calling fn. An acquire refused group_full (a job with the Group option)
-// is retried after its Retry-After while the tick's grace lasts (without
-// a tick or a grace, until ctx is done), then returns the
-// *leaseapi.GroupFullError. An acquire that fails because leaseapi or the network did not
-// answer is retried with backoff until ctx is done. When ctx is cancelled
+// is retried after its Retry-After while the tick's grace lasts (without a
+// tick or a grace, until ctx is done), then returns the
+// *leaseapi.GroupFullError. An acquire that fails because leaseapi or the
+// network did not answer is retried with backoff until ctx is done. When ctx is cancelled
 // while fn runs, fn is cancelled with cause ErrShutdown and its run released
 // failed.
 //
@@ -526,12 +526,12 @@ func (s *runState) finish(now time.Time) Report {
 		Tick:   s.tick,
 		Owner:  r.owner,
 		Token:  s.lease.Token,
-		Group:  s.lease.Group,
-		Slot:   s.lease.Slot,
 		Start:  s.start,
 		End:    r.clock.Now(),
 		Result: result,
 
+		Group:      s.lease.Group,
+		Slot:       s.lease.Slot,
 		SlotToken:  s.lease.SlotToken,
 		ReleaseErr: releaseErr,
 	}

@@ -7,7 +7,7 @@
 // Each run sleeps for -work (or until the runner cancels it). With -record,
 // every run that acquired its lease appends one JSON line to the file:
 //
-//	{"job":"report","tick":"...","token":7,"owner":"...","start":"...","end":"...","outcome":"succeeded"}
+//	{"job":"report","tick":"...","token":7,"owner":"...","start":"...","end":"...","outcome":"succeeded","slot":1,"slotToken":9}
 //
 // where outcome is succeeded, failed or lost. SIGTERM or SIGINT stops taking
 // ticks, cancels running jobs, releases them failed and exits.
@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, envToken string, stderr io.Writer) 
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 0, "how long shutdown waits for running jobs (default ttl)")
 	catchUp := fs.Duration("catch-up", 0, "register catch-up latest for every job with this window (1m to 168h): after an outage a job runs its latest missed tick once (default off)")
+	group := fs.String("group", "", "put every job in this concurrency group (it must exist: PUT /groups/{name})")
 	owedPoll := fs.Duration("owed-poll", 0, "how often to ask leaseapi what the jobs owe (default 10s; negative: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -152,6 +153,9 @@ func run(ctx context.Context, args []string, envToken string, stderr io.Writer) 
 	if *catchUp != 0 {
 		opts = append(opts, jobs.CatchUp(*catchUp))
 	}
+	if *group != "" {
+		opts = append(opts, jobs.Group(*group))
+	}
 	for i, name := range jobFlags.names {
 		if err := runner.Add(name, jobFlags.specs[i], simulatedWork(*work), opts...); err != nil {
 			return err
@@ -185,6 +189,10 @@ type record struct {
 	Start   string `json:"start"`
 	End     string `json:"end"`
 	Outcome string `json:"outcome"`
+	// Slot and SlotToken: the group slot the grant took (omitted outside
+	// a group).
+	Slot      int   `json:"slot,omitempty"`
+	SlotToken int64 `json:"slotToken,omitempty"`
 }
 
 // recorder appends records to a file opened O_APPEND, one write per line:
@@ -205,13 +213,15 @@ func openRecorder(path string) (*recorder, error) {
 
 func (r *recorder) write(rep jobs.Report) error {
 	line, err := json.Marshal(record{
-		Job:     rep.JobID,
-		Tick:    api.FormatTime(rep.Tick),
-		Token:   rep.Token,
-		Owner:   rep.Owner,
-		Start:   api.FormatTime(rep.Start),
-		End:     api.FormatTime(rep.End),
-		Outcome: string(rep.Result),
+		Job:       rep.JobID,
+		Tick:      api.FormatTime(rep.Tick),
+		Token:     rep.Token,
+		Owner:     rep.Owner,
+		Start:     api.FormatTime(rep.Start),
+		End:       api.FormatTime(rep.End),
+		Outcome:   string(rep.Result),
+		Slot:      rep.Slot,
+		SlotToken: rep.SlotToken,
 	})
 	if err != nil {
 		return fmt.Errorf("encode record: %w", err)

@@ -29,7 +29,29 @@ type bench struct {
 }
 
 // phaseNames are the phases of a run, in order.
-var phaseNames = []string{"calibrate", "cycle", "contended", "herd", "latency", "list", "sweep", "lock", "console"}
+var phaseNames = []string{"calibrate", "cycle", "contended", "herd", "group", "latency", "list", "sweep", "lock", "console"}
+
+// phase is one phase of a run.
+type phase struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// phases are the phases of a run, in the order of phaseNames.
+func (b *bench) phases() []phase {
+	return []phase{
+		{"calibrate", b.calibrate},
+		{"cycle", b.cycle},
+		{"contended", b.contended},
+		{"herd", b.herds},
+		{"group", b.groups},
+		{"latency", b.latency},
+		{"list", b.list},
+		{"sweep", b.sweeps},
+		{"lock", b.lock},
+		{"console", b.console},
+	}
+}
 
 // postgresMaxOpenConns is the floor's pool: the same as leaseapi's own
 // (cmd/leaseapi), so both sides get the same number of connections.
@@ -79,21 +101,7 @@ func (b *bench) run(ctx context.Context) (_ *Report, err error) {
 		return nil, err
 	}
 
-	phases := []struct {
-		name string
-		fn   func(context.Context) error
-	}{
-		{"calibrate", b.calibrate},
-		{"cycle", b.cycle},
-		{"contended", b.contended},
-		{"herd", b.herds},
-		{"latency", b.latency},
-		{"list", b.list},
-		{"sweep", b.sweeps},
-		{"lock", b.lock},
-		{"console", b.console},
-	}
-	for _, p := range phases {
+	for _, p := range b.phases() {
 		if len(o.only) > 0 && !slices.Contains(o.only, p.name) {
 			continue
 		}
@@ -355,19 +363,7 @@ func (b *bench) herds(ctx context.Context) error {
 			return func(c client) (measurement, error) {
 				prefix := fmt.Sprintf("%s-%s-%s", scenario, h.mode, side)
 				r := herd(ctx, c, prefix, o.herdReplicas, o.herdJobs, h.order)
-				check, err := b.db.checkHerd(ctx, prefix)
-				if err != nil {
-					return r, err
-				}
-				// Fewer grants answered than made is not a bug when some
-				// answers were 503: their outcome is unknown by contract.
-				answered := r.grants == int64(o.herdJobs) || (r.grants < int64(o.herdJobs) && r.status5xx > 0)
-				if check.jobs != int64(o.herdJobs) || check.tokens != int64(o.herdJobs) || check.runs != int64(o.herdJobs) || !answered {
-					b.report.Bugs = append(b.report.Bugs, fmt.Sprintf(
-						"%s %s %s: %d grants answered, database has %d jobs, token sum %d, %d runs; want %d of each",
-						scenario, h.mode, side, r.grants, check.jobs, check.tokens, check.runs, o.herdJobs))
-				}
-				return r, nil
+				return r, b.checkHerd(ctx, fmt.Sprintf("%s %s %s", scenario, h.mode, side), prefix, o.herdJobs, r)
 			}
 		}
 		b.logf("%s (%s): floor, %d replicas × %d jobs", scenario, h.mode, o.herdReplicas, o.herdJobs)
@@ -385,6 +381,26 @@ func (b *bench) herds(ctx context.Context) error {
 		if err := b.db.vacuum(ctx); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkHerd checks the herd of prefix on herdJobs jobs, the run r, in the
+// database: one row, one grant and one run per job, and as many grants
+// answered. A violation is added to the report's bugs under label.
+func (b *bench) checkHerd(ctx context.Context, label, prefix string, herdJobs int, r measurement) error {
+	jobs := int64(herdJobs)
+	check, err := b.db.checkHerd(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	// Fewer grants answered than made is not a bug when some answers were
+	// 503: their outcome is unknown by contract.
+	answered := r.grants == jobs || (r.grants < jobs && r.status5xx > 0)
+	if check.jobs != jobs || check.tokens != jobs || check.runs != jobs || !answered {
+		b.report.Bugs = append(b.report.Bugs, fmt.Sprintf(
+			"%s: %d grants answered, database has %d jobs, token sum %d, %d runs; want %d of each",
+			label, r.grants, check.jobs, check.tokens, check.runs, jobs))
 	}
 	return nil
 }

@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
 )
 
 // result classifies one operation's answer.
@@ -35,6 +37,9 @@ type client interface {
 	// list reads one page of up to limit leases after the job id after. With
 	// wantNext it returns the job id the next page starts after ("" at the end).
 	list(ctx context.Context, after string, limit int, wantNext bool) (next string, r result, err error)
+	// inGroups returns a client whose acquires put each job in the
+	// concurrency group groupOf names for it ("" for none).
+	inGroups(groupOf func(jobID string) string) client
 }
 
 // callTimeout is the deadline of one call, as the server's default
@@ -44,13 +49,25 @@ const callTimeout = time.Second
 // storeClient calls a leaseapi.Store as the handlers do, with the same
 // per-call deadline, but without HTTP.
 type storeClient struct {
-	store leaseapi.Store
+	store   leaseapi.Store
+	groupOf func(jobID string) string // nil: no job in a group
+}
+
+func (c storeClient) inGroups(groupOf func(jobID string) string) client {
+	c.groupOf = groupOf
+	return c
 }
 
 func (c storeClient) acquire(ctx context.Context, jobID, owner string, tick *time.Time, ttl time.Duration) (int64, result, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	l, err := c.store.Acquire(ctx, &leaseapi.AcquireParams{JobID: jobID, Owner: owner, TTL: ttl, Tick: tick})
+	p := &leaseapi.AcquireParams{JobID: jobID, Owner: owner, TTL: ttl, Tick: tick}
+	if c.groupOf != nil {
+		if g := c.groupOf(jobID); g != "" {
+			p.Group = &g
+		}
+	}
+	l, err := c.store.Acquire(ctx, p)
 	r, err := classify(err)
 	return l.Token, r, err
 }
@@ -96,8 +113,9 @@ func classify(err error) (result, error) {
 
 // httpClient calls a leaseapi server over keep-alive connections.
 type httpClient struct {
-	base string
-	http *http.Client
+	base    string
+	http    *http.Client
+	groupOf func(jobID string) string // nil: no job in a group
 }
 
 // newHTTPClient returns a client whose transport keeps up to idle
@@ -116,6 +134,11 @@ func (c *httpClient) close() {
 	c.http.CloseIdleConnections()
 }
 
+// inGroups returns a client on c's connections.
+func (c *httpClient) inGroups(groupOf func(jobID string) string) client {
+	return &httpClient{base: c.base, http: c.http, groupOf: groupOf}
+}
+
 // wireTime is the wire format of times (api/openapi.yaml: RFC 3339, milliseconds, UTC).
 const wireTime = "2006-01-02T15:04:05.000Z"
 
@@ -123,6 +146,11 @@ func (c *httpClient) acquire(ctx context.Context, jobID, owner string, tick *tim
 	body := fmt.Appendf(nil, `{"owner":%q,"ttlMs":%d`, owner, ttl.Milliseconds())
 	if tick != nil {
 		body = fmt.Appendf(body, `,"tick":%q`, tick.UTC().Format(wireTime))
+	}
+	if c.groupOf != nil {
+		if g := c.groupOf(jobID); g != "" {
+			body = fmt.Appendf(body, `,"group":%q`, g)
+		}
 	}
 	body = append(body, '}')
 	var lease struct {
@@ -203,7 +231,15 @@ func (c *httpClient) do(req *http.Request, into any) (result, error) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resultOK, nil
 	case resp.StatusCode == http.StatusConflict:
-		_, _ = io.Copy(io.Discard, resp.Body)
+		buf := conflictBodies.Get().(*bytes.Buffer)
+		defer conflictBodies.Put(buf)
+		buf.Reset()
+		_, _ = buf.ReadFrom(resp.Body)
+		// Every group the benchmark creates has room for all its holders,
+		// so a group_full refusal is a failure, not a lost race.
+		if b := buf.Bytes(); bytes.Contains(b, groupFullCode) {
+			return resultFailed, fmt.Errorf("%s %s: 409 %s", req.Method, req.URL.Path, bytes.TrimSpace(b[:min(len(b), 512)]))
+		}
 		return resultConflict, nil
 	default:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -218,6 +254,12 @@ func (c *httpClient) do(req *http.Request, into any) (result, error) {
 		return resultFailed, err
 	}
 }
+
+// conflictBodies are the buffers the 409 answers are read into.
+var conflictBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// groupFullCode is how a group_full problem names its code.
+var groupFullCode = []byte(`"code":"` + api.CodeGroupFull + `"`)
 
 // retryAfterError is a 5xx answer that asked the client to retry after a
 // while (Retry-After).

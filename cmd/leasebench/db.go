@@ -148,10 +148,33 @@ func (b *benchDB) checkHerd(ctx context.Context, prefix string) (herdCheck, erro
 	return c, nil
 }
 
+// groupsCheckQuery summarizes the groups of one herd's jobs (the jobs and
+// groups whose names start with $1 and a dash): how many jobs hold a
+// slot, how many slot rows the groups have, and the sum of the groups'
+// last slot tokens (every grant in a group takes the next one).
+const groupsCheckQuery = `
+SELECT (SELECT count(*) FROM leases WHERE job_id >= $1 || '-' AND job_id < $1 || '.' AND slot IS NOT NULL),
+	(SELECT count(*) FROM group_slots WHERE starts_with(group_name, $1 || '-')),
+	(SELECT COALESCE(sum(slot_token), 0) FROM groups WHERE starts_with(name, $1 || '-'))`
+
+// groupsCheck is what the database says about the groups of one herd.
+type groupsCheck struct {
+	holders, slots, slotTokens int64
+}
+
+func (b *benchDB) checkGroups(ctx context.Context, prefix string) (groupsCheck, error) {
+	var c groupsCheck
+	err := b.db.QueryRowContext(ctx, groupsCheckQuery, prefix).Scan(&c.holders, &c.slots, &c.slotTokens)
+	if err != nil {
+		return c, fmt.Errorf("check the groups of herd %s: %w", prefix, err)
+	}
+	return c, nil
+}
+
 // vacuum cleans the tables between phases so that the dead rows of one
 // phase do not slow the next.
 func (b *benchDB) vacuum(ctx context.Context) error {
-	if _, err := b.db.ExecContext(ctx, `VACUUM (ANALYZE) leases, runs`); err != nil {
+	if _, err := b.db.ExecContext(ctx, `VACUUM (ANALYZE) leases, runs, groups, group_slots`); err != nil {
 		return fmt.Errorf("vacuum: %w", err)
 	}
 	return nil

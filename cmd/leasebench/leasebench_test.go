@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
 )
 
 func TestPercentile(t *testing.T) {
@@ -176,7 +182,7 @@ func TestParseOptionsQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.herdJobs != 7 || o.herdReplicas != 50 || o.duration != time.Second || o.doc != "" || o.out != filepath.Join(os.TempDir(), "leasebench-quick.json") ||
-		o.sweepJobs != 100000 || o.sweepDue != 1000 {
+		o.sweepJobs != 100000 || o.sweepDue != 1000 || o.groupHerdReplicas != 50 || o.groupHerdJobs != 100 {
 		t.Errorf("parseOptions(-quick) = %+v; want herd-jobs kept at 7, quick sizes otherwise, no -doc, the quick results file", o)
 	}
 	if _, err := parseOptions([]string{"-sweep-jobs", "10", "-sweep-due", "100"}, &strings.Builder{}); err == nil {
@@ -184,5 +190,161 @@ func TestParseOptionsQuick(t *testing.T) {
 	}
 	if _, err := parseOptions([]string{"-list-sizes", "1000,x"}, &strings.Builder{}); err == nil {
 		t.Error("parseOptions(-list-sizes 1000,x) = nil error, want one")
+	}
+}
+
+func TestPhasesFollowPhaseNames(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, p := range (&bench{}).phases() {
+		names = append(names, p.name)
+	}
+	if !slices.Equal(names, phaseNames) {
+		t.Errorf("phases() = %q, want phaseNames %q", names, phaseNames)
+	}
+	for _, name := range phaseNames {
+		o, err := parseOptions([]string{"-only", name}, &strings.Builder{})
+		if err != nil || !slices.Equal(o.only, []string{name}) {
+			t.Errorf("parseOptions(-only %s) = %q, %v; want the phase", name, o.only, err)
+		}
+	}
+	if _, err := parseOptions([]string{"-only", "groups"}, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), "group,") {
+		t.Errorf("parseOptions(-only groups) = %v, want an error naming the phases", err)
+	}
+	if _, err := parseOptions([]string{"-group-rounds", "0"}, &strings.Builder{}); err == nil {
+		t.Error("parseOptions(-group-rounds 0) = nil error, want one")
+	}
+}
+
+func TestGroupVariantsHaveRoomForEveryJob(t *testing.T) {
+	t.Parallel()
+	for _, o := range []options{{concurrency: 32, groupHerdJobs: 1000}, {concurrency: 3, groupHerdJobs: 7}, {concurrency: 5, groupHerdJobs: 25}, {concurrency: 1, groupHerdJobs: 1}} {
+		vs := groupVariants(o)
+		for _, v := range vs {
+			if v.groups == 0 {
+				continue
+			}
+			prefix := v.prefix(12, "floor")
+			held := map[string]int{}
+			for job, g := range v.groupOf(prefix, o) {
+				if !leaseapi.ValidJobID(job) || leaseapi.ValidateGroupName("name", g) != nil || !strings.HasPrefix(g, prefix+"-") {
+					t.Errorf("%s: job %q in group %q: want valid names under %q", v.scenario, job, g, prefix)
+				}
+				held[g]++
+			}
+			jobs := o.groupHerdJobs
+			if v.base == "cycle" {
+				jobs = o.concurrency
+			}
+			if total := len(v.groupOf(prefix, o)); total != jobs || len(held) != v.groups {
+				t.Errorf("%s with %+v: %d jobs in %d groups, want %d in %d", v.scenario, o, total, len(held), jobs, v.groups)
+			}
+			for g, n := range held {
+				if n > v.limit || v.limit > leaseapi.MaxGroupLimit {
+					t.Errorf("%s with %+v: group %s has %d jobs, limit %d", v.scenario, o, g, n, v.limit)
+				}
+			}
+		}
+	}
+}
+
+func TestCompareGroups(t *testing.T) {
+	t.Parallel()
+	row := func(scenario, mode string, groups, round int, opsPerSec float64) Row {
+		base, _, _ := strings.Cut(scenario, "-")
+		return Row{Scenario: scenario, Mode: mode, OpsPerSec: opsPerSec, Group: &GroupDetail{Base: base, Groups: groups, Round: round}}
+	}
+	rows := []Row{
+		row("cycle-ungrouped", "floor", 0, 1, 1000),
+		row("cycle-1-group", "floor", 1, 1, 500),
+		row("cycle-ungrouped", "http", 0, 1, 800),
+		row("cycle-1-group", "http", 1, 1, 600),
+		row("cycle-1-group", "floor", 1, 2, 360),
+		row("cycle-ungrouped", "floor", 0, 2, 1200),
+		row("cycle-1-group", "http", 1, 2, 400),
+		row("cycle-ungrouped", "http", 0, 2, 500),
+		row("herd-1-group", "floor", 1, 1, 50), // no ungrouped herd: no ratio
+		{Scenario: "cycle", Mode: "floor", OpsPerSec: 10},
+	}
+	compareGroups(rows)
+	got := groupSummaries(rows)
+	want := []groupSummary{
+		{Scenario: "cycle-1-group", Mode: "floor", Ratios: []float64{0.5, 0.3}},
+		{Scenario: "cycle-1-group", Mode: "http", Ratios: []float64{0.75, 0.8}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("groupSummaries() = %+v, want %+v", got, want)
+	}
+	if r := groupSummaryRow(got[0]); r[2] != "0.40" || r[3] != "0.30–0.50" || r[4] != "0.50 0.30" {
+		t.Errorf("groupSummaryRow() = %q, want median 0.40, range 0.30–0.50, rounds 0.50 0.30", r)
+	}
+	for _, r := range rows {
+		if r.Group != nil && r.Group.Groups == 0 && r.Group.VsUngrouped != nil {
+			t.Errorf("ungrouped row %s %s round %d has a ratio", r.Scenario, r.Mode, r.Group.Round)
+		}
+	}
+}
+
+func TestGroupFullCodeIsTheProblemsCode(t *testing.T) {
+	t.Parallel()
+	full := api.Problem{Status: 409, Code: api.CodeGroupFull, Detail: "group full"}.AppendJSON(nil)
+	if !bytes.Contains(full, groupFullCode) {
+		t.Errorf("a group_full problem %s does not contain %s", full, groupFullCode)
+	}
+	held := api.Problem{Status: 409, Code: api.CodeLeaseHeld, Detail: "the group_full of another job"}.AppendJSON(nil)
+	if bytes.Contains(held, groupFullCode) {
+		t.Errorf("a lease_held problem %s contains %s", held, groupFullCode)
+	}
+}
+
+func TestHerdTargetHoldsGroupHerdsToTheirSize(t *testing.T) {
+	t.Parallel()
+	o := options{listSizes: []int{1000}, herdJobs: 1000, herdReplicas: 200, groupHerdJobs: 300, groupHerdReplicas: 100}
+	herdRow := func(scenario string, grants, errors int64, group *GroupDetail) Row {
+		r := newRow(scenario, "floor", "fast", 200, measurement{summary: summary{ops: 10, grants: grants, errors: errors}, elapsed: time.Second}).herd()
+		r.Group = group
+		return r
+	}
+	target := func(rows ...Row) Target {
+		for _, tg := range evaluateTargets(&Report{Rows: rows}, o) {
+			if strings.Contains(tg.Name, "in every herd run") {
+				return tg
+			}
+		}
+		t.Fatal("no herd grants target")
+		return Target{}
+	}
+	plain := herdRow("herd", 1000, 0, nil)
+	if tg := target(plain, herdRow("herd-1-group", 300, 0, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || !*tg.Met || !strings.Contains(tg.Name, "100×300") {
+		t.Errorf("herd target with a good group herd = %+v, want met, naming the group herds' size", tg)
+	}
+	if tg := target(plain, herdRow("herd-1-group", 300, 2, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || *tg.Met {
+		t.Errorf("herd target with a group herd that had errors = %+v, want missed", tg)
+	}
+	if tg := target(plain, herdRow("herd-1-group", 1000, 0, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || *tg.Met {
+		t.Errorf("herd target with a group herd of 1000 grants for 300 jobs = %+v, want missed", tg)
+	}
+	if tg := target(herdRow("herd-1-group", 300, 0, &GroupDetail{Base: "herd", Groups: 1})); tg.Met == nil || !*tg.Met || strings.Contains(tg.Name, "200×1000") {
+		t.Errorf("herd target with the group herds alone = %+v, want met, naming only their size", tg)
+	}
+}
+
+func TestMarkdownSumsUpTheGroupRows(t *testing.T) {
+	t.Parallel()
+	m := measurement{summary: summary{ops: 10}, elapsed: time.Second}
+	plain := newRow("cycle-ungrouped", "floor", "fast", 32, m)
+	plain.Group = &GroupDetail{Base: "cycle", Round: 1}
+	grouped := newRow("cycle-1-group", "floor", "fast", 32, measurement{summary: summary{ops: 4}, elapsed: time.Second})
+	grouped.Group = &GroupDetail{Base: "cycle", Groups: 1, Round: 1}
+	rep := &Report{Rows: []Row{newRow("cycle", "floor", "fast", 32, m), plain, grouped}}
+	compareGroups(rep.Rows)
+	var b strings.Builder
+	writeMarkdown(&b, rep)
+	got := b.String()
+	if !strings.Contains(got, "| cycle | floor |") || strings.Contains(got, "| cycle-1-group |") || strings.Contains(got, "| cycle-ungrouped |") {
+		t.Errorf("the results table should have the cycle row and none of the group phase's:\n%s", got)
+	}
+	if !strings.Contains(got, "of 1 alternated rounds: `cycle-1-group` floor 0.40 [0.40–0.40].") {
+		t.Errorf("the results lack the groups' ratio:\n%s", got)
 	}
 }

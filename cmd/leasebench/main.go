@@ -14,6 +14,8 @@
 //	contended  every worker an owner of its own on 4 shared jobs; a grant is released at once
 //	herd       R replicas × J jobs acquire one tick at once; exactly J grants,
 //	           with the fast path (default) and the naive path (a -tags leasebench build with LEASEAPI_BENCH_ACQUIRE=naive)
+//	group      cycle and herd with their jobs in concurrency groups with room for every holder,
+//	           against the same without, in alternated rounds
 //	latency    p99 acquire latency, open loop at half the saturation rate of cycle
 //	list       GET /leases first and deep keyset page with 1 k, 100 k and 1 M leases
 //	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients
@@ -62,31 +64,34 @@ func main() {
 
 // options are the command-line flags.
 type options struct {
-	quick        bool
-	dsn          string
-	concurrency  int
-	duration     time.Duration
-	warmup       time.Duration
-	herdReplicas int
-	herdJobs     int
-	herdShuffled bool
-	listSizes    []int
-	listDuration time.Duration
-	rssLeases    int
-	rssClients   int
-	openDuration time.Duration
-	sweepJobs    int
-	sweepDue     int
-	sweepBatch   int
-	lockDuration time.Duration
-	lockRounds   int
-	logLevel     string
-	out          string
-	doc          string
-	perfDir      string
-	serverEnv    []string
-	only         []string
-	command      string
+	quick             bool
+	dsn               string
+	concurrency       int
+	duration          time.Duration
+	warmup            time.Duration
+	herdReplicas      int
+	herdJobs          int
+	herdShuffled      bool
+	groupRounds       int
+	groupHerdReplicas int
+	groupHerdJobs     int
+	listSizes         []int
+	listDuration      time.Duration
+	rssLeases         int
+	rssClients        int
+	openDuration      time.Duration
+	sweepJobs         int
+	sweepDue          int
+	sweepBatch        int
+	lockDuration      time.Duration
+	lockRounds        int
+	logLevel          string
+	out               string
+	doc               string
+	perfDir           string
+	serverEnv         []string
+	only              []string
+	command           string
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
@@ -100,6 +105,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each closed-loop run")
 	fs.IntVar(&o.herdReplicas, "herd-replicas", 200, "replicas of the herd")
 	fs.IntVar(&o.herdJobs, "herd-jobs", 1000, "jobs of the herd")
+	fs.IntVar(&o.groupRounds, "group-rounds", 2, "rounds of the group phase, each running every scenario with and without groups, in alternating order")
+	fs.IntVar(&o.groupHerdReplicas, "group-herd-replicas", 100, "replicas of the group phase's herds")
+	fs.IntVar(&o.groupHerdJobs, "group-herd-jobs", 300, "jobs of the group phase's herds (at most 10000, a group's largest limit)")
 	fs.BoolVar(&o.herdShuffled, "herd-shuffled", false, "also run the fast-path herd with every replica in its own random job order (slow: few acquires of a job meet, so the coalescer rarely helps)")
 	sizes := fs.String("list-sizes", "1000,100000,1000000", "comma-separated lease counts of the list scenario")
 	fs.DurationVar(&o.listDuration, "list-duration", 3*time.Second, "measured time of each list run")
@@ -122,7 +130,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.serverEnv = append(o.serverEnv, kv)
 		return nil
 	})
-	only := fs.String("only", "", "comma-separated phases to run (calibrate, cycle, contended, herd, latency, list, sweep, lock, console; latency needs cycle; console needs chromium); default all")
+	only := fs.String("only", "", "comma-separated phases to run ("+strings.Join(phaseNames, ", ")+"; latency needs cycle; console needs chromium); default all")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -134,17 +142,19 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.quick {
 		// Quick sizes, unless a flag says otherwise.
 		quick := map[string]func(){
-			"duration":      func() { o.duration = time.Second },
-			"warmup":        func() { o.warmup = 300 * time.Millisecond },
-			"herd-replicas": func() { o.herdReplicas = 50 },
-			"herd-jobs":     func() { o.herdJobs = 100 },
-			"list-sizes":    func() { *sizes = "1000,20000" },
-			"list-duration": func() { o.listDuration = time.Second },
-			"rss-leases":    func() { o.rssLeases = 20000 },
-			"rss-clients":   func() { o.rssClients = 200 },
-			"open-duration": func() { o.openDuration = 3 * time.Second },
-			"sweep-jobs":    func() { o.sweepJobs = 100000 },
-			"lock-duration": func() { o.lockDuration = 2 * time.Second },
+			"duration":            func() { o.duration = time.Second },
+			"warmup":              func() { o.warmup = 300 * time.Millisecond },
+			"herd-replicas":       func() { o.herdReplicas = 50 },
+			"herd-jobs":           func() { o.herdJobs = 100 },
+			"group-herd-replicas": func() { o.groupHerdReplicas = 50 },
+			"group-herd-jobs":     func() { o.groupHerdJobs = 100 },
+			"list-sizes":          func() { *sizes = "1000,20000" },
+			"list-duration":       func() { o.listDuration = time.Second },
+			"rss-leases":          func() { o.rssLeases = 20000 },
+			"rss-clients":         func() { o.rssClients = 200 },
+			"open-duration":       func() { o.openDuration = 3 * time.Second },
+			"sweep-jobs":          func() { o.sweepJobs = 100000 },
+			"lock-duration":       func() { o.lockDuration = 2 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -160,12 +170,12 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.listSizes = append(o.listSizes, n)
 	}
 	switch {
-	case o.concurrency < 1, o.herdReplicas < 1, o.herdJobs < 1, o.rssClients < 1, o.rssLeases < 1:
-		return o, errors.New("-c, -herd-replicas, -herd-jobs, -rss-clients and -rss-leases must be at least 1")
+	case o.concurrency < 1, o.herdReplicas < 1, o.herdJobs < 1, o.rssClients < 1, o.rssLeases < 1, o.groupHerdReplicas < 1, o.groupHerdJobs < 1:
+		return o, errors.New("-c, -herd-replicas, -herd-jobs, -group-herd-replicas, -group-herd-jobs, -rss-clients and -rss-leases must be at least 1")
 	case o.duration <= 0, o.warmup < 0, o.listDuration <= 0, o.openDuration <= 0, o.lockDuration <= 0:
 		return o, errors.New("durations must be positive")
-	case o.lockRounds < 1:
-		return o, errors.New("-lock-rounds must be at least 1")
+	case o.lockRounds < 1, o.groupRounds < 1:
+		return o, errors.New("-lock-rounds and -group-rounds must be at least 1")
 	case o.sweepDue < 1, o.sweepJobs < o.sweepDue, o.sweepJobs > 9_999_999, o.sweepBatch < 1:
 		return o, errors.New("-sweep-due and -sweep-batch must be at least 1 and -sweep-jobs between -sweep-due and 9,999,999")
 	}

@@ -72,6 +72,8 @@ type Row struct {
 	Sweep *SweepDetail `json:"sweep,omitempty"`
 	// Console is the console scenario's own measurements.
 	Console *ConsoleDetail `json:"console,omitempty"`
+	// Group places a row of the group phase.
+	Group *GroupDetail `json:"group,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -182,6 +184,7 @@ func printTable(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "%s, due-jobs read after it (idle):\n    %s\n", r.Scenario, strings.Join(planSummary(r.Sweep.ExplainIdle), "\n    "))
 		}
 	}
+	printGroups(w, rep)
 	printLock(w, rep)
 	for _, r := range rep.Rows {
 		if r.Errors > 0 {
@@ -237,8 +240,11 @@ func writeMarkdown(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "Run %s with `%s`: Go %s, PostgreSQL %s, %d CPUs, load average %s before and %s after "+
 		"(1, 5, 15 min); leaseapi log level `%s`.\n\n",
 		rep.Started, rep.Command, rep.GoVersion, rep.Postgres, rep.CPUs, rep.LoadBefore, rep.LoadAfter, rep.LogLevel)
-	if len(rep.Rows) > 0 { // none with -only lock
-		markdownTable(w, tableHeader, rep.Rows, tableRow)
+	// The group phase's rows, one per round, are summed up by
+	// writeGroupsMarkdown; the JSON keeps them.
+	rows := slices.DeleteFunc(slices.Clone(rep.Rows), func(r Row) bool { return r.Group != nil })
+	if len(rows) > 0 { // none with -only lock or -only group
+		markdownTable(w, tableHeader, rows, tableRow)
 	}
 	if sweeps := sweepRows(rep); len(sweeps) > 0 {
 		fmt.Fprintf(w, "\nSweep passes (rows read: leases and runs rows fetched through an index or read sequentially; "+
@@ -253,6 +259,7 @@ func writeMarkdown(w io.Writer, rep *Report) {
 				r.Scenario, r.Sweep.Batch+1, strings.Join(planSummary(r.Sweep.ExplainDue), "\n"), strings.Join(planSummary(r.Sweep.ExplainIdle), "\n"))
 		}
 	}
+	writeGroupsMarkdown(w, rep)
 	writeLockMarkdown(w, rep)
 	fmt.Fprintln(w, "\n| target | status | measured |\n|---|---|---|")
 	for _, t := range rep.Targets {

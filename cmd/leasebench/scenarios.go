@@ -117,7 +117,7 @@ const benchTTL = 10 * time.Minute
 func cycleBody(c client, prefix string) func(ctx context.Context, w, i int, m *meter) {
 	base := time.Now().UTC().Truncate(time.Minute).Add(-365 * 24 * time.Hour) // ticks of the past: a tick ahead of the clock is refused
 	return func(ctx context.Context, w, i int, m *meter) {
-		job := fmt.Sprintf("%s-%d", prefix, w)
+		job := cycleJobID(prefix, w)
 		owner := fmt.Sprintf("worker-%d", w)
 		tick := base.Add(time.Duration(i) * time.Second)
 		token, granted := m.acquire(ctx, c, job, owner, &tick)
@@ -131,6 +131,11 @@ func cycleBody(c client, prefix string) func(ctx context.Context, w, i int, m *m
 		r, err = c.release(ctx, job, owner, token)
 		m.observe(t2, r, err)
 	}
+}
+
+// cycleJobID is the job of worker w of the cycle of prefix.
+func cycleJobID(prefix string, w int) string {
+	return fmt.Sprintf("%s-%d", prefix, w)
 }
 
 // contendedJobs is how few jobs the contended scenario's owners share.
@@ -193,12 +198,17 @@ func herd(ctx context.Context, c client, prefix string, replicas, jobs int, orde
 				if ctx.Err() != nil {
 					return
 				}
-				m.acquire(ctx, c, fmt.Sprintf("%s-%04d", prefix, j), owner, &tick)
+				m.acquire(ctx, c, herdJobID(prefix, j), owner, &tick)
 			}
 		})
 	}
 	wg.Wait()
 	return measurement{summary: rec.summary(), elapsed: time.Since(start), firstErr: fe.err}
+}
+
+// herdJobID is the job id of job j of the herd of prefix.
+func herdJobID(prefix string, j int) string {
+	return fmt.Sprintf("%s-%04d", prefix, j)
 }
 
 // listBody reads the same page again and again: the first page, or the

@@ -108,7 +108,7 @@ func sweepDueMix(due int) dueMix {
 // explainDueJobsQuery is repo's dueJobsQuery (the sweep's read of the due
 // jobs), EXPLAINed here; TestExplainDueJobsQueryIsRepos keeps it in step.
 const explainDueJobsQuery = `SELECT job_id, schedule, grace_ms, schedule_since, next_tick, decide_at, paused_at, token, expires_at,
-	tick, acquired_at, COALESCE(released_at, revoked_at) AS grant_ended_at, grant_trigger FROM leases
+	tick, acquired_at, COALESCE(released_at, revoked_at) AS grant_ended_at, grant_trigger, group_name FROM leases
 WHERE decide_at <= statement_timestamp() ORDER BY decide_at LIMIT $1`
 
 // sweepCheckQuery is what the database says after the pass: jobs still

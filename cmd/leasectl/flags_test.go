@@ -376,3 +376,26 @@ func TestRelative(t *testing.T) {
 		}
 	}
 }
+
+func TestSkipReasonGroupFull(t *testing.T) {
+	t.Parallel()
+	full := &leaseapi.GroupFullError{Group: leaseapi.Group{Name: "warehouse", Limit: 2, Held: 2, Holders: []leaseapi.GroupHolder{
+		{JobID: "sales", Slot: 1}, {JobID: "stock", Slot: 2},
+	}}}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"Holders", fmt.Errorf("acquire %q: %w", "job", full), `group_full: group "warehouse" has 2 of 2 slots in use: sales (slot 1), stock (slot 2)`},
+		{"UnreadableGroup", &leaseapi.GroupFullError{}, "group_full: every slot of the job's group is in use"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := skipReason(tt.err); got != tt.want {
+				t.Errorf("skipReason: got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

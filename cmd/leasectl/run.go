@@ -206,6 +206,10 @@ func skipReason(err error) string {
 	}
 	if full, ok := errors.AsType[*leaseapi.GroupFullError](err); ok {
 		g := full.Group
+		if g.Name == "" {
+			// An answer whose group leasectl could not read.
+			return "group_full: every slot of the job's group is in use"
+		}
 		holders := make([]string, 0, len(g.Holders))
 		for _, h := range g.Holders {
 			holders = append(holders, fmt.Sprintf("%s (slot %d)", h.JobID, h.Slot))

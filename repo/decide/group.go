@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -130,10 +131,23 @@ func joinGroup(plan *AcquirePlan, p *leaseapi.AcquireParams, f *Facts) error {
 	if f.Group == nil || f.Group.Name != plan.Group {
 		return nil
 	}
+	for i := range f.Group.Slots {
+		s := &f.Group.Slots[i]
+		if s.JobID == plan.JobID && s.RevokedUntil == nil && (f.Lease == nil || s.JobToken > f.Lease.Token) && SlotInUse(s, f.Group.Now) {
+			// A grant of the job itself, newer than the lease read, holds
+			// a slot: the lease was read before that grant committed.
+			return ErrFactsChanged
+		}
+	}
 	var err error
 	plan.Slot, plan.SlotToken, err = takeSlot(f.Group, f.Timeline, f.Lease)
 	return err
 }
+
+// ErrFactsChanged: the facts of one decision disagree (the group read
+// shows a grant of the job newer than the lease read); the store reads
+// again and decides again.
+var ErrFactsChanged = errors.New("the job's lease changed after it was read")
 
 // NeedsGroup reports whether the plan is a grant in a group whose slot is
 // not decided yet: the store reads the group (GroupFacts) and decides

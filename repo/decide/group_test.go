@@ -86,6 +86,17 @@ func TestPlanAcquireInGroup(t *testing.T) {
 		t.Fatalf("slot 2 in use under a limit of 1: got %v, want group_full", err)
 	}
 
+	// A grant of the job itself, newer than the lease read, in the group:
+	// the lease read is stale; a revoked grant of the job is not.
+	if _, err = decide.PlanAcquire(p, &decide.Facts{Now: now, Timeline: 1, Group: facts(1, slot(1, "j", 1, time.Minute))}, time.Minute); !errors.Is(err, decide.ErrFactsChanged) {
+		t.Fatalf("the job's own newer grant in the group: got %v, want ErrFactsChanged", err)
+	}
+	revoked := slot(1, "j", 1, 0)
+	revoked.RevokedUntil = new(now.Add(time.Second))
+	if _, err = decide.PlanAcquire(p, &decide.Facts{Now: now, Timeline: 1, Group: facts(1, revoked)}, time.Minute); !errors.Is(err, leaseapi.ErrGroupFull) {
+		t.Fatalf("the job's own revoked grant holding the only slot: got %v, want group_full", err)
+	}
+
 	// The refusals before group_full, and the holder's renewal.
 	fullGroup := facts(1, slot(1, "x", 1, time.Minute))
 	cur := &leaseapi.Lease{JobID: "j", Owner: "a", Token: 5, State: leaseapi.StateHeld, ExpiresAt: now.Add(time.Minute),

@@ -285,10 +285,12 @@ func (p *Store) naiveAcquire(ctx context.Context, a *leaseapi.AcquireParams) (ac
 	return o, tx.Commit()
 }
 
-// decision is an acquire's decision: the refusal or the plan to write.
+// decision is an acquire's decision: the refusal or the plan to write,
+// or neither when the facts read disagree (stale: read again).
 type decision struct {
 	acquireOutcome
-	plan decide.AcquirePlan
+	plan  decide.AcquirePlan
+	stale bool
 }
 
 // decide decides a on row (found false: the job has no row, row holds
@@ -305,6 +307,9 @@ func (p *Store) decide(a *leaseapi.AcquireParams, row *readRow, found bool, g *d
 	}
 	f.Group = g
 	plan, err := decide.PlanAcquire(a, &f, p.maxAhead)
+	if errors.Is(err, decide.ErrFactsChanged) {
+		return decision{stale: true}, nil
+	}
 	if err != nil {
 		if isRefusal(err) {
 			return decision{acquireOutcome: acquireOutcome{refused: err}}, nil

@@ -111,7 +111,7 @@ func (p *Store) writeInGroup(ctx context.Context, a *leaseapi.AcquireParams, row
 	if p.groupFacts != nil {
 		p.groupFacts(&g)
 	}
-	if d, err := p.decide(a, row, found, &g); err != nil || d.refused != nil {
+	if d, err := p.decide(a, row, found, &g); err != nil || d.refused != nil || d.stale {
 		return d.acquireOutcome, err
 	}
 	return bounded(ctx, func(ctx context.Context) (acquireOutcome, error) {
@@ -138,7 +138,7 @@ func (p *Store) grantInGroup(ctx context.Context, tx *sqlx.Tx, a *leaseapi.Acqui
 		p.groupFacts(&g)
 	}
 	d, err := p.decide(a, row, found, &g)
-	if err != nil || d.refused != nil {
+	if err != nil || d.refused != nil || d.stale {
 		return d.acquireOutcome, err
 	}
 	o, err := p.write(ctx, tx, &d.plan, row.Version)

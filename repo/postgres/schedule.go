@@ -546,10 +546,9 @@ FROM group_slots AS s JOIN runs AS r ON r.job_id = s.job_id AND r.token = s.job_
 WHERE s.group_name = $1 AND s.revoked_until > $2 AND r.ended_at <= $2`
 
 // markGroupFull sets GroupFull on the missed runs of a job in group
-// whose group had every slot in use when their grace ended
-// (decide.GroupFullAt).
+// (stores.MarkGroupFull) with groupRunsAtQuery.
 func markGroupFull(ctx context.Context, q sqlx.QueryerContext, group string, missed []decide.MissedRun) error {
-	for i := range missed {
+	return stores.MarkGroupFull(missed, func(at time.Time) (int, []decide.GroupRun, bool, error) {
 		var rows []struct {
 			Limit     sql.NullInt64 `db:"limit"`
 			StartedAt time.Time     `db:"started_at"`
@@ -557,18 +556,14 @@ func markGroupFull(ctx context.Context, q sqlx.QueryerContext, group string, mis
 			EndedAt   sql.NullTime  `db:"ended_at"`
 			HeldUntil sql.NullTime  `db:"held_until"`
 		}
-		if err := sqlx.SelectContext(ctx, q, &rows, groupRunsAtQuery, group, missed[i].EndedAt); err != nil {
-			return err
-		}
-		if len(rows) == 0 || !rows[0].Limit.Valid {
-			continue
+		if err := sqlx.SelectContext(ctx, q, &rows, groupRunsAtQuery, group, at); err != nil || len(rows) == 0 || !rows[0].Limit.Valid {
+			return 0, nil, false, err
 		}
 		runs := make([]decide.GroupRun, len(rows))
 		for k, r := range rows {
 			runs[k] = decide.GroupRun{StartedAt: r.StartedAt, Outcome: leaseapi.Outcome(r.Outcome),
 				EndedAt: nullTime(r.EndedAt), HeldUntil: nullTime(r.HeldUntil)}
 		}
-		missed[i].GroupFull = decide.GroupFullAt(int(rows[0].Limit.Int64), runs, missed[i].EndedAt)
-	}
-	return nil
+		return int(rows[0].Limit.Int64), runs, true, nil
+	})
 }

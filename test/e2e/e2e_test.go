@@ -65,26 +65,8 @@ func TestCronReplicasEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the end-to-end test in -short mode")
 	}
-	dsn := repotest.PostgresURL(t)
-	bin := buildBinaries(t)
-	dir := t.TempDir()
-	procs := &processes{t: t, dir: dir}
-	t.Cleanup(procs.killAll)
-
-	addr := freeAddr(t)
-	baseURL := "http://" + addr
-	service := procs.start("leaseapi", filepath.Join(bin, "leaseapi"), nil,
-		"LEASEAPI_ADDR="+addr,
-		"LEASEAPI_DATABASE_URL="+dsn,
-		"LEASEAPI_LOG_LEVEL=warn",
-		"LEASEAPI_MIN_TTL=1s",
-		"LEASEAPI_REQUEST_TIMEOUT=2s",
-	)
-	waitReady(t, baseURL, service)
-	c, err := client.NewClientWithResponses(baseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, procs, baseURL, c := startService(t, "leaseapi", repotest.PostgresURL(t))
+	dir := procs.dir
 
 	jobIDs := make([]string, jobCount)
 	args := []string{"-api", baseURL, "-ttl", ttl.String(), "-heartbeat", heartbeat.String(),

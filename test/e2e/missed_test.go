@@ -149,21 +149,28 @@ func TestMissedTicksEndToEnd(t *testing.T) {
 // the test's cleanup kills), the service's URL and a client of it.
 func startSweepingService(t *testing.T, name string, grace, sweep time.Duration) (string, *processes, string, *client.ClientWithResponses) {
 	t.Helper()
-	dsn := repotest.NewPostgresURL(t)
+	return startService(t, name, repotest.NewPostgresURL(t),
+		"LEASEAPI_MISSED_GRACE="+grace.String(), "LEASEAPI_MISSED_SWEEP="+sweep.String())
+}
+
+// startService builds the binaries and starts a leaseapi named name on the
+// database dsn, with the end-to-end tests' settings and env; it returns
+// the binaries' directory, the processes (their directory is the test's
+// own), the service's URL and a client of it.
+func startService(t *testing.T, name, dsn string, env ...string) (string, *processes, string, *client.ClientWithResponses) {
+	t.Helper()
 	bin := buildBinaries(t)
 	procs := &processes{t: t, dir: t.TempDir()}
 	t.Cleanup(procs.killAll)
 	addr := freeAddr(t)
 	baseURL := "http://" + addr
-	service := procs.start(name, filepath.Join(bin, "leaseapi"), nil,
-		"LEASEAPI_ADDR="+addr,
-		"LEASEAPI_DATABASE_URL="+dsn,
+	service := procs.start(name, filepath.Join(bin, "leaseapi"), nil, append([]string{
+		"LEASEAPI_ADDR=" + addr,
+		"LEASEAPI_DATABASE_URL=" + dsn,
 		"LEASEAPI_LOG_LEVEL=warn",
 		"LEASEAPI_MIN_TTL=1s",
 		"LEASEAPI_REQUEST_TIMEOUT=2s",
-		"LEASEAPI_MISSED_GRACE="+grace.String(),
-		"LEASEAPI_MISSED_SWEEP="+sweep.String(),
-	)
+	}, env...)...)
 	waitReady(t, baseURL, service)
 	c, err := client.NewClientWithResponses(baseURL)
 	if err != nil {

@@ -414,7 +414,9 @@ function groupRows(g) {
     h('td', { class: 'num', rowspan: span }, fmtCount(g.held), full ? [' ', h('span', { class: 'badge flag-full' }, 'full')] : null),
   ];
   if (!g.holders.length) {
-    return [h('tr', { 'data-group': g.name }, head(1), h('td', { class: 'muted', colspan: 5 }, 'no holder'))];
+    // The API shows only the holders within the caller's scopes.
+    const none = g.held > 0 ? 'held by jobs outside your scopes' : 'no holder';
+    return [h('tr', { 'data-group': g.name }, head(1), h('td', { class: 'muted', colspan: 5 }, none))];
   }
   return g.holders.map((x, i) => h('tr', { 'data-group': g.name, 'data-holder': x.jobId },
     i === 0 ? head(g.holders.length) : null,

@@ -914,7 +914,11 @@ export interface components {
              * @description Slots in use; above `limit` for a while after the limit was lowered.
              */
             held: number;
-            /** @description The grants that hold the group's slots, by slot (in a `group_full` refusal, at most the first 10). */
+            /**
+             * @description The grants that hold the group's slots, by slot (in a `group_full`
+             *     refusal, at most the first 10), without those of jobs outside the
+             *     caller's scopes (`held` counts them all).
+             */
             holders: components["schemas"]["GroupHolder"][];
             /** @description The credential that created the group; null when the API was open. */
             createdBy: string | null;

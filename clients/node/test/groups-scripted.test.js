@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { test } from 'node:test';
 
-import { Client, groupFullUntil, LeaseApiError, RETRIED_REFUSALS, Runner } from '../src/index.js';
+import { Client, groupFullUntil, LeaseApiError, LeaseCoordinator, leased, RETRIED_REFUSALS, Runner } from '../src/index.js';
 import { quietLogger } from './harness.js';
 
 const GROUP = {
@@ -177,4 +177,28 @@ test('groupFullUntil', () => {
   assert.equal(groupFullUntil({ tick, refusal: {}, now, acquireWaitMs: 5000 }), now + 5000);
   const soon = new Date('2026-12-01T07:00:20.000Z');
   assert.equal(groupFullUntil({ tick, refusal: withLease({ nextTick: soon }), now, acquireWaitMs: 5000 }), soon.getTime());
+});
+
+test('the integrations send the group: node-cron\'s coordinator and croner\'s leased()', async () => {
+  const fire = new Date('2026-12-01T07:00:00.000Z');
+  await scripted([groupFull(), groupFull()], async (client, requests) => {
+    const runner = new Runner(client, { owner: 'replica-a', owedPollIntervalMs: 0, logger: quietLogger() });
+    const coordinator = new LeaseCoordinator(runner);
+    const fakeCron = { schedule: (_expr, _fn, options) => options };
+    const options = coordinator.schedule(fakeCron, '* * * * *', 'grouped', () => {}, { group: 'reports', graceMs: 500 });
+    assert.equal(options.runCoordinator, coordinator);
+    // The fire time's grace (0.5 s) is long past: one refusal, not run.
+    assert.equal(await coordinator.shouldRun(`grouped:${fire.toISOString()}`), false);
+
+    const croned = leased(runner, { job: 'croned', schedule: '* * * * *', graceMs: 500, group: 'reports' }, () => assert.fail('ran in a full group'));
+    const report = await croned({ currentRun: () => fire, previousRuns: () => [fire] }, undefined);
+    assert.equal(report.code, 'group_full');
+    assert.deepEqual(
+      requests.map((r) => [r.path, r.body.group, r.body.tick]),
+      [
+        ['/leases/grouped/acquire', 'reports', fire.toISOString()],
+        ['/leases/croned/acquire', 'reports', fire.toISOString()],
+      ],
+    );
+  });
 });

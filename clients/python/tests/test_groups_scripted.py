@@ -181,3 +181,17 @@ def test_group_full_until() -> None:
     assert _group_full_until(tick, None, bare, now, 5) == now + timedelta(seconds=5)
     soon = leaseapi.GroupFull("full", lease=leaseapi.Lease.from_json(dict(LEASE, nextTick="2026-12-01T07:00:20.000Z")))
     assert _group_full_until(tick, None, soon, now, 5) == datetime(2026, 12, 1, 7, 0, 20, tzinfo=timezone.utc)
+
+
+def test_the_decorator_sends_the_group(scripted: Tuple[leaseapi.Client, Script]) -> None:
+    client, script = scripted
+    script.answers = [group_full()]
+    runner = leaseapi.Runner(client, "replica-a", owed_poll_interval=0)
+    called: List[bool] = []
+
+    @leaseapi.leased(client, "j", schedule="* * * * *", grace=0.5, group="reports", runner=runner, owed=False)
+    def job() -> None:
+        called.append(True)
+
+    assert job() is None and called == []
+    assert [(r["path"], r["body"].get("group"), r["body"].get("nearestTick")) for r in script.requests] == [("/leases/j/acquire", "reports", True)]
