@@ -185,23 +185,14 @@ func listGroups(ctx context.Context, c *client.ClientWithResponses, prefix strin
 	if prefix != "" {
 		params.Prefix = &prefix
 	}
-	all := page{Groups: []json.RawMessage{}}
-	for {
-		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) {
-			return c.ListGroups(ctx, &params)
-		})
-		if err != nil {
-			return err
-		}
-		var p page
-		if err := json.Unmarshal(body, &p); err != nil {
-			return fmt.Errorf("decode groups: %w", err)
-		}
-		all.Groups = append(all.Groups, p.Groups...)
-		if p.NextCursor == nil {
-			break
-		}
-		params.Cursor = p.NextCursor
+	var all page
+	var err error
+	all.Groups, _, err = allPages(ctx, "groups", func(ctx context.Context, cursor *string) (*http.Response, error) {
+		params.Cursor = cursor
+		return c.ListGroups(ctx, &params)
+	})
+	if err != nil {
+		return err
 	}
 	if asJSON {
 		// All pages as one GroupList, with no next page.

@@ -200,6 +200,39 @@ func do(ctx context.Context, send func(context.Context) (*http.Response, error))
 	return nil, e
 }
 
+// allPages follows every page of a list route (fetch asks for the page
+// after cursor, nil for the first) and returns the items under key, each
+// as the API sent it, and the last page's serverTime (nil when it has
+// none).
+func allPages(ctx context.Context, key string, fetch func(ctx context.Context, cursor *string) (*http.Response, error)) ([]json.RawMessage, json.RawMessage, error) {
+	items := []json.RawMessage{}
+	var cursor *string
+	for {
+		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) { return fetch(ctx, cursor) })
+		if err != nil {
+			return nil, nil, err
+		}
+		var p map[string]json.RawMessage
+		var page []json.RawMessage
+		if err := json.Unmarshal(body, &p); err != nil {
+			return nil, nil, fmt.Errorf("decode %s: %w", key, err)
+		}
+		if err := json.Unmarshal(p[key], &page); err != nil && p[key] != nil {
+			return nil, nil, fmt.Errorf("decode %s: %w", key, err)
+		}
+		items = append(items, page...)
+		cursor = nil
+		if next := p["nextCursor"]; next != nil {
+			if err := json.Unmarshal(next, &cursor); err != nil {
+				return nil, nil, fmt.Errorf("decode %s: nextCursor: %w", key, err)
+			}
+		}
+		if cursor == nil {
+			return items, p["serverTime"], nil
+		}
+	}
+}
+
 // listLeases follows every page of GET /leases and prints the leases.
 func listLeases(ctx context.Context, c *client.ClientWithResponses, params client.ListLeasesParams, asJSON bool, w io.Writer) error {
 	// A page as the API sent it: each lease is kept as its JSON.
@@ -209,23 +242,13 @@ func listLeases(ctx context.Context, c *client.ClientWithResponses, params clien
 		ServerTime json.RawMessage   `json:"serverTime"`
 	}
 	var all page
-	for {
-		body, err := do(ctx, func(ctx context.Context) (*http.Response, error) {
-			return c.ListLeases(ctx, &params)
-		})
-		if err != nil {
-			return err
-		}
-		var p page
-		if err := json.Unmarshal(body, &p); err != nil {
-			return fmt.Errorf("decode leases: %w", err)
-		}
-		all.Leases = append(all.Leases, p.Leases...)
-		all.ServerTime = p.ServerTime
-		if p.NextCursor == nil {
-			break
-		}
-		params.Cursor = p.NextCursor
+	var err error
+	all.Leases, all.ServerTime, err = allPages(ctx, "leases", func(ctx context.Context, cursor *string) (*http.Response, error) {
+		params.Cursor = cursor
+		return c.ListLeases(ctx, &params)
+	})
+	if err != nil {
+		return err
 	}
 	if all.Leases == nil {
 		all.Leases = []json.RawMessage{}
