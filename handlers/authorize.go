@@ -150,6 +150,39 @@ func scopedPrefixes(scopes []string, prefix string) []string {
 	return out
 }
 
+// pageInScope lists one page of up to limit items after the cursor after,
+// from the prefixes in turn: list lists up to n items under a prefix after
+// the cursor, and whether more follow. It reports whether any item follows
+// the page.
+func pageInScope[T any](prefixes []string, after string, limit int, list func(prefix string, n int) ([]T, bool, error)) ([]T, bool, error) {
+	var items []T
+	for _, prefix := range prefixes {
+		if after > prefix && !strings.HasPrefix(after, prefix) {
+			continue // every item of this prefix sorts before the cursor
+		}
+		n := limit - len(items)
+		full := n == 0
+		if full {
+			n = 1 // only: does anything follow?
+		}
+		sub, more, err := list(prefix, n)
+		if err != nil {
+			return nil, false, err
+		}
+		if full {
+			if len(sub) > 0 {
+				return items, true, nil
+			}
+			continue
+		}
+		items = append(items, sub...)
+		if more {
+			return items, true, nil
+		}
+	}
+	return items, false, nil
+}
+
 // listInScope lists one page of the leases the caller may see: the store's
 // list under each of its scoped prefixes in turn. A cursor is only a job
 // id to start after, so a forged one can skip jobs but never lead out of
@@ -163,36 +196,18 @@ func (h *handler) listInScope(ctx context.Context, p *leaseapi.ListParams) (leas
 		return h.store.List(ctx, p)
 	}
 	var page leaseapi.LeasePage
-	for i, prefix := range prefixes {
-		if p.After > prefix && !strings.HasPrefix(p.After, prefix) {
-			continue // every job of this prefix sorts before the cursor
-		}
+	var err error
+	page.Leases, page.More, err = pageInScope(prefixes, p.After, p.Limit, func(prefix string, limit int) ([]leaseapi.Lease, bool, error) {
 		q := *p
-		q.Prefix = prefix
-		q.Limit = p.Limit - len(page.Leases)
-		full := q.Limit == 0
-		if full {
-			q.Limit = 1 // only: does anything follow?
-		}
+		q.Prefix, q.Limit = prefix, limit
 		sub, err := h.store.List(ctx, &q)
-		if err != nil {
-			return leaseapi.LeasePage{}, err
-		}
-		if i == 0 || page.Now.IsZero() {
+		if page.Now.IsZero() {
 			page.Now = sub.Now
 		}
-		if full {
-			if len(sub.Leases) > 0 {
-				page.More = true
-				break
-			}
-			continue
-		}
-		page.Leases = append(page.Leases, sub.Leases...)
-		if sub.More {
-			page.More = true
-			break
-		}
+		return sub.Leases, sub.More, err
+	})
+	if err != nil {
+		return leaseapi.LeasePage{}, err
 	}
 	if page.Now.IsZero() { // no prefix in scope: an empty page, at the store's clock
 		empty := *p

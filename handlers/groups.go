@@ -172,36 +172,19 @@ func (h *handler) groupsInScope(ctx context.Context, p *leaseapi.GroupListParams
 	if len(prefixes) == 1 && prefixes[0] == p.Prefix {
 		return h.store.Groups(ctx, p)
 	}
-	page := leaseapi.GroupPage{Groups: []leaseapi.Group{}}
-	for _, prefix := range prefixes {
-		if p.After > prefix && !strings.HasPrefix(p.After, prefix) {
-			continue // every group of this prefix sorts before the cursor
-		}
+	groups, more, err := pageInScope(prefixes, p.After, p.Limit, func(prefix string, limit int) ([]leaseapi.Group, bool, error) {
 		q := *p
-		q.Prefix = prefix
-		q.Limit = p.Limit - len(page.Groups)
-		full := q.Limit == 0
-		if full {
-			q.Limit = 1 // only: does anything follow?
-		}
+		q.Prefix, q.Limit = prefix, limit
 		sub, err := h.store.Groups(ctx, &q)
-		if err != nil {
-			return leaseapi.GroupPage{}, err
-		}
-		if full {
-			if len(sub.Groups) > 0 {
-				page.More = true
-				break
-			}
-			continue
-		}
-		page.Groups = append(page.Groups, sub.Groups...)
-		if sub.More {
-			page.More = true
-			break
-		}
+		return sub.Groups, sub.More, err
+	})
+	if err != nil {
+		return leaseapi.GroupPage{}, err
 	}
-	return page, nil
+	if groups == nil {
+		groups = []leaseapi.Group{}
+	}
+	return leaseapi.GroupPage{Groups: groups, More: more}, nil
 }
 
 // acquireGroup checks the group of a valid acquire (nil keeps the stored
