@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -22,19 +23,24 @@ import (
 // nothing; only a grant that looks possible takes the lock.
 
 const (
+	// groupColumns are the columns of a group's row readGroups scans.
+	groupColumns = `name, "limit", slot_token, created_by, created_at`
 	// groupRowQuery reads group $1's row.
-	groupRowQuery = `SELECT name, "limit", slot_token, created_by, created_at FROM groups WHERE name = $1`
+	groupRowQuery = `SELECT ` + groupColumns + ` FROM groups WHERE name = $1`
 	// groupLockQuery is groupRowQuery under the row's lock.
 	groupLockQuery = groupRowQuery + ` FOR NO KEY UPDATE`
-	// groupSlotsQuery reads the slots of group $1 with what decides
+	// groupsPageQuery reads a page of groups after $2 whose names start
+	// with $1, $3 of them.
+	groupsPageQuery = `SELECT ` + groupColumns + ` FROM groups WHERE name > $2 AND starts_with(name, $1) ORDER BY name LIMIT $3`
+	// groupSlotsQuery reads the slots of the groups $1 with what decides
 	// whether each is in use (decide.SlotInUse): the current grant of its
 	// job, and the clock.
 	groupSlotsQuery = `
-SELECT s.slot, s.job_id, s.job_token, s.slot_token, s.revoked_until,
+SELECT s.group_name, s.slot, s.job_id, s.job_token, s.slot_token, s.revoked_until,
 	l.token, l.owner, l.expires_at, l.released_at, l.revoked_at IS NOT NULL, clock_timestamp()
 FROM group_slots AS s LEFT JOIN leases AS l ON l.job_id = s.job_id
-WHERE s.group_name = $1
-ORDER BY s.slot`
+WHERE s.group_name = ANY($1::text[])
+ORDER BY s.group_name, s.slot`
 	// groupClockQuery reads the clock for a group with no slot row.
 	groupClockQuery = `SELECT clock_timestamp()`
 	// takeSlotQuery records that the grant of job $4 with token $5 took
@@ -55,50 +61,87 @@ type querier interface {
 // readGroup reads group name's facts on q, under the group row's lock
 // when lock is set. An unknown group is the acquire's invalid group.
 func readGroup(ctx context.Context, q querier, name string, lock bool) (decide.GroupFacts, error) {
-	g := decide.GroupFacts{}
 	query := groupRowQuery
 	if lock {
 		query = groupLockQuery
 	}
-	err := q.QueryRowxContext(ctx, query, name).Scan(&g.Name, &g.Limit, &g.SlotToken, &g.CreatedBy, &g.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return g, leaseapi.UnknownGroup(name)
-	}
+	gs, err := readGroups(ctx, q, query, name)
 	if err != nil {
-		return g, err
+		return decide.GroupFacts{}, err
 	}
-	g.CreatedAt = g.CreatedAt.UTC()
-	rows, err := q.QueryxContext(ctx, groupSlotsQuery, name)
+	if len(gs) == 0 {
+		return decide.GroupFacts{}, leaseapi.UnknownGroup(name)
+	}
+	return gs[0], nil
+}
+
+// readGroups reads the group rows query selects (groupColumns) on q, then
+// the slots of them all with one statement, read after the rows (under
+// their locks, if query takes any), at one instant of the clock.
+func readGroups(ctx context.Context, q querier, query string, args ...any) ([]decide.GroupFacts, error) {
+	rows, err := q.QueryxContext(ctx, query, args...)
 	if err != nil {
-		return g, err
+		return nil, err
+	}
+	var gs []decide.GroupFacts
+	for rows.Next() {
+		var g decide.GroupFacts
+		if err := rows.Scan(&g.Name, &g.Limit, &g.SlotToken, &g.CreatedBy, &g.CreatedAt); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		g.CreatedAt = g.CreatedAt.UTC()
+		gs = append(gs, g)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil || len(gs) == 0 {
+		return nil, err
+	}
+	names := make([]string, len(gs))
+	index := make(map[string]*decide.GroupFacts, len(gs))
+	for i := range gs {
+		names[i], index[gs[i].Name] = gs[i].Name, &gs[i]
+	}
+	if rows, err = q.QueryxContext(ctx, groupSlotsQuery, pq.Array(names)); err != nil {
+		return nil, err
 	}
 	defer rows.Close()
+	var now time.Time
 	for rows.Next() {
+		var group string
 		var s decide.SlotFacts
 		var revokedUntil, expires, released sql.NullTime
 		var token sql.NullInt64
 		var owner sql.NullString
 		var revoked sql.NullBool
-		if err := rows.Scan(&s.Slot, &s.JobID, &s.JobToken, &s.SlotToken, &revokedUntil,
-			&token, &owner, &expires, &released, &revoked, &g.Now); err != nil {
-			return g, err
+		if err := rows.Scan(&group, &s.Slot, &s.JobID, &s.JobToken, &s.SlotToken, &revokedUntil,
+			&token, &owner, &expires, &released, &revoked, &now); err != nil {
+			return nil, err
 		}
 		s.RevokedUntil = nullTime(revokedUntil)
 		if token.Valid {
 			h := leaseapi.Lease{JobID: s.JobID, Token: token.Int64, Owner: owner.String, ExpiresAt: expires.Time.UTC(),
 				ReleasedAt: nullTime(released)}
-			h.SetState(revoked.Bool, g.Now)
+			h.SetState(revoked.Bool, now)
 			s.Holder = &h
 		}
+		g := index[group]
 		g.Slots = append(g.Slots, s)
 	}
 	if err := rows.Err(); err != nil {
-		return g, err
+		return nil, err
 	}
-	if g.Now.IsZero() {
-		err = q.QueryRowxContext(ctx, groupClockQuery).Scan(&g.Now)
+	if now.IsZero() {
+		if err := q.QueryRowxContext(ctx, groupClockQuery).Scan(&now); err != nil {
+			return nil, err
+		}
 	}
-	return g, err
+	for i := range gs {
+		gs[i].Now = now
+	}
+	return gs, nil
 }
 
 // writeInGroup decides and writes a grant of a in its group (the plan of
@@ -106,7 +149,7 @@ func readGroup(ctx context.Context, q querier, name string, lock bool) (decide.G
 func (p *Store) writeInGroup(ctx context.Context, a *leaseapi.AcquireParams, row *readRow, found bool, group string) (acquireOutcome, error) {
 	g, err := bounded(ctx, func(ctx context.Context) (decide.GroupFacts, error) { return readGroup(ctx, p.db, group, false) })
 	if err != nil {
-		return acquireOutcome{refused: refusalOf(err)}, failureOf(err)
+		return failedRead(err)
 	}
 	if p.groupFacts != nil {
 		p.groupFacts(&g)
@@ -132,7 +175,7 @@ func (p *Store) writeInGroup(ctx context.Context, a *leaseapi.AcquireParams, row
 func (p *Store) grantInGroup(ctx context.Context, tx *sqlx.Tx, a *leaseapi.AcquireParams, row *readRow, found bool, group string) (acquireOutcome, error) {
 	g, err := readGroup(ctx, tx, group, true)
 	if err != nil {
-		return acquireOutcome{refused: refusalOf(err)}, failureOf(err)
+		return failedRead(err)
 	}
 	if p.groupFacts != nil {
 		p.groupFacts(&g)
@@ -149,20 +192,14 @@ func (p *Store) grantInGroup(ctx context.Context, tx *sqlx.Tx, a *leaseapi.Acqui
 	return o, err
 }
 
-// refusalOf is err when it is an acquire's answer (an unknown group),
-// else nil; failureOf the opposite.
-func refusalOf(err error) error {
+// failedRead is the outcome of a group read that failed with err: the
+// acquire's refusal when err is its answer (an unknown group), else the
+// failure.
+func failedRead(err error) (acquireOutcome, error) {
 	if isRefusal(err) {
-		return err
+		return acquireOutcome{refused: err}, nil
 	}
-	return nil
-}
-
-func failureOf(err error) error {
-	if isRefusal(err) {
-		return nil
-	}
-	return err
+	return acquireOutcome{}, err
 }
 
 // PutGroup creates a group or changes its limit. See leaseapi.Grouping.
@@ -206,34 +243,22 @@ func (p *Store) Group(ctx context.Context, name string) (leaseapi.Group, error) 
 	return g, nil
 }
 
-// groupsPageQuery reads a page of group names after $2 that start with
-// $1, $3 of them.
-const groupsPageQuery = `SELECT name FROM groups WHERE name > $2 AND starts_with(name, $1) ORDER BY name LIMIT $3`
-
 // Groups returns a page of groups. See leaseapi.Grouping.
 func (p *Store) Groups(ctx context.Context, lp *leaseapi.GroupListParams) (leaseapi.GroupPage, error) {
 	if err := lp.Validate(); err != nil {
 		return leaseapi.GroupPage{}, err
 	}
 	page, err := bounded(ctx, func(ctx context.Context) (leaseapi.GroupPage, error) {
-		var names []string
-		if err := p.db.SelectContext(ctx, &names, groupsPageQuery, lp.Prefix, lp.After, lp.Limit+1); err != nil {
+		gs, err := readGroups(ctx, p.db, groupsPageQuery, lp.Prefix, lp.After, lp.Limit+1)
+		if err != nil {
 			return leaseapi.GroupPage{}, err
 		}
 		var page leaseapi.GroupPage
-		if len(names) > lp.Limit {
-			names, page.More = names[:lp.Limit], true
+		if len(gs) > lp.Limit {
+			gs, page.More = gs[:lp.Limit], true
 		}
-		for _, name := range names {
-			f, err := readGroup(ctx, p.db, name, false)
-			var invalid *leaseapi.InvalidError
-			if errors.As(err, &invalid) {
-				continue // deleted since the page was read
-			}
-			if err != nil {
-				return leaseapi.GroupPage{}, err
-			}
-			page.Groups = append(page.Groups, f.Group())
+		for i := range gs {
+			page.Groups = append(page.Groups, gs[i].Group())
 		}
 		return page, nil
 	})
