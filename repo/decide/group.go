@@ -82,25 +82,24 @@ func (g *GroupFacts) Group() leaseapi.Group {
 // are fewer than the limit; else the group_full refusal, with lease the
 // job's lease (nil when it has none).
 func takeSlot(g *GroupFacts, timeline int64, lease *leaseapi.Lease) (slot int, slotToken int64, refused error) {
-	inUse := make(map[int]bool, len(g.Slots))
-	var first time.Time
-	for i := range g.Slots {
-		s := &g.Slots[i]
-		if SlotInUse(s, g.Now) {
-			inUse[s.Slot] = true
-			if e := slotExpiry(s); first.IsZero() || e.Before(first) {
-				first = e
+	group := g.Group()
+	if group.Held >= g.Limit {
+		first := group.Holders[0].ExpiresAt
+		for _, h := range group.Holders[1:] {
+			if h.ExpiresAt.Before(first) {
+				first = h.ExpiresAt
 			}
 		}
-	}
-	if len(inUse) >= g.Limit {
-		group := g.Group()
 		if len(group.Holders) > leaseapi.MaxGroupFullHolders {
 			group.Holders = group.Holders[:leaseapi.MaxGroupFullHolders]
 		}
 		return 0, 0, &leaseapi.GroupFullError{Group: group, RetryAfter: retryAfter(first.Sub(g.Now)), Lease: lease}
 	}
-	for slot = 1; inUse[slot]; slot++ {
+	slot = 1
+	for _, h := range group.Holders { // by slot, each slot once
+		if h.Slot == slot {
+			slot++
+		}
 	}
 	return slot, TokenAfter(g.SlotToken, timeline), nil
 }
