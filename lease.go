@@ -141,6 +141,12 @@ type Lease struct {
 	Group     string
 	Slot      int
 	SlotToken int64
+
+	// AlertStatus is where the job's alert policy stands (AlertOK or
+	// AlertAlerting), or "" when it has none; AlertReasons are the
+	// reasons of an alerting job (PolicyState.Reasons).
+	AlertStatus  AlertStatus
+	AlertReasons []AlertReason
 }
 
 // Paused reports whether the job is paused.
@@ -382,6 +388,8 @@ type SweepResult struct {
 	// and that were forgotten; each manual one is recorded as a missed run
 	// with trigger manual.
 	Unclaimed int64
+	// Policies counts the jobs whose alert policy the pass decided.
+	Policies int
 	// More reports whether due work remained beyond this pass's batch.
 	More bool
 }
@@ -392,6 +400,7 @@ func (r *SweepResult) Add(o SweepResult) {
 	r.Ran, r.Paused, r.Skipped, r.Missed = r.Ran+o.Ran, r.Paused+o.Paused, r.Skipped+o.Skipped, r.Missed+o.Missed
 	r.Expirations += o.Expirations
 	r.Unclaimed += o.Unclaimed
+	r.Policies += o.Policies
 	r.More = r.More || o.More
 }
 

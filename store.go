@@ -133,6 +133,7 @@ type Store interface {
 
 	Owing
 	Grouping
+	Alerting
 }
 
 // Owing is the part of a Store that keeps owed ticks (owed.go): what a job

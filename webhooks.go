@@ -36,7 +36,7 @@ type Webhook struct {
 
 // WebhookEvents are the events a webhook can subscribe to; package webhook
 // names the same, and its tests hold the two lists equal.
-var WebhookEvents = []string{"run.failed", "run.expired", "run.missed", "job.overdue", "run.succeeded", "job.recovered", "job.missed"}
+var WebhookEvents = []string{"run.failed", "run.expired", "run.missed", "job.overdue", "run.succeeded", "job.recovered", "job.missed", "job.alerting", "job.ok"}
 
 // MaxMissedPerEvent bounds the missed runs a job.missed event lists.
 const MaxMissedPerEvent = 100
@@ -79,7 +79,12 @@ type WebhookEvent struct {
 	// MaxMissedPerEvent, and the count of all the ticks it decided missed.
 	Missed      []Run
 	MissedCount int64
-	CreatedAt   time.Time
+	// AlertReasons and Repeat are a policy event's (job.alerting,
+	// job.ok): the job's reasons, and whether a job.alerting repeats an
+	// earlier one (its RealertAfter passed).
+	AlertReasons []AlertReason
+	Repeat       bool
+	CreatedAt    time.Time
 	// Attempt is the number of this attempt, 1 for the first.
 	Attempt int
 	URL     string

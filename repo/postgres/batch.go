@@ -275,9 +275,10 @@ WITH input AS (
 	ORDER BY l.job_id
 	FOR NO KEY UPDATE OF l
 ), released AS (
-UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
+UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick, policy_due_at) = (
 	SELECT c.now, c.now, i.in_outcome,
-		CASE WHEN i.in_outcome = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
+		CASE WHEN i.in_outcome = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END,
+		` + policyDue + `
 	FROM (SELECT clock_timestamp() AS now) AS c
 )
 FROM input AS i

@@ -223,7 +223,7 @@ LATERAL (
 )
 
 // countExpiriesQuery marks, once, the open runs whose grant passed its
-// expiresAt unreleased (runs_running_idx).
+// expiresAt unreleased (runs_running_idx), and returns their jobs.
 var countExpiriesQuery = `
 UPDATE runs SET expiry_counted = true WHERE id IN (
 	SELECT r.id FROM runs AS r JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
@@ -231,7 +231,8 @@ UPDATE runs SET expiry_counted = true WHERE id IN (
 		AND ` + stores.ExpiredAt(`clock_timestamp()`) + `
 	LIMIT $1
 	FOR UPDATE OF r SKIP LOCKED
-)`
+)
+RETURNING job_id`
 
 // unchangedSinceRead is the condition under which a decision is written:
 // the row is still as the pass read it (the i.read_* columns of
@@ -278,10 +279,11 @@ WITH input AS MATERIALIZED (
 	ORDER BY l.job_id
 	FOR NO KEY UPDATE OF l
 ), decided AS (
-	UPDATE leases AS l SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at,
+	UPDATE leases AS l SET (next_tick, decide_at, missed_ticks, skipped_ticks, missed_at, policy_due_at,
 			` + strings.Join(catchUpColumns, ", ") + `) =
 		(i.in_next_tick, i.in_decide_at, l.missed_ticks + i.in_missed, l.skipped_ticks + i.in_skipped,
 		 CASE WHEN i.in_decided THEN i.in_missed_at ELSE l.missed_at END,
+		 CASE WHEN i.in_missed > 0 AND l.alert_status IS NOT NULL THEN clock_timestamp() ELSE l.policy_due_at END,
 		 ` + strings.Join(catchUpValues, ",\n\t\t ") + `)
 	FROM locked AS i
 	WHERE l.job_id = i.in_job_id AND ` + unchangedSinceRead + `
@@ -340,16 +342,19 @@ func (p *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 				ev.Decided(d)
 			}
 		}
-		r, err := p.db.ExecContext(ctx, countExpiriesQuery, batch)
-		if err != nil {
+		var expired []string
+		if err := p.db.SelectContext(ctx, &expired, countExpiriesQuery, batch); err != nil {
 			return leaseapi.SweepResult{}, interpretError("sweep ticks", err)
 		}
-		if res.Expirations, err = r.RowsAffected(); err != nil {
-			return leaseapi.SweepResult{}, interpretError("sweep ticks", err)
-		}
+		res.Expirations = int64(len(expired))
 		res.More = res.More || res.Expirations == int64(batch) || res.Unclaimed == int64(batch)
 		ev.Expired += res.Expirations
 		ev.Emit(p.observer)
+		var err error
+		if res.Policies, err = p.sweepPolicies(ctx, batch, expired); err != nil {
+			return res, interpretError("sweep policies", err)
+		}
+		res.More = res.More || res.Policies >= batch
 		return res, nil
 	})
 }

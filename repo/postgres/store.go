@@ -320,7 +320,11 @@ type leaseRow struct {
 	GroupName sql.NullString `db:"group_name"`
 	Slot      sql.NullInt64  `db:"slot"`
 	SlotToken sql.NullInt64  `db:"slot_token"`
-	Now       time.Time      `db:"db_now"`
+	// AlertStatus and AlertReasons are where the job's policy stands
+	// (NULL without one).
+	AlertStatus  sql.NullString `db:"alert_status"`
+	AlertReasons string         `db:"alert_reasons"`
+	Now          time.Time      `db:"db_now"`
 }
 
 // leaseFields are the columns of a lease the store reads, the one list of
@@ -329,7 +333,7 @@ const leaseFields = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_at
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
 	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_until, grant_trigger, grant_triggered_by,
-	owed_by, schedule_since, next_tick, decide_at, group_name, slot, slot_token`
+	owed_by, schedule_since, next_tick, decide_at, group_name, slot, slot_token, alert_status, alert_reasons`
 
 // leaseColumns are leaseFields with the database clock, as every lease
 // read and RETURNING yields them; db_now is read once per row so state is
@@ -344,7 +348,7 @@ func (r *leaseRow) fields() []any {
 		&r.ReleasedAt, &r.RevokedAt, &r.LastCompletedTick, &r.LastOutcome,
 		&r.Schedule, &r.GraceMs, &r.PausedAt, &r.PausedBy, &r.PausedReason, &r.MissedTicks, &r.SkippedTicks, &r.RevokedBy, &r.Timeline,
 		&r.CatchUp, &r.CatchUpWindowMs, &r.OwedTick, &r.OwedReason, &r.OwedUntil, &r.GrantTrigger, &r.GrantTriggeredBy,
-		&r.OwedBy, &r.ScheduleSince, &r.NextTick, &r.DecideAt, &r.GroupName, &r.Slot, &r.SlotToken, &r.Now}
+		&r.OwedBy, &r.ScheduleSince, &r.NextTick, &r.DecideAt, &r.GroupName, &r.Slot, &r.SlotToken, &r.AlertStatus, &r.AlertReasons, &r.Now}
 }
 
 func (r *leaseRow) toLease() leaseapi.Lease {
@@ -373,6 +377,8 @@ func (r *leaseRow) toLease() leaseapi.Lease {
 		Group:             r.GroupName.String,
 		Slot:              int(r.Slot.Int64),
 		SlotToken:         r.SlotToken.Int64,
+		AlertStatus:       leaseapi.AlertStatus(r.AlertStatus.String),
+		AlertReasons:      leaseapi.ParseAlertReasons(r.AlertReasons),
 	}
 	stores.SetOwed(&l, nullTime(r.OwedTick), r.OwedReason.String, nullTime(r.OwedUntil), r.Now)
 	if r.RevokedAt.Valid {
@@ -439,15 +445,22 @@ func (p *Store) heartbeatOne(ctx context.Context, h *heartbeatCall) (leaseRow, e
 	return row, err
 }
 
+// policyDue is what a statement that ends a run writes to the lease's
+// policy_due_at: the statement's clock when the job has a policy, so that
+// its policy is decided (at once by the release, else by the sweep), and
+// otherwise what it was (NULL).
+const policyDue = `CASE WHEN l.alert_status IS NOT NULL THEN c.now ELSE l.policy_due_at END`
+
 // releaseQuery ends the grant whose owner and token match, held or expired
 // but neither released nor revoked, and closes its run (releasedRun). On
 // success with a tick, the tick becomes the last completed one unless a
 // newer one already is.
 const releaseQuery = `
 WITH released AS (
-UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick) = (
+UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick, policy_due_at) = (
 	SELECT c.now, c.now, $4::text,
-		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END
+		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END,
+		` + policyDue + `
 	FROM (SELECT clock_timestamp() AS now) AS c
 )
 WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
@@ -480,6 +493,14 @@ func (p *Store) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseap
 	if err == nil {
 		l := row.toLease()
 		p.observer.RunFinished(r.Outcome, l.ReleasedAt.Sub(l.AcquiredAt))
+		if l.AlertStatus != "" {
+			// Decide the job's policy now; should that fail, the
+			// release's mark leaves it due for the sweep.
+			shown, ok, err := bounded2(ctx, func(ctx context.Context) (leaseapi.Lease, bool, error) { return p.decidePolicyNow(ctx, r.JobID) })
+			if err == nil && ok {
+				return shown, nil
+			}
+		}
 		return l, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
@@ -723,7 +744,7 @@ func (p *Store) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.Lea
 // whose grant has expired is shown as expired, ending at its expiry: the
 // row itself is closed when a grant takes over.
 var runsQuery = `
-SELECT r.token, r.owner, r.tick, r.started_at, r.revoked_by, r.trigger, r.triggered_by,
+SELECT r.id, r.token, r.owner, r.tick, r.started_at, r.revoked_by, r.trigger, r.triggered_by,
 	r.group_name, r.slot, r.slot_token, r.group_full,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
 	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
@@ -735,6 +756,7 @@ ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC
 LIMIT $2`
 
 type runRow struct {
+	ID        int64          `db:"id"`
 	Token     sql.NullInt64  `db:"token"`
 	Owner     sql.NullString `db:"owner"`
 	Tick      sql.NullTime   `db:"tick"`
@@ -751,6 +773,26 @@ type runRow struct {
 	Slot      sql.NullInt64  `db:"slot"`
 	SlotToken sql.NullInt64  `db:"slot_token"`
 	GroupFull bool           `db:"group_full"`
+}
+
+// run is the row as the domain sees it, a run of jobID.
+func (r *runRow) run(jobID string) leaseapi.Run {
+	return leaseapi.Run{
+		JobID:       jobID,
+		Token:       r.Token.Int64,
+		Owner:       r.Owner.String,
+		Tick:        nullTime(r.Tick),
+		StartedAt:   nullTime(r.StartedAt),
+		RevokedBy:   r.RevokedBy.String,
+		EndedAt:     nullTime(r.EndedAt),
+		Outcome:     leaseapi.Outcome(r.Outcome),
+		Trigger:     leaseapi.Trigger(r.Trigger),
+		TriggeredBy: r.TriggeredBy.String,
+		Group:       r.GroupName.String,
+		Slot:        int(r.Slot.Int64),
+		SlotToken:   r.SlotToken.Int64,
+		GroupFull:   r.GroupFull,
+	}
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -770,23 +812,8 @@ func (p *Store) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.R
 			}
 		}
 		runs := make([]leaseapi.Run, len(rows))
-		for i, r := range rows {
-			runs[i] = leaseapi.Run{
-				JobID:       jobID,
-				Token:       r.Token.Int64,
-				Owner:       r.Owner.String,
-				Tick:        nullTime(r.Tick),
-				StartedAt:   nullTime(r.StartedAt),
-				RevokedBy:   r.RevokedBy.String,
-				EndedAt:     nullTime(r.EndedAt),
-				Outcome:     leaseapi.Outcome(r.Outcome),
-				Trigger:     leaseapi.Trigger(r.Trigger),
-				TriggeredBy: r.TriggeredBy.String,
-				Group:       r.GroupName.String,
-				Slot:        int(r.Slot.Int64),
-				SlotToken:   r.SlotToken.Int64,
-				GroupFull:   r.GroupFull,
-			}
+		for i := range rows {
+			runs[i] = rows[i].run(jobID)
 		}
 		return runs, nil
 	})

@@ -214,24 +214,26 @@ var catchUpSet = func() string {
 // due, the counters, whether the newest decided tick was missed ($7: 1
 // when the pass decided a tick, then $6 is the new missed_at and $8 that
 // tick), and what the job owes for it (stores.OwesCatchUp: then that tick,
-// as a catch-up). SQLite evaluates every SET expression on the row as it
+// as a catch-up); a missed tick makes the job's policy due at $9, now. SQLite evaluates every SET expression on the row as it
 // was, as Postgres does.
 var decidedQuery = `
 UPDATE leases SET next_tick = $2, decide_at = $3,
 	missed_ticks = missed_ticks + $4, skipped_ticks = skipped_ticks + $5,
 	missed_at = CASE WHEN $7 THEN $6 ELSE missed_at END,
+	policy_due_at = CASE WHEN $4 > 0 AND alert_status IS NOT NULL THEN $9 ELSE policy_due_at END,
 	` + catchUpSet + `
 WHERE job_id = $1`
 
 // countExpiriesQuery marks, once, the open runs whose grant passed its
-// expiresAt unreleased (runs_running_idx).
+// expiresAt unreleased (runs_running_idx), and returns their jobs.
 var countExpiriesQuery = `
 UPDATE runs SET expiry_counted = 1 WHERE id IN (
 	SELECT r.id FROM runs AS r JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
 	WHERE r.outcome = 'running' AND r.expiry_counted = 0
 		AND ` + stores.ExpiredAt(`$1`) + `
 	LIMIT $2
-)`
+)
+RETURNING job_id`
 
 type grantRow struct {
 	Token     int64         `db:"token"`
@@ -271,15 +273,17 @@ func (s *Store) SweepTicks(ctx context.Context, batch int) (leaseapi.SweepResult
 			}
 			res.Add(d.Result())
 		}
-		r, err := tx.ExecContext(ctx, countExpiriesQuery, now, batch)
-		if err != nil {
+		var expired []string
+		if err := tx.SelectContext(ctx, &expired, countExpiriesQuery, now, batch); err != nil {
 			return res, err
 		}
-		if res.Expirations, err = r.RowsAffected(); err != nil {
-			return res, err
-		}
+		res.Expirations = int64(len(expired))
 		res.More = res.More || res.Expirations == int64(batch) || res.Unclaimed == int64(batch)
 		ev.Expired += res.Expirations
+		if res.Policies, err = sweepPolicies(ctx, tx, now, batch, expired); err != nil {
+			return res, err
+		}
+		res.More = res.More || res.Policies >= batch
 		return res, nil
 	})
 }

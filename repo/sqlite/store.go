@@ -492,6 +492,9 @@ type leaseRow struct {
 	GroupName sql.NullString `db:"group_name"`
 	Slot      sql.NullInt64  `db:"slot"`
 	SlotToken sql.NullInt64  `db:"slot_token"`
+	// Where the job's policy stands (NULL without one).
+	AlertStatus  sql.NullString `db:"alert_status"`
+	AlertReasons string         `db:"alert_reasons"`
 }
 
 // leaseColumns are the columns every lease query and RETURNING yields.
@@ -499,7 +502,8 @@ const leaseColumns = `job_id, owner, token, tick, ttl_ms, acquired_at, renewed_a
 	released_at, revoked_at, last_completed_tick, last_outcome,
 	schedule, grace_ms, paused_at, paused_by, paused_reason, missed_ticks, skipped_ticks, revoked_by, timeline,
 	catch_up, catch_up_window_ms, owed_tick, owed_reason, owed_by, owed_until,
-	grant_trigger, grant_triggered_by, schedule_since, next_tick, decide_at, group_name, slot, slot_token`
+	grant_trigger, grant_triggered_by, schedule_since, next_tick, decide_at, group_name, slot, slot_token,
+	alert_status, alert_reasons`
 
 // held reports whether the grant is held at now.
 func (r *leaseRow) held(now int64) bool {
@@ -533,6 +537,8 @@ func (r *leaseRow) lease(now int64) leaseapi.Lease {
 		Group:             r.GroupName.String,
 		Slot:              int(r.Slot.Int64),
 		SlotToken:         r.SlotToken.Int64,
+		AlertStatus:       leaseapi.AlertStatus(r.AlertStatus.String),
+		AlertReasons:      leaseapi.ParseAlertReasons(r.AlertReasons),
 	}
 	stores.SetOwed(&l, fromNullMs(r.OwedTick), r.OwedReason.String, fromNullMs(r.OwedUntil), fromMs(now))
 	if r.RevokedAt.Valid {
@@ -824,6 +830,11 @@ func (s *Store) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leaseap
 			return leaseapi.Lease{}, err
 		}
 		ev.RunFinished(outcome, time.Duration(now-cur.AcquiredAt)*time.Millisecond)
+		if row.AlertStatus.Valid {
+			if _, row, err = decidePolicy(ctx, tx, p.JobID, now); err != nil {
+				return leaseapi.Lease{}, err
+			}
+		}
 		return row.lease(now), nil
 	})
 }
@@ -965,13 +976,14 @@ func prefixEnd(prefix string) (string, bool) {
 // runsQuery reads a job's history newest first: by start, or by tick
 // for a missed run (runs_job_at_idx).
 const runsQuery = `
-SELECT token, owner, tick, started_at, ended_at, outcome, revoked_by, trigger, triggered_by,
+SELECT id, token, owner, tick, started_at, ended_at, outcome, revoked_by, trigger, triggered_by,
 	group_name, slot, slot_token, group_full FROM runs
 WHERE job_id = $1
 ORDER BY COALESCE(started_at, tick) DESC, id DESC
 LIMIT $2`
 
 type runRow struct {
+	ID        int64          `db:"id"`
 	Token     sql.NullInt64  `db:"token"`
 	Owner     sql.NullString `db:"owner"`
 	Tick      sql.NullInt64  `db:"tick"`
@@ -987,6 +999,38 @@ type runRow struct {
 	Slot      sql.NullInt64  `db:"slot"`
 	SlotToken sql.NullInt64  `db:"slot_token"`
 	GroupFull bool           `db:"group_full"`
+}
+
+// runsOf are rows, runs of jobID, as the domain sees them at now: the
+// current grant's run is closed when a grant takes over, and until then an
+// expired one is shown as ended at its expiry.
+func runsOf(jobID string, rows []runRow, cur *leaseRow, now int64) []leaseapi.Run {
+	expired := !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid && cur.ExpiresAt <= now
+	runs := make([]leaseapi.Run, len(rows))
+	for i, r := range rows {
+		run := leaseapi.Run{
+			JobID:       jobID,
+			Token:       r.Token.Int64,
+			Owner:       r.Owner.String,
+			Tick:        fromNullMs(r.Tick),
+			StartedAt:   fromNullMs(r.StartedAt),
+			RevokedBy:   r.RevokedBy.String,
+			EndedAt:     fromNullMs(r.EndedAt),
+			Outcome:     leaseapi.Outcome(r.Outcome),
+			Trigger:     leaseapi.Trigger(r.Trigger),
+			TriggeredBy: r.TriggeredBy.String,
+			Group:       r.GroupName.String,
+			Slot:        int(r.Slot.Int64),
+			SlotToken:   r.SlotToken.Int64,
+			GroupFull:   r.GroupFull,
+		}
+		if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token.Int64 == cur.Token {
+			run.Outcome = leaseapi.OutcomeExpired
+			run.EndedAt = fromNullMs(sql.NullInt64{Int64: cur.ExpiresAt, Valid: true})
+		}
+		runs[i] = run
+	}
+	return runs
 }
 
 // Runs returns a job's run history. See leaseapi.Store.
@@ -1005,33 +1049,7 @@ func (s *Store) Runs(ctx context.Context, jobID string, limit int) ([]leaseapi.R
 		if err := tx.SelectContext(ctx, &rows, runsQuery, jobID, limit); err != nil {
 			return nil, err
 		}
-		// The current grant's run is closed when a grant takes over;
-		// until then an expired one is shown as ended at its expiry.
-		expired := !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid && cur.ExpiresAt <= now
-		runs = make([]leaseapi.Run, len(rows))
-		for i, r := range rows {
-			run := leaseapi.Run{
-				JobID:       jobID,
-				Token:       r.Token.Int64,
-				Owner:       r.Owner.String,
-				Tick:        fromNullMs(r.Tick),
-				StartedAt:   fromNullMs(r.StartedAt),
-				RevokedBy:   r.RevokedBy.String,
-				EndedAt:     fromNullMs(r.EndedAt),
-				Outcome:     leaseapi.Outcome(r.Outcome),
-				Trigger:     leaseapi.Trigger(r.Trigger),
-				TriggeredBy: r.TriggeredBy.String,
-				Group:       r.GroupName.String,
-				Slot:        int(r.Slot.Int64),
-				SlotToken:   r.SlotToken.Int64,
-				GroupFull:   r.GroupFull,
-			}
-			if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token.Int64 == cur.Token {
-				run.Outcome = leaseapi.OutcomeExpired
-				run.EndedAt = fromNullMs(sql.NullInt64{Int64: cur.ExpiresAt, Valid: true})
-			}
-			runs[i] = run
-		}
+		runs = runsOf(jobID, rows, &cur, now)
 		return runs, nil
 	})
 }

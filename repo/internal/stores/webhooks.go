@@ -138,17 +138,25 @@ func (r *OutboxRow) Event() (leaseapi.WebhookEvent, error) {
 	}
 	if notNull(r.Detail) {
 		var d struct {
-			Count  int64         `json:"count"`
-			Missed []runSnapshot `json:"missed"`
+			Count   int64         `json:"count"`
+			Missed  []runSnapshot `json:"missed"`
+			Reasons []string      `json:"reasons"`
+			Repeat  bool          `json:"repeat"`
 		}
 		if err := json.Unmarshal(r.Detail, &d); err != nil {
 			return e, fmt.Errorf("webhook event %s detail: %w", r.ID, err)
 		}
-		e.MissedCount = d.Count
-		e.Missed = make([]leaseapi.Run, len(d.Missed))
-		for i := range d.Missed {
-			e.Missed[i] = d.Missed[i].run(e.JobID, nil, e.CreatedAt)
+		if d.Missed != nil {
+			e.MissedCount = d.Count
+			e.Missed = make([]leaseapi.Run, len(d.Missed))
+			for i := range d.Missed {
+				e.Missed[i] = d.Missed[i].run(e.JobID, nil, e.CreatedAt)
+			}
 		}
+		for _, reason := range d.Reasons {
+			e.AlertReasons = append(e.AlertReasons, leaseapi.AlertReason(reason))
+		}
+		e.Repeat = d.Repeat
 	}
 	return e, nil
 }
@@ -219,6 +227,8 @@ type leaseSnapshot struct {
 	OwedTick          snapTime `json:"owed_tick"`
 	OwedReason        *string  `json:"owed_reason"`
 	OwedUntil         snapTime `json:"owed_until"`
+	AlertStatus       *string  `json:"alert_status"`
+	AlertReasons      *string  `json:"alert_reasons"`
 }
 
 // lease is the snapshot as the domain sees it at now, as the stores read a
@@ -244,6 +254,8 @@ func (s *leaseSnapshot) lease(now time.Time) leaseapi.Lease {
 		SkippedTicks:      s.SkippedTicks,
 		CatchUp:           leaseapi.CatchUp(deref(s.CatchUp)),
 		CatchUpWindow:     time.Duration(s.CatchUpWindowMs) * time.Millisecond,
+		AlertStatus:       leaseapi.AlertStatus(deref(s.AlertStatus)),
+		AlertReasons:      leaseapi.ParseAlertReasons(deref(s.AlertReasons)),
 	}
 	if s.Timeline != nil {
 		l.Timeline = *s.Timeline
