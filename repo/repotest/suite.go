@@ -49,6 +49,7 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 	t.Run("WebhookSweepEvents", func(t *testing.T) { testWebhookSweepEvents(t, setup(t, open)) })
 	t.Run("WebhookFairClaims", func(t *testing.T) { testWebhookFairClaims(t, setup(t, open)) })
 	t.Run("WebhookJobMissed", func(t *testing.T) { testWebhookJobMissed(t, setup(t, open)) })
+	t.Run("PolicyEvents", func(t *testing.T) { testPolicyEvents(t, setup(t, open)) })
 
 	// The subtests whose ticks lie up to hours ahead of the clock get a
 	// store with a wider window (MaxTickAhead); the others the default.
@@ -117,6 +118,11 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 		{"GroupLowerLimit", testGroupLowerLimit},
 		{"GroupOwedTick", testGroupOwedTick},
 		{"GroupFullMissed", testGroupFullMissed},
+		{"PolicyCRUD", testPolicyCRUD},
+		{"PolicyFailures", testPolicyFailures},
+		{"PolicyRateAndRuntime", testPolicyRateAndRuntime},
+		{"PolicyHeldAndExpired", testPolicyHeldAndExpired},
+		{"PolicyMissed", testPolicyMissed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
