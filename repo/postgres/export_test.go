@@ -266,3 +266,10 @@ func (p *Store) SetTicks(ctx context.Context, jobID string, grant, owed *time.Ti
 		return nil
 	})
 }
+
+// ReleaseOnly makes the release statement alone, as a release whose
+// instance stopped before it decided the job's policy leaves it.
+func (p *Store) ReleaseOnly(ctx context.Context, r *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
+	row, err := p.releaseOne(ctx, &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)})
+	return row.toLease(), err
+}
