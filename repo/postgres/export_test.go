@@ -207,9 +207,9 @@ func (p *Store) EchoQuery() string { return p.echo }
 // GetQuery is the plain read of one lease.
 const GetQuery = getQuery
 
-// rewindLeaseQuery and rewindRunsQuery move everything that happened to
-// job $1 $2 ms earlier: the lease's times and its runs' starts and ends,
-// not the ticks they name.
+// rewindLeaseQuery, rewindRunsQuery and rewindPolicyQuery move everything
+// that happened to job $1 $2 ms earlier: the lease's times, its runs'
+// starts and ends (not the ticks they name) and its policy's.
 const (
 	rewindLeaseQuery = `
 UPDATE leases SET (acquired_at, renewed_at, expires_at, released_at, revoked_at, schedule_since, decide_at,
@@ -222,13 +222,18 @@ WHERE job_id = $1`
 UPDATE runs SET (started_at, ended_at) = (started_at - d.by, ended_at - d.by)
 FROM (SELECT $2::bigint * interval '1 millisecond' AS by) AS d
 WHERE job_id = $1`
+	rewindPolicyQuery = `
+WITH d AS (SELECT $2::bigint * interval '1 millisecond' AS by),
+l AS (UPDATE leases SET policy_due_at = policy_due_at - d.by FROM d WHERE job_id = $1)
+UPDATE job_policies SET (since, alerted_at, updated_at) = (since - d.by, alerted_at - d.by, updated_at - d.by)
+FROM d WHERE job_id = $1`
 )
 
 // Rewind moves everything that happened to job d earlier, as
 // repotest.SweepHarness.Rewind says.
 func (p *Store) Rewind(ctx context.Context, jobID string, d time.Duration) error {
 	return p.inTx(ctx, func(tx *sqlx.Tx) error {
-		for _, q := range []string{rewindLeaseQuery, rewindRunsQuery} {
+		for _, q := range []string{rewindLeaseQuery, rewindRunsQuery, rewindPolicyQuery} {
 			if _, err := tx.ExecContext(ctx, q, jobID, d.Milliseconds()); err != nil {
 				return fmt.Errorf("rewind %q: %w", jobID, err)
 			}

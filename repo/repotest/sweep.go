@@ -2,6 +2,7 @@ package repotest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,8 +32,9 @@ type SweepHarness struct {
 	Stores []leaseapi.Store
 	// Rewind moves everything that happened to job d earlier: its lease's
 	// times (the grant's, the pause's, when its schedule was registered and
-	// is due, until when what it owes is claimable) and its runs' starts
-	// and ends, but not the ticks they name. It is called before the job's
+	// is due, until when what it owes is claimable), its runs' starts
+	// and ends, but not the ticks they name, and its policy's times (when
+	// it was set and last alerted, when it is due). It is called before the job's
 	// first sweep.
 	Rewind func(t *testing.T, jobID string, d time.Duration)
 	// SetBeforeWrite makes store s call f between a sweep's read of the
@@ -54,6 +56,7 @@ func RunSweepSuite(t *testing.T, open func(t *testing.T, o leaseapi.Observer) *S
 		{"MixedBatch", testSweepMixedBatch},
 		{"ConcurrentSweeps", testSweepConcurrent},
 		{"StaleDecision", testSweepStaleDecision},
+		{"PolicyRealert", testSweepPolicyRealert},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -519,4 +522,54 @@ func (o *countingObserver) counts() observed {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.c
+}
+
+// testSweepPolicyRealert: an alerting job tells job.alerting again once
+// its RealertAfter has passed since it last did, once however many
+// instances sweep at the same time, and then not again until the next
+// RealertAfter.
+func testSweepPolicyRealert(t *testing.T, s *sweepSetup) {
+	b := s.b
+	ws, ok := b.store.(leaseapi.WebhookStore)
+	if !ok {
+		t.Skipf("%T keeps no webhooks", b.store)
+	}
+	scope := b.prefix + ":"
+	job, owner := scope+"realert", b.owner("a")
+	w := newWebhook(t, []string{scope}, "job.alerting", "job.ok")
+	if err := ws.CreateWebhook(t.Context(), &w); err != nil {
+		t.Fatalf("CreateWebhook: %v", err)
+	}
+	b.run(t, job, owner, leaseapi.OutcomeSucceeded)
+	b.putPolicy(t, job, leaseapi.AlertPolicy{ConsecutiveFailures: 1, RealertAfter: time.Minute})
+	b.run(t, job, owner, leaseapi.OutcomeFailed)
+	first := b.wantPolicy(t, "a failure", job, leaseapi.AlertAlerting, leaseapi.ReasonFailures)
+	if events := claimAll(t, ws); len(events) != 1 || events[0].Type != "job.alerting" || events[0].Repeat {
+		t.Fatalf("after the failure: claimed %s, want one job.alerting, not a repeat", fmtEvents(events))
+	}
+
+	// Nothing is due before RealertAfter has passed.
+	sweepOnce(t, b.store, 100)
+	if events := claimAll(t, ws); len(events) != 0 {
+		t.Fatalf("before RealertAfter: claimed %s, want nothing", fmtEvents(events))
+	}
+	s.h.Rewind(t, job, 2*time.Minute)
+	var wg sync.WaitGroup
+	for i := range 2 * len(s.h.Stores) {
+		wg.Go(func() { sweepOnce(t, s.h.Stores[i%len(s.h.Stores)], 100) })
+	}
+	wg.Wait()
+	events := claimAll(t, ws)
+	if len(events) != 1 || events[0].Type != "job.alerting" || !events[0].Repeat ||
+		!slices.Equal(events[0].AlertReasons, []leaseapi.AlertReason{leaseapi.ReasonFailures}) {
+		t.Fatalf("after RealertAfter: claimed %s, want one repeated job.alerting with [failures]", fmtEvents(events))
+	}
+	again := b.wantPolicy(t, "the repeat", job, leaseapi.AlertAlerting, leaseapi.ReasonFailures)
+	if again.State.AlertedAt == nil || !again.State.AlertedAt.After(first.State.AlertedAt.Add(-2*time.Minute)) {
+		t.Fatalf("the repeat left AlertedAt %v, want it later than the rewound %v", again.State.AlertedAt, first.State.AlertedAt.Add(-2*time.Minute))
+	}
+	sweepOnce(t, b.store, 100)
+	if events := claimAll(t, ws); len(events) != 0 {
+		t.Fatalf("a sweep after the repeat: claimed %s, want nothing", fmtEvents(events))
+	}
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// rewindLeaseQuery and rewindRunsQuery move everything that happened to
-// job $1 $2 ms earlier: the lease's times and its runs' starts and ends,
-// not the ticks they name.
+// rewindLeaseQuery, rewindRunsQuery and the policy's queries move
+// everything that happened to job $1 $2 ms earlier: the lease's times, its
+// runs' starts and ends (not the ticks they name) and its policy's.
 const (
 	rewindLeaseQuery = `
 UPDATE leases SET acquired_at = acquired_at - $2, renewed_at = renewed_at - $2, expires_at = expires_at - $2,
@@ -19,13 +19,16 @@ UPDATE leases SET acquired_at = acquired_at - $2, renewed_at = renewed_at - $2, 
 WHERE job_id = $1`
 	rewindRunsQuery = `
 UPDATE runs SET started_at = started_at - $2, ended_at = ended_at - $2 WHERE job_id = $1`
+	rewindPolicyQuery = `
+UPDATE job_policies SET since = since - $2, alerted_at = alerted_at - $2, updated_at = updated_at - $2 WHERE job_id = $1`
+	rewindPolicyDueQuery = `UPDATE leases SET policy_due_at = policy_due_at - $2 WHERE job_id = $1`
 )
 
 // Rewind moves everything that happened to job d earlier, as
 // repotest.SweepHarness.Rewind says.
 func (s *Store) Rewind(ctx context.Context, jobID string, d time.Duration) error {
 	return s.writeTx(ctx, func(tx *sqlx.Tx, _ int64) error {
-		for _, q := range []string{rewindLeaseQuery, rewindRunsQuery} {
+		for _, q := range []string{rewindLeaseQuery, rewindRunsQuery, rewindPolicyQuery, rewindPolicyDueQuery} {
 			if _, err := tx.ExecContext(ctx, q, jobID, d.Milliseconds()); err != nil {
 				return fmt.Errorf("rewind %q: %w", jobID, err)
 			}
