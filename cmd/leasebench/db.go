@@ -80,7 +80,7 @@ func redact(dsn string) string {
 }
 
 // truncateQuery empties the tables between phases that need a known size.
-const truncateQuery = `TRUNCATE leases, runs`
+const truncateQuery = `TRUNCATE leases, runs, job_policies`
 
 // seedLeasesQuery adds the leases list-(from+1) .. list-to in one
 // statement, with a mix of the four states. Run with the triggers off
