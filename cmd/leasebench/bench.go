@@ -29,7 +29,7 @@ type bench struct {
 }
 
 // phaseNames are the phases of a run, in order.
-var phaseNames = []string{"calibrate", "cycle", "contended", "herd", "group", "latency", "list", "sweep", "lock", "console"}
+var phaseNames = []string{"calibrate", "cycle", "contended", "herd", "group", "policy", "latency", "list", "sweep", "lock", "console"}
 
 // phase is one phase of a run.
 type phase struct {
@@ -45,6 +45,7 @@ func (b *bench) phases() []phase {
 		{"contended", b.contended},
 		{"herd", b.herds},
 		{"group", b.groups},
+		{"policy", b.policies},
 		{"latency", b.latency},
 		{"list", b.list},
 		{"sweep", b.sweeps},

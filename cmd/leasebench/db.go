@@ -80,7 +80,7 @@ func redact(dsn string) string {
 }
 
 // truncateQuery empties the tables between phases that need a known size.
-const truncateQuery = `TRUNCATE leases, runs`
+const truncateQuery = `TRUNCATE leases, runs, job_policies`
 
 // seedLeasesQuery adds the leases list-(from+1) .. list-to in one
 // statement, with a mix of the four states. Run with the triggers off
@@ -162,6 +162,29 @@ type groupsCheck struct {
 	holders, slots, slotTokens int64
 }
 
+// policiesCheckQuery summarizes the policies of the jobs whose ids start
+// with $1 and a dash: how many have one, how many of those are ok, how
+// many leases show ok, and how many are left due for the sweep.
+const policiesCheckQuery = `
+SELECT count(p.job_id), count(*) FILTER (WHERE p.status = 'ok'), count(*) FILTER (WHERE l.alert_status = 'ok'),
+	count(*) FILTER (WHERE l.policy_due_at IS NOT NULL)
+FROM leases AS l LEFT JOIN job_policies AS p ON p.job_id = l.job_id
+WHERE l.job_id >= $1 || '-' AND l.job_id < $1 || '.'`
+
+// policiesCheck is what the database says about the policies of one run.
+type policiesCheck struct {
+	policies, ok, shownOK, due int64
+}
+
+func (b *benchDB) checkPolicies(ctx context.Context, prefix string) (policiesCheck, error) {
+	var c policiesCheck
+	err := b.db.QueryRowContext(ctx, policiesCheckQuery, prefix).Scan(&c.policies, &c.ok, &c.shownOK, &c.due)
+	if err != nil {
+		return c, fmt.Errorf("check the policies of %s: %w", prefix, err)
+	}
+	return c, nil
+}
+
 func (b *benchDB) checkGroups(ctx context.Context, prefix string) (groupsCheck, error) {
 	var c groupsCheck
 	err := b.db.QueryRowContext(ctx, groupsCheckQuery, prefix).Scan(&c.holders, &c.slots, &c.slotTokens)
@@ -174,7 +197,7 @@ func (b *benchDB) checkGroups(ctx context.Context, prefix string) (groupsCheck, 
 // vacuum cleans the tables between phases so that the dead rows of one
 // phase do not slow the next.
 func (b *benchDB) vacuum(ctx context.Context) error {
-	if _, err := b.db.ExecContext(ctx, `VACUUM (ANALYZE) leases, runs, groups, group_slots`); err != nil {
+	if _, err := b.db.ExecContext(ctx, `VACUUM (ANALYZE) leases, runs, groups, group_slots, job_policies`); err != nil {
 		return fmt.Errorf("vacuum: %w", err)
 	}
 	return nil

@@ -16,6 +16,8 @@
 //	           with the fast path (default) and the naive path (a -tags leasebench build with LEASEAPI_BENCH_ACQUIRE=naive)
 //	group      cycle and herd with their jobs in concurrency groups with room for every holder,
 //	           against the same without, in alternated rounds
+//	policy     cycle with its jobs under an alert policy (consecutiveFailures 3; a failure rate over
+//	           64 runs), against the same without, in alternated rounds
 //	latency    p99 acquire latency, open loop at half the saturation rate of cycle
 //	list       GET /leases first and deep keyset page with 1 k, 100 k and 1 M leases
 //	rss        leaseapi's peak RSS with 100 k leases and 1,000 concurrent clients
@@ -75,6 +77,7 @@ type options struct {
 	groupRounds       int
 	groupHerdReplicas int
 	groupHerdJobs     int
+	policyRounds      int
 	listSizes         []int
 	listDuration      time.Duration
 	rssLeases         int
@@ -108,6 +111,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.groupRounds, "group-rounds", 2, "rounds of the group phase, each running every scenario with and without groups, in alternating order")
 	fs.IntVar(&o.groupHerdReplicas, "group-herd-replicas", 100, "replicas of the group phase's herds")
 	fs.IntVar(&o.groupHerdJobs, "group-herd-jobs", 300, "jobs of the group phase's herds (at most 10000, a group's largest limit)")
+	fs.IntVar(&o.policyRounds, "policy-rounds", 2, "rounds of the policy phase, each running the cycle without and with each policy, in alternating order")
 	fs.BoolVar(&o.herdShuffled, "herd-shuffled", false, "also run the fast-path herd with every replica in its own random job order (slow: few acquires of a job meet, so the coalescer rarely helps)")
 	sizes := fs.String("list-sizes", "1000,100000,1000000", "comma-separated lease counts of the list scenario")
 	fs.DurationVar(&o.listDuration, "list-duration", 3*time.Second, "measured time of each list run")
@@ -174,8 +178,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-c, -herd-replicas, -herd-jobs, -group-herd-replicas, -group-herd-jobs, -rss-clients and -rss-leases must be at least 1")
 	case o.duration <= 0, o.warmup < 0, o.listDuration <= 0, o.openDuration <= 0, o.lockDuration <= 0:
 		return o, errors.New("durations must be positive")
-	case o.lockRounds < 1, o.groupRounds < 1:
-		return o, errors.New("-lock-rounds and -group-rounds must be at least 1")
+	case o.lockRounds < 1, o.groupRounds < 1, o.policyRounds < 1:
+		return o, errors.New("-lock-rounds, -group-rounds and -policy-rounds must be at least 1")
 	case o.sweepDue < 1, o.sweepJobs < o.sweepDue, o.sweepJobs > 9_999_999, o.sweepBatch < 1:
 		return o, errors.New("-sweep-due and -sweep-batch must be at least 1 and -sweep-jobs between -sweep-due and 9,999,999")
 	}

@@ -74,6 +74,8 @@ type Row struct {
 	Console *ConsoleDetail `json:"console,omitempty"`
 	// Group places a row of the group phase.
 	Group *GroupDetail `json:"group,omitempty"`
+	// Policy places a row of the policy phase.
+	Policy *PolicyDetail `json:"policy,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -185,6 +187,7 @@ func printTable(w io.Writer, rep *Report) {
 		}
 	}
 	printGroups(w, rep)
+	printPolicies(w, rep)
 	printLock(w, rep)
 	for _, r := range rep.Rows {
 		if r.Errors > 0 {
@@ -240,10 +243,10 @@ func writeMarkdown(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "Run %s with `%s`: Go %s, PostgreSQL %s, %d CPUs, load average %s before and %s after "+
 		"(1, 5, 15 min); leaseapi log level `%s`.\n\n",
 		rep.Started, rep.Command, rep.GoVersion, rep.Postgres, rep.CPUs, rep.LoadBefore, rep.LoadAfter, rep.LogLevel)
-	// The group phase's rows, one per round, are summed up by
-	// writeGroupsMarkdown; the JSON keeps them.
-	rows := slices.DeleteFunc(slices.Clone(rep.Rows), func(r Row) bool { return r.Group != nil })
-	if len(rows) > 0 { // none with -only lock or -only group
+	// The group and policy phases' rows, one per round, are summed up by
+	// writeGroupsMarkdown and writePoliciesMarkdown; the JSON keeps them.
+	rows := slices.DeleteFunc(slices.Clone(rep.Rows), func(r Row) bool { return r.Group != nil || r.Policy != nil })
+	if len(rows) > 0 { // none with -only lock, group or policy
 		markdownTable(w, tableHeader, rows, tableRow)
 	}
 	if sweeps := sweepRows(rep); len(sweeps) > 0 {
@@ -260,6 +263,7 @@ func writeMarkdown(w io.Writer, rep *Report) {
 		}
 	}
 	writeGroupsMarkdown(w, rep)
+	writePoliciesMarkdown(w, rep)
 	writeLockMarkdown(w, rep)
 	fmt.Fprintln(w, "\n| target | status | measured |\n|---|---|---|")
 	for _, t := range rep.Targets {
