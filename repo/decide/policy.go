@@ -144,7 +144,9 @@ func view(p *leaseapi.AlertPolicy, f *PolicyFacts) policyView {
 		}
 	}
 	if r := p.FailureRate; r != nil && rateRuns == r.Runs {
-		v.rate = float64(rateFailed) >= r.Threshold*float64(r.Runs)
+		// The share, not Threshold×Runs: 0.28×25 is 7.000000000000001 in
+		// floating point, while 7/25 rounds to the same double as 0.28.
+		v.rate = float64(rateFailed)/float64(r.Runs) >= r.Threshold
 	}
 	return v
 }
