@@ -1,9 +1,51 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 )
+
+func TestPolicyFlagsBody(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // the body's JSON, or the usage error's text
+	}{
+		{[]string{"--consecutive-failures", "3"}, `{"consecutiveFailures":3}`},
+		{[]string{"--failure-rate", "0.25", "--failure-runs", "8", "--max-runtime", "90m", "--min-runtime", "1500ms",
+			"--missed-ticks", "2", "--recovery-threshold", "3", "--realert-after", "4h"},
+			`{"failureRate":{"runs":8,"threshold":0.25},"maxRuntimeMs":5400000,"minRuntimeMs":1500,"missedTicks":2,"realertAfterMs":14400000,"recoveryThreshold":3}`},
+		{nil, "want at least one condition"},
+		{[]string{"--realert-after", "1h"}, "want at least one condition"},
+		{[]string{"--failure-runs", "8"}, "--failure-rate and --failure-runs go together"},
+		{[]string{"--failure-rate", "1.5", "--failure-runs", "8"}, "--failure-rate: must be a number greater than 0 and at most 1"},
+		{[]string{"--failure-rate", "0.5", "--failure-runs", "65"}, "--failure-runs: must be an integer from 1 to 64"},
+		{[]string{"--consecutive-failures", "-1"}, "--consecutive-failures: must be an integer from 1 to 100"},
+		{[]string{"--max-runtime", "1500us"}, "--max-runtime: must be a whole number of milliseconds"},
+		{[]string{"--max-runtime", "169h"}, "--max-runtime: must be a whole number of milliseconds from 1 to 604800000"},
+		{[]string{"--missed-ticks", "1", "--realert-after", "30s"}, "--realert-after: must be a whole number of milliseconds from 60000"},
+	} {
+		fs := newFlagSet("policy put", io.Discard)
+		var p policyFlags
+		p.add(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		body, err := p.body()
+		if err != nil {
+			if _, ok := errors.AsType[usageError](err); !ok || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%q: error %v; want a usage error with %q", c.args, err, c.want)
+			}
+			continue
+		}
+		b, _ := json.Marshal(body)
+		if string(b) != c.want {
+			t.Errorf("%q: body %s; want %s", c.args, b, c.want)
+		}
+	}
+}
 
 func TestPolicy(t *testing.T) {
 	t.Parallel()
