@@ -38,3 +38,7 @@ def test_every_problem_code_has_its_error(spec: Spec) -> None:
 
 def test_webhook_events_are_the_spec_s(spec: Spec) -> None:
     assert list(leaseapi.WEBHOOK_EVENTS) == spec.doc["components"]["schemas"]["WebhookEventType"]["enum"]
+
+
+def test_alert_reasons_are_the_spec_s(spec: Spec) -> None:
+    assert list(leaseapi.ALERT_REASONS) == spec.doc["components"]["schemas"]["AlertReason"]["enum"]
