@@ -79,11 +79,11 @@ func TestPolicy(t *testing.T) {
 	}
 
 	code, stdout, stderr := leasectl(t, adminToken, "policy", "put", "--consecutive-failures", "2",
-		"--failure-rate", "0.5", "--failure-runs", "4", "--max-runtime", "2h", "--realert-after", "1h", job)
+		"--failure-rate", "0.5", "--failure-runs", "10", "--max-runtime", "2h", "--realert-after", "1h", job)
 	if code != 0 {
 		t.Fatalf("policy put: exit %d, %q", code, stderr)
 	}
-	for _, want := range []string{"STATUS                ok\n", "CONSECUTIVE FAILURES  2\n", "FAILURE RATE          0.5 of the newest 4 runs\n",
+	for _, want := range []string{"STATUS                ok\n", "CONSECUTIVE FAILURES  2\n", "FAILURE RATE          0.5 of the newest 10 runs\n",
 		"MAX RUNTIME           2h0m0s\n", "RECOVERY THRESHOLD    1\n", "REALERT AFTER         1h0m0s\n", "by admin-token-1\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("policy put printed %q; want %q in it", stdout, want)

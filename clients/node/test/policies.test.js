@@ -37,10 +37,10 @@ test('a policy set, decided as runs fail and succeed, replaced and deleted', asy
   const first = await run(id, 0, 'succeeded');
   assert.equal(first.alerting, false, 'no policy, not alerting');
 
-  const policy = await b.admin.putPolicy(id, { consecutiveFailures: 2, failureRate: { threshold: 0.5, runs: 4 }, maxRuntimeMs: 300_000, realertAfterMs: 3_600_000 });
+  const policy = await b.admin.putPolicy(id, { consecutiveFailures: 2, failureRate: { threshold: 0.5, runs: 10 }, maxRuntimeMs: 300_000, realertAfterMs: 3_600_000 });
   assert.equal(policy.jobId, id);
   assert.equal(policy.consecutiveFailures, 2);
-  assert.deepEqual(policy.failureRate, { threshold: 0.5, runs: 4 });
+  assert.deepEqual(policy.failureRate, { threshold: 0.5, runs: 10 });
   assert.equal(policy.maxRuntimeMs, 300_000);
   assert.equal(policy.minRuntimeMs, undefined, 'a condition not set is omitted');
   assert.equal(policy.recoveryThreshold, 1, 'the default, always present');
