@@ -3126,8 +3126,8 @@ type ClientInterface interface {
 	// Every field is optional, but at least one condition
 	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 	// `missedTicks`) must be set; a value out of its bounds is 400
-	// `invalid_request` naming the field. Replacing a policy keeps the job's
-	// status until the next decision.
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3141,8 +3141,8 @@ type ClientInterface interface {
 	// Every field is optional, but at least one condition
 	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 	// `missedTicks`) must be set; a value out of its bounds is 400
-	// `invalid_request` naming the field. Replacing a policy keeps the job's
-	// status until the next decision.
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4008,8 +4008,8 @@ func (c *Client) GetPolicy(ctx context.Context, jobId JobID, reqEditors ...Reque
 // Every field is optional, but at least one condition
 // (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 // `missedTicks`) must be set; a value out of its bounds is 400
-// `invalid_request` naming the field. Replacing a policy keeps the job's
-// status until the next decision.
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4033,8 +4033,8 @@ func (c *Client) PutPolicyWithBody(ctx context.Context, jobId JobID, contentType
 // Every field is optional, but at least one condition
 // (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 // `missedTicks`) must be set; a value out of its bounds is 400
-// `invalid_request` naming the field. Replacing a policy keeps the job's
-// status until the next decision.
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6622,8 +6622,8 @@ type ClientWithResponsesInterface interface {
 	// Every field is optional, but at least one condition
 	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 	// `missedTicks`) must be set; a value out of its bounds is 400
-	// `invalid_request` naming the field. Replacing a policy keeps the job's
-	// status until the next decision.
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6637,8 +6637,8 @@ type ClientWithResponsesInterface interface {
 	// Every field is optional, but at least one condition
 	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 	// `missedTicks`) must be set; a value out of its bounds is 400
-	// `invalid_request` naming the field. Replacing a policy keeps the job's
-	// status until the next decision.
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11518,8 +11518,8 @@ func (c *ClientWithResponses) GetPolicyWithResponse(ctx context.Context, jobId J
 // Every field is optional, but at least one condition
 // (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 // `missedTicks`) must be set; a value out of its bounds is 400
-// `invalid_request` naming the field. Replacing a policy keeps the job's
-// status until the next decision.
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11539,8 +11539,8 @@ func (c *ClientWithResponses) PutPolicyWithBodyWithResponse(ctx context.Context,
 // Every field is optional, but at least one condition
 // (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 // `missedTicks`) must be set; a value out of its bounds is 400
-// `invalid_request` naming the field. Replacing a policy keeps the job's
-// status until the next decision.
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
