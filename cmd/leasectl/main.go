@@ -11,6 +11,7 @@
 //	leasectl repair --reason 'clock was two days fast' report
 //	leasectl trigger --reason 'rerun after the fix' report
 //	leasectl run --owed report -- /usr/local/bin/report.sh
+//	leasectl policy put --consecutive-failures 3 --max-runtime 2h report
 //	leasectl groups put --limit 2 warehouse
 //	leasectl run --schedule '0 * * * *' --group warehouse report -- /usr/local/bin/report.sh
 //
@@ -66,6 +67,7 @@ Usage:
   leasectl repair [flags] JOB                   undo the marks of ticks ahead of the clock (admin)
   leasectl trigger [flags] JOB                  run now: JOB owes one manual tick (admin)
   leasectl run --owed [flags] JOB -- COMMAND    run COMMAND for the tick JOB owes, if any
+  leasectl policy get|put|delete [flags] JOB    alert policy: when JOB is alerting (put, delete: admin)
   leasectl groups list|get|put|delete [flags]   concurrency groups: at most K of their jobs at once
 
 Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
@@ -91,6 +93,8 @@ func dispatch(args []string, env environment) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		return triggerCommand(ctx, rest, env)
+	case "policy":
+		return policyCommand(rest, env)
 	case "groups":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()

@@ -340,6 +340,9 @@ func printLease(w io.Writer, v leaseView, now time.Time) error {
 	if l.Paused {
 		fmt.Fprintf(tw, "PAUSED\t%s by %s: %s\n", bad.at("pausedAt", l.PausedAt, now), stringOrNone(l.PausedBy), stringOrNone(l.PausedReason))
 	}
+	if l.Alerting {
+		fmt.Fprintf(tw, "ALERTING\t%s\n", alertReasons(l.AlertReasons))
+	}
 	return tw.Flush()
 }
 

@@ -122,6 +122,9 @@ export class Client {
     listGroups: 'listGroups',
     deleteGroup: 'deleteGroup',
     leaveGroup: 'leaveGroup',
+    putPolicy: 'putPolicy',
+    getPolicy: 'policy',
+    deletePolicy: 'deletePolicy',
     healthz: 'healthz',
     readyz: 'readyz',
     metrics: 'metrics',
@@ -332,6 +335,43 @@ export class Client {
   /** Takes a retired job out of its group (DELETE /leases/{jobId}/group, role admin); a grant it holds keeps its slot until it ends. */
   leaveGroup(jobId, opts) {
     return this.#call('DELETE', `${leasePath(jobId)}/group`, { schema: 'Lease' }, opts);
+  }
+
+  // Alert policies.
+
+  /**
+   * Sets the alert policy of `jobId` (PUT /leases/{jobId}/policy, role
+   * admin), replacing the one it had: what is not given is not set. The
+   * body is the spec's PolicyBody: `consecutiveFailures`, `failureRate`
+   * ({threshold, runs}), `maxRuntimeMs`, `minRuntimeMs`, `missedTicks`
+   * (at least one of these), `recoveryThreshold` and `realertAfterMs`. The
+   * answer is the JobPolicy, decided at once (it may already be alerting);
+   * `invalid_request` names the field of a value out of bounds, `not_found`
+   * a job without a lease.
+   */
+  putPolicy(jobId, body = {}, opts) {
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new TypeError('putPolicy needs a policy object');
+    }
+    const { consecutiveFailures, failureRate, maxRuntimeMs, minRuntimeMs, missedTicks, recoveryThreshold, realertAfterMs, ...unknown } = body;
+    const extra = Object.keys(unknown);
+    if (extra.length > 0) {
+      throw new TypeError(`unknown policy field ${JSON.stringify(extra[0])}`);
+    }
+    if ([consecutiveFailures, failureRate, maxRuntimeMs, minRuntimeMs, missedTicks].every((v) => v === undefined)) {
+      throw new TypeError('a policy needs at least one of consecutiveFailures, failureRate, maxRuntimeMs, minRuntimeMs, missedTicks');
+    }
+    return this.#call('PUT', `${leasePath(jobId)}/policy`, { body, schema: 'JobPolicy' }, opts);
+  }
+
+  /** The alert policy of `jobId` and where it stands (GET /leases/{jobId}/policy); `policy_not_found` when it has none, `not_found` for an unknown job. */
+  policy(jobId, opts) {
+    return this.#call('GET', `${leasePath(jobId)}/policy`, { schema: 'JobPolicy' }, opts);
+  }
+
+  /** Removes the alert policy of `jobId` (DELETE /leases/{jobId}/policy, role admin), telling no webhook; `policy_not_found` when it has none. */
+  deletePolicy(jobId, opts) {
+    return this.#call('DELETE', `${leasePath(jobId)}/policy`, {}, opts);
   }
 
   /** Creates a credential ({name, role, scopes, ratePerSecond}); the answer's `token` is shown this once. */

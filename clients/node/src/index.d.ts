@@ -36,6 +36,10 @@ export type WebhookList = { webhooks: Webhook[] } & Read;
 export type GroupHolder = Timed<Schemas['GroupHolder'], 'expiresAt'> & Read;
 export type Group = Omit<Timed<Schemas['Group'], 'createdAt'>, 'holders'> & { holders: GroupHolder[] } & Read;
 export type GroupList = Omit<Schemas['GroupList'], 'groups'> & { groups: Group[] } & Read;
+/** A job's alert policy and where it stands: `status` ok or alerting, `alertReasons` of the current episode. */
+export type JobPolicy = Timed<Schemas['JobPolicy'], 'statusSince' | 'lastAlertAt' | 'updatedAt'> & Read;
+/** The body of putPolicy: the conditions, at least one of consecutiveFailures, failureRate, maxRuntimeMs, minRuntimeMs, missedTicks. */
+export type PolicyBody = Schemas['PolicyBody'];
 
 /** The problem codes of leaseapi, and the two the client sets itself. */
 export type ErrorCode = Schemas['Problem']['code'] | 'connection_failed' | 'protocol_error';
@@ -140,6 +144,9 @@ export class Client {
   groups(query?: { prefix?: string; limit?: number }, opts?: CallOptions): AsyncGenerator<Group>;
   deleteGroup(name: string, opts?: CallOptions): Promise<void>;
   leaveGroup(jobId: string, opts?: CallOptions): Promise<Lease>;
+  putPolicy(jobId: string, body: PolicyBody, opts?: CallOptions): Promise<JobPolicy>;
+  policy(jobId: string, opts?: CallOptions): Promise<JobPolicy>;
+  deletePolicy(jobId: string, opts?: CallOptions): Promise<void>;
   healthz(opts?: CallOptions): Promise<Status>;
   readyz(opts?: CallOptions): Promise<Status>;
   metrics(opts?: CallOptions): Promise<string>;

@@ -67,6 +67,8 @@ export const SCHEMAS = {
   Webhook: { times: ['createdAt'], nested: { lastDelivery: 'WebhookDelivery' } },
   CreatedWebhook: { times: ['createdAt'], nested: { lastDelivery: 'WebhookDelivery' } },
   WebhookList: { times: [], nested: { webhooks: ['Webhook'] } },
+  JobPolicy: { times: ['statusSince', 'lastAlertAt', 'updatedAt'], nested: { failureRate: 'FailureRate' } },
+  FailureRate: { times: [] },
 };
 
 /**

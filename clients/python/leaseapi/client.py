@@ -19,8 +19,10 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 from . import errors
 from .models import (
     Credential,
+    FailureRate,
     Group,
     GroupPage,
+    JobPolicy,
     Lease,
     LeasePage,
     Owed,
@@ -128,6 +130,9 @@ class Client:
         "listGroups": "list_groups",
         "deleteGroup": "delete_group",
         "leaveGroup": "leave_group",
+        "putPolicy": "put_policy",
+        "getPolicy": "policy",
+        "deletePolicy": "delete_policy",
     }
 
     def __init__(
@@ -456,6 +461,66 @@ class Client:
         deleted; a grant it holds keeps its slot until it ends."""
         return self._call("DELETE", f"/leases/{_segment(job_id)}/group", retry_for=retry_for, parse=Lease.from_json)
 
+    # Alert policies.
+
+    def put_policy(
+        self,
+        job_id: str,
+        *,
+        consecutive_failures: Optional[int] = None,
+        failure_rate: Optional[FailureRate] = None,
+        max_runtime: Optional[Seconds] = None,
+        min_runtime: Optional[Seconds] = None,
+        missed_ticks: Optional[int] = None,
+        recovery_threshold: Optional[int] = None,
+        realert_after: Optional[Seconds] = None,
+        retry_for: Optional[Seconds] = None,
+    ) -> JobPolicy:
+        """Sets the alert policy of ``job_id`` (``PUT
+        /leases/{jobId}/policy``, role admin), replacing the one it had:
+        what is not given is not set. The job is alerting when any
+        condition holds: ``consecutive_failures`` failed or expired runs in
+        a row, a ``failure_rate``, a run held longer than ``max_runtime``,
+        one that succeeded sooner than ``min_runtime``, ``missed_ticks``
+        missed ticks in a row; it is ok again after ``recovery_threshold``
+        successes in a row (1 when not given) with no condition holding.
+        ``realert_after`` repeats ``job.alerting`` while it stays alerting.
+        Durations are seconds (or a timedelta). The policy is decided at
+        once, so the answer may already be alerting.
+
+        At least one condition is needed. :class:`InvalidRequest` names the
+        field of a value out of bounds (counts 1 to 100, ``failure_rate.runs``
+        1 to 64, runtimes at most 7 days, ``realert_after`` 1 minute to 30
+        days); :class:`NotFound` for a job that has no lease yet."""
+        body: Dict[str, Any] = {}
+        for key, value in (("consecutiveFailures", consecutive_failures), ("missedTicks", missed_ticks), ("recoveryThreshold", recovery_threshold)):
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError(f"{key} {value!r} must be an integer")
+                body[key] = value
+        if failure_rate is not None:
+            if not isinstance(failure_rate, FailureRate):
+                raise ValueError(f"failure_rate {failure_rate!r} must be a FailureRate(threshold, runs)")
+            body["failureRate"] = {"threshold": failure_rate.threshold, "runs": failure_rate.runs}
+        for key, seconds in (("maxRuntimeMs", max_runtime), ("minRuntimeMs", min_runtime), ("realertAfterMs", realert_after)):
+            if seconds is not None:
+                body[key] = to_millis(seconds, key[: -len("Ms")])
+        if not body.keys() - {"recoveryThreshold", "realertAfterMs"}:
+            raise ValueError("a policy needs at least one of consecutive_failures, failure_rate, max_runtime, min_runtime, missed_ticks")
+        return self._call("PUT", f"/leases/{_segment(job_id)}/policy", body=body, retry_for=retry_for, parse=JobPolicy.from_json)
+
+    def policy(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> JobPolicy:
+        """The alert policy of ``job_id`` and where it stands (``GET
+        /leases/{jobId}/policy``); :class:`PolicyNotFound` when the job has
+        none, :class:`NotFound` when there is no such job."""
+        return self._call("GET", f"/leases/{_segment(job_id)}/policy", retry_for=retry_for, parse=JobPolicy.from_json)
+
+    def delete_policy(self, job_id: str, *, retry_for: Optional[Seconds] = None) -> None:
+        """Removes the alert policy of ``job_id`` (role admin), telling no
+        webhook; :class:`PolicyNotFound` when it has none, also when a retry
+        follows an attempt that removed it but got no answer back."""
+        self._call("DELETE", f"/leases/{_segment(job_id)}/policy", retry_for=retry_for, parse=_nothing)
+
     # Credentials and webhooks (role admin, within the caller's scopes).
 
     def create_credential(
@@ -502,7 +567,8 @@ class Client:
         retry_for: Optional[Seconds] = None,
     ) -> Webhook:
         """Subscribes ``url`` to ``events`` (``run.failed``, ``run.missed``,
-        ``job.overdue``, ...) of the jobs in ``scopes``; its signing
+        ``job.overdue``, ``job.alerting``, ``job.ok``, ...: see
+        :data:`WEBHOOK_EVENTS`) of the jobs in ``scopes``; its signing
         ``secret`` is in this answer only. ``format`` is ``standard`` (the
         server's default) or ``slack``. An address that is not globally
         reachable is refused unless the server allows private ones.

@@ -26,6 +26,7 @@ __all__ = [
     "Unauthorized",
     "Forbidden",
     "NotFound",
+    "PolicyNotFound",
     "CredentialExists",
     "GroupInUse",
     "IdempotencyKeyReused",
@@ -181,6 +182,13 @@ class NotFound(LeaseError):
     default_code = "not_found"
 
 
+class PolicyNotFound(NotFound):
+    """404 ``policy_not_found``: the job has no alert policy (a job that
+    does not exist is :class:`NotFound`)."""
+
+    default_code = "policy_not_found"
+
+
 class CredentialExists(LeaseError):
     """409 ``credential_exists``: a credential of this name and the same
     scopes exists (its token cannot be shown again; delete it or pick another
@@ -263,6 +271,7 @@ _BY_CODE: Dict[str, Type[LeaseError]] = {
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "not_found": NotFound,
+    "policy_not_found": PolicyNotFound,
     "credential_exists": CredentialExists,
     "idempotency_key_reused": IdempotencyKeyReused,
     "idempotency_key_in_flight": IdempotencyKeyInFlight,

@@ -33,9 +33,31 @@ __all__ = [
     "Credential",
     "Webhook",
     "WebhookDelivery",
+    "FailureRate",
+    "JobPolicy",
+    "WEBHOOK_EVENTS",
+    "ALERT_REASONS",
 ]
 
 Seconds = Union[float, int, timedelta]
+
+#: The events a webhook can subscribe to, as api/openapi.yaml names them (a
+#: test holds the two equal).
+WEBHOOK_EVENTS = (
+    "run.failed",
+    "run.expired",
+    "run.missed",
+    "job.overdue",
+    "run.succeeded",
+    "job.recovered",
+    "job.missed",
+    "job.alerting",
+    "job.ok",
+)
+
+#: The reasons an alert policy gives for a job that is alerting, in the
+#: order the service lists them.
+ALERT_REASONS = ("failures", "failure_rate", "runtime_exceeded", "runtime_too_short", "missed")
 
 
 def parse_time(value: str) -> datetime:
@@ -145,6 +167,11 @@ class Lease:
     #: to what the group's holders share); None when the grant took none.
     slot: Optional[int]
     slot_token: Optional[int]
+    #: True while the job's alert policy says it is alerting (False without
+    #: a policy), and the reasons of the current alerting episode (empty
+    #: while not alerting); see :meth:`Client.policy`.
+    alerting: bool
+    alert_reasons: List[str]
     raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
     #: The attributes that could not be read, by name, and why (they are
     #: None; ``raw`` keeps the text as sent). Empty for a lease read whole.
@@ -184,6 +211,8 @@ class Lease:
             group=data.get("group"),
             slot=_int(data, "slot"),
             slot_token=_int(data, "slotToken"),
+            alerting=bool(data.get("alerting", False)),
+            alert_reasons=list(data.get("alertReasons") or []),
             raw=dict(data),
             field_errors=errs,
         )
@@ -484,7 +513,7 @@ class WebhookDelivery:
 
     #: The event's ``webhook-id``, the same on every attempt.
     event_id: str
-    #: ``run.failed``, ``run.succeeded``, ``run.missed``, ``job.overdue``, ...
+    #: One of WEBHOOK_EVENTS: ``run.failed``, ``job.alerting``, ``job.ok``, ...
     event_type: str
     job_id: str
     attempt: int
@@ -559,6 +588,86 @@ class Webhook:
             last_delivery=None if last is None else WebhookDelivery.from_json(last),
             secret=data.get("secret"),
             raw=_without(data, "secret"),
+            field_errors=errs,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class FailureRate:
+    """A failure-rate condition of an alert policy: alerting when at least
+    ``threshold`` (more than 0, at most 1) of the newest ``runs`` (1 to 64)
+    finished runs failed or expired. Fewer than ``runs`` runs decide
+    nothing."""
+
+    threshold: float
+    runs: int
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPolicy:
+    """A job's alert policy and where it stands (``/leases/{jobId}/policy``).
+
+    The conditions not set are None; durations are seconds. ``status`` is
+    ``ok`` or ``alerting``; ``alert_reasons`` are the conditions that held
+    during the current alerting episode (empty while ok)."""
+
+    job_id: str
+    #: Alerting after that many failed or expired runs in a row.
+    consecutive_failures: Optional[int]
+    failure_rate: Optional[FailureRate]
+    #: Alerting on a run held longer than this, while it is still held.
+    max_runtime: Optional[float]
+    #: Alerting on a run that succeeded sooner than this.
+    min_runtime: Optional[float]
+    #: Alerting after that many missed ticks in a row.
+    missed_ticks: Optional[int]
+    #: How many successes in a row, with no condition holding, bring an
+    #: alerting job back to ok.
+    recovery_threshold: int
+    #: How often ``job.alerting`` is repeated while the job stays alerting;
+    #: None for never.
+    realert_after: Optional[float]
+    #: ``ok`` or ``alerting``.
+    status: str
+    alert_reasons: List[str]
+    #: When the status last changed (when the policy was set, at first).
+    #: None only when field_errors names it.
+    status_since: Optional[datetime]
+    #: When ``job.alerting`` was last told; None while ok.
+    last_alert_at: Optional[datetime]
+    #: When the policy was set, and by which credential (None when the API
+    #: was open).
+    updated_at: Optional[datetime]
+    updated_by: Optional[str]
+    raw: Dict[str, Any] = dataclasses.field(repr=False, compare=False)
+    #: As Lease.field_errors.
+    field_errors: Dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @property
+    def alerting(self) -> bool:
+        """Whether the job is alerting."""
+        return self.status == "alerting"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "JobPolicy":
+        errs: Dict[str, str] = {}
+        rate = data.get("failureRate")
+        return cls(
+            job_id=data["jobId"],
+            consecutive_failures=_int(data, "consecutiveFailures"),
+            failure_rate=None if rate is None else FailureRate(threshold=float(rate["threshold"]), runs=int(rate["runs"])),
+            max_runtime=_seconds(data, "maxRuntimeMs"),
+            min_runtime=_seconds(data, "minRuntimeMs"),
+            missed_ticks=_int(data, "missedTicks"),
+            recovery_threshold=int(data.get("recoveryThreshold", 1)),
+            realert_after=_seconds(data, "realertAfterMs"),
+            status=data["status"],
+            alert_reasons=list(data.get("alertReasons") or []),
+            status_since=_time(data, "statusSince", errs, "status_since"),
+            last_alert_at=_time(data, "lastAlertAt", errs, "last_alert_at"),
+            updated_at=_time(data, "updatedAt", errs, "updated_at"),
+            updated_by=data.get("updatedBy"),
+            raw=dict(data),
             field_errors=errs,
         )
 

@@ -34,3 +34,11 @@ def test_every_problem_code_has_its_error(spec: Spec) -> None:
         cls = errors.error_class(code, 400)
         assert cls is not errors.LeaseError, f"problem code {code!r} has no error class"
         assert cls.default_code in (code, "invalid_request", "unavailable"), f"{code!r} maps to {cls.__name__}"
+
+
+def test_webhook_events_are_the_spec_s(spec: Spec) -> None:
+    assert list(leaseapi.WEBHOOK_EVENTS) == spec.doc["components"]["schemas"]["WebhookEventType"]["enum"]
+
+
+def test_alert_reasons_are_the_spec_s(spec: Spec) -> None:
+    assert list(leaseapi.ALERT_REASONS) == spec.doc["components"]["schemas"]["AlertReason"]["enum"]

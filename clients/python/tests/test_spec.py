@@ -14,7 +14,7 @@ LEASE = {
     "schedule": None, "graceMs": None, "nextTick": None, "paused": False, "pausedAt": None, "pausedBy": None,
     "pausedReason": None, "missedTicks": 0, "skippedTicks": 0, "revokedBy": None,
     "catchUp": "none", "catchUpWindowMs": 86400000, "owedTick": None, "owedReason": None,
-    "group": None, "slot": None, "slotToken": None,
+    "group": None, "slot": None, "slotToken": None, "alerting": False,
 }
 
 

@@ -30,6 +30,12 @@ export async function example(): Promise<number> {
     return inGroup.error?.group?.limit ?? 4;
   }
   void expires;
+  const policy = await client.putPolicy('nightly', { consecutiveFailures: 3, failureRate: { threshold: 0.5, runs: 10 }, realertAfterMs: 3_600_000 });
+  const since: Date | null = policy.statusSince;
+  if (policy.status === 'alerting' && lease.alerting) {
+    return policy.alertReasons.includes('failures') ? 5 : (since?.getTime() ?? 6);
+  }
+  await client.deletePolicy('nightly');
   try {
     await client.get('nightly');
   } catch (err) {
