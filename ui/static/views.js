@@ -1,8 +1,8 @@
 // views.js renders the views (overview, lease table, job, groups, webhooks) from the
-// API's answers. Jobs whose alert policy holds them alerting come first in
-// every table of leases, with their reasons. Every view is an object with load() (fetch and render,
+// API's answers. Every view is an object with load() (fetch and render,
 // throws APIError) and tick() (once a second: times to expiry). Data is
-// only ever written as text.
+// only ever written as text. Jobs whose alert policy has them alerting come
+// first in every table of leases, with their reasons.
 
 import * as api from './api.js';
 import { h, s, replace, fmtTime, fmtDuration, fmtCount } from './dom.js';
