@@ -27,6 +27,10 @@ type JobHealth struct {
 	Paused bool
 	// MissedTicks is the lease's counter of missed ticks.
 	MissedTicks int64
+	// AlertStatus is where the job's alert policy stands, "" without one
+	// (Lease.AlertStatus); AlertReasons are the reasons of an alerting job.
+	AlertStatus  AlertStatus
+	AlertReasons []AlertReason
 }
 
 // JobHealthPage is the health of the first jobs in job id order.

@@ -28,8 +28,9 @@ import (
 const testMetricsToken = "scrape-token"
 
 // scrapeMetrics starts a leaseapi with the per-job series on, walks it
-// through the life of a lease and of a full concurrency group so that
-// every labelled metric has a series, and returns its /metrics.
+// through the life of a lease, of a full concurrency group and of a job its
+// alert policy holds alerting, so that every labelled metric has a series,
+// and returns its /metrics.
 func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
 	t.Helper()
 	cfg := serveConfig(t)
@@ -37,13 +38,15 @@ func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
 	srv = startServe(t, cfg)
 	job := strings.TrimPrefix(exerciseLease(t, srv.url), srv.url+"/leases/")
 	group := exerciseGroup(t, srv.url)
+	alerting := exerciseAlerting(t, srv.url)
 	// The refresher runs every 10 ms: wait for a refresh after the job's
-	// first run ended, which has every series of the job, and after the
-	// group's grant (bounded).
+	// first run ended, which has every series of the job, after the
+	// group's grant and after the alerting job's policy was set (bounded).
 	for range 1000 {
 		body = getMetrics(t, srv.url, testMetricsToken)
 		if bytes.Contains(body, []byte(`leaseapi_job_last_success_timestamp_seconds{job_id="`+job+`"`)) &&
-			bytes.Contains(body, []byte(`leaseapi_group_held{group="`+group+`",team=""} 1`)) {
+			bytes.Contains(body, []byte(`leaseapi_group_held{group="`+group+`",team=""} 1`)) &&
+			bytes.Contains(body, []byte(`leaseapi_job_alerting{job_id="`+alerting+`",reason="failures",team=""} 1`)) {
 			if !bytes.Contains(body, []byte(`leaseapi_group_full_total{group="`+group+`",team=""} 1`)) {
 				t.Fatalf("/metrics does not count the group_full of %s:\n%s", group, body)
 			}
@@ -53,6 +56,26 @@ func scrapeMetrics(t *testing.T) (srv *server, body []byte) {
 	}
 	t.Fatalf("/metrics has no series of job %s after 1000 refreshes", job)
 	return nil, nil
+}
+
+// exerciseAlerting gives a new job on the server at base a failed run and
+// then an alert policy that this run makes alerting (for the reason
+// failures), and returns the job's id.
+func exerciseAlerting(t *testing.T, base string) string {
+	t.Helper()
+	job := fmt.Sprintf("alerting-%d-%d", time.Now().UnixNano(), jobSeq.Add(1))
+	url := base + "/leases/" + job
+	if got := do(t, http.MethodPost, url+"/acquire", `{"owner":"replica-a","ttlMs":30000}`); got.status != http.StatusOK {
+		t.Fatalf("acquire %s = %d %v, want 200", job, got.status, got.body)
+	}
+	if got := do(t, http.MethodPost, url+"/release", `{"owner":"replica-a","token":1,"outcome":"failed"}`); got.status != http.StatusOK {
+		t.Fatalf("release %s = %d %v, want 200", job, got.status, got.body)
+	}
+	got := do(t, http.MethodPut, url+"/policy", `{"consecutiveFailures":1}`)
+	if got.status != http.StatusOK || got.body["status"] != "alerting" {
+		t.Fatalf("PUT /leases/%s/policy = %d %v, want 200 alerting", job, got.status, got.body)
+	}
+	return job
 }
 
 // getMetrics reads base's /metrics with the bearer token (none when empty).

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -18,7 +19,10 @@ type jobSeries struct {
 	page atomic.Pointer[leaseapi.JobHealthPage]
 
 	lastSuccess, lastFinish, failures, lastDuration, overdue, paused, missed *prometheus.Desc
-	truncated                                                                *prometheus.Desc
+	// alerting is labelled with the reason too: one series per reason of
+	// an alerting job.
+	alerting  *prometheus.Desc
+	truncated *prometheus.Desc
 }
 
 // DefaultJobSeriesLimit is how many jobs have per-job series by default.
@@ -44,6 +48,9 @@ func newJobSeries() *jobSeries {
 			"1 when the job is scheduled, not paused, its newest decided tick was missed and no grant started since; else 0."),
 		paused: desc("leaseapi_job_paused", "1 when the job is paused; else 0."),
 		missed: desc("leaseapi_job_missed_ticks", "Ticks of the job that ran on no replica (the lease's counter)."),
+		alerting: prometheus.NewDesc("leaseapi_job_alerting",
+			"1 for each reason (failures, failure_rate, runtime_exceeded, runtime_too_short, missed) of a job its alert policy holds alerting; no series for a job that is ok or has no policy. As of the last refresh.",
+			append(slices.Clone(jobLabels), "reason"), nil),
 		truncated: prometheus.NewDesc("leaseapi_job_metrics_truncated",
 			"Jobs left out of the per-job series by LEASEAPI_JOB_METRICS_LIMIT (the series cover the first jobs in job id order), as of the last refresh.", nil, nil),
 	}
@@ -52,7 +59,7 @@ func newJobSeries() *jobSeries {
 // Describe implements prometheus.Collector.
 func (s *jobSeries) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.lastSuccess, s.lastFinish, s.failures, s.lastDuration,
-		s.overdue, s.paused, s.missed, s.truncated} {
+		s.overdue, s.paused, s.missed, s.alerting, s.truncated} {
 		ch <- d
 	}
 }
@@ -82,6 +89,11 @@ func (s *jobSeries) Collect(ch chan<- prometheus.Metric) {
 		gauge(s.overdue, bit(h.Overdue))
 		gauge(s.paused, bit(h.Paused))
 		gauge(s.missed, float64(h.MissedTicks))
+		if h.AlertStatus == leaseapi.AlertAlerting {
+			for _, r := range h.AlertReasons {
+				ch <- prometheus.MustNewConstMetric(s.alerting, prometheus.GaugeValue, 1, append(labels, string(r))...)
+			}
+		}
 	}
 }
 

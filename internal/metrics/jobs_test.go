@@ -27,7 +27,8 @@ func TestTeam(t *testing.T) {
 }
 
 // TestJobSeries: the refresher reads the first jobs' health from the store
-// into the per-job series, with their team, and counts the jobs left out.
+// into the per-job series, with their team (and the reasons of an alerting
+// job), and counts the jobs left out.
 func TestJobSeries(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -55,6 +56,16 @@ func TestJobSeries(t *testing.T) {
 	if _, err := s.Pause(ctx, &leaseapi.PauseParams{JobID: "ops.backup"}); err != nil {
 		t.Fatal(err)
 	}
+	// billing:invoices's policy holds it alerting for two reasons;
+	// ops.backup's holds it ok, which has no alerting series.
+	for job, p := range map[string]leaseapi.AlertPolicy{
+		"billing:invoices": {ConsecutiveFailures: 2, FailureRate: &leaseapi.FailureRate{Threshold: 0.5, Runs: 2}},
+		"ops.backup":       {ConsecutiveFailures: 1},
+	} {
+		if _, err := s.PutPolicy(ctx, &leaseapi.PutPolicyParams{JobID: job, Policy: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r, err := metrics.NewStatsRefresher(s, m, time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +74,10 @@ func TestJobSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = `
+# HELP leaseapi_job_alerting 1 for each reason (failures, failure_rate, runtime_exceeded, runtime_too_short, missed) of a job its alert policy holds alerting; no series for a job that is ok or has no policy. As of the last refresh.
+# TYPE leaseapi_job_alerting gauge
+leaseapi_job_alerting{job_id="billing:invoices",reason="failure_rate",team="billing:"} 1
+leaseapi_job_alerting{job_id="billing:invoices",reason="failures",team="billing:"} 1
 # HELP leaseapi_job_consecutive_failures Failed or expired runs of the job since its newest succeeded run (all of them when none succeeded). As of the last refresh.
 # TYPE leaseapi_job_consecutive_failures gauge
 leaseapi_job_consecutive_failures{job_id="billing:invoices",team="billing:"} 2
@@ -75,7 +90,7 @@ leaseapi_job_metrics_truncated 1
 leaseapi_job_paused{job_id="billing:invoices",team="billing:"} 0
 leaseapi_job_paused{job_id="ops.backup",team="ops."} 1
 `
-	names := []string{"leaseapi_job_consecutive_failures", "leaseapi_job_metrics_truncated", "leaseapi_job_paused"}
+	names := []string{"leaseapi_job_alerting", "leaseapi_job_consecutive_failures", "leaseapi_job_metrics_truncated", "leaseapi_job_paused"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
@@ -100,8 +115,10 @@ leaseapi_job_paused{job_id="ops.backup",team="ops."} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(after), "leaseapi_job_paused"); err != nil {
 		t.Error(err)
 	}
-	if got, err := testutil.GatherAndCount(reg, "leaseapi_job_consecutive_failures"); err != nil || got != 1 {
-		t.Errorf("leaseapi_job_consecutive_failures after billing:invoices went: %d series (%v), want 1", got, err)
+	for name, n := range map[string]int{"leaseapi_job_consecutive_failures": 1, "leaseapi_job_alerting": 0} {
+		if got, err := testutil.GatherAndCount(reg, name); err != nil || got != n {
+			t.Errorf("%s after billing:invoices went: %d series (%v), want %d", name, got, err, n)
+		}
 	}
 }
 

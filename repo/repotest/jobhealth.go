@@ -2,6 +2,7 @@ package repotest
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -10,9 +11,10 @@ import (
 	"github.com/leaseapi/leaseapi"
 )
 
-// testJobHealth: each field of JobHealth for jobs in every condition, the
-// job id order and the limit with its truncation count. It reads every
-// job of the database, so it runs while no other subtest writes.
+// testJobHealth: each field of JobHealth for jobs in every condition (an
+// alerting policy and an ok one among them), the job id order and the
+// limit with its truncation count. It reads every job of the database, so
+// it runs while no other subtest writes.
 func testJobHealth(t *testing.T, b *bundle) {
 	ctx, a := t.Context(), b.owner("a")
 	run := func(job string, outcome leaseapi.Outcome) leaseapi.Lease {
@@ -45,6 +47,20 @@ func testJobHealth(t *testing.T, b *bundle) {
 	reg := b.acquire(t, leaseapi.AcquireParams{JobID: overdue, Owner: a, TTL: longTTL, Schedule: everySecond, Grace: shortGrace})
 	registered := b.release(t, leaseapi.ReleaseParams{JobID: overdue, Owner: a, Token: reg.Token, Outcome: leaseapi.OutcomeSucceeded})
 	b.sweepUntil(t, overdue, "a missed tick", func(l leaseapi.Lease) bool { return l.MissedTicks >= 1 })
+	// A job whose policy alerts, for two reasons, and one whose policy is
+	// ok: the policy is decided as it is set.
+	alerting, policyOK := b.job("alerting"), b.job("policy-ok")
+	run(alerting, leaseapi.OutcomeFailed)
+	alertingLast := run(alerting, leaseapi.OutcomeFailed)
+	policyOKLast := run(policyOK, leaseapi.OutcomeSucceeded)
+	for job, p := range map[string]leaseapi.AlertPolicy{
+		alerting: {ConsecutiveFailures: 2, FailureRate: &leaseapi.FailureRate{Threshold: 1, Runs: 2}},
+		policyOK: {ConsecutiveFailures: 2},
+	} {
+		if _, err := b.store.PutPolicy(ctx, &leaseapi.PutPolicyParams{JobID: job, Policy: p}); err != nil {
+			t.Fatalf("PutPolicy %s: %v", job, err)
+		}
+	}
 
 	page, err := b.store.JobHealth(ctx, leaseapi.MaxJobHealthLimit)
 	if err != nil {
@@ -82,6 +98,11 @@ func testJobHealth(t *testing.T, b *bundle) {
 			LastDuration: lasted(pausedOK.AcquiredAt, *pausedOK.ReleasedAt), Paused: true},
 		overdue: {JobID: overdue, LastSuccess: ms(*registered.ReleasedAt), LastFinish: ms(*registered.ReleasedAt),
 			LastDuration: lasted(registered.AcquiredAt, *registered.ReleasedAt), Overdue: true, MissedTicks: overdueLease.MissedTicks},
+		alerting: {JobID: alerting, LastFinish: ended(alertingLast), LastDuration: lasted(alertingLast.AcquiredAt, *alertingLast.ReleasedAt),
+			ConsecutiveFailures: 2, AlertStatus: leaseapi.AlertAlerting,
+			AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonFailures, leaseapi.ReasonFailureRate}},
+		policyOK: {JobID: policyOK, LastSuccess: ended(policyOKLast), LastFinish: ended(policyOKLast),
+			LastDuration: lasted(policyOKLast.AcquiredAt, *policyOKLast.ReleasedAt), AlertStatus: leaseapi.AlertOK},
 	}
 	if got[never].LastFinish.IsZero() {
 		t.Errorf("JobHealth %s: LastFinish zero after a failed run", never)
@@ -90,7 +111,7 @@ func testJobHealth(t *testing.T, b *bundle) {
 		t.Errorf("JobHealth: %d jobs of this subtest, want %d", len(got), len(want))
 	}
 	for id, w := range want {
-		if g := got[id]; g != w {
+		if g := got[id]; !reflect.DeepEqual(g, w) {
 			t.Errorf("JobHealth %s:\n got %+v\nwant %+v", id, g, w)
 		}
 	}
@@ -105,7 +126,7 @@ func testJobHealth(t *testing.T, b *bundle) {
 		if err != nil {
 			t.Fatalf("JobHealth(%d): %v", limit, err)
 		}
-		if !slices.Equal(p.Jobs, page.Jobs[:limit]) || p.Truncated != total-int64(limit) {
+		if !reflect.DeepEqual(p.Jobs, page.Jobs[:limit]) || p.Truncated != total-int64(limit) {
 			t.Errorf("JobHealth(%d): %d jobs, truncated %d; want the first %d of %d, truncated %d",
 				limit, len(p.Jobs), p.Truncated, limit, total, total-int64(limit))
 		}

@@ -596,6 +596,66 @@ func TestConsole(t *testing.T) {
 		screenshot(t, ctx, "console-job")
 	})
 
+	t.Run("Policies", func(t *testing.T) {
+		// In job id order the alerting job comes last; the console lists
+		// it first, with its reason.
+		fine, none, failing := "alert:a-fine", "alert:b-none", "alert:c-failing"
+		closed.release(t, closed.acquire(t, fine, "pod-a", 600000), "succeeded")
+		closed.release(t, closed.acquire(t, none, "pod-a", 600000), "succeeded")
+		for range 2 {
+			closed.release(t, closed.acquire(t, failing, "pod-a", 600000), "failed")
+		}
+		closed.must(t, http.MethodPut, "/leases/"+fine+"/policy", map[string]any{"consecutiveFailures": 1}, nil)
+		var policy struct {
+			Status       string   `json:"status"`
+			AlertReasons []string `json:"alertReasons"`
+		}
+		closed.must(t, http.MethodPut, "/leases/"+failing+"/policy", map[string]any{"consecutiveFailures": 2, "missedTicks": 3}, &policy)
+		if policy.Status != "alerting" || !slices.Equal(policy.AlertReasons, []string{"failures"}) {
+			t.Fatalf("policy of %s: %+v, want alerting for failures", failing, policy)
+		}
+
+		ctx := tab(t, bctx)
+		open(t, ctx, closed, "#/leases?prefix=alert:", closed.admin)
+		until(t, ctx, `document.querySelectorAll('table.leases tbody tr').length === 3`)
+		if got := textOf(t, ctx, `table.leases tbody th`); !slices.Equal(got, []string{failing, fine, none}) {
+			t.Errorf("lease table: %q, want the alerting %s first, then the others by job id", got, failing)
+		}
+		if got := textOf(t, ctx, `table.leases tbody tr[data-job="`+failing+`"] td:nth-of-type(1)`); len(got) != 1 || got[0] != "released alerting failures" {
+			t.Errorf("state of %s: %q, want released alerting failures", failing, got)
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll('table.leases .flag-alerting').length`); n != 1 {
+			t.Errorf("%d jobs flagged alerting, want 1", n)
+		}
+		if caption := textOf(t, ctx, `table.leases caption`); len(caption) != 1 || !strings.HasSuffix(caption[0], "; alerting job first") {
+			t.Errorf("caption %q, want it to say the alerting job comes first", caption)
+		}
+		screenshot(t, ctx, "console-alerting")
+
+		// The alerting job's page: its policy, status and reasons.
+		open(t, ctx, closed, "#/jobs/"+failing, "")
+		until(t, ctx, fmt.Sprintf(`document.querySelector('#job-id')?.textContent === %q && document.querySelector('#policy-status') !== null`, failing))
+		for sel, want := range map[string]string{`#policy-status`: "alerting", `#policy-reasons`: "failures", `h1 .flag-alerting`: "alerting"} {
+			if got := textOf(t, ctx, sel); len(got) != 1 || got[0] != want {
+				t.Errorf("%s on the page of %s: %q, want %s", sel, failing, got, want)
+			}
+		}
+		if got := textOf(t, ctx, `#policy-conditions li`); !slices.Equal(got, []string{"2 runs in a row failed or expired", "3 missed ticks in a row"}) {
+			t.Errorf("conditions of %s: %q", failing, got)
+		}
+		screenshot(t, ctx, "console-job-policy")
+		// An ok job's policy, and a job without one.
+		// The tab keeps the page: wait for the job's own view.
+		open(t, ctx, closed, "#/jobs/"+fine, "")
+		until(t, ctx, fmt.Sprintf(`document.querySelector('#job-id')?.textContent === %q && document.querySelector('#policy-status') !== null`, fine))
+		if got := textOf(t, ctx, `#policy-status`); got[0] != "ok" || eval[int](t, ctx, `document.querySelectorAll('#policy-reasons, .flag-alerting').length`) != 0 {
+			t.Errorf("the page of %s: status %q with reasons shown, want ok without any", fine, got)
+		}
+		open(t, ctx, closed, "#/jobs/"+none, "")
+		until(t, ctx, fmt.Sprintf(`document.querySelector('#job-id')?.textContent === %q && document.querySelector('#policy-none') !== null`, none))
+		noCSPViolations(t, ctx)
+	})
+
 	t.Run("RevokeAsksFirst", func(t *testing.T) {
 		ctx := tab(t, bctx)
 		open(t, ctx, closed, "#/jobs/billing:invoices", closed.admin)

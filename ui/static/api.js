@@ -124,6 +124,8 @@ export const resume = (id) => call('POST', `${job(id)}/resume`, {});
 // repair undoes what ticks ahead of the server's clock did to the job.
 export const repair = (id, reason) => call('POST', `${job(id)}/repair`, reason ? { reason } : {});
 export const forgetSchedule = (id) => call('DELETE', `${job(id)}/schedule`);
+// The job's alert policy and where it stands; 404 policy_not_found when it has none.
+export const getPolicy = (id) => call('GET', `${job(id)}/policy`);
 // trigger (run now) makes the job owe one manual tick. The key is the
 // Idempotency-Key of this one confirmed action: sent again, it answers the
 // same tick instead of owing a second run.

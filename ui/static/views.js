@@ -1,7 +1,8 @@
 // views.js renders the views (overview, lease table, job, groups, webhooks) from the
 // API's answers. Every view is an object with load() (fetch and render,
 // throws APIError) and tick() (once a second: times to expiry). Data is
-// only ever written as text.
+// only ever written as text. Jobs whose alert policy has them alerting come
+// first in every table of leases, with their reasons.
 
 import * as api from './api.js';
 import { h, s, replace, fmtTime, fmtDuration, fmtCount } from './dom.js';
@@ -45,12 +46,25 @@ function timeCell(iso) {
   return h('td', { class: 'time' }, iso ? h('time', { datetime: iso }, fmtTime(iso)) : '—');
 }
 
-/** leaseTable is the table of a page of leases. */
+/** alertingFlag shows that a job is alerting, with its reasons as text (none when it is not). */
+function alertingFlag(lease) {
+  if (!lease.alerting) return null;
+  return [' ', h('span', { class: 'badge flag-alerting' }, 'alerting'), ' ',
+    h('span', { class: 'reasons' }, (lease.alertReasons || []).join(', '))];
+}
+
+/** alertingFirst orders leases with the alerting ones first, each part in its own order. */
+function alertingFirst(leases) {
+  return [...leases.filter((l) => l.alerting), ...leases.filter((l) => !l.alerting)];
+}
+
+/** leaseTable is the table of a page of leases, the alerting ones first. */
 export function leaseTable(leases, caption) {
-  const rows = leases.map((l) =>
-    h('tr', { 'data-job': l.jobId },
+  const alerting = leases.filter((l) => l.alerting).length;
+  const rows = alertingFirst(leases).map((l) =>
+    h('tr', { 'data-job': l.jobId, 'data-alerting': l.alerting ? 'true' : null },
       h('th', { scope: 'row' }, h('a', { href: jobHref(l.jobId), 'data-focus': `job:${l.jobId}` }, l.jobId)),
-      h('td', null, badge('state', l.state), l.paused ? [' ', badge('flag', 'paused')] : null,
+      h('td', null, badge('state', l.state), l.paused ? [' ', badge('flag', 'paused')] : null, alertingFlag(l),
         l.owedTick ? [' ', h('span', { class: 'badge flag-owed', title: `owes ${fmtTime(l.owedTick)} (${l.owedReason})` }, 'owed')] : null),
       h('td', { class: 'owner' }, l.owner),
       h('td', { class: 'num' }, String(l.token)),
@@ -59,6 +73,8 @@ export function leaseTable(leases, caption) {
       expiryCell(l),
       h('td', null, l.lastOutcome ? badge('outcome', l.lastOutcome) : h('span', { class: 'muted' }, 'none yet')),
     ));
+  const first = `alerting job${alerting === 1 ? '' : 's'} first`;
+  if (alerting) caption = caption ? `${caption}; ${first}` : `The ${first}`;
   return h('table', { class: 'leases' },
     caption ? h('caption', null, caption) : null,
     h('thead', null, h('tr', null,
@@ -296,6 +312,47 @@ function newKey() {
   return `console-${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
 }
 
+/** conditions are the set conditions of a policy, in words. */
+function conditions(p) {
+  const runs = (n) => `${n} run${n === 1 ? '' : 's'}`;
+  return [
+    p.consecutiveFailures ? `${runs(p.consecutiveFailures)} in a row failed or expired` : null,
+    p.failureRate ? `at least ${Math.round(p.failureRate.threshold * 1000) / 10}% of the newest ${runs(p.failureRate.runs)} failed or expired` : null,
+    p.maxRuntimeMs ? `a run held longer than ${fmtDuration(p.maxRuntimeMs)}` : null,
+    p.minRuntimeMs ? `a success sooner than ${fmtDuration(p.minRuntimeMs)}` : null,
+    p.missedTicks ? `${p.missedTicks} missed tick${p.missedTicks === 1 ? '' : 's'} in a row` : null,
+  ].filter(Boolean);
+}
+
+/** policySection shows the job's alert policy and where it stands, or that it has none. */
+function policySection(policy) {
+  if (!policy) {
+    return section('Alert policy', h('p', { class: 'muted', id: 'policy-none' },
+      'No alert policy: set one with PUT /leases/{jobId}/policy to be told (job.alerting, job.ok) when this job fails, runs too long or too short, or misses its ticks.'));
+  }
+  const alerting = policy.status === 'alerting';
+  return section('Alert policy', dl([
+    ['Status', h('span', { class: `badge policy-${policy.status}`, id: 'policy-status' }, policy.status)],
+    alerting ? ['Reasons', h('span', { class: 'reasons', id: 'policy-reasons' }, policy.alertReasons.join(', '))] : null,
+    [alerting ? 'Alerting since' : 'OK since', when(policy.statusSince)],
+    alerting ? ['Last told', when(policy.lastAlertAt)] : null,
+    ['Alerts on', h('ul', { class: 'conditions', id: 'policy-conditions' }, conditions(policy).map((c) => h('li', null, c)))],
+    ['Recovers after', `${policy.recoveryThreshold} clean success${policy.recoveryThreshold === 1 ? '' : 'es'} in a row`],
+    ['Repeats', policy.realertAfterMs ? `every ${fmtDuration(policy.realertAfterMs)} while alerting` : 'never'],
+    ['Set', [when(policy.updatedAt), policy.updatedBy ? ` by ${policy.updatedBy}` : null]],
+  ]));
+}
+
+/** getPolicy reads the job's policy, null when it has none. */
+async function getPolicy(id) {
+  try {
+    return await api.getPolicy(id);
+  } catch (e) {
+    if (e.status === 404) return null;
+    throw e;
+  }
+}
+
 export function job(ctx, route) {
   const id = route.id;
   let root = null;
@@ -350,11 +407,11 @@ export function job(ctx, route) {
         }
         throw e;
       }
-      const runs = (await api.listRuns(id, 100)).runs;
+      const [runs, policy] = await Promise.all([api.listRuns(id, 100).then((r) => r.runs), getPolicy(id)]);
       root = h('div', null,
         h('p', { class: 'crumbs' }, h('a', { href: '#/leases' }, 'Leases'), ' › ', h('span', null, id)),
         h('h1', { tabindex: '-1' }, h('span', { class: 'jobid', id: 'job-id' }, lease.jobId), ' ', badge('state', lease.state),
-          lease.paused ? [' ', badge('flag', 'paused')] : null),
+          lease.paused ? [' ', badge('flag', 'paused')] : null, alertingFlag(lease)),
         actions(lease),
         h('div', { class: 'columns' },
           section('Lease', dl([
@@ -387,7 +444,8 @@ export function job(ctx, route) {
             lease.paused ? ['Paused by', lease.pausedBy ?? '—'] : null,
             lease.paused ? ['Paused at', when(lease.pausedAt)] : null,
             lease.paused ? ['Reason', lease.pausedReason || h('span', { class: 'muted' }, 'none given')] : null,
-          ]))),
+          ])),
+          policySection(policy)),
         section('Runs',
           runs.length ? [durationChart(runs), runsTable(runs, false, `The newest ${runs.length} runs, newest first`)]
             : empty('No runs are recorded for this job (runs are kept for the history retention).')),

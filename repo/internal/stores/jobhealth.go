@@ -37,6 +37,8 @@ SELECT l.job_id,
 	CASE WHEN l.paused_at IS NOT NULL THEN 1 ELSE 0 END AS paused,
 	CASE WHEN ` + OverdueCondition + ` THEN 1 ELSE 0 END AS overdue,
 	l.missed_ticks,
+	l.alert_status,
+	l.alert_reasons,
 	CASE WHEN l.revoked_at IS NULL AND l.released_at IS NULL AND l.expires_at <= ` + d.Now + ` THEN 1 ELSE 0 END AS open_expired,
 	` + d.Ms("l.acquired_at") + ` AS acquired_ms,
 	` + d.Ms("l.expires_at") + ` AS expires_ms,
@@ -54,19 +56,21 @@ ORDER BY l.job_id`
 
 // JobHealthRow is one row of JobHealthSQL.
 type JobHealthRow struct {
-	JobID          string        `db:"job_id"`
-	Paused         int64         `db:"paused"`
-	Overdue        int64         `db:"overdue"`
-	MissedTicks    int64         `db:"missed_ticks"`
-	OpenExpired    int64         `db:"open_expired"`
-	AcquiredMs     int64         `db:"acquired_ms"`
-	ExpiresMs      int64         `db:"expires_ms"`
-	LastSuccessMs  sql.NullInt64 `db:"last_success_ms"`
-	LastFinishMs   sql.NullInt64 `db:"last_finish_ms"`
-	LastDurationMs sql.NullInt64 `db:"last_duration_ms"`
-	Failures       int64         `db:"failures"`
-	Total          int64         `db:"total"`
-	NowMs          int64         `db:"now_ms"`
+	JobID          string         `db:"job_id"`
+	Paused         int64          `db:"paused"`
+	Overdue        int64          `db:"overdue"`
+	MissedTicks    int64          `db:"missed_ticks"`
+	AlertStatus    sql.NullString `db:"alert_status"`
+	AlertReasons   string         `db:"alert_reasons"`
+	OpenExpired    int64          `db:"open_expired"`
+	AcquiredMs     int64          `db:"acquired_ms"`
+	ExpiresMs      int64          `db:"expires_ms"`
+	LastSuccessMs  sql.NullInt64  `db:"last_success_ms"`
+	LastFinishMs   sql.NullInt64  `db:"last_finish_ms"`
+	LastDurationMs sql.NullInt64  `db:"last_duration_ms"`
+	Failures       int64          `db:"failures"`
+	Total          int64          `db:"total"`
+	NowMs          int64          `db:"now_ms"`
 }
 
 // JobHealthPage turns the rows of JobHealthSQL into the page. A grant
@@ -82,6 +86,10 @@ func JobHealthPage(rows []JobHealthRow, now time.Time) leaseapi.JobHealthPage {
 			Overdue:             r.Overdue != 0,
 			Paused:              r.Paused != 0,
 			MissedTicks:         r.MissedTicks,
+			AlertStatus:         leaseapi.AlertStatus(r.AlertStatus.String),
+		}
+		if h.AlertStatus == leaseapi.AlertAlerting {
+			h.AlertReasons = leaseapi.ParseAlertReasons(r.AlertReasons)
 		}
 		finish, duration := r.LastFinishMs, r.LastDurationMs.Int64
 		if r.OpenExpired != 0 {
