@@ -267,3 +267,81 @@ func TestApplyRefusesABadFile(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyPolicies: apply puts the declared policies, changes one that
+// differs, and with --prune deletes one no longer declared; export then
+// apply changes nothing; a policy of a job that has no lease is exit 1.
+func TestApplyPolicies(t *testing.T) {
+	t.Parallel()
+	s := startDeclaredServer(t)
+	s.job(t, "team-a:report")
+	s.job(t, "team-a:sync")
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	both := write("both.yaml", `policies:
+  - job: "team-a:report"
+    consecutiveFailures: 3
+    recoveryThreshold: 2
+  - job: "team-a:sync"
+    failureRate: {threshold: 0.5, runs: 10}
+    realertAfterMs: 3600000
+`)
+	code, stdout, stderr := s.run(t, nil, "apply", "-f", both)
+	want := "+ policy team-a:report: consecutiveFailures 3, recoveryThreshold 2\n" +
+		"+ policy team-a:sync: failureRate 0.5 of 10, recoveryThreshold 1, realertAfterMs 3600000\n2 changes made\n"
+	if code != 0 || stdout != want {
+		t.Fatalf("apply: exit %d, %q %q; want %q", code, stdout, stderr, want)
+	}
+	policy := func(job string) *client.JobPolicy {
+		t.Helper()
+		resp, err := s.c.GetPolicyWithResponse(context.Background(), job)
+		if err != nil {
+			t.Fatalf("GET policy of %s: %v", job, err)
+		}
+		return resp.JSON200
+	}
+	if p := policy("team-a:report"); p == nil || p.ConsecutiveFailures == nil || *p.ConsecutiveFailures != 3 || p.RecoveryThreshold != 2 {
+		t.Errorf("policy of team-a:report: %+v, want consecutiveFailures 3, recoveryThreshold 2", p)
+	}
+	if p := policy("team-a:sync"); p == nil || p.FailureRate == nil || p.FailureRate.Runs != 10 || p.RecoveryThreshold != 1 ||
+		p.RealertAfterMs == nil || *p.RealertAfterMs != 3600000 {
+		t.Errorf("policy of team-a:sync: %+v, want failureRate 0.5 of 10, realertAfterMs 3600000", p)
+	}
+	if code, stdout, stderr := s.run(t, nil, "apply", "-f", both); code != 0 || stdout != "no changes\n" {
+		t.Errorf("second apply: exit %d, %q %q; want no changes", code, stdout, stderr)
+	}
+
+	code, exported, stderr := s.run(t, nil, "export")
+	if code != 0 || !strings.Contains(exported, "job: team-a:report") || !strings.Contains(exported, "consecutiveFailures: 3") {
+		t.Fatalf("export: exit %d, %q %q; want both policies", code, exported, stderr)
+	}
+	if code, stdout, stderr := s.run(t, nil, "apply", "--prune", "-f", write("exported.yaml", exported)); code != 0 || stdout != "no changes\n" {
+		t.Errorf("apply --prune of the export: exit %d, %q %q; want no changes\n%s", code, stdout, stderr, exported)
+	}
+
+	one := write("one.yaml", "policies:\n  - {job: \"team-a:report\", consecutiveFailures: 4, recoveryThreshold: 2}\n")
+	code, stdout, stderr = s.run(t, nil, "apply", "--prune", "-f", one)
+	want = "~ policy team-a:report: consecutiveFailures 3, recoveryThreshold 2 -> consecutiveFailures 4, recoveryThreshold 2\n" +
+		"- policy team-a:sync\n2 changes made\n"
+	if code != 0 || stdout != want {
+		t.Errorf("apply --prune of one: exit %d, %q %q; want %q", code, stdout, stderr, want)
+	}
+	if p := policy("team-a:report"); p == nil || *p.ConsecutiveFailures != 4 {
+		t.Errorf("policy of team-a:report: %+v, want consecutiveFailures 4", p)
+	}
+	if p := policy("team-a:sync"); p != nil {
+		t.Errorf("policy of team-a:sync after --prune: %+v, want none", p)
+	}
+
+	code, _, stderr = s.run(t, nil, "apply", "-f", write("nolease.yaml", "policies:\n  - {job: \"team-a:never\", missedTicks: 2}\n"))
+	if code != 1 || !strings.Contains(stderr, "policy team-a:never") || !strings.Contains(stderr, "not_found") {
+		t.Errorf("apply of a job without a lease: exit %d, %q; want 1 and not_found", code, stderr)
+	}
+}
