@@ -27,7 +27,7 @@ import (
 
 const applyUsage = `Usage:
   leasectl apply [flags] -f FILE   make the caller's groups, policies, pauses and webhooks what FILE declares (admin)
-  leasectl export [flags]          write the YAML of what there is, for apply
+  leasectl export [flags]          write the YAML of what there is, for apply (admin: it lists webhooks)
 
 apply reads what there is within the credential's scopes, prints the changes
 ('+' create, '~' change, '-' delete or resume) and makes them; a second apply

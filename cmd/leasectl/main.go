@@ -75,7 +75,7 @@ Usage:
   leasectl run --owed [flags] JOB -- COMMAND    run COMMAND for the tick JOB owes, if any
   leasectl groups list|get|put|delete [flags]   concurrency groups: at most K of their jobs at once
   leasectl apply [flags] -f FILE                make groups, policies, pauses and webhooks what FILE declares (admin)
-  leasectl export [flags]                       write the YAML of the groups, policies, pauses and webhooks there are
+  leasectl export [flags]                       write the YAML of the groups, policies, pauses and webhooks there are (admin)
 
 Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
 Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token;
