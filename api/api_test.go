@@ -331,3 +331,45 @@ func TestWebhookBodiesMatchSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyEventData: a job.alerting event carries its reasons and
+// repeat, a job.ok its reasons and no repeat, and an event without a run
+// leaves run out rather than null.
+func TestPolicyEventData(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	lease := leaseapi.Lease{JobID: "a.b", Owner: "o", Token: 1, State: leaseapi.StateHeld, AcquiredAt: now, RenewedAt: now, ExpiresAt: now, TTL: time.Second,
+		AlertStatus: leaseapi.AlertAlerting, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonRuntimeExceeded}}
+	for _, tt := range []struct {
+		e    leaseapi.WebhookEvent
+		want map[string]string // raw JSON of data's fields besides lease
+	}{
+		{leaseapi.WebhookEvent{Type: "job.alerting", JobID: "a.b", Lease: &lease, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonRuntimeExceeded}, Repeat: true},
+			map[string]string{"jobId": `"a.b"`, "reasons": `["runtime_exceeded"]`, "repeat": "true"}},
+		{leaseapi.WebhookEvent{Type: "job.alerting", JobID: "a.b", Lease: &lease, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonMissed}},
+			map[string]string{"jobId": `"a.b"`, "reasons": `["missed"]`, "repeat": "false"}},
+		{leaseapi.WebhookEvent{Type: "job.ok", JobID: "a.b", Lease: &lease},
+			map[string]string{"jobId": `"a.b"`, "reasons": `[]`}},
+	} {
+		b, err := api.MarshalWebhookData(&tt.e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got["lease"]; !ok {
+			t.Errorf("%s: no lease in %s", tt.e.Type, b)
+		}
+		delete(got, "lease")
+		if len(got) != len(tt.want) {
+			t.Errorf("%s: data %s, want the fields %v and lease", tt.e.Type, b, tt.want)
+		}
+		for k, v := range tt.want {
+			if string(got[k]) != v {
+				t.Errorf("%s: %s is %s, want %s", tt.e.Type, k, got[k], v)
+			}
+		}
+	}
+}

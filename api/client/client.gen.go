@@ -3220,8 +3220,8 @@ type ClientInterface interface {
 	// Every field is optional, but at least one condition
 	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 	// `missedTicks`) must be set; a value out of its bounds is 400
-	// `invalid_request` naming the field. Replacing a policy keeps the job's
-	// status until the next decision.
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3235,8 +3235,8 @@ type ClientInterface interface {
 	// Every field is optional, but at least one condition
 	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 	// `missedTicks`) must be set; a value out of its bounds is 400
-	// `invalid_request` naming the field. Replacing a policy keeps the job's
-	// status until the next decision.
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4124,8 +4124,8 @@ func (c *Client) GetPolicy(ctx context.Context, jobId JobID, reqEditors ...Reque
 // Every field is optional, but at least one condition
 // (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 // `missedTicks`) must be set; a value out of its bounds is 400
-// `invalid_request` naming the field. Replacing a policy keeps the job's
-// status until the next decision.
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4149,8 +4149,8 @@ func (c *Client) PutPolicyWithBody(ctx context.Context, jobId JobID, contentType
 // Every field is optional, but at least one condition
 // (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 // `missedTicks`) must be set; a value out of its bounds is 400
-// `invalid_request` naming the field. Replacing a policy keeps the job's
-// status until the next decision.
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6760,8 +6760,8 @@ type ClientWithResponsesInterface interface {
 	// Every field is optional, but at least one condition
 	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 	// `missedTicks`) must be set; a value out of its bounds is 400
-	// `invalid_request` naming the field. Replacing a policy keeps the job's
-	// status until the next decision.
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6775,8 +6775,8 @@ type ClientWithResponsesInterface interface {
 	// Every field is optional, but at least one condition
 	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 	// `missedTicks`) must be set; a value out of its bounds is 400
-	// `invalid_request` naming the field. Replacing a policy keeps the job's
-	// status until the next decision.
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11685,8 +11685,8 @@ func (c *ClientWithResponses) GetPolicyWithResponse(ctx context.Context, jobId J
 // Every field is optional, but at least one condition
 // (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 // `missedTicks`) must be set; a value out of its bounds is 400
-// `invalid_request` naming the field. Replacing a policy keeps the job's
-// status until the next decision.
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11706,8 +11706,8 @@ func (c *ClientWithResponses) PutPolicyWithBodyWithResponse(ctx context.Context,
 // Every field is optional, but at least one condition
 // (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
 // `missedTicks`) must be set; a value out of its bounds is 400
-// `invalid_request` naming the field. Replacing a policy keeps the job's
-// status until the next decision.
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

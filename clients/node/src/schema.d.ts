@@ -289,8 +289,8 @@ export interface paths {
          *     Every field is optional, but at least one condition
          *     (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
          *     `missedTicks`) must be set; a value out of its bounds is 400
-         *     `invalid_request` naming the field. Replacing a policy keeps the job's
-         *     status until the next decision.
+         *     `invalid_request` naming the field. A policy that replaces another keeps
+         *     the job's status and is decided at once by its own conditions.
          */
         put: operations["putPolicy"];
         post?: never;
