@@ -117,7 +117,7 @@ webhooks:
   - name: oncall
     url: {env: ONCALL_URL}
     secret: {env: ONCALL_SECRET}
-    events: [run.failed, job.overdue]
+    events: [job.alerting, job.ok]
     scopes: ["team-a:"]
     format: standard
 `
@@ -150,7 +150,7 @@ func TestApplyAndExport(t *testing.T) {
 		t.Fatalf("apply: exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, line := range []string{"+ group reports: limit 3", `+ pause team-a:old: "replaced by report-v2"`,
-		"+ webhook oncall: run.failed,job.overdue to team-a:", "3 changes made"} {
+		"+ webhook oncall: job.alerting,job.ok to team-a:", "3 changes made"} {
 		if !strings.Contains(stdout, line+"\n") {
 			t.Errorf("apply printed %q, want the line %q", stdout, line)
 		}
@@ -190,7 +190,7 @@ func TestApplyAndExport(t *testing.T) {
 		t.Fatalf("export: exit %d, %q", code, stderr)
 	}
 	for _, want := range []string{"name: reports", "limit: 3", "job: team-a:old", "reason: replaced by report-v2",
-		"name: oncall", "url: {env: ONCALL_URL}", "secret: {env: ONCALL_SECRET}", "events: [run.failed, job.overdue]"} {
+		"name: oncall", "url: {env: ONCALL_URL}", "secret: {env: ONCALL_SECRET}", "events: [job.alerting, job.ok]"} {
 		if !strings.Contains(exported, want) {
 			t.Errorf("export wrote:\n%s\nwant it to hold %q", exported, want)
 		}
@@ -343,5 +343,24 @@ func TestApplyPolicies(t *testing.T) {
 	code, _, stderr = s.run(t, nil, "apply", "-f", write("nolease.yaml", "policies:\n  - {job: \"team-a:never\", missedTicks: 2}\n"))
 	if code != 1 || !strings.Contains(stderr, "policy team-a:never") || !strings.Contains(stderr, "not_found") {
 		t.Errorf("apply of a job without a lease: exit %d, %q; want 1 and not_found", code, stderr)
+	}
+}
+
+// TestApplyNeedsAdmin: a token that may not manage webhooks (nor groups)
+// is exit 77 before any change, for apply and export alike.
+func TestApplyNeedsAdmin(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "jobs.yaml")
+	if err := os.WriteFile(file, []byte("groups:\n  - {name: declared-by-user, limit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"apply", "-f", file}, {"export"}} {
+		if code, stdout, stderr := leasectl(t, userToken, args...); code != 77 || !strings.Contains(stderr, "403") {
+			t.Errorf("%q with a user token: exit %d, %q %q; want 77 and 403", args, code, stdout, stderr)
+		}
+	}
+	resp, err := apiClient(t, adminToken).GetGroupWithResponse(context.Background(), "declared-by-user")
+	if err != nil || resp.StatusCode() != 404 {
+		t.Errorf("group declared-by-user after a refused apply: %v %s, want 404", err, resp.Body)
 	}
 }
