@@ -15,6 +15,17 @@ import (
 type Webhook struct {
 	// ID is public: "wh_" and 12 characters of [a-z0-9].
 	ID string
+	// Name is optional ("" for none): 1 to MaxWebhookNameLen characters of
+	// [a-z0-9_.-], unique among the webhooks of the same scopes (as a
+	// credential's name), so that two teams may each have an "oncall" and
+	// a declarative tool can find its webhook again.
+	Name string
+	// Digest is the hex HMAC-SHA256 of the plain URL keyed by the plain
+	// secret (package webhook's Digest), computed at creation: whoever
+	// holds the URL and the secret can tell whether this webhook has
+	// them, and nobody learns either from it. "" for a webhook created
+	// before digests were kept.
+	Digest string
 	// URL and Secret are as the store keeps them: encrypted by the caller
 	// when a key is configured (package webhook's Sealer), else as given.
 	// A store never reads them. URLRedacted is the form a list shows.
@@ -58,7 +69,26 @@ const (
 	MaxWebhookDeliveries = 100
 	// MaxWebhookErrorLen bounds the error text an attempt records.
 	MaxWebhookErrorLen = 256
+	// MaxWebhookNameLen bounds a webhook's name.
+	MaxWebhookNameLen = 64
 )
+
+// WebhookNameRule is the rule of a webhook's name, as a problem says it.
+const WebhookNameRule = "must be 1 to 64 characters of a-z 0-9 _ . -"
+
+// ValidWebhookName reports whether name is 1 to MaxWebhookNameLen
+// characters of [a-z0-9_.-].
+func ValidWebhookName(name string) bool {
+	if name == "" || len(name) > MaxWebhookNameLen {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // WebhookEvent is one event waiting for delivery to one webhook, as a
 // delivery loop claims it: the job's run and lease as they were when the
@@ -158,6 +188,9 @@ type WebhookObserver interface {
 // ErrWebhookNotFound: no webhook has that id. It wraps ErrNotFound.
 var ErrWebhookNotFound = fmt.Errorf("webhook %w", ErrNotFound)
 
+// ErrWebhookExists: a webhook of that name and the same scopes exists.
+var ErrWebhookExists = errors.New("webhook exists")
+
 // ErrClaimLost: an attempt was reported after its claim had passed and the
 // event was claimed again (or its webhook deleted); nothing was written.
 var ErrClaimLost = errors.New("webhook event claim lost")
@@ -168,7 +201,9 @@ var ErrClaimLost = errors.New("webhook event claim lost")
 // takeover), one for every webhook subscribed to the event whose scopes
 // hold the job; with no webhook nothing is written.
 type WebhookStore interface {
-	// CreateWebhook stores w (validated first) and sets its CreatedAt.
+	// CreateWebhook stores w (validated first, its scopes normalized) and
+	// sets its CreatedAt; ErrWebhookExists when a webhook of w's name and
+	// the same scopes exists.
 	CreateWebhook(ctx context.Context, w *Webhook) error
 	// DeleteWebhook deletes a webhook with its outbox and log;
 	// ErrWebhookNotFound when there is none.
@@ -224,6 +259,10 @@ func (w *Webhook) Validate() error {
 	switch {
 	case !ValidWebhookID(w.ID):
 		return &InvalidError{Field: "id", Rule: "must be wh_ and 12 characters of a-z 0-9"}
+	case w.Name != "" && !ValidWebhookName(w.Name):
+		return &InvalidError{Field: "name", Rule: WebhookNameRule}
+	case w.Digest != "" && !validDigest(w.Digest):
+		return &InvalidError{Field: "digest", Rule: "must be 64 hex digits (a SHA-256 HMAC)"}
 	case w.URL == "" || len(w.URL) > maxWebhookStoredLen || w.URLRedacted == "" || len(w.URLRedacted) > maxWebhookStoredLen:
 		return &InvalidError{Field: "url", Rule: fmt.Sprintf("must be an absolute http or https URL of at most %d characters", MaxWebhookURLLen)}
 	case w.Secret == "" || len(w.Secret) > maxWebhookStoredLen:
@@ -250,6 +289,19 @@ func (w *Webhook) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validDigest reports whether d is 64 lower-case hex digits.
+func validDigest(d string) bool {
+	if len(d) != 64 {
+		return false
+	}
+	for _, c := range []byte(d) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // clipRule shortens a value echoed in a rule, so that a problem stays

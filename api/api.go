@@ -36,6 +36,7 @@ const (
 	CodeOverloaded           = "overloaded"             // 503
 	CodeRateLimited          = "rate_limited"           // 429
 	CodeCredentialExists     = "credential_exists"      // 409
+	CodeWebhookExists        = "webhook_exists"         // 409
 	// CodeIdempotencyKeyReused: an Idempotency-Key sent with another request.
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422
 	// CodeIdempotencyKeyInFlight: the key's first request is not answered yet.

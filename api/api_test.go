@@ -50,7 +50,7 @@ func TestSpecProblemCodes(t *testing.T) {
 		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeTickAhead, api.CodeLeaseLost,
 		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal, api.CodeOverloaded, api.CodeRateLimited,
 		api.CodeCredentialExists, api.CodeIdempotencyKeyReused, api.CodeIdempotencyKeyInFlight, api.CodeGroupFull, api.CodeGroupInUse,
-		api.CodePolicyNotFound,
+		api.CodeWebhookExists, api.CodePolicyNotFound,
 	}
 	slices.Sort(got)
 	slices.Sort(want)

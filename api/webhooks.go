@@ -14,11 +14,21 @@ type CreateWebhookRequest struct {
 	Scopes []string `json:"scopes"`
 	// Format is "standard" (absent) or "slack".
 	Format *string `json:"format,omitempty"`
+	// Name is optional: unique among the webhooks of the same scopes.
+	Name *string `json:"name,omitempty"`
+	// Secret is optional: the signing secret to use instead of a
+	// generated one.
+	Secret *string `json:"secret,omitempty"`
 }
 
 // Webhook is a webhook as listed: its URL redacted, never its secret.
 type Webhook struct {
-	ID     string   `json:"id"`
+	ID string `json:"id"`
+	// Name is absent when the webhook has none.
+	Name string `json:"name,omitempty"`
+	// Digest is the hex HMAC-SHA256 of the URL keyed by the secret,
+	// absent for a webhook created before digests were kept.
+	Digest string   `json:"digest,omitempty"`
 	URL    string   `json:"url"`
 	Events []string `json:"events"`
 	Scopes []string `json:"scopes"`
@@ -64,7 +74,7 @@ type WebhookDeliveryList struct {
 
 // FromWebhook converts a webhook to its wire form.
 func FromWebhook(w leaseapi.Webhook) Webhook {
-	out := Webhook{ID: w.ID, URL: w.URLRedacted, Events: w.Events, Scopes: w.Scopes, Format: w.Format,
+	out := Webhook{ID: w.ID, Name: w.Name, Digest: w.Digest, URL: w.URLRedacted, Events: w.Events, Scopes: w.Scopes, Format: w.Format,
 		CreatedBy: stringPtr(w.CreatedBy), CreatedAt: NewTime(w.CreatedAt)}
 	if w.LastDelivery != nil {
 		d := FromWebhookDelivery(*w.LastDelivery)

@@ -62,6 +62,7 @@ var titles = map[string]string{
 	api.CodeOverloaded:             "Overloaded",
 	api.CodeRateLimited:            "Rate limited",
 	api.CodeCredentialExists:       "Credential exists",
+	api.CodeWebhookExists:          "Webhook exists",
 	api.CodeIdempotencyKeyReused:   "Idempotency-Key reused",
 	api.CodeIdempotencyKeyInFlight: "Idempotency-Key in flight",
 	api.CodeGroupFull:              "Group full",
@@ -103,6 +104,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, leaseapi.ErrCredentialExists):
 		p.Status, p.Code = http.StatusConflict, api.CodeCredentialExists
 		p.Detail = "a credential of this name and these scopes exists; choose another name or revoke that one first"
+	case errors.Is(err, leaseapi.ErrWebhookExists):
+		p.Status, p.Code = http.StatusConflict, api.CodeWebhookExists
+		p.Detail = "a webhook of this name and these scopes exists; choose another name or delete that one first"
 	case errors.Is(err, leaseapi.ErrIdempotencyKeyReused):
 		p.Status, p.Code = http.StatusUnprocessableEntity, api.CodeIdempotencyKeyReused
 		p.Detail = "this Idempotency-Key was sent with another job or request body within 24 hours; send a fresh key for a new request"

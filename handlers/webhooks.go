@@ -70,8 +70,21 @@ func (h *handler) checkWebhookURL(raw string) error {
 	return invalidf("url must be an absolute http or https URL, such as https://hooks.example.com/leaseapi")
 }
 
-// createWebhook makes a webhook and answers its secret, the only time it
-// is shown. Its scopes must lie within the caller's.
+// webhookSecret is the secret a creator chose, if valid, else a new one.
+func webhookSecret(chosen *string) (string, error) {
+	if chosen == nil {
+		return webhook.NewSecret()
+	}
+	if webhook.CheckSecret(*chosen) != nil {
+		return "", &leaseapi.InvalidError{Field: "secret", Rule: webhook.SecretRule}
+	}
+	return *chosen, nil
+}
+
+// createWebhook makes a webhook and answers its secret (the caller's
+// choice or a new one), the only time it is shown, and its digest. Its
+// scopes must lie within the caller's; its name, if any, is unique within
+// them.
 func (h *handler) createWebhook(w http.ResponseWriter, r *http.Request) {
 	ws, err := h.webhookStore()
 	if err != nil {
@@ -100,14 +113,21 @@ func (h *handler) createWebhook(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, err)
 		return
 	}
-	secret, err := webhook.NewSecret()
+	secret, err := webhookSecret(req.Secret)
 	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
 	p := principalFrom(r.Context())
 	hook := leaseapi.Webhook{ID: id, URL: req.URL, URLRedacted: webhook.Redact(req.URL), Secret: secret,
-		Events: req.Events, Scopes: req.Scopes, Format: format}
+		Digest: webhook.Digest(req.URL, secret), Events: req.Events, Scopes: req.Scopes, Format: format}
+	if req.Name != nil {
+		if !leaseapi.ValidWebhookName(*req.Name) {
+			writeProblem(w, r, &leaseapi.InvalidError{Field: "name", Rule: leaseapi.WebhookNameRule})
+			return
+		}
+		hook.Name = *req.Name
+	}
 	if !p.open {
 		hook.CreatedBy = p.audit()
 	}
@@ -139,7 +159,7 @@ func (h *handler) createWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Never the URL (a Slack URL is a secret) nor the secret.
-	loggerFrom(r.Context()).Info("webhook created", "webhook_id", hook.ID, "events", hook.Events,
+	loggerFrom(r.Context()).Info("webhook created", "webhook_id", hook.ID, "name", hook.Name, "events", hook.Events,
 		"scopes", hook.Scopes, "format", hook.Format)
 	w.Header().Set("Location", "/webhooks/"+hook.ID)
 	writeJSONStatus(w, r, http.StatusCreated, api.CreatedWebhook{Webhook: api.FromWebhook(hook), Secret: secret})

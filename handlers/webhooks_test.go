@@ -91,7 +91,11 @@ func TestWebhookBadInput(t *testing.T) {
 			{"PortTooHigh", `{"url":"http://hooks.example.com:65536/x",` + valid + `}`, `url's port must be 1 to 65535, not "65536"`},
 			{"BadScope", `{"url":"https://hooks.example.com/x","events":["run.failed"],"scopes":["team-a"]}`, "scopes[0] must be * or a job id prefix"},
 			{"NoScopes", `{"url":"https://hooks.example.com/x","events":["run.failed"],"scopes":[]}`, "scopes must be 1 to 32 scopes"},
-			{"UnknownField", `{"url":"https://hooks.example.com/x",` + valid + `,"secret":"whsec_mine"}`, `unknown field "secret"`},
+			{"UnknownField", `{"url":"https://hooks.example.com/x",` + valid + `,"signingKey":"whsec_mine"}`, `unknown field "signingKey"`},
+			{"BadName", `{"url":"https://hooks.example.com/x",` + valid + `,"name":"On Call"}`, "name must be 1 to 64 characters of a-z 0-9 _ . -"},
+			{"EmptyName", `{"url":"https://hooks.example.com/x",` + valid + `,"name":""}`, "name must be 1 to 64 characters of a-z 0-9 _ . -"},
+			{"BadSecret", `{"url":"https://hooks.example.com/x",` + valid + `,"secret":"whsec_mine"}`, "secret must be whsec_ followed by the base64 of 24 to 64 bytes"},
+			{"ShortSecret", `{"url":"https://hooks.example.com/x",` + valid + `,"secret":"whsec_AAAA"}`, "secret must be whsec_ followed by the base64 of 24 to 64 bytes"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				resp := b.doInvalid(t, request{method: http.MethodPost, path: "/webhooks", body: tc.body, header: admin})
@@ -103,6 +107,77 @@ func TestWebhookBadInput(t *testing.T) {
 		}
 		if hooks := b.webhooks(t, admin); len(hooks) != 0 {
 			t.Errorf("bad input created webhooks: %+v", hooks)
+		}
+	})
+}
+
+// TestWebhookNamesAndDigest: a webhook may be created with a name and a
+// secret of the caller's; the answer and the list show the name and the
+// digest (HMAC-SHA256 of the URL keyed by the secret) and never the URL
+// or secret; a name is taken within the same scopes only (409
+// webhook_exists), and free again once its webhook is deleted.
+func TestWebhookNamesAndDigest(t *testing.T) {
+	t.Parallel()
+	forEachFreshStore(t, func(t *testing.T, store leaseapi.Store, _ func(*testing.T) leaseapi.Store) {
+		_, aAdmin := mint(t, store, "a-admin", leaseapi.RoleAdmin, "team-a:")
+		_, bAdmin := mint(t, store, "b-admin", leaseapi.RoleAdmin, "team-b:")
+		opts := defaultOptions()
+		opts.WebhookSealer = testSealer(t)
+		b := setup(t, store, opts)
+		create := func(h http.Header, body string) response {
+			return b.do(t, request{method: http.MethodPost, path: "/webhooks", body: body, header: h})
+		}
+		secret, err := webhook.NewSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const url = "https://hooks.example.com/oncall"
+		body := `{"name":"oncall","url":"` + url + `","secret":"` + secret + `","events":["run.failed"],"scopes":["team-a:"]}`
+		resp := create(aAdmin, body)
+		if resp.status != http.StatusCreated {
+			t.Fatalf("create named: %d %s", resp.status, resp.body)
+		}
+		var created api.CreatedWebhook
+		if err := json.Unmarshal(resp.body, &created); err != nil {
+			t.Fatal(err)
+		}
+		digest := webhook.Digest(url, secret)
+		if created.Name != "oncall" || created.Secret != secret || created.Digest != digest {
+			t.Errorf("created: %s, want name oncall, the secret sent, digest %s", resp.body, digest)
+		}
+		listed := b.webhooks(t, aAdmin)
+		if len(listed) != 1 || listed[0].Name != "oncall" || listed[0].Digest != digest {
+			t.Errorf("GET /webhooks: %+v, want oncall with digest %s", listed, digest)
+		}
+
+		p := wantProblem(t, create(aAdmin, body), http.StatusConflict, api.CodeWebhookExists)
+		if !strings.Contains(p.Detail, "choose another name") {
+			t.Errorf("name taken: detail %q", p.Detail)
+		}
+		// Another team's scopes, or narrower ones: the name is free.
+		for _, c := range []struct {
+			h      http.Header
+			scopes string
+		}{{bAdmin, `["team-b:"]`}, {aAdmin, `["team-a:x."]`}} {
+			resp := create(c.h, `{"name":"oncall","url":"`+url+`","events":["run.failed"],"scopes":`+c.scopes+`}`)
+			if resp.status != http.StatusCreated {
+				t.Errorf("name oncall in scopes %s: %d %s, want 201", c.scopes, resp.status, resp.body)
+			}
+		}
+		// A generated secret has its digest too.
+		resp = create(aAdmin, `{"url":"`+url+`","events":["run.failed"],"scopes":["team-a:"]}`)
+		var anon api.CreatedWebhook
+		if err := json.Unmarshal(resp.body, &anon); err != nil {
+			t.Fatal(err)
+		}
+		if anon.Name != "" || anon.Digest != webhook.Digest(url, anon.Secret) || strings.Contains(string(resp.body), `"name"`) {
+			t.Errorf("unnamed: %s, want no name and the digest of its generated secret", resp.body)
+		}
+		if d := b.do(t, request{method: http.MethodDelete, path: "/webhooks/" + created.ID, header: aAdmin}); d.status != http.StatusNoContent {
+			t.Fatalf("DELETE: %d %s", d.status, d.body)
+		}
+		if resp := create(aAdmin, body); resp.status != http.StatusCreated {
+			t.Errorf("name of a deleted webhook: %d %s, want 201", resp.status, resp.body)
 		}
 	})
 }

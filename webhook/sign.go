@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -66,6 +67,37 @@ func NewSecret() (string, error) {
 		return "", fmt.Errorf("webhook secret: %w", err)
 	}
 	return SecretPrefix + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// The bounds of a secret a webhook's creator chooses, in key bytes (the
+// Standard Webhooks specification's).
+const (
+	MinSecretBytes = 24
+	MaxSecretBytes = 64
+)
+
+// SecretRule is the rule of a chosen secret, as a problem says it.
+const SecretRule = "must be whsec_ followed by the base64 of 24 to 64 bytes, such as a secret leaseapi generated"
+
+// CheckSecret returns ErrBadSecret unless secret is "whsec_" followed by
+// the standard base64 of MinSecretBytes to MaxSecretBytes bytes.
+func CheckSecret(secret string) error {
+	key, err := secretKey(secret)
+	if err != nil || len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
+		return ErrBadSecret
+	}
+	return nil
+}
+
+// Digest is the hex HMAC-SHA256 of url keyed by secret, both exactly as
+// given at creation (the whole "whsec_…" string is the key): a client
+// holding the two computes it and compares it with a webhook's digest to
+// tell whether the stored webhook has them, while the digest shows
+// neither.
+func Digest(url, secret string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(url))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // secretKey decodes the key bytes of a secret.

@@ -634,6 +634,7 @@ const (
 	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
 	ProblemCodeUnavailable            ProblemCode = "unavailable"
 	ProblemCodeUnsupportedMediaType   ProblemCode = "unsupported_media_type"
+	ProblemCodeWebhookExists          ProblemCode = "webhook_exists"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
@@ -682,6 +683,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnavailable:
 		return true
 	case ProblemCodeUnsupportedMediaType:
+		return true
+	case ProblemCodeWebhookExists:
 		return true
 	default:
 		return false
@@ -1012,6 +1015,36 @@ func (e WebhookEventType) Valid() bool {
 	}
 }
 
+// Defines values for WebhookExistsProblemCode.
+const (
+	WebhookExistsProblemCodeWebhookExists WebhookExistsProblemCode = "webhook_exists"
+)
+
+// Valid indicates whether the value is a known member of the WebhookExistsProblemCode enum.
+func (e WebhookExistsProblemCode) Valid() bool {
+	switch e {
+	case WebhookExistsProblemCodeWebhookExists:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookExistsProblemStatus.
+const (
+	WebhookExistsProblemStatusN409 WebhookExistsProblemStatus = 409
+)
+
+// Valid indicates whether the value is a known member of the WebhookExistsProblemStatus enum.
+func (e WebhookExistsProblemStatus) Valid() bool {
+	switch e {
+	case WebhookExistsProblemStatusN409:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WebhookFormat.
 const (
 	Slack    WebhookFormat = "slack"
@@ -1203,8 +1236,14 @@ type CreateWebhookRequest struct {
 	// Format `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
 	Format *WebhookFormat `json:"format,omitempty"`
 
+	// Name A webhook's name, unique among the webhooks of the same scopes; absent when it has none.
+	Name *WebhookName `json:"name,omitempty"`
+
 	// Scopes The jobs whose events it gets; within the caller's own scopes.
 	Scopes []Scope `json:"scopes"`
+
+	// Secret The signing secret to use instead of a generated one, `whsec_` and the standard base64 of 24 to 64 bytes.
+	Secret *string `json:"secret,omitempty"`
 
 	// Url Absolute http or https URL the events are POSTed to.
 	Url string `json:"url"`
@@ -1227,9 +1266,14 @@ type CreatedCredential struct {
 // CreatedWebhook A Webhook (without `lastDelivery`, since nothing was delivered yet) and its signing secret.
 type CreatedWebhook struct {
 	// CreatedAt Example: 2026-11-30T07:00:00.000Z
-	CreatedAt Time               `json:"createdAt"`
-	CreatedBy *string            `json:"createdBy"`
-	Events    []WebhookEventType `json:"events"`
+	CreatedAt Time    `json:"createdAt"`
+	CreatedBy *string `json:"createdBy"`
+
+	// Digest The hex HMAC-SHA256 of the webhook's URL keyed by its secret (the
+	// whole `whsec_...` string), both as given at creation; absent for a
+	// webhook created before digests were kept.
+	Digest *WebhookDigest     `json:"digest,omitempty"`
+	Events []WebhookEventType `json:"events"`
 
 	// Format `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
 	Format WebhookFormat `json:"format"`
@@ -1237,7 +1281,10 @@ type CreatedWebhook struct {
 
 	// LastDelivery One attempt at delivering an event.
 	LastDelivery *WebhookDelivery `json:"lastDelivery,omitempty"`
-	Scopes       []Scope          `json:"scopes"`
+
+	// Name A webhook's name, unique among the webhooks of the same scopes; absent when it has none.
+	Name   *WebhookName `json:"name,omitempty"`
+	Scopes []Scope      `json:"scopes"`
 
 	// Secret `whsec_` and the base64 of 24 random bytes: the key of the `webhook-signature` HMAC (its base64-decoded bytes). Shown only in this answer.
 	Secret string `json:"secret"`
@@ -2320,8 +2367,13 @@ type Webhook struct {
 	CreatedAt Time `json:"createdAt"`
 
 	// CreatedBy The name of the credential that created it; null when the API was open.
-	CreatedBy *string            `json:"createdBy"`
-	Events    []WebhookEventType `json:"events"`
+	CreatedBy *string `json:"createdBy"`
+
+	// Digest The hex HMAC-SHA256 of the webhook's URL keyed by its secret (the
+	// whole `whsec_...` string), both as given at creation; absent for a
+	// webhook created before digests were kept.
+	Digest *WebhookDigest     `json:"digest,omitempty"`
+	Events []WebhookEventType `json:"events"`
 
 	// Format `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
 	Format WebhookFormat `json:"format"`
@@ -2329,7 +2381,10 @@ type Webhook struct {
 
 	// LastDelivery One attempt at delivering an event.
 	LastDelivery *WebhookDelivery `json:"lastDelivery,omitempty"`
-	Scopes       []Scope          `json:"scopes"`
+
+	// Name A webhook's name, unique among the webhooks of the same scopes; absent when it has none.
+	Name   *WebhookName `json:"name,omitempty"`
+	Scopes []Scope      `json:"scopes"`
 
 	// Url The URL redacted to its scheme and host (`https://hooks.slack.com/…`).
 	Url string `json:"url"`
@@ -2373,6 +2428,11 @@ type WebhookDelivery struct {
 type WebhookDeliveryList struct {
 	Deliveries []WebhookDelivery `json:"deliveries"`
 }
+
+// WebhookDigest The hex HMAC-SHA256 of the webhook's URL keyed by its secret (the
+// whole `whsec_...` string), both as given at creation; absent for a
+// webhook created before digests were kept.
+type WebhookDigest = string
 
 // WebhookEvent The body leaseapi POSTs to a webhook of format `standard` (not an
 // answer of this API), per the Standard Webhooks specification: headers
@@ -2448,6 +2508,37 @@ type WebhookEvent struct {
 // `repeat` true), `job.ok` (an alerting job's policy has it ok again).
 type WebhookEventType string
 
+// WebhookExistsProblem defines model for WebhookExistsProblem.
+type WebhookExistsProblem struct {
+	Code WebhookExistsProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                      `json:"now,omitempty"`
+	Status WebhookExistsProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// WebhookExistsProblemCode defines model for WebhookExistsProblem.Code.
+type WebhookExistsProblemCode string
+
+// WebhookExistsProblemStatus defines model for WebhookExistsProblem.Status.
+type WebhookExistsProblemStatus int
+
 // WebhookFormat `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
 type WebhookFormat string
 
@@ -2455,6 +2546,9 @@ type WebhookFormat string
 type WebhookList struct {
 	Webhooks []Webhook `json:"webhooks"`
 }
+
+// WebhookName A webhook's name, unique among the webhooks of the same scopes; absent when it has none.
+type WebhookName = string
 
 // Whoami defines model for Whoami.
 type Whoami struct {
@@ -3475,6 +3569,17 @@ type ClientInterface interface {
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
 	//
+	// `name` (optional) names the webhook for people and for declarative
+	// tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+	// unique among the webhooks of the same scopes (409 `webhook_exists`),
+	// as a credential's name is. `secret` (optional) sets the signing
+	// secret instead of a generated one: `whsec_` and the base64 of 24 to
+	// 64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+	// keyed by the secret (the whole `whsec_...` string, both exactly as
+	// sent or generated): a client holding the URL and the secret
+	// computes it to tell whether the stored webhook has them, and the
+	// digest shows neither.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
@@ -3497,6 +3602,17 @@ type ClientInterface interface {
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
+	//
+	// `name` (optional) names the webhook for people and for declarative
+	// tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+	// unique among the webhooks of the same scopes (409 `webhook_exists`),
+	// as a credential's name is. `secret` (optional) sets the signing
+	// secret instead of a generated one: `whsec_` and the base64 of 24 to
+	// 64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+	// keyed by the secret (the whole `whsec_...` string, both exactly as
+	// sent or generated): a client holding the URL and the secret
+	// computes it to tell whether the stored webhook has them, and the
+	// digest shows neither.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4587,6 +4703,17 @@ func (c *Client) ListWebhooks(ctx context.Context, reqEditors ...RequestEditorFn
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
 //
+// `name` (optional) names the webhook for people and for declarative
+// tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+// unique among the webhooks of the same scopes (409 `webhook_exists`),
+// as a credential's name is. `secret` (optional) sets the signing
+// secret instead of a generated one: `whsec_` and the base64 of 24 to
+// 64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+// keyed by the secret (the whole `whsec_...` string, both exactly as
+// sent or generated): a client holding the URL and the secret
+// computes it to tell whether the stored webhook has them, and the
+// digest shows neither.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /webhooks (the `CreateWebhook` operationId).
@@ -4619,6 +4746,17 @@ func (c *Client) CreateWebhookWithBody(ctx context.Context, contentType string, 
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
+//
+// `name` (optional) names the webhook for people and for declarative
+// tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+// unique among the webhooks of the same scopes (409 `webhook_exists`),
+// as a credential's name is. `secret` (optional) sets the signing
+// secret instead of a generated one: `whsec_` and the base64 of 24 to
+// 64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+// keyed by the secret (the whole `whsec_...` string, both exactly as
+// sent or generated): a client holding the URL and the secret
+// computes it to tell whether the stored webhook has them, and the
+// digest shows neither.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6993,6 +7131,17 @@ type ClientWithResponsesInterface interface {
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
 	//
+	// `name` (optional) names the webhook for people and for declarative
+	// tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+	// unique among the webhooks of the same scopes (409 `webhook_exists`),
+	// as a credential's name is. `secret` (optional) sets the signing
+	// secret instead of a generated one: `whsec_` and the base64 of 24 to
+	// 64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+	// keyed by the secret (the whole `whsec_...` string, both exactly as
+	// sent or generated): a client holding the URL and the secret
+	// computes it to tell whether the stored webhook has them, and the
+	// digest shows neither.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /webhooks (the `CreateWebhook` operationId).
@@ -7015,6 +7164,17 @@ type ClientWithResponsesInterface interface {
 	// checked on every address it resolves to each time a delivery
 	// connects, and an attempt refused so is recorded with its error. The
 	// URL is shown redacted from then on (scheme and host only).
+	//
+	// `name` (optional) names the webhook for people and for declarative
+	// tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+	// unique among the webhooks of the same scopes (409 `webhook_exists`),
+	// as a credential's name is. `secret` (optional) sets the signing
+	// secret instead of a generated one: `whsec_` and the base64 of 24 to
+	// 64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+	// keyed by the secret (the whole `whsec_...` string, both exactly as
+	// sent or generated): a client holding the URL and the secret
+	// computes it to tell whether the stored webhook has them, and the
+	// digest shows neither.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10681,6 +10841,8 @@ type CreateWebhookResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *WebhookExistsProblem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *PayloadTooLarge
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -10724,6 +10886,11 @@ func (r CreateWebhookResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r CreateWebhookResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateWebhookResponse) GetApplicationproblemJSON409() *WebhookExistsProblem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -12027,6 +12194,17 @@ func (c *ClientWithResponses) ListWebhooksWithResponse(ctx context.Context, reqE
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
 //
+// `name` (optional) names the webhook for people and for declarative
+// tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+// unique among the webhooks of the same scopes (409 `webhook_exists`),
+// as a credential's name is. `secret` (optional) sets the signing
+// secret instead of a generated one: `whsec_` and the base64 of 24 to
+// 64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+// keyed by the secret (the whole `whsec_...` string, both exactly as
+// sent or generated): a client holding the URL and the secret
+// computes it to tell whether the stored webhook has them, and the
+// digest shows neither.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /webhooks (the `CreateWebhook` operationId).
@@ -12055,6 +12233,17 @@ func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Cont
 // checked on every address it resolves to each time a delivery
 // connects, and an attempt refused so is recorded with its error. The
 // URL is shown redacted from then on (scheme and host only).
+//
+// `name` (optional) names the webhook for people and for declarative
+// tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+// unique among the webhooks of the same scopes (409 `webhook_exists`),
+// as a credential's name is. `secret` (optional) sets the signing
+// secret instead of a generated one: `whsec_` and the base64 of 24 to
+// 64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+// keyed by the secret (the whole `whsec_...` string, both exactly as
+// sent or generated): a client holding the URL and the secret
+// computes it to tell whether the stored webhook has them, and the
+// digest shows neither.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15642,6 +15831,13 @@ func ParseCreateWebhookResponse(rsp *http.Response) (*CreateWebhookResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest WebhookExistsProblem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest PayloadTooLarge

@@ -13,6 +13,8 @@
 //	leasectl run --owed report -- /usr/local/bin/report.sh
 //	leasectl policy put --consecutive-failures 3 --max-runtime 2h report
 //	leasectl groups put --limit 2 warehouse
+//	leasectl apply --prune -f jobs.yaml
+//	leasectl export > jobs.yaml
 //	leasectl run --schedule '0 * * * *' --group warehouse report -- /usr/local/bin/report.sh
 //
 // `leasectl run` acquires the job's lease with package jobs (the runner the
@@ -40,6 +42,7 @@ func main() {
 		apiURL: os.Getenv("LEASEAPI_URL"),
 		token:  os.Getenv("LEASEAPI_TOKEN"),
 		caFile: os.Getenv("LEASEAPI_CA_FILE"),
+		stdin:  os.Stdin,
 		stdout: os.Stdout,
 		stderr: os.Stderr,
 	}
@@ -51,7 +54,11 @@ func main() {
 type environment struct {
 	apiURL, token  string
 	caFile         string
+	stdin          io.Reader
 	stdout, stderr io.Writer
+	// lookupEnv reads the environment variables a file names (apply);
+	// nil for os.LookupEnv.
+	lookupEnv func(string) (string, bool)
 }
 
 const usage = `leasectl: leaseapi leases for any cron, in any language
@@ -69,6 +76,8 @@ Usage:
   leasectl run --owed [flags] JOB -- COMMAND    run COMMAND for the tick JOB owes, if any
   leasectl policy get|put|delete [flags] JOB    alert policy: when JOB is alerting (put, delete: admin)
   leasectl groups list|get|put|delete [flags]   concurrency groups: at most K of their jobs at once
+  leasectl apply [flags] -f FILE                make groups, policies, pauses and webhooks what FILE declares (admin)
+  leasectl export [flags]                       write the YAML of the groups, policies, pauses and webhooks there are (admin)
 
 Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
 Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token;
@@ -99,6 +108,10 @@ func dispatch(args []string, env environment) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
 		return groupsCommand(ctx, rest, env)
+	case "apply", "export":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		return applyCommand(ctx, cmd, rest, env)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(env.stdout, usage)
 		return 0

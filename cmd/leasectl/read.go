@@ -171,8 +171,8 @@ func read(ctx context.Context, name string, args []string, env environment) erro
 	return usagef("unknown command %q", name)
 }
 
-// do sends one request with a timeout and returns the body of a 200 (or
-// the empty one of a 204), or the error: a *jobs.APIError for any other
+// do sends one request with a timeout and returns the body of a 200 or
+// 201 (or the empty one of a 204), or the error: a *jobs.APIError for any other
 // status, leaseapi.ErrUnavailable when leaseapi did not answer.
 func do(ctx context.Context, send func(context.Context) (*http.Response, error)) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -186,7 +186,7 @@ func do(ctx context.Context, send func(context.Context) (*http.Response, error))
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the answer: %w", leaseapi.ErrUnavailable, err)
 	}
-	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent {
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusNoContent {
 		return body, nil
 	}
 	e := &jobs.APIError{StatusCode: resp.StatusCode}

@@ -21,8 +21,8 @@ var _ leaseapi.WebhookStore = (*Store)(nil)
 
 const (
 	insertWebhookQuery = `
-INSERT INTO webhooks (id, url, url_redacted, secret, events, scopes, format, created_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO webhooks (id, url, url_redacted, secret, events, scopes, format, created_by, name, digest)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 RETURNING created_at`
 
 	// The outbox triggers of migrations/postgres/0008 are enabled only
@@ -122,7 +122,10 @@ func (p *Store) CreateWebhook(ctx context.Context, w *leaseapi.Webhook) error {
 				return err
 			}
 			if err := tx.GetContext(ctx, &at, insertWebhookQuery, w.ID, w.URL, w.URLRedacted, w.Secret,
-				events, scopes, w.Format, w.CreatedBy); err != nil {
+				events, scopes, w.Format, w.CreatedBy, stores.NullString(w.Name), stores.NullString(w.Digest)); err != nil {
+				if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == "23505" { // unique_violation
+					return fmt.Errorf("create webhook %q: %w", w.Name, leaseapi.ErrWebhookExists)
+				}
 				return err
 			}
 			var disabled int
@@ -135,6 +138,9 @@ func (p *Store) CreateWebhook(ctx context.Context, w *leaseapi.Webhook) error {
 			}
 			return nil
 		})
+		if errors.Is(err, leaseapi.ErrWebhookExists) {
+			return struct{}{}, err
+		}
 		if err != nil {
 			return struct{}{}, interpretError("create webhook", err)
 		}

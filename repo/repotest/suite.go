@@ -46,6 +46,7 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 	t.Run("JobHealth", func(t *testing.T) { testJobHealth(t, setup(t, open)) })
 	// They claim every due webhook event of the store.
 	t.Run("Webhooks", func(t *testing.T) { testWebhooks(t, setup(t, open)) })
+	t.Run("WebhookNames", func(t *testing.T) { testWebhookNames(t, setup(t, open)) })
 	t.Run("WebhookSweepEvents", func(t *testing.T) { testWebhookSweepEvents(t, setup(t, open)) })
 	t.Run("WebhookFairClaims", func(t *testing.T) { testWebhookFairClaims(t, setup(t, open)) })
 	t.Run("WebhookJobMissed", func(t *testing.T) { testWebhookJobMissed(t, setup(t, open)) })

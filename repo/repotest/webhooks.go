@@ -1,6 +1,7 @@
 package repotest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -376,6 +377,73 @@ func testWebhooks(t *testing.T, b *bundle) {
 		}
 		if _, err := ws.WebhookDeliveries(ctx, id); !errors.Is(err, leaseapi.ErrWebhookNotFound) {
 			t.Errorf("WebhookDeliveries(%q): got %v, want ErrWebhookNotFound", id, err)
+		}
+	}
+}
+
+// testWebhookNames: a webhook's name and digest are kept and listed; a
+// name is unique among the webhooks of the same scopes (in any order and
+// spelling), free in other scopes, free again once its webhook is deleted,
+// and webhooks without a name never collide.
+func testWebhookNames(t *testing.T, b *bundle) {
+	ws := webhookStore(t, b)
+	ctx := t.Context()
+	scopes := []string{b.prefix + "-n:", b.prefix + "-m:"}
+	create := func(w *leaseapi.Webhook) {
+		t.Helper()
+		if err := ws.CreateWebhook(ctx, w); err != nil {
+			t.Fatalf("CreateWebhook %q %v: %v", w.Name, w.Scopes, err)
+		}
+		id := w.ID
+		t.Cleanup(func() { _ = ws.DeleteWebhook(context.WithoutCancel(ctx), id) })
+	}
+	named := newWebhook(t, scopes, "job.alerting", "job.ok")
+	named.Name, named.Digest = "oncall", webhook.Digest("https://hooks.example/oncall", named.Secret)
+	create(&named)
+	listed, err := ws.Webhooks(ctx)
+	if err != nil {
+		t.Fatalf("Webhooks: %v", err)
+	}
+	i := slices.IndexFunc(listed, func(w leaseapi.Webhook) bool { return w.ID == named.ID })
+	if i < 0 || listed[i].Name != "oncall" || listed[i].Digest != named.Digest {
+		t.Fatalf("Webhooks: got %+v, want %s named oncall with digest %s", listed, named.ID, named.Digest)
+	}
+
+	// The same name and scopes, in another order and with a scope the
+	// others cover: taken.
+	dup := newWebhook(t, []string{b.prefix + "-m:", b.prefix + "-n:x.", b.prefix + "-n:"}, "run.failed")
+	dup.Name = "oncall"
+	if err := ws.CreateWebhook(ctx, &dup); !errors.Is(err, leaseapi.ErrWebhookExists) {
+		t.Errorf("CreateWebhook with a taken name and the same scopes: got %v, want ErrWebhookExists", err)
+	}
+	// Other scopes may use the name; webhooks without one never collide.
+	for _, s := range [][]string{{b.prefix + "-n:"}, {b.prefix + "-other:"}} {
+		other := newWebhook(t, s, "run.failed")
+		other.Name = "oncall"
+		create(&other)
+	}
+	for range 2 {
+		anon := newWebhook(t, scopes, "run.failed")
+		create(&anon)
+	}
+	// Deleted, its name is free again.
+	if err := ws.DeleteWebhook(ctx, named.ID); err != nil {
+		t.Fatalf("DeleteWebhook: %v", err)
+	}
+	again := newWebhook(t, scopes, "run.failed")
+	again.Name = "oncall"
+	create(&again)
+
+	for name, mutate := range map[string]func(w *leaseapi.Webhook){
+		"upper-case name": func(w *leaseapi.Webhook) { w.Name = "OnCall" },
+		"long name":       func(w *leaseapi.Webhook) { w.Name = strings.Repeat("a", leaseapi.MaxWebhookNameLen+1) },
+		"name with space": func(w *leaseapi.Webhook) { w.Name = "on call" },
+		"short digest":    func(w *leaseapi.Webhook) { w.Digest = "abc" },
+	} {
+		w := newWebhook(t, scopes, "run.failed")
+		mutate(&w)
+		if err := ws.CreateWebhook(ctx, &w); !errors.Is(err, leaseapi.ErrInvalid) {
+			t.Errorf("CreateWebhook with a %s: got %v, want ErrInvalid", name, err)
 		}
 	}
 }

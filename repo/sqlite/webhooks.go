@@ -3,9 +3,12 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+	sqlitedrv "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
@@ -20,8 +23,8 @@ var _ leaseapi.WebhookStore = (*Store)(nil)
 
 const (
 	insertWebhookQuery = `
-INSERT INTO webhooks (id, url, url_redacted, secret, events, scopes, format, created_by, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+INSERT INTO webhooks (id, url, url_redacted, secret, events, scopes, format, created_by, created_at, name, digest)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
 	// dueEventsQuery reads the oldest event due at $1 that no live claim
 	// holds of up to $2 webhooks, oldest head first, passing over the
@@ -60,7 +63,10 @@ func (s *Store) CreateWebhook(ctx context.Context, w *leaseapi.Webhook) error {
 	}
 	_, err = transact(ctx, s, "create webhook", s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (struct{}, error) {
 		if _, err := tx.ExecContext(ctx, insertWebhookQuery, w.ID, w.URL, w.URLRedacted, w.Secret,
-			events, scopes, w.Format, w.CreatedBy, now); err != nil {
+			events, scopes, w.Format, w.CreatedBy, now, stores.NullString(w.Name), stores.NullString(w.Digest)); err != nil {
+			if driverErr, ok := errors.AsType[*sqlitedrv.Error](err); ok && driverErr.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+				return struct{}{}, fmt.Errorf("create webhook %q: %w", w.Name, leaseapi.ErrWebhookExists)
+			}
 			return struct{}{}, err
 		}
 		w.CreatedAt = fromMs(now)

@@ -565,6 +565,17 @@ export interface paths {
          *     checked on every address it resolves to each time a delivery
          *     connects, and an attempt refused so is recorded with its error. The
          *     URL is shown redacted from then on (scheme and host only).
+         *
+         *     `name` (optional) names the webhook for people and for declarative
+         *     tools such as `leasectl apply`: 1-64 characters of `a-z 0-9 _ . -`,
+         *     unique among the webhooks of the same scopes (409 `webhook_exists`),
+         *     as a credential's name is. `secret` (optional) sets the signing
+         *     secret instead of a generated one: `whsec_` and the base64 of 24 to
+         *     64 bytes. The answer's `digest` is the hex HMAC-SHA256 of the URL
+         *     keyed by the secret (the whole `whsec_...` string, both exactly as
+         *     sent or generated): a client holding the URL and the secret
+         *     computes it to tell whether the stored webhook has them, and the
+         *     digest shows neither.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -1354,7 +1365,7 @@ export interface components {
             /** @description What happened in this occurrence; for 4xx, what to change. */
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "webhook_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found";
             lease?: components["schemas"]["Lease"];
             now?: components["schemas"]["Time"];
             group?: components["schemas"]["Group"];
@@ -1433,10 +1444,23 @@ export interface components {
             /** @description The jobs whose events it gets; within the caller's own scopes. */
             scopes: components["schemas"]["Scope"][];
             format?: components["schemas"]["WebhookFormat"];
+            name?: components["schemas"]["WebhookName"];
+            /** @description The signing secret to use instead of a generated one, `whsec_` and the standard base64 of 24 to 64 bytes. */
+            secret?: string;
         };
+        /** @description A webhook's name, unique among the webhooks of the same scopes; absent when it has none. */
+        WebhookName: string;
+        /**
+         * @description The hex HMAC-SHA256 of the webhook's URL keyed by its secret (the
+         *     whole `whsec_...` string), both as given at creation; absent for a
+         *     webhook created before digests were kept.
+         */
+        WebhookDigest: string;
         /** @description A webhook; `lastDelivery`, its newest delivery attempt, is absent before the first. */
         Webhook: {
             id: string;
+            name?: components["schemas"]["WebhookName"];
+            digest?: components["schemas"]["WebhookDigest"];
             /** @description The URL redacted to its scheme and host (`https://hooks.slack.com/…`). */
             url: string;
             events: components["schemas"]["WebhookEventType"][];
@@ -1450,6 +1474,8 @@ export interface components {
         /** @description A Webhook (without `lastDelivery`, since nothing was delivered yet) and its signing secret. */
         CreatedWebhook: {
             id: string;
+            name?: components["schemas"]["WebhookName"];
+            digest?: components["schemas"]["WebhookDigest"];
             /** @description The URL redacted to its scheme and host. */
             url: string;
             events: components["schemas"]["WebhookEventType"][];
@@ -1554,6 +1580,12 @@ export interface components {
             status?: 409;
             /** @enum {string} */
             code?: "idempotency_key_in_flight";
+        };
+        WebhookExistsProblem: components["schemas"]["Problem"] & {
+            /** @enum {integer} */
+            status?: 409;
+            /** @enum {string} */
+            code?: "webhook_exists";
         };
         CredentialExistsProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
@@ -2696,6 +2728,15 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            /** @description `webhook_exists`: a webhook of this name and the same scopes exists. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["WebhookExistsProblem"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];

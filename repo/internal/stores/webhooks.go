@@ -21,13 +21,15 @@ import (
 // (the d_ columns, NULL before the first): events and scopes are JSON
 // arrays; times are timestamptz in Postgres, Unix milliseconds in SQLite.
 type WebhookRow struct {
-	ID          string `db:"id"`
-	URLRedacted string `db:"url_redacted"`
-	Events      []byte `db:"events"`
-	Scopes      []byte `db:"scopes"`
-	Format      string `db:"format"`
-	CreatedBy   string `db:"created_by"`
-	CreatedAt   any    `db:"created_at"`
+	ID          string  `db:"id"`
+	Name        *string `db:"name"`
+	Digest      *string `db:"digest"`
+	URLRedacted string  `db:"url_redacted"`
+	Events      []byte  `db:"events"`
+	Scopes      []byte  `db:"scopes"`
+	Format      string  `db:"format"`
+	CreatedBy   string  `db:"created_by"`
+	CreatedAt   any     `db:"created_at"`
 
 	DEventID   *string `db:"d_event_id"`
 	DType      *string `db:"d_type"`
@@ -39,8 +41,19 @@ type WebhookRow struct {
 	DDelivered *bool   `db:"d_delivered"`
 }
 
-// WebhookArrays are the JSON arrays of w's events and scopes, as stored.
+// NullString is s as a nullable column: nil for "".
+func NullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// WebhookArrays are the JSON arrays of w's events and scopes, as stored:
+// it normalizes w.Scopes first (leaseapi.NormalizeScopes), so that the
+// unique index of (name, scopes) sees one spelling of a set of scopes.
 func WebhookArrays(w *leaseapi.Webhook) (events, scopes string, err error) {
+	w.Scopes = leaseapi.NormalizeScopes(w.Scopes)
 	e, err := json.Marshal(w.Events)
 	if err != nil {
 		return "", "", fmt.Errorf("webhook events: %w", err)
@@ -55,8 +68,8 @@ func WebhookArrays(w *leaseapi.Webhook) (events, scopes string, err error) {
 // Webhook is the webhook of r, without its URL and secret (a list never
 // reads them).
 func (r *WebhookRow) Webhook() (leaseapi.Webhook, error) {
-	w := leaseapi.Webhook{ID: r.ID, URLRedacted: r.URLRedacted, Format: r.Format, CreatedBy: r.CreatedBy,
-		CreatedAt: AnyTime(r.CreatedAt)}
+	w := leaseapi.Webhook{ID: r.ID, Name: deref(r.Name), Digest: deref(r.Digest), URLRedacted: r.URLRedacted,
+		Format: r.Format, CreatedBy: r.CreatedBy, CreatedAt: AnyTime(r.CreatedAt)}
 	if err := json.Unmarshal(r.Events, &w.Events); err != nil {
 		return w, fmt.Errorf("webhook %s events: %w", r.ID, err)
 	}
@@ -340,7 +353,7 @@ const (
 	// WebhooksQuery reads every webhook with its newest attempt
 	// (webhook_deliveries_webhook_idx), never its URL or secret.
 	WebhooksQuery = `
-SELECT w.id, w.url_redacted, w.events, w.scopes, w.format, w.created_by, w.created_at,
+SELECT w.id, w.name, w.digest, w.url_redacted, w.events, w.scopes, w.format, w.created_by, w.created_at,
 	d.event_id AS d_event_id, d.type AS d_type, d.job_id AS d_job_id, d.attempt AS d_attempt,
 	d.attempted_at AS d_attempted_at, d.status AS d_status, d.error AS d_error, d.delivered AS d_delivered
 FROM webhooks AS w
