@@ -339,7 +339,11 @@ func (e *routesEnv) baseBody(op operation) []field {
 	case "createCredential":
 		return []field{{"name", `"routes-new"`}, {"role", `"read"`}, {"scopes", `["team-a:"]`}, {"ratePerSecond", `5`}}
 	case "createWebhook":
-		return []field{{"url", `"https://hooks.example.invalid/y"`}, {"events", `["run.failed","run.missed"]`}, {"scopes", `["team-a:"]`}, {"format", `"standard"`}}
+		return []field{{"url", `"https://hooks.example.invalid/y"`}, {"events", `["run.failed","run.missed"]`}, {"scopes", `["team-a:"]`}, {"format", `"standard"`},
+			{"name", `"routes-hook"`}}
+	case "putPolicy":
+		return []field{{"consecutiveFailures", `3`}, {"failureRate", `{"threshold":0.5,"runs":10}`}, {"maxRuntimeMs", `60000`},
+			{"minRuntimeMs", `1000`}, {"missedTicks", `2`}, {"recoveryThreshold", `2`}, {"realertAfterMs", `3600000`}}
 	}
 	// An operation added since: a body from its schema's examples (the
 	// valid request's check says when it is not valid; then add one above).
