@@ -280,6 +280,9 @@ type ListParams struct {
 	// the jobs that are not overdue (false); overdue means what
 	// Stats.Overdue counts.
 	Overdue *bool
+	// Alerting, when not nil, keeps only the jobs whose alert policy is
+	// alerting (true) or only the others (false).
+	Alerting *bool
 	// After is the job id the page starts after (exclusive), or "" for the first page.
 	After string
 	// Limit is the page size, at least 1.

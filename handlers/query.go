@@ -50,7 +50,7 @@ func parseLimit(q url.Values, def int) (int, error) {
 
 // listParams validates the query of GET /leases.
 func listParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.ListParams, error) {
-	q, err := query(r, "state", "owner", "prefix", "paused", "overdue", "limit", "cursor")
+	q, err := query(r, "state", "owner", "prefix", "paused", "overdue", "alerting", "limit", "cursor")
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +59,9 @@ func listParams(_ http.ResponseWriter, r *http.Request) (*leaseapi.ListParams, e
 		return nil, err
 	}
 	if p.Overdue, err = parseBool(q, "overdue"); err != nil {
+		return nil, err
+	}
+	if p.Alerting, err = parseBool(q, "alerting"); err != nil {
 		return nil, err
 	}
 	// A filter given empty is a mistake, not "every": the domain reads the

@@ -138,6 +138,17 @@ func testPolicyFailures(t *testing.T, b *bundle) {
 	if jp.State.AlertedAt == nil {
 		t.Fatalf("alerting without AlertedAt: %+v", jp.State)
 	}
+	quiet := b.job("failures-quiet")
+	b.run(t, quiet, owner, leaseapi.OutcomeFailed)
+	for _, tc := range []struct {
+		alerting bool
+		want     []string
+	}{{true, []string{job}}, {false, []string{quiet}}} {
+		got := leaseIDs(b.listAll(t, leaseapi.ListParams{Prefix: b.job("failures"), Alerting: &tc.alerting, Limit: 1}))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("List alerting=%v: got %q, want %q", tc.alerting, got, tc.want)
+		}
+	}
 	b.run(t, job, owner, leaseapi.OutcomeSucceeded)
 	b.wantPolicy(t, "one success of two", job, leaseapi.AlertAlerting, leaseapi.ReasonFailures)
 	b.run(t, job, owner, leaseapi.OutcomeSucceeded)

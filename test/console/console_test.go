@@ -631,6 +631,18 @@ func TestConsole(t *testing.T) {
 			t.Errorf("caption %q, want it to say the alerting job comes first", caption)
 		}
 		screenshot(t, ctx, "console-alerting")
+		// The lease table's filter, and the overview's section, find the
+		// alerting jobs on any page.
+		open(t, ctx, closed, "#/leases?alerting=true", "")
+		until(t, ctx, `document.querySelector('#f-alerting')?.checked === true && document.querySelectorAll('table.leases tbody tr').length === 1`)
+		if got := textOf(t, ctx, `table.leases tbody th`); !slices.Equal(got, []string{failing}) {
+			t.Errorf("alerting only: %q, want %s", got, failing)
+		}
+		open(t, ctx, closed, "#/", "")
+		until(t, ctx, `document.querySelector('#sec-alerting-jobs') !== null`)
+		if got := textOf(t, ctx, `section[aria-labelledby="sec-alerting-jobs"] table.leases tbody th`); !slices.Equal(got, []string{failing}) {
+			t.Errorf("overview's alerting jobs: %q, want %s", got, failing)
+		}
 
 		// The alerting job's page: its policy, status and reasons.
 		open(t, ctx, closed, "#/jobs/"+failing, "")

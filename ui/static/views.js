@@ -125,10 +125,11 @@ export function overview(ctx) {
   return {
     title: 'Overview',
     async load() {
-      const [st, runs, page] = await Promise.all([
+      const [st, runs, page, alerting] = await Promise.all([
         api.stats(),
         api.recentRuns({ outcome: 'failed,expired,missed', limit: 10 }),
         api.listLeases({ limit: 25 }),
+        api.listLeases({ alerting: 'true', limit: 25 }),
       ]);
       root = h('div', null,
         h('h1', { tabindex: '-1' }, 'Overview'),
@@ -137,6 +138,9 @@ export function overview(ctx) {
             STATES.map((k) => statCard(k, k, st.leases[k], `#/leases?state=${k}`, k === 'expired')),
             statCard('paused', 'paused', st.paused, '#/leases?paused=true'),
             statCard('overdue', 'overdue', st.overdue, '#/leases?overdue=true', true))),
+        alerting.leases.length ? section('Alerting jobs',
+          leaseTable(alerting.leases),
+          alerting.nextCursor ? h('p', null, h('a', { href: '#/leases?alerting=true' }, 'Every alerting job →')) : null) : null,
         section('Runs finished in the last 24 h',
           h('dl', { class: 'cards' },
             OUTCOMES.map((k) => statCard(`runs-${k}`, k, st.runs24h[k], null, k !== 'succeeded' && k !== 'revoked')))),
@@ -160,7 +164,7 @@ export function overview(ctx) {
 // pages forward only (keyset), so the console remembers how it got here.
 const paging = { key: null, stack: [] };
 
-const FILTERS = ['state', 'owner', 'prefix', 'paused', 'overdue', 'limit'];
+const FILTERS = ['state', 'owner', 'prefix', 'paused', 'overdue', 'alerting', 'limit'];
 
 export function leases(ctx, route) {
   const p = route.params;
@@ -191,6 +195,7 @@ export function leases(ctx, route) {
       h('label', null, 'Job id prefix ', h('input', { name: 'prefix', id: 'f-prefix', value: filters.prefix, pattern: '[A-Za-z0-9._:\\-]{0,128}', size: 14, autocomplete: 'off', spellcheck: 'false' })),
       sel('paused', 'Paused', [['', 'any'], ['true', 'paused'], ['false', 'not paused']]),
       h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'overdue', id: 'f-overdue', value: 'true', checked: filters.overdue === 'true' }), ' overdue only'),
+      h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'alerting', id: 'f-alerting', value: 'true', checked: filters.alerting === 'true' }), ' alerting only'),
       sel('limit', 'Per page', [['', '50'], ['100', '100'], ['500', '500']]),
       h('button', { type: 'submit' }, 'Apply'),
       h('a', { href: '#/leases' }, 'Clear'));
@@ -208,7 +213,7 @@ export function leases(ctx, route) {
     async load() {
       const page = await api.listLeases({
         state: filters.state, owner: filters.owner, prefix: filters.prefix,
-        paused: filters.paused, overdue: filters.overdue, limit: filters.limit || 50, cursor,
+        paused: filters.paused, overdue: filters.overdue, alerting: filters.alerting, limit: filters.limit || 50, cursor,
       });
       const n = paging.stack.length;
       const prev = h('button', { type: 'button', id: 'prev', disabled: !cursor }, n || !cursor ? '← Previous' : '← First page');

@@ -74,6 +74,13 @@ func ListFilters(p *leaseapi.ListParams) string {
 			s += "\n\tAND NOT " + OverdueCondition
 		}
 	}
+	if p.Alerting != nil {
+		if *p.Alerting {
+			s += "\n\tAND alert_status = 'alerting'"
+		} else {
+			s += "\n\tAND COALESCE(alert_status, '') <> 'alerting'"
+		}
+	}
 	return s
 }
 
