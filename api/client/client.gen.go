@@ -2631,7 +2631,11 @@ type ListLeasesParams struct {
 	// paused, its newest decided tick was missed and no grant started
 	// since: the jobs `GET /stats` counts as `overdue`.
 	Overdue *bool `form:"overdue,omitempty" json:"overdue,omitempty"`
-	Limit   *int  `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Alerting Only the jobs whose alert policy is alerting (`true`) or only the
+	// others (`false`); left out, both.
+	Alerting *bool `form:"alerting,omitempty" json:"alerting,omitempty"`
+	Limit    *int  `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Opaque; the `nextCursor` of the previous page (of the same filters).
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -5249,6 +5253,18 @@ func NewListLeasesRequest(server string, params *ListLeasesParams) (*http.Reques
 		if params.Overdue != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "overdue", *params.Overdue, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Alerting != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "alerting", *params.Alerting, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

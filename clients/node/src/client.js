@@ -207,9 +207,9 @@ export class Client {
     return this.#call('GET', leasePath(jobId), { schema: 'Lease' }, opts);
   }
 
-  /** One page of leases sorted by job id (GET /leases): {leases, nextCursor, serverTime}. Filters: state, owner, prefix, paused, overdue, limit, cursor. */
-  list({ state, owner, prefix, paused, overdue, limit, cursor } = {}, opts) {
-    return this.#call('GET', '/leases', { query: { state, owner, prefix, paused, overdue, limit, cursor }, schema: 'LeaseList' }, opts);
+  /** One page of leases sorted by job id (GET /leases): {leases, nextCursor, serverTime}. Filters: state, owner, prefix, paused, overdue, alerting, limit, cursor. */
+  list({ state, owner, prefix, paused, overdue, alerting, limit, cursor } = {}, opts) {
+    return this.#call('GET', '/leases', { query: { state, owner, prefix, paused, overdue, alerting, limit, cursor }, schema: 'LeaseList' }, opts);
   }
 
   /** Every lease matching the filters of list(), page after page (an async iterator). */

@@ -1894,6 +1894,11 @@ export interface operations {
                  *     since: the jobs `GET /stats` counts as `overdue`.
                  */
                 overdue?: boolean;
+                /**
+                 * @description Only the jobs whose alert policy is alerting (`true`) or only the
+                 *     others (`false`); left out, both.
+                 */
+                alerting?: boolean;
                 limit?: number;
                 /** @description Opaque; the `nextCursor` of the previous page (of the same filters). */
                 cursor?: components["schemas"]["Cursor"];

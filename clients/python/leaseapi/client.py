@@ -286,6 +286,7 @@ class Client:
         prefix: Optional[str] = None,
         paused: Optional[bool] = None,
         overdue: Optional[bool] = None,
+        alerting: Optional[bool] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
         retry_for: Optional[Seconds] = None,
@@ -293,12 +294,13 @@ class Client:
         """One page of leases sorted by job id (``GET /leases``); pass the
         page's ``next_cursor`` as ``cursor`` for the next. :meth:`leases`
         walks every page."""
-        query = {"state": state, "owner": owner, "prefix": prefix, "paused": paused, "overdue": overdue, "limit": limit, "cursor": cursor}
+        query = {"state": state, "owner": owner, "prefix": prefix, "paused": paused, "overdue": overdue,
+                 "alerting": alerting, "limit": limit, "cursor": cursor}
         return self._call("GET", "/leases", query=query, retry_for=retry_for, parse=LeasePage.from_json)
 
     def leases(self, *, page_size: Optional[int] = None, **filters: Any) -> Iterator[Lease]:
         """Every lease that matches the filters of :meth:`list` (``state``,
-        ``owner``, ``prefix``, ``paused``, ``overdue``), page after page of
+        ``owner``, ``prefix``, ``paused``, ``overdue``, ``alerting``), page after page of
         ``page_size``."""
         cursor: Optional[str] = None
         while True:
