@@ -373,6 +373,9 @@ type History struct {
 	Webhook *Webhook
 	// Groups are the run's concurrency groups (I13); nil when it has none.
 	Groups []Group
+	// Policies are the run's jobs with an alert policy and what their
+	// webhook told (I14); nil when the run set no policy.
+	Policies *Policies
 	// Schedules are the schedules of the jobs that do not tick every
 	// Period since the epoch (I10).
 	Schedules map[string]Schedule
