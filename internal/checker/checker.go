@@ -210,13 +210,15 @@ type Stats struct {
 	GroupPeak         map[string]int `json:"groupPeak,omitempty"`
 
 	// Alert policies (I14), when the history records them
-	// (PoliciesRecorded): the jobs with a policy, the transitions told by
+	// (PoliciesRecorded): the jobs with a policy (and those whose PUT
+	// policy the harness saw answered), the transitions told by
 	// type (each webhook-id once) and the repeats, the messages the
 	// receiver got (PolicyDeliveries) and the distinct events among them
 	// (PolicyEvents), the first attempts it refused on purpose, how long
 	// the outbox took to drain, and how many jobs' final status was judged.
 	PoliciesRecorded  bool           `json:"policiesRecorded,omitempty"`
 	PolicyJobs        int            `json:"policyJobs,omitempty"`
+	PolicyJobsSet     int            `json:"policyJobsSet,omitempty"`
 	PolicyTransitions map[string]int `json:"policyTransitions,omitempty"`
 	PolicyRepeats     int            `json:"policyRepeats,omitempty"`
 	PolicyDeliveries  int            `json:"policyDeliveries,omitempty"`

@@ -58,6 +58,8 @@ type PolicyJob struct {
 	Job                 string
 	ConsecutiveFailures int
 	RecoveryThreshold   int
+	// Set reports whether the harness's PUT policy was answered 200.
+	Set bool
 	// Final is the job's status (ok, alerting) read with GET policy after
 	// the outbox drained; "" when it could not be read.
 	Final string
@@ -107,6 +109,9 @@ func checkPolicies(h *History, r *Report) {
 	jobs := make(map[string]*PolicyJob, len(p.Jobs))
 	for i := range p.Jobs {
 		jobs[p.Jobs[i].Job] = &p.Jobs[i]
+		if p.Jobs[i].Set {
+			s.PolicyJobsSet++
+		}
 	}
 
 	// One body per webhook-id; every message a verified event of a job
@@ -192,7 +197,7 @@ func describePolicies(s Stats) string {
 	if !s.PoliciesRecorded {
 		return ""
 	}
-	return fmt.Sprintf(" | policies: %d jobs; %d job.alerting and %d job.ok transitions (%d repeats) in %d deliveries of %d events, %d first attempts refused; the outbox drained in %s, %d final statuses judged",
-		s.PolicyJobs, s.PolicyTransitions[EventJobAlerting], s.PolicyTransitions[EventJobOK], s.PolicyRepeats,
+	return fmt.Sprintf(" | policies: %d jobs (%d set); %d job.alerting and %d job.ok transitions (%d repeats) in %d deliveries of %d events, %d first attempts refused; the outbox drained in %s, %d final statuses judged",
+		s.PolicyJobs, s.PolicyJobsSet, s.PolicyTransitions[EventJobAlerting], s.PolicyTransitions[EventJobOK], s.PolicyRepeats,
 		s.PolicyDeliveries, s.PolicyEvents, s.PolicyRefused, fmtDur(s.PolicyWaited), s.PolicyFinalJudged)
 }

@@ -26,8 +26,8 @@ func legalPolicies() *Policies {
 	repeat := policyDelivery("msg_a4", "a", EventJobAlerting, 9000)
 	repeat.Repeat = true
 	return &Policies{
-		Jobs: []PolicyJob{{Job: "a", ConsecutiveFailures: 1, RecoveryThreshold: 2, Final: "alerting"},
-			{Job: "b", ConsecutiveFailures: 2, RecoveryThreshold: 1, Final: "ok"}},
+		Jobs: []PolicyJob{{Job: "a", ConsecutiveFailures: 1, RecoveryThreshold: 2, Set: true, Final: "alerting"},
+			{Job: "b", ConsecutiveFailures: 2, RecoveryThreshold: 1, Set: true, Final: "ok"}},
 		Deliveries: []PolicyDelivery{
 			policyDelivery("msg_a1", "a", EventJobAlerting, 100),
 			// job.ok reached the receiver before the refused job.alerting's
