@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/leaseapi/leaseapi/internal/checker"
@@ -77,7 +78,7 @@ func (e *env) registerPolicies() (*policyRun, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	rv, err := startPolicyReceiver(e.cfg.Seed)
+	rv, err := startPolicyReceiver(e.cfg.Seed, policyRefuse)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +255,8 @@ func policiesNotExercised(cfg *runConfig, r *checker.Report) []string {
 type policyReceiver struct {
 	srv *http.Server
 	ln  net.Listener
+	// refuse is the share of events whose first attempt is answered 503.
+	refuse float64
 
 	mu         sync.Mutex
 	secret     string
@@ -263,12 +266,12 @@ type policyReceiver struct {
 	refused    int
 }
 
-func startPolicyReceiver(seed uint64) (*policyReceiver, error) {
+func startPolicyReceiver(seed uint64, refuse float64) (*policyReceiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("policy webhook receiver: %w", err)
 	}
-	rv := &policyReceiver{ln: ln, rng: rand.New(rand.NewPCG(seed, 0x616c6572)), seen: make(map[string]bool)}
+	rv := &policyReceiver{ln: ln, refuse: refuse, rng: rand.New(rand.NewPCG(seed, 0x616c6572)), seen: make(map[string]bool)}
 	rv.srv = &http.Server{Handler: rv, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = rv.srv.Serve(ln) }()
 	return rv, nil
@@ -332,7 +335,7 @@ func (rv *policyReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rv.deliveries = append(rv.deliveries, d)
 	refuse := false
 	if d.Verified && d.Err == "" {
-		refuse = !rv.seen[id] && rv.rng.Float64() < policyRefuse
+		refuse = !rv.seen[id] && rv.rng.Float64() < rv.refuse
 		rv.seen[id] = true
 	}
 	switch {
@@ -361,4 +364,76 @@ func (rv *policyReceiver) received() ([]checker.PolicyDelivery, int) {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	return slices.Clone(rv.deliveries), rv.refused
+}
+
+// TestPolicyReceiver: the policy receiver accepts a policy event signed
+// with the secret and records its type, job, reasons, repeat, timestamp
+// and body; it records a message signed with another secret as
+// unverified (401) and one without reasons as malformed (400); told to,
+// it refuses a first attempt (503), records it, and accepts the retry,
+// with the same body.
+func TestPolicyReceiver(t *testing.T) {
+	secret, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := webhook.NewClient(true, 0)
+	due := time.Date(2026, 12, 7, 2, 0, 0, 123456000, time.UTC)
+	message := func(id string, typ webhook.Event, data string) webhook.Message {
+		return webhook.Message{ID: id, Type: typ, Timestamp: due, Data: json.RawMessage(data)}
+	}
+	send := func(rv *policyReceiver, secret string, m webhook.Message) webhook.Result {
+		return webhook.Deliver(context.Background(), client, rv.URL(), secret, webhook.FormatStandard, "", m, time.Now())
+	}
+	rv, err := startPolicyReceiver(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rv.close()
+	rv.setSecret(secret)
+	alerting := message("msg_a", "job.alerting", `{"jobId":"job-04","reasons":["failures"],"repeat":false}`)
+	if res := send(rv, secret, alerting); !res.Delivered {
+		t.Fatalf("signed policy event refused: %+v", res)
+	}
+	other, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := send(rv, other, message("msg_b", "job.ok", `{"jobId":"job-04","reasons":[]}`)); res.Status != http.StatusUnauthorized {
+		t.Fatalf("event signed with another secret: %+v, want 401", res)
+	}
+	if res := send(rv, secret, message("msg_c", "job.ok", `{"jobId":"job-04"}`)); res.Status != http.StatusBadRequest {
+		t.Fatalf("event without reasons: %+v, want 400", res)
+	}
+	got, _ := rv.received()
+	if len(got) != 3 {
+		t.Fatalf("recorded %d messages, want 3: %+v", len(got), got)
+	}
+	if a := got[0]; a.ID != "msg_a" || a.Type != "job.alerting" || a.Job != "job-04" || !slices.Equal(a.Reasons, []string{"failures"}) ||
+		a.Repeat || !a.Due.Equal(due) || !a.Verified || a.Err != "" || a.Body == "" {
+		t.Errorf("recorded %+v, want msg_a, job.alerting of job-04 for failures, due %s, verified", a, due)
+	}
+	if got[1].Verified || got[2].Err != "the body lacks data.reasons" {
+		t.Errorf("recorded %+v and %+v, want the first unverified, the second without reasons", got[1], got[2])
+	}
+
+	// Refusing every first attempt: the first is a 503, recorded; the retry
+	// carries the same webhook-id and body and is accepted.
+	rv2, err := startPolicyReceiver(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rv2.close()
+	rv2.setSecret(secret)
+	ok := message("msg_d", "job.ok", `{"jobId":"job-04","reasons":["failures"]}`)
+	if first := send(rv2, secret, ok); first.Status != http.StatusServiceUnavailable {
+		t.Fatalf("first attempt %+v, want 503", first)
+	}
+	if retry := send(rv2, secret, ok); !retry.Delivered {
+		t.Fatalf("retry %+v, want delivered", retry)
+	}
+	got2, refused := rv2.received()
+	if len(got2) != 2 || refused != 1 || got2[0].ID != "msg_d" || got2[1].ID != "msg_d" || got2[0].Body != got2[1].Body {
+		t.Fatalf("two attempts of msg_d: %+v, %d refused; want both recorded with one body, one refused", got2, refused)
+	}
 }
