@@ -44,6 +44,8 @@ const (
 	CodeGroupFull = "group_full" // 409
 	// CodeGroupInUse: a job is still in the group to be deleted.
 	CodeGroupInUse = "group_in_use" // 409
+	// CodePolicyNotFound: the job has no alert policy.
+	CodePolicyNotFound = "policy_not_found" // 404
 )
 
 // ProblemTypePrefix prefixes the code to form a problem's `type` URI. The URI
@@ -109,6 +111,10 @@ type Lease struct {
 	Group     *string `json:"group"`
 	Slot      *int64  `json:"slot"`
 	SlotToken *int64  `json:"slotToken"`
+	// Alerting is whether the job's alert policy has it alerting (false
+	// without one); AlertReasons are its reasons, absent while not.
+	Alerting     bool                   `json:"alerting"`
+	AlertReasons []leaseapi.AlertReason `json:"alertReasons,omitempty"`
 }
 
 // LeaseList is one page of GET /leases.
@@ -349,6 +355,9 @@ func FromLease(l leaseapi.Lease) Lease {
 	if l.OwedReason != "" {
 		r := l.OwedReason
 		out.OwedReason = &r
+	}
+	if l.AlertStatus == leaseapi.AlertAlerting {
+		out.Alerting, out.AlertReasons = true, l.AlertReasons
 	}
 	if l.LastOutcome != "" {
 		o := l.LastOutcome

@@ -50,6 +50,7 @@ func TestSpecProblemCodes(t *testing.T) {
 		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeTickAhead, api.CodeLeaseLost,
 		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal, api.CodeOverloaded, api.CodeRateLimited,
 		api.CodeCredentialExists, api.CodeIdempotencyKeyReused, api.CodeIdempotencyKeyInFlight, api.CodeGroupFull, api.CodeGroupInUse,
+		api.CodePolicyNotFound,
 	}
 	slices.Sort(got)
 	slices.Sort(want)
@@ -147,11 +148,22 @@ func TestDTOsMatchSpec(t *testing.T) {
 		Schedule: "CRON_TZ=Europe/Berlin 0 7 * * *", Grace: time.Minute, NextTick: &later,
 		PausedAt: &later, PausedBy: "ops", PausedReason: "maintenance", MissedTicks: 3, SkippedTicks: 1, RevokedBy: "ops",
 		Group: "reports:warehouse", Slot: 2, SlotToken: 9,
+		AlertStatus: leaseapi.AlertAlerting, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonFailures, leaseapi.ReasonRuntimeExceeded},
 	}
+	alertedAt := later
+	fullPolicy := leaseapi.JobPolicy{JobID: "a", Policy: leaseapi.AlertPolicy{
+		ConsecutiveFailures: 3, FailureRate: &leaseapi.FailureRate{Threshold: 0.5, Runs: 10}, MaxRuntime: time.Hour,
+		MinRuntime: time.Second, MissedTicks: 2, RecoveryThreshold: 2, RealertAfter: time.Hour,
+	}, State: leaseapi.PolicyState{Status: leaseapi.AlertAlerting, Reasons: []leaseapi.AlertReason{leaseapi.ReasonMissed}, Since: now, AlertedAt: &alertedAt},
+		UpdatedBy: "ops (lk_abc)", UpdatedAt: now, Now: later}
+	minimalPolicy := leaseapi.JobPolicy{JobID: "a", Policy: leaseapi.AlertPolicy{MissedTicks: 1},
+		State: leaseapi.PolicyState{Status: leaseapi.AlertOK, Since: now}, UpdatedAt: now, Now: now}
 	minimal := leaseapi.Lease{
 		JobID: "a", Owner: "o", Token: 1, State: leaseapi.StateHeld,
 		AcquiredAt: now, RenewedAt: now, ExpiresAt: later, TTL: time.Second,
 	}
+	okLease := minimal // a job with a policy that is not alerting
+	okLease.AlertStatus = leaseapi.AlertOK
 	running := leaseapi.Run{JobID: "a", Token: 2, Owner: "o", StartedAt: &now, Outcome: leaseapi.OutcomeRunning}
 	done := leaseapi.Run{JobID: "a", Token: 1, Owner: "o", Tick: &now, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
 	missed := leaseapi.Run{JobID: "b.c", Tick: &now, EndedAt: &later, Outcome: leaseapi.OutcomeMissed}
@@ -171,6 +183,11 @@ func TestDTOsMatchSpec(t *testing.T) {
 	}{
 		{"FullLease", "Lease", api.FromLease(full)},
 		{"MinimalLease", "Lease", api.FromLease(minimal)},
+		{"OKLease", "Lease", api.FromLease(okLease)},
+		{"FullJobPolicy", "JobPolicy", api.FromJobPolicy(fullPolicy)},
+		{"MinimalJobPolicy", "JobPolicy", api.FromJobPolicy(minimalPolicy)},
+		{"PolicyNotFoundProblem", "PolicyNotFoundProblem", api.Problem{Type: api.ProblemTypePrefix + api.CodePolicyNotFound, Title: "Policy not found",
+			Status: 404, Detail: "d", Code: api.CodePolicyNotFound}},
 		{"LeaseListLast", "LeaseList", api.LeaseList{Leases: api.FromLeases(nil), ServerTime: api.NewTime(now)}},
 		{"LeaseListMore", "LeaseList", api.LeaseList{Leases: api.FromLeases([]leaseapi.Lease{full, minimal}), NextCursor: &cursor, ServerTime: api.NewTime(now)}},
 		{"RunList", "RunList", api.RunList{Runs: api.FromRuns([]leaseapi.Run{running, done, missed, discarded, discardedMissed, grouped, groupFull})}},
@@ -252,6 +269,9 @@ func TestDTOsMatchSpec(t *testing.T) {
 			{"AcquireRequest", api.AcquireRequest{Owner: "o", Group: new("g")}},
 			{"AcquireRequest", api.AcquireRequest{Owner: "o", Group: new("")}},
 			{"PutGroupRequest", api.PutGroupRequest{Limit: 3}},
+			{"PolicyBody", api.PolicyBody{MissedTicks: new(int64(2))}},
+			{"PolicyBody", api.PolicyBody{ConsecutiveFailures: new(int64(3)), FailureRate: &api.FailureRate{Threshold: 0.25, Runs: 8},
+				MaxRuntimeMs: new(int64(60000)), MinRuntimeMs: new(int64(1000)), RecoveryThreshold: new(int64(2)), RealertAfterMs: new(int64(3600000))}},
 			{"AcquireRequest", api.AcquireRequest{Owner: "o", Tick: &tick, Schedule: &spec, GraceMs: &ttl}},
 			{"PauseRequest", api.PauseRequest{Reason: &spec}},
 			{"PauseRequest", api.PauseRequest{}},
@@ -284,6 +304,8 @@ func TestWebhookBodiesMatchSpec(t *testing.T) {
 	lease := leaseapi.Lease{JobID: "a.b", Owner: "o", Token: 1, State: leaseapi.StateReleased, AcquiredAt: now,
 		RenewedAt: now, ExpiresAt: later, ReleasedAt: &later, TTL: time.Second, MissedTicks: 2}
 	run := leaseapi.Run{JobID: "a.b", Token: 1, Owner: "o", Tick: &now, StartedAt: &now, EndedAt: &later, Outcome: leaseapi.OutcomeFailed}
+	alerting := lease
+	alerting.AlertStatus, alerting.AlertReasons = leaseapi.AlertAlerting, []leaseapi.AlertReason{leaseapi.ReasonFailures, leaseapi.ReasonMissed}
 	missed := []leaseapi.Run{
 		{JobID: "a.b", Tick: &now, EndedAt: &later, Outcome: leaseapi.OutcomeMissed, Trigger: leaseapi.TriggerSchedule},
 		{JobID: "a.b", Tick: &earlier, EndedAt: &later, Outcome: leaseapi.OutcomeMissed, Trigger: leaseapi.TriggerSchedule},
@@ -291,6 +313,10 @@ func TestWebhookBodiesMatchSpec(t *testing.T) {
 	for _, e := range []leaseapi.WebhookEvent{
 		{ID: "msg_1", Type: "run.failed", JobID: "a.b", Run: &run, Lease: &lease},
 		{ID: "msg_2", Type: "job.missed", JobID: "a.b", Lease: &lease, Missed: missed, MissedCount: 5},
+		{ID: "msg_3", Type: "job.alerting", JobID: "a.b", Run: &run, Lease: &alerting,
+			AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonFailures, leaseapi.ReasonMissed}, Repeat: true},
+		{ID: "msg_4", Type: "job.alerting", JobID: "a.b", Lease: &alerting, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonMissed}},
+		{ID: "msg_5", Type: "job.ok", JobID: "a.b", Run: &run, Lease: &lease, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonFailures}},
 	} {
 		data, err := api.MarshalWebhookData(&e)
 		if err != nil {
@@ -302,6 +328,48 @@ func TestWebhookBodiesMatchSpec(t *testing.T) {
 		}
 		if err := strict.ValidateJSON(apitest.SchemaPointer("WebhookEvent"), body); err != nil {
 			t.Errorf("%s body does not match WebhookEvent: %v\n%s", e.Type, err, body)
+		}
+	}
+}
+
+// TestPolicyEventData: a job.alerting event carries its reasons and
+// repeat, a job.ok its reasons and no repeat, and an event without a run
+// leaves run out rather than null.
+func TestPolicyEventData(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	lease := leaseapi.Lease{JobID: "a.b", Owner: "o", Token: 1, State: leaseapi.StateHeld, AcquiredAt: now, RenewedAt: now, ExpiresAt: now, TTL: time.Second,
+		AlertStatus: leaseapi.AlertAlerting, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonRuntimeExceeded}}
+	for _, tt := range []struct {
+		e    leaseapi.WebhookEvent
+		want map[string]string // raw JSON of data's fields besides lease
+	}{
+		{leaseapi.WebhookEvent{Type: "job.alerting", JobID: "a.b", Lease: &lease, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonRuntimeExceeded}, Repeat: true},
+			map[string]string{"jobId": `"a.b"`, "reasons": `["runtime_exceeded"]`, "repeat": "true"}},
+		{leaseapi.WebhookEvent{Type: "job.alerting", JobID: "a.b", Lease: &lease, AlertReasons: []leaseapi.AlertReason{leaseapi.ReasonMissed}},
+			map[string]string{"jobId": `"a.b"`, "reasons": `["missed"]`, "repeat": "false"}},
+		{leaseapi.WebhookEvent{Type: "job.ok", JobID: "a.b", Lease: &lease},
+			map[string]string{"jobId": `"a.b"`, "reasons": `[]`}},
+	} {
+		b, err := api.MarshalWebhookData(&tt.e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got["lease"]; !ok {
+			t.Errorf("%s: no lease in %s", tt.e.Type, b)
+		}
+		delete(got, "lease")
+		if len(got) != len(tt.want) {
+			t.Errorf("%s: data %s, want the fields %v and lease", tt.e.Type, b, tt.want)
+		}
+		for k, v := range tt.want {
+			if string(got[k]) != v {
+				t.Errorf("%s: %s is %s, want %s", tt.e.Type, k, got[k], v)
+			}
 		}
 	}
 }

@@ -97,6 +97,18 @@ func (l Lease) AppendJSON(b []byte) []byte {
 	b = appendInt64Ptr(b, l.Slot)
 	b = append(b, `,"slotToken":`...)
 	b = appendInt64Ptr(b, l.SlotToken)
+	b = append(b, `,"alerting":`...)
+	b = strconv.AppendBool(b, l.Alerting)
+	if len(l.AlertReasons) > 0 {
+		b = append(b, `,"alertReasons":[`...)
+		for i, r := range l.AlertReasons {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, string(r))
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
 }
 

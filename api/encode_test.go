@@ -60,6 +60,9 @@ func FuzzAppendJSON(f *testing.F) {
 			now := NewTime(at)
 			p.Now, ref.Now = &now, &now
 		}
+		if withTimes != withLease { // an alerting job
+			l.Alerting, l.AlertReasons = true, []leaseapi.AlertReason{leaseapi.AlertReason(owner), leaseapi.ReasonMissed}
+		}
 		if withLease && !withTimes { // a group_full's group
 			group, slot := jobID, token
 			l.Group, l.Slot, l.SlotToken = &group, &slot, &ms

@@ -104,6 +104,18 @@ type JobMissedData struct {
 	Count  int64       `json:"count"`
 }
 
+// PolicyEventData is the data of a job.alerting or job.ok event: the job,
+// the newest run its policy counted (nil for none), its lease, the job's
+// alert reasons (for job.ok, those it recovered from) and, for
+// job.alerting, whether it repeats an earlier one.
+type PolicyEventData struct {
+	JobID   string                 `json:"jobId"`
+	Run     *Run                   `json:"run,omitempty"`
+	Lease   *Lease                 `json:"lease"`
+	Reasons []leaseapi.AlertReason `json:"reasons"`
+	Repeat  *bool                  `json:"repeat,omitempty"`
+}
+
 // MissedRun is a missed run as a job.missed event lists it.
 type MissedRun struct {
 	Tick    *Time            `json:"tick"`
@@ -128,6 +140,9 @@ func MarshalWebhookData(e *leaseapi.WebhookEvent) ([]byte, error) {
 		}
 		return b, nil
 	}
+	if e.Type == "job.alerting" || e.Type == "job.ok" {
+		return marshalPolicyEventData(e)
+	}
 	d := WebhookData{JobID: e.JobID}
 	if e.Run != nil {
 		r := FromRun(*e.Run)
@@ -136,6 +151,27 @@ func MarshalWebhookData(e *leaseapi.WebhookEvent) ([]byte, error) {
 	if e.Lease != nil {
 		l := FromLease(*e.Lease)
 		d.Lease = &l
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("webhook data of %s: %w", e.ID, err)
+	}
+	return b, nil
+}
+
+func marshalPolicyEventData(e *leaseapi.WebhookEvent) ([]byte, error) {
+	d := PolicyEventData{JobID: e.JobID, Reasons: append([]leaseapi.AlertReason{}, e.AlertReasons...)}
+	if e.Run != nil {
+		r := FromRun(*e.Run)
+		d.Run = &r
+	}
+	if e.Lease != nil {
+		l := FromLease(*e.Lease)
+		d.Lease = &l
+	}
+	if e.Type == "job.alerting" {
+		repeat := e.Repeat
+		d.Repeat = &repeat
 	}
 	b, err := json.Marshal(d)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 )
 
@@ -14,10 +15,16 @@ import (
 // set to null passes exactly when the spec declares that field nullable, so
 // neither a null the server starts sending nor a spec that forgets to allow
 // it (as `nullable` beside an `allOf` did) goes unnoticed.
+//
+// The job is alerting, so that the answer has every field of the schema.
 func TestContractRejectsNull(t *testing.T) {
 	t.Parallel()
 	b := setup(t, openSQLite(t), defaultOptions())
-	req := request{method: http.MethodPost, path: "/leases/" + b.job("nulls") + "/acquire", body: jsonBody(t, api.AcquireRequest{Owner: "a"})}
+	job := b.job("nulls")
+	b.runOnce(t, job, leaseapi.OutcomeFailed)
+	wantPolicy(t, b.putPolicy(t, job, `{"consecutiveFailures":1}`, nil))
+	wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a"}))
+	req := request{method: http.MethodGet, path: "/leases/" + job}
 	resp := b.do(t, req)
 	var lease map[string]any
 	if err := json.Unmarshal(resp.body, &lease); err != nil {
@@ -100,4 +107,56 @@ func TestContractGroups(t *testing.T) {
 			t.Errorf("%s: a group_full answer %s passed the spec", name, body)
 		}
 	}
+}
+
+// TestContractPolicies: a JobPolicy answer with every field is held to its
+// schema as strictly as the Lease (no field of it is nullable), and one
+// that lacks a required field, or has one the schema does not name, fails.
+func TestContractPolicies(t *testing.T) {
+	t.Parallel()
+	store := openSQLite(t)
+	_, admin := mint(t, store, "admin", leaseapi.RoleAdmin, "*")
+	b := setup(t, store, defaultOptions())
+	job := b.job("policy")
+	wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/acquire", body: `{"owner":"a"}`, header: admin}))
+	wantLease(t, b.do(t, request{method: http.MethodPost, path: "/leases/" + job + "/release", body: `{"owner":"a","token":1,"outcome":"failed"}`, header: admin}))
+	wantPolicy(t, b.putPolicy(t, job, `{"consecutiveFailures":1,"failureRate":{"threshold":0.5,"runs":2},"maxRuntimeMs":60000,`+
+		`"minRuntimeMs":1,"missedTicks":3,"recoveryThreshold":2,"realertAfterMs":60000}`, admin))
+
+	get := request{method: http.MethodGet, path: "/leases/" + job + "/policy", header: admin}
+	resp := b.do(t, get)
+	var policy map[string]any
+	if err := json.Unmarshal(resp.body, &policy); err != nil {
+		t.Fatal(err)
+	}
+	props := b.contract.doc.Components.Schemas["JobPolicy"].Value.Properties
+	if len(policy) != len(props) {
+		t.Fatalf("the answer has %d fields, the JobPolicy schema %d: %s", len(policy), len(props), resp.body)
+	}
+	check := func(name string, v map[string]any, valid bool) {
+		t.Helper()
+		body, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = b.contract.validateResponse(get.build(t, b.server.URL), response{status: resp.status, header: resp.header, body: body})
+		if (err == nil) != valid {
+			t.Errorf("%s: valid %v, validation error %v\n%s", name, valid, err, body)
+		}
+	}
+	for field := range policy {
+		withNull := maps.Clone(policy)
+		withNull[field] = nil
+		check(field+" null", withNull, props[field].Value.Nullable)
+	}
+	for _, field := range []string{"jobId", "recoveryThreshold", "status", "alertReasons", "statusSince", "updatedAt"} {
+		without := maps.Clone(policy)
+		delete(without, field)
+		check("without "+field, without, false)
+	}
+	extra := maps.Clone(policy)
+	extra["serverTime"] = policy["updatedAt"]
+	check("with serverTime", extra, false)
+	missing := b.do(t, request{method: http.MethodGet, path: "/leases/" + b.job("none") + "/policy", header: admin})
+	wantProblem(t, missing, http.StatusNotFound, api.CodeNotFound)
 }

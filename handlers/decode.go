@@ -397,6 +397,8 @@ func describeType(t reflect.Type) string {
 		return "an integer from -9223372036854775808 to 9223372036854775807 written without fraction or exponent"
 	case reflect.String:
 		return "a string"
+	case reflect.Float64:
+		return "a number"
 	}
 	return "a " + t.Kind().String()
 }

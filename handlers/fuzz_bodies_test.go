@@ -1,8 +1,8 @@
 package handlers_test
 
 // Fuzz targets for the bodies of the routes other than acquire, heartbeat
-// and release (fuzz_test.go): pause, resume, trigger, owed, credentials and
-// webhooks. Each serves its input through handlers.New over the real SQLite
+// and release (fuzz_test.go): pause, resume, trigger, owed, credentials,
+// webhooks and alert policies. Each serves its input through handlers.New over the real SQLite
 // store and holds the answer to checkFuzzResponse's properties. Run one with
 //
 //	go test ./handlers -run '^$' -fuzz '^FuzzPauseBody$' -fuzztime 60s
@@ -97,4 +97,15 @@ func FuzzWebhookBody(f *testing.F) {
 		`{"url":"https://hooks.slack.com/services/T/B/x","events":["run.failed","run.missed"],"scopes":["*"],"format":"slack"}`,
 		`{"url":"http://2130706433/x","events":["run.failed"],"scopes":["*"]}`,
 		`{"url":"http://[::ffff:10.0.0.1]:65536/x","events":["run.failed"],"scopes":["*"]}`)
+}
+
+func FuzzPolicyBody(f *testing.F) {
+	fuzzBodyOf(f, fuzzAdminBundle(f), http.MethodPut, heldPath("/policy"), fuzzAdminToken,
+		`{"consecutiveFailures":3}`,
+		`{"consecutiveFailures":100,"failureRate":{"threshold":1,"runs":64},"maxRuntimeMs":604800000,"minRuntimeMs":1,`+
+			`"missedTicks":100,"recoveryThreshold":100,"realertAfterMs":2592000000}`,
+		`{"failureRate":{"threshold":0.25,"runs":8},"realertAfterMs":60000}`,
+		`{"maxRuntimeMs":9223372036854775807}`, `{"minRuntimeMs":-9223372036854775808}`, `{"missedTicks":0}`,
+		`{"failureRate":{"threshold":0.5,"runs":4,"runs":4}}`, `{"failureRate":{"threshold":1e-400,"runs":4}}`,
+		`{"failureRate":{"threshold":0.5,"runs":4,"x":{}}}`, `{"failureRate":[]}`, `{"failureRate":{}}`)
 }

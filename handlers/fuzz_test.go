@@ -205,6 +205,45 @@ func (s *recordingStore) Runs(ctx context.Context, jobID string, limit int) ([]l
 	return s.Store.Runs(ctx, jobID, limit)
 }
 
+func (s *recordingStore) PutPolicy(ctx context.Context, p *leaseapi.PutPolicyParams) (leaseapi.JobPolicy, error) {
+	var c check
+	c.jobID(p.JobID)
+	pol := &p.Policy
+	count := func(field string, n int) { c.that(n >= 0 && n <= 100, "%s %d", field, n) }
+	runtime := func(field string, d time.Duration) {
+		c.that(d >= 0 && d <= 7*24*time.Hour && d%time.Millisecond == 0, "%s %s", field, d)
+	}
+	count("consecutiveFailures", pol.ConsecutiveFailures)
+	count("missedTicks", pol.MissedTicks)
+	count("recoveryThreshold", pol.RecoveryThreshold)
+	runtime("maxRuntime", pol.MaxRuntime)
+	runtime("minRuntime", pol.MinRuntime)
+	c.that(pol.MaxRuntime == 0 || pol.MinRuntime < pol.MaxRuntime, "minRuntime %s, maxRuntime %s", pol.MinRuntime, pol.MaxRuntime)
+	if r := pol.FailureRate; r != nil {
+		c.that(r.Threshold > 0 && r.Threshold <= 1 && r.Runs >= 1 && r.Runs <= 64, "failureRate %+v", *r)
+	}
+	c.that(pol.RealertAfter == 0 || pol.RealertAfter >= time.Minute && pol.RealertAfter <= 30*24*time.Hour && pol.RealertAfter%time.Millisecond == 0,
+		"realertAfter %s", pol.RealertAfter)
+	c.that(pol.ConsecutiveFailures+pol.MissedTicks > 0 || pol.FailureRate != nil || pol.MaxRuntime+pol.MinRuntime > 0, "no condition")
+	c.that(p.By != "", "no By")
+	s.record("put_policy", c...)
+	return s.Store.PutPolicy(ctx, p)
+}
+
+func (s *recordingStore) Policy(ctx context.Context, jobID string) (leaseapi.JobPolicy, error) {
+	var c check
+	c.jobID(jobID)
+	s.record("policy", c...)
+	return s.Store.Policy(ctx, jobID)
+}
+
+func (s *recordingStore) DeletePolicy(ctx context.Context, jobID string) error {
+	var c check
+	c.jobID(jobID)
+	s.record("delete_policy", c...)
+	return s.Store.DeletePolicy(ctx, jobID)
+}
+
 // fuzzBundle is one handler over a recorded real SQLite store.
 type fuzzBundle struct {
 	handler http.Handler
@@ -292,6 +331,7 @@ var problemStatus = map[string]int{
 	api.CodeRateLimited:          http.StatusTooManyRequests,
 	api.CodeJobPaused:            http.StatusConflict,
 	api.CodeCredentialExists:     http.StatusConflict,
+	api.CodePolicyNotFound:       http.StatusNotFound,
 }
 
 // leakMarkers must never appear in a response unless the client sent them.
@@ -384,6 +424,8 @@ func checkSuccess(t *testing.T, req *http.Request, ct string, body []byte) {
 		v = &api.CreatedCredential{}
 	case keys["runs"] != nil:
 		v = &api.RunList{}
+	case keys["statusSince"] != nil:
+		v = &api.JobPolicy{}
 	case keys["jobId"] != nil:
 		v = &api.Lease{}
 	default:

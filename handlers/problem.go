@@ -66,6 +66,7 @@ var titles = map[string]string{
 	api.CodeIdempotencyKeyInFlight: "Idempotency-Key in flight",
 	api.CodeGroupFull:              "Group full",
 	api.CodeGroupInUse:             "Group in use",
+	api.CodePolicyNotFound:         "Policy not found",
 }
 
 // writeProblem is the only place that maps errors to responses. It maps
@@ -108,6 +109,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, leaseapi.ErrIdempotencyKeyInFlight):
 		p.Status, p.Code = http.StatusConflict, api.CodeIdempotencyKeyInFlight
 		p.Detail = "the first request with this Idempotency-Key is still being answered; retry this one in a moment"
+	case errors.Is(err, leaseapi.ErrPolicyNotFound):
+		p.Status, p.Code = http.StatusNotFound, api.CodePolicyNotFound
+		p.Detail = "this job has no alert policy; PUT /leases/{jobId}/policy sets one"
 	case errors.Is(err, leaseapi.ErrNotFound):
 		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
 		p.Detail = "no lease exists for this job id; acquire it first"

@@ -394,6 +394,8 @@ func TestEveryRouteAuthorized(t *testing.T) {
 		"DELETE /leases/{jobId}/group":  leaseapi.RoleAdmin,
 		"GET /groups":                   leaseapi.RoleRead, "GET /groups/{name}": leaseapi.RoleRead,
 		"PUT /groups/{name}": leaseapi.RoleAdmin, "DELETE /groups/{name}": leaseapi.RoleAdmin,
+		"PUT /leases/{jobId}/policy": leaseapi.RoleAdmin, "GET /leases/{jobId}/policy": leaseapi.RoleRead,
+		"DELETE /leases/{jobId}/policy": leaseapi.RoleAdmin,
 	}
 	h := handlers.New(store, defaultOptions())
 	b := setupHandler(t, store, defaultOptions(), func(o handlers.Options) http.Handler { return handlers.New(store, o) })

@@ -59,11 +59,11 @@ func TestWebhookBadInput(t *testing.T) {
 		for _, tc := range []struct {
 			name, body, detail string
 		}{
-			{"UnknownEvent", `{"url":"https://hooks.example.com/x","events":["run.started"],"scopes":["team-a:"]}`, `events[0] must be one of run.failed, run.expired, run.missed, job.overdue, run.succeeded, job.recovered, job.missed, not "run.started"`},
+			{"UnknownEvent", `{"url":"https://hooks.example.com/x","events":["run.started"],"scopes":["team-a:"]}`, `events[0] must be one of run.failed, run.expired, run.missed, job.overdue, run.succeeded, job.recovered, job.missed, job.alerting, job.ok, not "run.started"`},
 			{"RepeatedEvent", `{"url":"https://hooks.example.com/x","events":["run.failed","job.overdue","run.failed"],"scopes":["team-a:"]}`, `events[2] repeats "run.failed"`},
-			{"TooManyEvents", `{"url":"https://hooks.example.com/x","events":["run.failed","run.expired","run.missed","job.overdue","run.succeeded","job.recovered","job.missed","run.failed"],"scopes":["team-a:"]}`, "events must list 1 to 7 distinct events"},
-			{"NoEvents", `{"url":"https://hooks.example.com/x","events":[],"scopes":["team-a:"]}`, "events must list 1 to 7 distinct events"},
-			{"MissingEvents", `{"url":"https://hooks.example.com/x","scopes":["team-a:"]}`, "events must list 1 to 7 distinct events"},
+			{"TooManyEvents", `{"url":"https://hooks.example.com/x","events":["run.failed","run.expired","run.missed","job.overdue","run.succeeded","job.recovered","job.missed","job.alerting","job.ok","run.failed"],"scopes":["team-a:"]}`, "events must list 1 to 9 distinct events"},
+			{"NoEvents", `{"url":"https://hooks.example.com/x","events":[],"scopes":["team-a:"]}`, "events must list 1 to 9 distinct events"},
+			{"MissingEvents", `{"url":"https://hooks.example.com/x","scopes":["team-a:"]}`, "events must list 1 to 9 distinct events"},
 			{"BadFormat", `{"url":"https://hooks.example.com/x",` + valid + `,"format":"teams"}`, `format must be "standard" or "slack"`},
 			{"EmptyFormat", `{"url":"https://hooks.example.com/x",` + valid + `,"format":""}`, `format must be "standard" or "slack"`},
 			{"Scheme", `{"url":"ftp://hooks.example.com/x",` + valid + `}`, `url must use http or https, not "ftp"`},

@@ -18,7 +18,8 @@ import (
 
 // Message is one event as the outbox holds it: ID is the webhook-id, the
 // same on every retry; Data is {"jobId","run","lease"} as written when the
-// event was decided.
+// event was decided (job.missed: "missed" and "count" for "run";
+// job.alerting and job.ok: also "reasons", and job.alerting "repeat").
 type Message struct {
 	ID        string
 	Type      Event
@@ -50,6 +51,8 @@ type slackData struct {
 	Lease *struct {
 		Tick *time.Time `json:"tick"`
 	} `json:"lease"`
+	Reasons []string `json:"reasons"`
+	Repeat  bool     `json:"repeat"`
 }
 
 // plainJobID is what the console's job links leave unescaped.
@@ -72,26 +75,19 @@ func ConsoleJobURL(publicURL, jobID string) string {
 var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // SlackBody returns a Slack incoming-webhook body {"text": ...} naming the
-// job, the outcome, the tick and, when publicURL is set, a console link.
+// job, the outcome, the tick and, when publicURL is set, a console link;
+// for job.alerting and job.ok, a line that says whether the job is
+// alerting and why ("job `x` is alerting: failures, missed").
 func SlackBody(m Message, publicURL string) ([]byte, error) {
 	var d slackData
 	if err := json.Unmarshal(m.Data, &d); err != nil {
 		return nil, fmt.Errorf("webhook slack body of %s: %w", m.ID, err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "leaseapi %s: job `%s`", m.Type, slackEscape.Replace(d.JobID))
-	var tick *time.Time
-	if d.Run != nil {
-		if d.Run.Outcome != "" {
-			fmt.Fprintf(&b, ", outcome %s", slackEscape.Replace(d.Run.Outcome))
-		}
-		tick = d.Run.Tick
-	}
-	if tick == nil && d.Lease != nil {
-		tick = d.Lease.Tick
-	}
-	if tick != nil {
-		fmt.Fprintf(&b, ", tick %s", tick.UTC().Format(time.RFC3339))
+	if m.Type == JobAlerting || m.Type == JobOK {
+		slackPolicyLine(&b, m.Type, &d)
+	} else {
+		slackRunLine(&b, m.Type, &d)
 	}
 	if link := ConsoleJobURL(publicURL, d.JobID); link != "" {
 		fmt.Fprintf(&b, " <%s|open in the console>", link)
@@ -101,6 +97,48 @@ func SlackBody(m Message, publicURL string) ([]byte, error) {
 		return nil, fmt.Errorf("webhook slack body of %s: %w", m.ID, err)
 	}
 	return out, nil
+}
+
+// slackPolicyLine writes the text of a job.alerting or job.ok event.
+func slackPolicyLine(b *strings.Builder, e Event, d *slackData) {
+	fmt.Fprintf(b, "leaseapi: job `%s` ", slackEscape.Replace(d.JobID))
+	reasons := make([]string, len(d.Reasons))
+	for i, r := range d.Reasons {
+		reasons[i] = slackEscape.Replace(strings.ReplaceAll(r, "_", " ")) // failure_rate: "failure rate"
+	}
+	switch {
+	case e == JobOK:
+		b.WriteString("is ok again")
+		if len(reasons) > 0 {
+			fmt.Fprintf(b, " (was alerting: %s)", strings.Join(reasons, ", "))
+		}
+		return
+	case d.Repeat:
+		b.WriteString("is still alerting")
+	default:
+		b.WriteString("is alerting")
+	}
+	if len(reasons) > 0 {
+		fmt.Fprintf(b, ": %s", strings.Join(reasons, ", "))
+	}
+}
+
+// slackRunLine writes the text of an event about a run.
+func slackRunLine(b *strings.Builder, e Event, d *slackData) {
+	fmt.Fprintf(b, "leaseapi %s: job `%s`", e, slackEscape.Replace(d.JobID))
+	var tick *time.Time
+	if d.Run != nil {
+		if d.Run.Outcome != "" {
+			fmt.Fprintf(b, ", outcome %s", slackEscape.Replace(d.Run.Outcome))
+		}
+		tick = d.Run.Tick
+	}
+	if tick == nil && d.Lease != nil {
+		tick = d.Lease.Tick
+	}
+	if tick != nil {
+		fmt.Fprintf(b, ", tick %s", tick.UTC().Format(time.RFC3339))
+	}
 }
 
 // Result is the outcome of one delivery attempt: Status is the HTTP status

@@ -145,3 +145,39 @@ func TestDeliverTimesOut(t *testing.T) {
 		t.Fatalf("Deliver to a receiver that never answers: %+v, want timed out", res)
 	}
 }
+
+// The Slack text of job.alerting and job.ok is a line a person reads: the
+// job, alerting or ok again, and why.
+func TestSlackBodyOfPolicyEvents(t *testing.T) {
+	t.Parallel()
+	lease := `"lease":{"jobId":"team-a:nightly","tick":"2026-12-02T06:00:00Z"}`
+	for _, tt := range []struct {
+		event webhook.Event
+		data  string
+		want  string
+	}{
+		{webhook.JobAlerting, `{"jobId":"team-a:nightly",` + lease + `,"reasons":["failures","missed"],"repeat":false}`,
+			"leaseapi: job `team-a:nightly` is alerting: failures, missed <https://x/ui/#/jobs/team-a:nightly|open in the console>"},
+		{webhook.JobAlerting, `{"jobId":"team-a:nightly","run":{"outcome":"failed"},` + lease + `,"reasons":["failure_rate","runtime_exceeded"],"repeat":true}`,
+			"leaseapi: job `team-a:nightly` is still alerting: failure rate, runtime exceeded <https://x/ui/#/jobs/team-a:nightly|open in the console>"},
+		{webhook.JobOK, `{"jobId":"team-a:nightly",` + lease + `,"reasons":["runtime_too_short"]}`,
+			"leaseapi: job `team-a:nightly` is ok again (was alerting: runtime too short) <https://x/ui/#/jobs/team-a:nightly|open in the console>"},
+		{webhook.JobOK, `{"jobId":"a<b>",` + lease + `,"reasons":[]}`,
+			"leaseapi: job `a&lt;b&gt;` is ok again <https://x/ui/#/jobs/a%3Cb%3E|open in the console>"},
+		{webhook.JobAlerting, `{"jobId":"j",` + lease + `,"reasons":["<!channel>"]}`,
+			"leaseapi: job `j` is alerting: &lt;!channel&gt; <https://x/ui/#/jobs/j|open in the console>"},
+	} {
+		m := webhook.Message{ID: "evt_1", Type: tt.event, Timestamp: time.Now(), Data: json.RawMessage(tt.data)}
+		b, err := webhook.SlackBody(m, "https://x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]string
+		if err := json.Unmarshal(b, &body); err != nil || len(body) != 1 {
+			t.Fatalf("body %s: %v", b, err)
+		}
+		if body["text"] != tt.want {
+			t.Errorf("%s %s:\n got %q\nwant %q", tt.event, tt.data, body["text"], tt.want)
+		}
+	}
+}

@@ -23,10 +23,15 @@ const (
 	// JobMissed: one event per job per sweep pass that decided ticks
 	// missed, listing the missed runs (opt-in; run.missed is one per run).
 	JobMissed Event = "job.missed"
+	// JobAlerting: the job's alert policy has it alerting; told again
+	// (data "repeat": true) every realertAfter while it stays alerting.
+	JobAlerting Event = "job.alerting"
+	// JobOK: an alerting job's policy has it ok again.
+	JobOK Event = "job.ok"
 )
 
 // Events lists every event in a fixed order.
-var Events = []Event{RunFailed, RunExpired, RunMissed, JobOverdue, RunSucceeded, JobRecovered, JobMissed}
+var Events = []Event{RunFailed, RunExpired, RunMissed, JobOverdue, RunSucceeded, JobRecovered, JobMissed, JobAlerting, JobOK}
 
 // Format is how a delivery's body is written.
 type Format string

@@ -73,6 +73,33 @@ func (e AcquireRequestCatchUp) Valid() bool {
 	}
 }
 
+// Defines values for AlertReason.
+const (
+	AlertReasonFailureRate     AlertReason = "failure_rate"
+	AlertReasonFailures        AlertReason = "failures"
+	AlertReasonMissed          AlertReason = "missed"
+	AlertReasonRuntimeExceeded AlertReason = "runtime_exceeded"
+	AlertReasonRuntimeTooShort AlertReason = "runtime_too_short"
+)
+
+// Valid indicates whether the value is a known member of the AlertReason enum.
+func (e AlertReason) Valid() bool {
+	switch e {
+	case AlertReasonFailureRate:
+		return true
+	case AlertReasonFailures:
+		return true
+	case AlertReasonMissed:
+		return true
+	case AlertReasonRuntimeExceeded:
+		return true
+	case AlertReasonRuntimeTooShort:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BadRequestProblemCode.
 const (
 	BadRequestProblemCodeInvalidRequest BadRequestProblemCode = "invalid_request"
@@ -343,6 +370,24 @@ func (e JobPausedProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for JobPolicyStatus.
+const (
+	JobPolicyStatusAlerting JobPolicyStatus = "alerting"
+	JobPolicyStatusOk       JobPolicyStatus = "ok"
+)
+
+// Valid indicates whether the value is a known member of the JobPolicyStatus enum.
+func (e JobPolicyStatus) Valid() bool {
+	switch e {
+	case JobPolicyStatusAlerting:
+		return true
+	case JobPolicyStatusOk:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseCatchUp.
 const (
 	LeaseCatchUpLatest LeaseCatchUp = "latest"
@@ -471,13 +516,13 @@ func (e NotFoundProblemCode) Valid() bool {
 
 // Defines values for NotFoundProblemStatus.
 const (
-	N404 NotFoundProblemStatus = 404
+	NotFoundProblemStatusN404 NotFoundProblemStatus = 404
 )
 
 // Valid indicates whether the value is a known member of the NotFoundProblemStatus enum.
 func (e NotFoundProblemStatus) Valid() bool {
 	switch e {
-	case N404:
+	case NotFoundProblemStatusN404:
 		return true
 	default:
 		return false
@@ -532,6 +577,39 @@ func (e PayloadTooLargeProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for PolicyNotFoundProblemCode.
+const (
+	PolicyNotFoundProblemCodeNotFound       PolicyNotFoundProblemCode = "not_found"
+	PolicyNotFoundProblemCodePolicyNotFound PolicyNotFoundProblemCode = "policy_not_found"
+)
+
+// Valid indicates whether the value is a known member of the PolicyNotFoundProblemCode enum.
+func (e PolicyNotFoundProblemCode) Valid() bool {
+	switch e {
+	case PolicyNotFoundProblemCodeNotFound:
+		return true
+	case PolicyNotFoundProblemCodePolicyNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PolicyNotFoundProblemStatus.
+const (
+	PolicyNotFoundProblemStatusN404 PolicyNotFoundProblemStatus = 404
+)
+
+// Valid indicates whether the value is a known member of the PolicyNotFoundProblemStatus enum.
+func (e PolicyNotFoundProblemStatus) Valid() bool {
+	switch e {
+	case PolicyNotFoundProblemStatusN404:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemCode.
 const (
 	ProblemCodeCredentialExists       ProblemCode = "credential_exists"
@@ -549,6 +627,7 @@ const (
 	ProblemCodeNotFound               ProblemCode = "not_found"
 	ProblemCodeOverloaded             ProblemCode = "overloaded"
 	ProblemCodePayloadTooLarge        ProblemCode = "payload_too_large"
+	ProblemCodePolicyNotFound         ProblemCode = "policy_not_found"
 	ProblemCodeRateLimited            ProblemCode = "rate_limited"
 	ProblemCodeTickAhead              ProblemCode = "tick_ahead"
 	ProblemCodeTickDone               ProblemCode = "tick_done"
@@ -589,6 +668,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeOverloaded:
 		return true
 	case ProblemCodePayloadTooLarge:
+		return true
+	case ProblemCodePolicyNotFound:
 		return true
 	case ProblemCodeRateLimited:
 		return true
@@ -756,13 +837,13 @@ func (e State) Valid() bool {
 
 // Defines values for StatusStatus.
 const (
-	Ok StatusStatus = "ok"
+	StatusStatusOk StatusStatus = "ok"
 )
 
 // Valid indicates whether the value is a known member of the StatusStatus enum.
 func (e StatusStatus) Valid() bool {
 	switch e {
-	case Ok:
+	case StatusStatusOk:
 		return true
 	default:
 		return false
@@ -894,7 +975,9 @@ func (e UnsupportedMediaTypeProblemStatus) Valid() bool {
 
 // Defines values for WebhookEventType.
 const (
+	JobAlerting  WebhookEventType = "job.alerting"
 	JobMissed    WebhookEventType = "job.missed"
+	JobOk        WebhookEventType = "job.ok"
 	JobOverdue   WebhookEventType = "job.overdue"
 	JobRecovered WebhookEventType = "job.recovered"
 	RunExpired   WebhookEventType = "run.expired"
@@ -906,7 +989,11 @@ const (
 // Valid indicates whether the value is a known member of the WebhookEventType enum.
 func (e WebhookEventType) Valid() bool {
 	switch e {
+	case JobAlerting:
+		return true
 	case JobMissed:
+		return true
+	case JobOk:
 		return true
 	case JobOverdue:
 		return true
@@ -1054,6 +1141,17 @@ type AcquireRequest struct {
 // the stored policy stays (`none` for a new job).
 type AcquireRequestCatchUp string
 
+// AlertReason A condition of a job's alert policy that holds: `failures` (the newest
+// `consecutiveFailures` finished runs with a holder failed or expired;
+// missed ticks neither count nor break the row), `failure_rate` (of the
+// newest `failureRate.runs` such runs, at least `failureRate.threshold`
+// of them failed or expired), `runtime_exceeded` (the newest run lasted
+// longer than `maxRuntimeMs`, or is still held past it),
+// `runtime_too_short` (the newest finished run succeeded in less than
+// `minRuntimeMs`), `missed` (the newest `missedTicks` decided ticks were
+// missed).
+type AlertReason string
+
 // BadRequestProblem defines model for BadRequestProblem.
 type BadRequestProblem struct {
 	Code BadRequestProblemCode `json:"code"`
@@ -1197,6 +1295,14 @@ type CredentialList struct {
 
 // Cursor defines model for Cursor.
 type Cursor = string
+
+// FailureRate Alerting when at least `threshold` of the newest `runs` finished runs with a holder failed or expired; fewer runs decide nothing.
+type FailureRate struct {
+	Runs int64 `json:"runs"`
+
+	// Threshold The share of failed runs, greater than 0 (0 is refused) and at most 1.
+	Threshold float64 `json:"threshold"`
+}
 
 // ForbiddenProblem defines model for ForbiddenProblem.
 type ForbiddenProblem struct {
@@ -1491,10 +1597,50 @@ type JobPausedProblemCode string
 // JobPausedProblemStatus defines model for JobPausedProblem.Status.
 type JobPausedProblemStatus int
 
+// JobPolicy A job's alert policy (the fields of PolicyBody that are set) and where it stands.
+type JobPolicy struct {
+	// AlertReasons While alerting, the conditions that held during this alerting episode; empty while ok.
+	AlertReasons        []AlertReason `json:"alertReasons"`
+	ConsecutiveFailures *int64        `json:"consecutiveFailures,omitempty"`
+
+	// FailureRate Alerting when at least `threshold` of the newest `runs` finished runs with a holder failed or expired; fewer runs decide nothing.
+	FailureRate *FailureRate `json:"failureRate,omitempty"`
+	JobId       JobID        `json:"jobId"`
+
+	// LastAlertAt Example: 2026-11-30T07:00:00.000Z
+	LastAlertAt    *Time  `json:"lastAlertAt,omitempty"`
+	MaxRuntimeMs   *int64 `json:"maxRuntimeMs,omitempty"`
+	MinRuntimeMs   *int64 `json:"minRuntimeMs,omitempty"`
+	MissedTicks    *int64 `json:"missedTicks,omitempty"`
+	RealertAfterMs *int64 `json:"realertAfterMs,omitempty"`
+
+	// RecoveryThreshold The policy's recovery threshold, 1 when it was not given.
+	RecoveryThreshold int64           `json:"recoveryThreshold"`
+	Status            JobPolicyStatus `json:"status"`
+
+	// StatusSince Example: 2026-11-30T07:00:00.000Z
+	StatusSince Time `json:"statusSince"`
+
+	// UpdatedAt Example: 2026-11-30T07:00:00.000Z
+	UpdatedAt Time `json:"updatedAt"`
+
+	// UpdatedBy The credential that set the policy; absent when the API was open.
+	UpdatedBy *string `json:"updatedBy,omitempty"`
+}
+
+// JobPolicyStatus defines model for JobPolicy.Status.
+type JobPolicyStatus string
+
 // Lease defines model for Lease.
 type Lease struct {
 	// AcquiredAt Example: 2026-11-30T07:00:00.000Z
 	AcquiredAt Time `json:"acquiredAt"`
+
+	// AlertReasons While `alerting`, the conditions of the policy that held; absent otherwise.
+	AlertReasons *[]AlertReason `json:"alertReasons,omitempty"`
+
+	// Alerting Whether the job's alert policy has it alerting; false without a policy (GET /leases/{jobId}/policy).
+	Alerting bool `json:"alerting"`
 
 	// CatchUp The job's catch-up policy, as the last granted acquire that sent one registered it.
 	CatchUp LeaseCatchUp `json:"catchUp"`
@@ -1759,6 +1905,63 @@ type PayloadTooLargeProblemCode string
 
 // PayloadTooLargeProblemStatus defines model for PayloadTooLargeProblem.Status.
 type PayloadTooLargeProblemStatus int
+
+// PolicyBody A job's alert policy. Every field is optional; at least one of
+// `consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`
+// and `missedTicks` must be set.
+type PolicyBody struct {
+	// ConsecutiveFailures Alerting after that many failed or expired runs in a row.
+	ConsecutiveFailures *int64 `json:"consecutiveFailures,omitempty"`
+
+	// FailureRate Alerting when at least `threshold` of the newest `runs` finished runs with a holder failed or expired; fewer runs decide nothing.
+	FailureRate *FailureRate `json:"failureRate,omitempty"`
+
+	// MaxRuntimeMs Alerting when a run lasts longer, already while it is held.
+	MaxRuntimeMs *int64 `json:"maxRuntimeMs,omitempty"`
+
+	// MinRuntimeMs Alerting when a run succeeds sooner; less than `maxRuntimeMs` when both are set.
+	MinRuntimeMs *int64 `json:"minRuntimeMs,omitempty"`
+
+	// MissedTicks Alerting after that many missed ticks in a row.
+	MissedTicks *int64 `json:"missedTicks,omitempty"`
+
+	// RealertAfterMs Repeat `job.alerting` this often while the job stays alerting; never when not given.
+	RealertAfterMs *int64 `json:"realertAfterMs,omitempty"`
+
+	// RecoveryThreshold How many successes in a row, with no condition holding, bring an alerting job back to ok (1 when not given).
+	RecoveryThreshold *int64 `json:"recoveryThreshold,omitempty"`
+}
+
+// PolicyNotFoundProblem defines model for PolicyNotFoundProblem.
+type PolicyNotFoundProblem struct {
+	Code PolicyNotFoundProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                       `json:"now,omitempty"`
+	Status PolicyNotFoundProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// PolicyNotFoundProblemCode defines model for PolicyNotFoundProblem.Code.
+type PolicyNotFoundProblemCode string
+
+// PolicyNotFoundProblemStatus defines model for PolicyNotFoundProblem.Status.
+type PolicyNotFoundProblemStatus int
 
 // Problem RFC 9457 problem details.
 type Problem struct {
@@ -2155,7 +2358,10 @@ type WebhookDelivery struct {
 	// overdue), `job.recovered` (a run succeeded after the job's previous
 	// finished run failed, expired or was missed), `job.missed` (opt-in:
 	// one event per job per sweep pass that decided ticks missed, listing
-	// its missed runs; `run.missed` is still one event per missed run).
+	// its missed runs; `run.missed` is still one event per missed run),
+	// `job.alerting` (the job's alert policy has it alerting: once when it
+	// starts, then again every `realertAfterMs` while it stays alerting, with
+	// `repeat` true), `job.ok` (an alerting job's policy has it ok again).
 	EventType WebhookEventType `json:"eventType"`
 	JobId     JobID            `json:"jobId"`
 
@@ -2184,7 +2390,9 @@ type WebhookEvent struct {
 	// newest run, the missed one; none for job.missed); the job's
 	// lease. Both as they were when the event was decided, in the
 	// schemas of this API. A job.missed event carries `missed` and
-	// `count` instead of `run`.
+	// `count` instead of `run`. A job.alerting or job.ok event carries
+	// `reasons`, and a job.alerting `repeat`; its `run` is the newest run
+	// the policy counted (absent when none).
 	Data struct {
 		// Count job.missed only. Every tick the pass decided missed, recorded or not.
 		Count *int64 `json:"count,omitempty"`
@@ -2193,6 +2401,12 @@ type WebhookEvent struct {
 
 		// Missed job.missed only. The missed runs the sweep pass recorded, newest first, at most 100.
 		Missed *[]MissedRun `json:"missed,omitempty"`
+
+		// Reasons job.alerting and job.ok only. The job's alert reasons (for job.ok, those it recovered from).
+		Reasons *[]AlertReason `json:"reasons,omitempty"`
+
+		// Repeat job.alerting only. True when the event repeats an earlier one of the same alerting episode (`realertAfterMs` passed).
+		Repeat *bool `json:"repeat,omitempty"`
 
 		// Run One grant of the lease, or one missed tick: a missed run has `tick` and
 		// `endedAt` (tick + grace, when it was decided missed; for a manual tick
@@ -2213,7 +2427,10 @@ type WebhookEvent struct {
 	// overdue), `job.recovered` (a run succeeded after the job's previous
 	// finished run failed, expired or was missed), `job.missed` (opt-in:
 	// one event per job per sweep pass that decided ticks missed, listing
-	// its missed runs; `run.missed` is still one event per missed run).
+	// its missed runs; `run.missed` is still one event per missed run),
+	// `job.alerting` (the job's alert policy has it alerting: once when it
+	// starts, then again every `realertAfterMs` while it stays alerting, with
+	// `repeat` true), `job.ok` (an alerting job's policy has it ok again).
 	Type WebhookEventType `json:"type"`
 }
 
@@ -2225,7 +2442,10 @@ type WebhookEvent struct {
 // overdue), `job.recovered` (a run succeeded after the job's previous
 // finished run failed, expired or was missed), `job.missed` (opt-in:
 // one event per job per sweep pass that decided ticks missed, listing
-// its missed runs; `run.missed` is still one event per missed run).
+// its missed runs; `run.missed` is still one event per missed run),
+// `job.alerting` (the job's alert policy has it alerting: once when it
+// starts, then again every `realertAfterMs` while it stays alerting, with
+// `repeat` true), `job.ok` (an alerting job's policy has it ok again).
 type WebhookEventType string
 
 // WebhookFormat `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
@@ -2268,6 +2488,9 @@ type NotFound = NotFoundProblem
 
 // PayloadTooLarge defines model for PayloadTooLarge.
 type PayloadTooLarge = PayloadTooLargeProblem
+
+// PolicyNotFound defines model for PolicyNotFound.
+type PolicyNotFound = PolicyNotFoundProblem
 
 // RateLimited defines model for RateLimited.
 type RateLimited = RateLimitedProblem
@@ -2373,6 +2596,9 @@ type HeartbeatLeaseJSONRequestBody = HeartbeatRequest
 
 // PauseJobJSONRequestBody defines body for PauseJob for application/json ContentType.
 type PauseJobJSONRequestBody = PauseRequest
+
+// PutPolicyJSONRequestBody defines body for PutPolicy for application/json ContentType.
+type PutPolicyJSONRequestBody = PolicyBody
 
 // ReleaseLeaseJSONRequestBody defines body for ReleaseLease for application/json ContentType.
 type ReleaseLeaseJSONRequestBody = ReleaseRequest
@@ -2879,6 +3105,49 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
 	PauseJob(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePolicy Remove a job's alert policy and its state. Needs role admin.
+	//
+	// Nothing is told to the webhooks: an alerting job whose policy is
+	// removed sends no `job.ok`. The job's lease shows `alerting` false.
+	//
+	// Corresponds with DELETE /leases/{jobId}/policy (the `DeletePolicy` operationId).
+	DeletePolicy(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPolicy Get a job's alert policy and whether the job is alerting. Needs role read.
+	//
+	// Corresponds with GET /leases/{jobId}/policy (the `GetPolicy` operationId).
+	GetPolicy(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPolicyWithBody Set a job's alert policy, replacing the one it had. Needs role admin.
+	//
+	// The policy is decided at once from the job's recent runs, so the answer
+	// may already be `alerting` (and that change is told to the webhooks).
+	// Every field is optional, but at least one condition
+	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+	// `missedTicks`) must be set; a value out of its bounds is 400
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /leases/{jobId}/policy (the `PutPolicy` operationId).
+	PutPolicyWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutPolicy Set a job's alert policy, replacing the one it had. Needs role admin.
+	//
+	// The policy is decided at once from the job's recent runs, so the answer
+	// may already be `alerting` (and that change is told to the webhooks).
+	// Every field is optional, but at least one condition
+	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+	// `missedTicks`) must be set; a value out of its bounds is 400
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /leases/{jobId}/policy (the `PutPolicy` operationId).
+	PutPolicy(ctx context.Context, jobId JobID, body PutPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReleaseLeaseWithBody Release a lease and record the run's outcome. Needs role lease.
 	//
@@ -3689,6 +3958,89 @@ func (c *Client) PauseJobWithBody(ctx context.Context, jobId JobID, contentType 
 // Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
 func (c *Client) PauseJob(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPauseJobRequest(c.Server, jobId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePolicy Remove a job's alert policy and its state. Needs role admin.
+//
+// Nothing is told to the webhooks: an alerting job whose policy is
+// removed sends no `job.ok`. The job's lease shows `alerting` false.
+//
+// Corresponds with DELETE /leases/{jobId}/policy (the `DeletePolicy` operationId).
+func (c *Client) DeletePolicy(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePolicyRequest(c.Server, jobId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPolicy Get a job's alert policy and whether the job is alerting. Needs role read.
+//
+// Corresponds with GET /leases/{jobId}/policy (the `GetPolicy` operationId).
+func (c *Client) GetPolicy(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPolicyRequest(c.Server, jobId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPolicyWithBody Set a job's alert policy, replacing the one it had. Needs role admin.
+//
+// The policy is decided at once from the job's recent runs, so the answer
+// may already be `alerting` (and that change is told to the webhooks).
+// Every field is optional, but at least one condition
+// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+// `missedTicks`) must be set; a value out of its bounds is 400
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /leases/{jobId}/policy (the `PutPolicy` operationId).
+func (c *Client) PutPolicyWithBody(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPolicyRequestWithBody(c.Server, jobId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutPolicy Set a job's alert policy, replacing the one it had. Needs role admin.
+//
+// The policy is decided at once from the job's recent runs, so the answer
+// may already be `alerting` (and that change is told to the webhooks).
+// Every field is optional, but at least one condition
+// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+// `missedTicks`) must be set; a value out of its bounds is 400
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /leases/{jobId}/policy (the `PutPolicy` operationId).
+func (c *Client) PutPolicy(ctx context.Context, jobId JobID, body PutPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutPolicyRequest(c.Server, jobId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5049,6 +5401,121 @@ func NewPauseJobRequestWithBody(server string, jobId JobID, contentType string, 
 	return req, nil
 }
 
+// NewDeletePolicyRequest constructs an http.Request for the DeletePolicy method
+func NewDeletePolicyRequest(server string, jobId JobID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/policy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPolicyRequest constructs an http.Request for the GetPolicy method
+func NewGetPolicyRequest(server string, jobId JobID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/policy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutPolicyRequest calls the generic PutPolicy builder with application/json body
+func NewPutPolicyRequest(server string, jobId JobID, body PutPolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutPolicyRequestWithBody(server, jobId, "application/json", bodyReader)
+}
+
+// NewPutPolicyRequestWithBody constructs an http.Request for the PutPolicy method, with any body, and a specified content type
+func NewPutPolicyRequestWithBody(server string, jobId JobID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "jobId", jobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/leases/%s/policy", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReleaseLeaseRequest calls the generic ReleaseLease builder with application/json body
 func NewReleaseLeaseRequest(server string, jobId JobID, body ReleaseLeaseJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6130,6 +6597,53 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /leases/{jobId}/pause (the `PauseJob` operationId).
 	PauseJobWithResponse(ctx context.Context, jobId JobID, body PauseJobJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
+
+	// DeletePolicyWithResponse Remove a job's alert policy and its state. Needs role admin.
+	//
+	// Nothing is told to the webhooks: an alerting job whose policy is
+	// removed sends no `job.ok`. The job's lease shows `alerting` false.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /leases/{jobId}/policy (the `DeletePolicy` operationId).
+	DeletePolicyWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*DeletePolicyResponse, error)
+
+	// GetPolicyWithResponse Get a job's alert policy and whether the job is alerting. Needs role read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /leases/{jobId}/policy (the `GetPolicy` operationId).
+	GetPolicyWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*GetPolicyResponse, error)
+
+	// PutPolicyWithBodyWithResponse Set a job's alert policy, replacing the one it had. Needs role admin.
+	//
+	// The policy is decided at once from the job's recent runs, so the answer
+	// may already be `alerting` (and that change is told to the webhooks).
+	// Every field is optional, but at least one condition
+	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+	// `missedTicks`) must be set; a value out of its bounds is 400
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /leases/{jobId}/policy (the `PutPolicy` operationId).
+	PutPolicyWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPolicyResponse, error)
+
+	// PutPolicyWithResponse Set a job's alert policy, replacing the one it had. Needs role admin.
+	//
+	// The policy is decided at once from the job's recent runs, so the answer
+	// may already be `alerting` (and that change is told to the webhooks).
+	// Every field is optional, but at least one condition
+	// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+	// `missedTicks`) must be set; a value out of its bounds is 400
+	// `invalid_request` naming the field. A policy that replaces another keeps
+	// the job's status and is decided at once by its own conditions.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /leases/{jobId}/policy (the `PutPolicy` operationId).
+	PutPolicyWithResponse(ctx context.Context, jobId JobID, body PutPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPolicyResponse, error)
 
 	// ReleaseLeaseWithBodyWithResponse Release a lease and record the run's outcome. Needs role lease.
 	//
@@ -8248,6 +8762,346 @@ func (r PauseJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PauseJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeletePolicyResponse401Headers the declared response headers of an HTTP 401 response for DeletePolicy
+type DeletePolicyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DeletePolicyResponse429Headers the declared response headers of an HTTP 429 response for DeletePolicy
+type DeletePolicyResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DeletePolicyResponse503Headers the declared response headers of an HTTP 503 response for DeletePolicy
+type DeletePolicyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeletePolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *PolicyNotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeletePolicyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeletePolicyResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeletePolicyResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeletePolicyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeletePolicyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeletePolicyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeletePolicyResponse) GetApplicationproblemJSON404() *PolicyNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeletePolicyResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeletePolicyResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeletePolicyResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetPolicyResponse401Headers the declared response headers of an HTTP 401 response for GetPolicy
+type GetPolicyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetPolicyResponse429Headers the declared response headers of an HTTP 429 response for GetPolicy
+type GetPolicyResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetPolicyResponse503Headers the declared response headers of an HTTP 503 response for GetPolicy
+type GetPolicyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobPolicy
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *PolicyNotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetPolicyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetPolicyResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetPolicyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPolicyResponse) GetJSON200() *JobPolicy {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetPolicyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetPolicyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetPolicyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetPolicyResponse) GetApplicationproblemJSON404() *PolicyNotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetPolicyResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetPolicyResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetPolicyResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutPolicyResponse401Headers the declared response headers of an HTTP 401 response for PutPolicy
+type PutPolicyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutPolicyResponse429Headers the declared response headers of an HTTP 429 response for PutPolicy
+type PutPolicyResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PutPolicyResponse503Headers the declared response headers of an HTTP 503 response for PutPolicy
+type PutPolicyResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PutPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobPolicy
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutPolicyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutPolicyResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutPolicyResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutPolicyResponse) GetJSON200() *JobPolicy {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutPolicyResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutPolicyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10628,6 +11482,77 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, jobId Jo
 	return ParsePauseJobResponse(rsp)
 }
 
+// DeletePolicyWithResponse Remove a job's alert policy and its state. Needs role admin.
+//
+// Nothing is told to the webhooks: an alerting job whose policy is
+// removed sends no `job.ok`. The job's lease shows `alerting` false.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /leases/{jobId}/policy (the `DeletePolicy` operationId).
+func (c *ClientWithResponses) DeletePolicyWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*DeletePolicyResponse, error) {
+	rsp, err := c.DeletePolicy(ctx, jobId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePolicyResponse(rsp)
+}
+
+// GetPolicyWithResponse Get a job's alert policy and whether the job is alerting. Needs role read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /leases/{jobId}/policy (the `GetPolicy` operationId).
+func (c *ClientWithResponses) GetPolicyWithResponse(ctx context.Context, jobId JobID, reqEditors ...RequestEditorFn) (*GetPolicyResponse, error) {
+	rsp, err := c.GetPolicy(ctx, jobId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPolicyResponse(rsp)
+}
+
+// PutPolicyWithBodyWithResponse Set a job's alert policy, replacing the one it had. Needs role admin.
+//
+// The policy is decided at once from the job's recent runs, so the answer
+// may already be `alerting` (and that change is told to the webhooks).
+// Every field is optional, but at least one condition
+// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+// `missedTicks`) must be set; a value out of its bounds is 400
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /leases/{jobId}/policy (the `PutPolicy` operationId).
+func (c *ClientWithResponses) PutPolicyWithBodyWithResponse(ctx context.Context, jobId JobID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutPolicyResponse, error) {
+	rsp, err := c.PutPolicyWithBody(ctx, jobId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPolicyResponse(rsp)
+}
+
+// PutPolicyWithResponse Set a job's alert policy, replacing the one it had. Needs role admin.
+//
+// The policy is decided at once from the job's recent runs, so the answer
+// may already be `alerting` (and that change is told to the webhooks).
+// Every field is optional, but at least one condition
+// (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+// `missedTicks`) must be set; a value out of its bounds is 400
+// `invalid_request` naming the field. A policy that replaces another keeps
+// the job's status and is decided at once by its own conditions.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /leases/{jobId}/policy (the `PutPolicy` operationId).
+func (c *ClientWithResponses) PutPolicyWithResponse(ctx context.Context, jobId JobID, body PutPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*PutPolicyResponse, error) {
+	rsp, err := c.PutPolicy(ctx, jobId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutPolicyResponse(rsp)
+}
+
 // ReleaseLeaseWithBodyWithResponse Release a lease and record the run's outcome. Needs role lease.
 //
 // Succeeds when owner and token match the current grant and it is not
@@ -12848,6 +13773,340 @@ func ParsePauseJobResponse(rsp *http.Response) (*PauseJobResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers PauseJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeletePolicyResponse parses an HTTP response from a DeletePolicyWithResponse call
+func ParseDeletePolicyResponse(rsp *http.Response) (*DeletePolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest PolicyNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeletePolicyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeletePolicyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeletePolicyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetPolicyResponse parses an HTTP response from a GetPolicyWithResponse call
+func ParseGetPolicyResponse(rsp *http.Response) (*GetPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobPolicy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest PolicyNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetPolicyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetPolicyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetPolicyResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutPolicyResponse parses an HTTP response from a PutPolicyWithResponse call
+func ParsePutPolicyResponse(rsp *http.Response) (*PutPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutPolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobPolicy
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PutPolicyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutPolicyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutPolicyResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -271,6 +271,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/leases/{jobId}/policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                jobId: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        /** Get a job's alert policy and whether the job is alerting. Needs role read. */
+        get: operations["getPolicy"];
+        /**
+         * Set a job's alert policy, replacing the one it had. Needs role admin.
+         * @description The policy is decided at once from the job's recent runs, so the answer
+         *     may already be `alerting` (and that change is told to the webhooks).
+         *     Every field is optional, but at least one condition
+         *     (`consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`,
+         *     `missedTicks`) must be set; a value out of its bounds is 400
+         *     `invalid_request` naming the field. A policy that replaces another keeps
+         *     the job's status and is decided at once by its own conditions.
+         */
+        put: operations["putPolicy"];
+        post?: never;
+        /**
+         * Remove a job's alert policy and its state. Needs role admin.
+         * @description Nothing is told to the webhooks: an alerting job whose policy is
+         *     removed sends no `job.ok`. The job's lease shows `alerting` false.
+         */
+        delete: operations["deletePolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/leases/{jobId}/acquire": {
         parameters: {
             query?: never;
@@ -967,6 +1001,96 @@ export interface components {
             /** @description Why, when the trigger said; null otherwise. */
             triggerReason: string | null;
         };
+        /**
+         * @description A condition of a job's alert policy that holds: `failures` (the newest
+         *     `consecutiveFailures` finished runs with a holder failed or expired;
+         *     missed ticks neither count nor break the row), `failure_rate` (of the
+         *     newest `failureRate.runs` such runs, at least `failureRate.threshold`
+         *     of them failed or expired), `runtime_exceeded` (the newest run lasted
+         *     longer than `maxRuntimeMs`, or is still held past it),
+         *     `runtime_too_short` (the newest finished run succeeded in less than
+         *     `minRuntimeMs`), `missed` (the newest `missedTicks` decided ticks were
+         *     missed).
+         * @enum {string}
+         */
+        AlertReason: "failures" | "failure_rate" | "runtime_exceeded" | "runtime_too_short" | "missed";
+        /** @description Alerting when at least `threshold` of the newest `runs` finished runs with a holder failed or expired; fewer runs decide nothing. */
+        FailureRate: {
+            /**
+             * Format: double
+             * @description The share of failed runs, greater than 0 (0 is refused) and at most 1.
+             */
+            threshold: number;
+            /** Format: int64 */
+            runs: number;
+        };
+        /**
+         * @description A job's alert policy. Every field is optional; at least one of
+         *     `consecutiveFailures`, `failureRate`, `maxRuntimeMs`, `minRuntimeMs`
+         *     and `missedTicks` must be set.
+         */
+        PolicyBody: {
+            /**
+             * Format: int64
+             * @description Alerting after that many failed or expired runs in a row.
+             */
+            consecutiveFailures?: number;
+            failureRate?: components["schemas"]["FailureRate"];
+            /**
+             * Format: int64
+             * @description Alerting when a run lasts longer, already while it is held.
+             */
+            maxRuntimeMs?: number;
+            /**
+             * Format: int64
+             * @description Alerting when a run succeeds sooner; less than `maxRuntimeMs` when both are set.
+             */
+            minRuntimeMs?: number;
+            /**
+             * Format: int64
+             * @description Alerting after that many missed ticks in a row.
+             */
+            missedTicks?: number;
+            /**
+             * Format: int64
+             * @description How many successes in a row, with no condition holding, bring an alerting job back to ok (1 when not given).
+             */
+            recoveryThreshold?: number;
+            /**
+             * Format: int64
+             * @description Repeat `job.alerting` this often while the job stays alerting; never when not given.
+             */
+            realertAfterMs?: number;
+        };
+        /** @description A job's alert policy (the fields of PolicyBody that are set) and where it stands. */
+        JobPolicy: {
+            jobId: components["schemas"]["JobID"];
+            /** Format: int64 */
+            consecutiveFailures?: number;
+            failureRate?: components["schemas"]["FailureRate"];
+            /** Format: int64 */
+            maxRuntimeMs?: number;
+            /** Format: int64 */
+            minRuntimeMs?: number;
+            /** Format: int64 */
+            missedTicks?: number;
+            /**
+             * Format: int64
+             * @description The policy's recovery threshold, 1 when it was not given.
+             */
+            recoveryThreshold: number;
+            /** Format: int64 */
+            realertAfterMs?: number;
+            /** @enum {string} */
+            status: "ok" | "alerting";
+            /** @description While alerting, the conditions that held during this alerting episode; empty while ok. */
+            alertReasons: components["schemas"]["AlertReason"][];
+            statusSince: components["schemas"]["Time"];
+            lastAlertAt?: components["schemas"]["Time"];
+            updatedAt: components["schemas"]["Time"];
+            /** @description The credential that set the policy; absent when the API was open. */
+            updatedBy?: string;
+        };
         PauseRequest: {
             /** @description Why the job is paused (text, no control characters); shown as `pausedReason`. */
             reason?: string;
@@ -1111,6 +1235,10 @@ export interface components {
              *     per group; null when the grant took no slot.
              */
             slotToken: number | null;
+            /** @description Whether the job's alert policy has it alerting; false without a policy (GET /leases/{jobId}/policy). */
+            alerting: boolean;
+            /** @description While `alerting`, the conditions of the policy that held; absent otherwise. */
+            alertReasons?: components["schemas"]["AlertReason"][];
         };
         LeaseList: {
             leases: components["schemas"]["Lease"][];
@@ -1226,7 +1354,7 @@ export interface components {
             /** @description What happened in this occurrence; for 4xx, what to change. */
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found";
             lease?: components["schemas"]["Lease"];
             now?: components["schemas"]["Time"];
             group?: components["schemas"]["Group"];
@@ -1286,10 +1414,13 @@ export interface components {
          *     overdue), `job.recovered` (a run succeeded after the job's previous
          *     finished run failed, expired or was missed), `job.missed` (opt-in:
          *     one event per job per sweep pass that decided ticks missed, listing
-         *     its missed runs; `run.missed` is still one event per missed run).
+         *     its missed runs; `run.missed` is still one event per missed run),
+         *     `job.alerting` (the job's alert policy has it alerting: once when it
+         *     starts, then again every `realertAfterMs` while it stays alerting, with
+         *     `repeat` true), `job.ok` (an alerting job's policy has it ok again).
          * @enum {string}
          */
-        WebhookEventType: "run.failed" | "run.expired" | "run.missed" | "job.overdue" | "run.succeeded" | "job.recovered" | "job.missed";
+        WebhookEventType: "run.failed" | "run.expired" | "run.missed" | "job.overdue" | "run.succeeded" | "job.recovered" | "job.missed" | "job.alerting" | "job.ok";
         /**
          * @description `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
          * @enum {string}
@@ -1376,7 +1507,9 @@ export interface components {
              *     newest run, the missed one; none for job.missed); the job's
              *     lease. Both as they were when the event was decided, in the
              *     schemas of this API. A job.missed event carries `missed` and
-             *     `count` instead of `run`.
+             *     `count` instead of `run`. A job.alerting or job.ok event carries
+             *     `reasons`, and a job.alerting `repeat`; its `run` is the newest run
+             *     the policy counted (absent when none).
              */
             data: {
                 jobId: components["schemas"]["JobID"];
@@ -1389,6 +1522,10 @@ export interface components {
                  * @description job.missed only. Every tick the pass decided missed, recorded or not.
                  */
                 count?: number;
+                /** @description job.alerting and job.ok only. The job's alert reasons (for job.ok, those it recovered from). */
+                reasons?: components["schemas"]["AlertReason"][];
+                /** @description job.alerting only. True when the event repeats an earlier one of the same alerting episode (`realertAfterMs` passed). */
+                repeat?: boolean;
             };
         };
         /** @description A missed run as a job.missed event lists it. */
@@ -1508,6 +1645,12 @@ export interface components {
             /** @enum {string} */
             code?: "group_in_use";
         };
+        PolicyNotFoundProblem: components["schemas"]["Problem"] & {
+            /** @enum {integer} */
+            status?: 404;
+            /** @enum {string} */
+            code?: "not_found" | "policy_not_found";
+        };
     };
     responses: {
         /** @description Invalid request; `detail` names the field and what to change. */
@@ -1556,6 +1699,15 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["NotFoundProblem"];
+            };
+        };
+        /** @description `policy_not_found`: the job has no alert policy. `not_found`: the job has no lease. */
+        PolicyNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["PolicyNotFoundProblem"];
             };
         };
         /**
@@ -2067,6 +2219,97 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                jobId: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The job's policy and its state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPolicy"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["PolicyNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                jobId: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicyBody"];
+            };
+        };
+        responses: {
+            /** @description The job's policy and its state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPolicy"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deletePolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                jobId: components["parameters"]["JobID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["PolicyNotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
