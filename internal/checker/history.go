@@ -3,7 +3,7 @@
 // HTTP call of every client with its call and return times, the run history
 // and lease rows of the database, the fenced side effects and the unfenced
 // beliefs the jobs wrote to the witness schema, the injected faults — and
-// checks the invariants I1–I13 of docs/reliability.md,
+// checks the invariants I1–I14 of docs/reliability.md,
 // including a porcupine model of one job's lease (I4).
 //
 // The checkers assume what the harness guarantees: the database, the

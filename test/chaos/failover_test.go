@@ -64,7 +64,7 @@ const unguardedStall = 6 * time.Second
 const defaultControlSeeds = "20261202,random"
 
 // TestFailover runs the chaos workload across every failover fault on a
-// synchronous Patroni cluster and holds the history to I1–I13, plus the
+// synchronous Patroni cluster and holds the history to I1–I14, plus the
 // promotions (each advanced the timeline by one, tokens above the new
 // timeline's base), and no answer other than 200, 409 or 503 (429 when
 // limited). Then the negative controls, each of which must lose
