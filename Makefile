@@ -155,5 +155,5 @@ chaos-failover: ## failover tier: the chaos workload on a 3-node Patroni cluster
 	bash scripts/ensure-packages.sh $(FAILOVER_PACKAGES)
 	$(GO) test -tags chaos -count=1 -v -timeout 15m -run TestFailover ./test/chaos
 
-chaos-mutants: ## negative controls: 10 mutants x 3 seeds, each run caught by its invariants (~13 min, root; docs/reliability.md)
+chaos-mutants: ## negative controls: 10 mutants x 3 seeds, each run caught by its invariants (~14 min, root; docs/reliability.md)
 	$(GO) test -tags chaos,chaos_mutants -count=1 -v -timeout 30m -run TestMutants ./test/chaos
