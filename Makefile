@@ -147,7 +147,7 @@ bench: ## measure leaseapi against its Postgres floor and against etcd and Redis
 
 .PHONY: chaos chaos-mutants chaos-failover
 
-chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I1-I13 with the owed-tick workload, two teams' webhooks (one on a receiver that hangs) and two concurrency groups (~5 min, root)
+chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I1-I14 with the owed-tick workload, two teams' webhooks (one on a receiver that hangs), two concurrency groups and alert policies (~5 min, root)
 	$(GO) vet -tags chaos,chaos_mutants ./test/chaos/...
 	$(GO) test -tags chaos -count=1 -v -timeout 12m -run TestChaos ./test/chaos
 
@@ -155,5 +155,5 @@ chaos-failover: ## failover tier: the chaos workload on a 3-node Patroni cluster
 	bash scripts/ensure-packages.sh $(FAILOVER_PACKAGES)
 	$(GO) test -tags chaos -count=1 -v -timeout 15m -run TestFailover ./test/chaos
 
-chaos-mutants: ## negative controls: 9 mutants x 3 seeds, each run caught by its invariants (~12 min, root; docs/reliability.md)
+chaos-mutants: ## negative controls: 10 mutants x 3 seeds, each run caught by its invariants (~14 min, root; docs/reliability.md)
 	$(GO) test -tags chaos,chaos_mutants -count=1 -v -timeout 30m -run TestMutants ./test/chaos

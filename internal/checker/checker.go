@@ -8,7 +8,7 @@ import (
 )
 
 // Invariants are the names of the checks, in the order of the plan.
-var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12", "I12b", "I13"}
+var Invariants = []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "I10", "I11", "I12", "I12b", "I13", "I14"}
 
 // What each invariant promises, for messages and docs/reliability.md.
 var invariantTitles = map[string]string{
@@ -26,6 +26,7 @@ var invariantTitles = map[string]string{
 	"I12":  "every failed, expired and missed run is delivered to the webhook at least once, signed",
 	"I12b": "a webhook whose receiver hangs holds at most one delivery slot across the instances, and another webhook's due events start within one delivery timeout",
 	"I13":  "no grant of a group's job is made while the group's slots in use reach its limit; slot tokens increase per group; a slot has one holder at a time",
+	"I14":  "each webhook-id of a policy event is one transition with one payload; a job's transitions alternate alerting, ok, ... from alerting; the last one told agrees with the job's final status",
 }
 
 // Title returns what invariant inv promises.
@@ -208,6 +209,24 @@ type Stats struct {
 	GroupFullRefusals int            `json:"groupFullRefusals,omitempty"`
 	GroupPeak         map[string]int `json:"groupPeak,omitempty"`
 
+	// Alert policies (I14), when the history records them
+	// (PoliciesRecorded): the jobs with a policy (and those whose PUT
+	// policy the harness saw answered), the transitions told by
+	// type (each webhook-id once) and the repeats, the messages the
+	// receiver got (PolicyDeliveries) and the distinct events among them
+	// (PolicyEvents), the first attempts it refused on purpose, how long
+	// the outbox took to drain, and how many jobs' final status was judged.
+	PoliciesRecorded  bool           `json:"policiesRecorded,omitempty"`
+	PolicyJobs        int            `json:"policyJobs,omitempty"`
+	PolicyJobsSet     int            `json:"policyJobsSet,omitempty"`
+	PolicyTransitions map[string]int `json:"policyTransitions,omitempty"`
+	PolicyRepeats     int            `json:"policyRepeats,omitempty"`
+	PolicyDeliveries  int            `json:"policyDeliveries,omitempty"`
+	PolicyEvents      int            `json:"policyEvents,omitempty"`
+	PolicyRefused     int            `json:"policyRefused,omitempty"`
+	PolicyWaited      time.Duration  `json:"policyWaited,omitempty"`
+	PolicyFinalJudged int            `json:"policyFinalJudged,omitempty"`
+
 	// Linearizability is porcupine's verdict per job (Ok, Illegal, Unknown).
 	Linearizability map[string]string `json:"linearizability,omitempty"`
 }
@@ -258,6 +277,7 @@ func Check(h *History, opts Options) *Report {
 	checkDeliveries(h, r)                     // I12
 	checkFairness(h, r)                       // I12b
 	checkGroups(h, idx, r)                    // I13
+	checkPolicies(h, r)                       // I14
 	checkStatuses(h, r, opts.AllowedStatuses) // I9, not a timing goal
 	sort.SliceStable(r.Violations, func(i, j int) bool {
 		return invOrder(r.Violations[i].Invariant) < invOrder(r.Violations[j].Invariant)
@@ -309,6 +329,7 @@ func (r *Report) SummaryLine() string {
 			fmt.Fprintf(&b, " %s %d", g, s.GroupPeak[g])
 		}
 	}
+	b.WriteString(describePolicies(s))
 	b.WriteString(" | violations")
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, " %s=%d", inv, r.Counts[inv])

@@ -3,7 +3,7 @@
 // HTTP call of every client with its call and return times, the run history
 // and lease rows of the database, the fenced side effects and the unfenced
 // beliefs the jobs wrote to the witness schema, the injected faults — and
-// checks the invariants I1–I13 of docs/reliability.md,
+// checks the invariants I1–I14 of docs/reliability.md,
 // including a porcupine model of one job's lease (I4).
 //
 // The checkers assume what the harness guarantees: the database, the
@@ -373,6 +373,9 @@ type History struct {
 	Webhook *Webhook
 	// Groups are the run's concurrency groups (I13); nil when it has none.
 	Groups []Group
+	// Policies are the run's jobs with an alert policy and what their
+	// webhook told (I14); nil when the run set no policy.
+	Policies *Policies
 	// Schedules are the schedules of the jobs that do not tick every
 	// Period since the epoch (I10).
 	Schedules map[string]Schedule

@@ -31,7 +31,9 @@ import (
 // for a mutant whose statements are the production ones (M4). The acquire
 // mutants feed the production decision (decide.PlanAcquire) a wrong fact
 // about the row it read (statementParts.facts), or about the group a grant
-// in a group is decided on (statementParts.groupFacts).
+// in a group is decided on (statementParts.groupFacts); the policy mutant
+// changes a policy's decision before it is written
+// (statementParts.policyDecision).
 var mutantParts = map[string]func() *statementParts{
 	// Acquire ignores expiry: a lease held by someone else looks expired.
 	"M1": func() *statementParts {
@@ -97,6 +99,17 @@ var mutantParts = map[string]func() *statementParts{
 		p.groupFacts = func(g *decide.GroupFacts) { g.Limit++ }
 		return &p
 	},
+	// A policy's state write lost: each decision tells its event but
+	// writes back the state it was decided from, so a job with a policy
+	// stays ok, is told job.alerting again at each decision a condition
+	// holds at, and never job.ok.
+	"M14": func() *statementParts {
+		p := productionParts
+		p.policyDecision = func(read leaseapi.PolicyState, d *decide.PolicyDecision) {
+			d.State, d.RealertAt = read, nil
+		}
+		return &p
+	},
 	// Echoes acknowledged before they are durable: with replicated
 	// durability, the answer to a call that found its state already there
 	// (a retried release whose first commit's wait for the standby was
@@ -126,7 +139,7 @@ func statements() statementSet {
 	}
 	parts, ok := mutantParts[m]
 	if !ok {
-		panic(fmt.Sprintf("LEASEAPI_MUTANT=%q: no such mutant (M1, M2, M3, M4, M5, M7, M13, unguarded; M6 and M8 are configuration)", m))
+		panic(fmt.Sprintf("LEASEAPI_MUTANT=%q: no such mutant (M1, M2, M3, M4, M5, M7, M13, M14, unguarded; M6 and M8 are configuration)", m))
 	}
 	if p := parts(); p != nil {
 		return p.build()

@@ -10,7 +10,8 @@ import (
 // TestMutantStatements checks that each mutant differs from production
 // exactly where it breaks it: the acquire mutants in the facts the
 // acquire is decided on, the group mutant in the facts of the group a
-// grant in a group is decided on, the heartbeat mutant in both heartbeat
+// grant in a group is decided on, the policy mutant in the decision of a
+// policy, the heartbeat mutant in both heartbeat
 // statements, unguarded in the durable echo only, and M4 nowhere.
 func TestMutantStatements(t *testing.T) {
 	prod := productionStatements
@@ -37,11 +38,15 @@ func TestMutantStatements(t *testing.T) {
 					t.Errorf("mutant %s: want both heartbeats broken and the acquire as it is", name)
 				}
 			case "M13":
-				if q.groupFacts == nil || q.facts != nil || !sameHeartbeats || q.durableEcho != prod.durableEcho {
+				if q.groupFacts == nil || q.facts != nil || q.policyDecision != nil || !sameHeartbeats || q.durableEcho != prod.durableEcho {
 					t.Errorf("mutant %s: want the group's facts broken and the rest as it is", name)
 				}
+			case "M14":
+				if q.policyDecision == nil || q.facts != nil || q.groupFacts != nil || !sameHeartbeats || q.durableEcho != prod.durableEcho {
+					t.Errorf("mutant %s: want the policy's decision broken and the rest as it is", name)
+				}
 			default:
-				if q.groupFacts != nil || q.facts == nil || !sameHeartbeats || q.durableEcho != prod.durableEcho {
+				if q.groupFacts != nil || q.policyDecision != nil || q.facts == nil || !sameHeartbeats || q.durableEcho != prod.durableEcho {
 					t.Errorf("mutant %s: want the acquire's facts broken and the statements as they are", name)
 				}
 			}

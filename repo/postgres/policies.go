@@ -160,6 +160,9 @@ func (p *Store) decidePolicy(ctx context.Context, tx *sqlx.Tx, jobID string) (jp
 		facts.Runs[i] = rows[i].run(jobID)
 	}
 	d := decide.EvaluatePolicy(&jp.Policy, jp.State, &facts)
+	if p.q.policyDecision != nil {
+		p.q.policyDecision(jp.State, &d) // a chaos mutant's (mutants_chaos.go)
+	}
 	exceeded := pr.ExceededToken
 	if d.ExceededToken != 0 {
 		exceeded = d.ExceededToken

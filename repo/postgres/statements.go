@@ -24,6 +24,9 @@ type statementParts struct {
 	// groupFacts, when not nil, changes the group a grant in it is
 	// decided on (Store.groupFacts).
 	groupFacts func(*decide.GroupFacts)
+	// policyDecision, when not nil, changes a policy's decision before it
+	// is written, given the state it was decided from (decidePolicy).
+	policyDecision func(read leaseapi.PolicyState, d *decide.PolicyDecision)
 }
 
 var productionParts = statementParts{
@@ -88,9 +91,10 @@ type statementSet struct {
 	// durableEcho is the read of an echo with replicated durability; with
 	// local durability the store reads echoes with getQuery (Store.echo).
 	durableEcho string
-	// facts and groupFacts are statementParts'.
-	facts      func(*leaseapi.AcquireParams, *leaseRow)
-	groupFacts func(*decide.GroupFacts)
+	// facts, groupFacts and policyDecision are statementParts'.
+	facts          func(*leaseapi.AcquireParams, *leaseRow)
+	groupFacts     func(*decide.GroupFacts)
+	policyDecision func(read leaseapi.PolicyState, d *decide.PolicyDecision)
 }
 
 // build is the statement set of parts p.
@@ -101,6 +105,7 @@ func (p statementParts) build() statementSet {
 		durableEcho:    p.durableEcho(),
 		facts:          p.facts,
 		groupFacts:     p.groupFacts,
+		policyDecision: p.policyDecision,
 	}
 }
 

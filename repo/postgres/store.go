@@ -495,10 +495,13 @@ func (p *Store) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseap
 		p.observer.RunFinished(r.Outcome, l.ReleasedAt.Sub(l.AcquiredAt))
 		if l.AlertStatus != "" {
 			// Decide the job's policy now; should that fail, the
-			// release's mark leaves it due for the sweep.
+			// release's mark leaves it due for the sweep. The answer
+			// stays the released grant, with what the decision shows of
+			// the job's policy: the decision runs in a transaction of its
+			// own, and the lease it reads may already be another's grant.
 			shown, ok, err := bounded2(ctx, func(ctx context.Context) (leaseapi.Lease, bool, error) { return p.decidePolicyNow(ctx, r.JobID) })
 			if err == nil && ok {
-				return shown, nil
+				l.AlertStatus, l.AlertReasons = shown.AlertStatus, shown.AlertReasons
 			}
 		}
 		return l, nil

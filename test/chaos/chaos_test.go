@@ -4,7 +4,7 @@
 // leaseapi processes on a private Postgres cluster behind in-process
 // toxiproxy proxies, real replica processes running jobs.Runner, and a
 // seeded nemesis that pauses, kills, restarts and crashes them; afterwards
-// internal/checker decides whether invariants I1–I13 held.
+// internal/checker decides whether invariants I1–I14 held.
 //
 //	go test -tags chaos -count=1 -v -run TestChaos ./test/chaos
 //
@@ -39,7 +39,8 @@ import (
 // every 5 s or so, 110 s per seed; the jobs split between two teams, team
 // A's webhook on a receiver that hangs, team B's answering, with a
 // delivery timeout of 2 s (I12, I12b); and two concurrency groups, limit 1
-// over 5 jobs of their own and limit 2 over 5 (I13).
+// over 5 jobs of their own and limit 2 over 5 (I13); every third job with
+// an alert policy, told to a webhook of job.alerting and job.ok (I14).
 func prConfig(seed uint64) *runConfig {
 	return &runConfig{
 		Name: "pr", Seed: seed,
@@ -51,7 +52,7 @@ func prConfig(seed uint64) *runConfig {
 		ZombieEvery: 700 * time.Millisecond,
 		Grace:       500 * time.Millisecond, CatchUpEvery: 2, OwedPoll: time.Second,
 		MissedSweep: 250 * time.Millisecond, TriggerEvery: 5 * time.Second,
-		Webhook: true, HungWebhook: true, WebhookTimeout: 2 * time.Second,
+		Webhook: true, HungWebhook: true, WebhookTimeout: 2 * time.Second, PolicyEvery: 3,
 		Groups: defaultGroups(), GroupPeriod: groupPeriod, GroupGrace: groupGrace, GroupWorkMin: groupWorkMin,
 	}
 }
@@ -100,13 +101,14 @@ func TestChaos(t *testing.T) {
 }
 
 // notExercised says what the workload of a run with cfg should have made
-// and did not ("" when it made everything): what webhookNotExercised
-// wants, run-now calls answered with a manual tick and manual claims
+// and did not ("" when it made everything): what webhookNotExercised,
+// groupsNotExercised and policiesNotExercised want, run-now calls answered with a manual tick and manual claims
 // granted (with an operator), catch-up claims granted (with jobs that
 // catch up and a plan that pauses every replica).
 func notExercised(cfg *runConfig, r *checker.Report) string {
 	missing := webhookNotExercised(cfg, r)
 	missing = append(missing, groupsNotExercised(cfg, r)...)
+	missing = append(missing, policiesNotExercised(cfg, r)...)
 	s := r.Stats
 	if cfg.TriggerEvery > 0 && s.TriggersAnswered == 0 {
 		missing = append(missing, "no run now was answered with a manual tick")
@@ -195,6 +197,10 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 			t.Fatal(err)
 		}
 	}
+	pr, err := e.registerPolicies()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range cfg.Replicas {
 		slot := &replicaSlot{i: i}
 		e.reps = append(e.reps, slot)
@@ -208,6 +214,9 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Go(func() { every(stop, time.Second, e.sample) })
+	if pr != nil {
+		bg.Go(func() { e.setPolicies(pr, e.start.Add(cfg.WarmUp)) })
+	}
 	if cfg.ZombieEvery > 0 {
 		zrng := rand.New(rand.NewPCG(cfg.Seed, 0x7a6f6d62))
 		bg.Go(func() { every(stop, cfg.ZombieEvery, func() { e.zombie(zrng) }) })
@@ -240,6 +249,10 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 			t.Fatalf("%v (artifacts in %s)", err, art)
 		}
 	}
+	var hp *checker.Policies
+	if pr != nil {
+		hp = e.awaitPolicies(pr)
+	}
 	for _, inst := range e.insts {
 		inst.mu.Lock()
 		p := inst.p
@@ -251,7 +264,7 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	if err != nil {
 		t.Fatalf("collect the history: %v (artifacts in %s)", err, art)
 	}
-	h.Webhook = hw
+	h.Webhook, h.Policies = hw, hp
 	copyFile(e.pg.LogFile, filepath.Join(art, "postgres.log"))
 	_ = writeJSONL(filepath.Join(art, "faults.jsonl"), sortedFaults(h.Faults))
 

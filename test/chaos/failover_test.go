@@ -34,8 +34,8 @@ func failoverConfig(seed uint64) *runConfig {
 		Instances: 2, Replicas: 3, Jobs: 10,
 		Period: 2 * time.Second, TTL: 3 * time.Second, Heartbeat: time.Second,
 		RequestTimeout: requestDeadline, ClientTimeout: 2 * time.Second, MaxTTL: time.Minute,
-		Webhook: true,
-		Groups:  defaultGroups(), GroupPeriod: groupPeriod, GroupGrace: groupGrace, GroupWorkMin: groupWorkMin,
+		Webhook: true, PolicyEvery: 3,
+		Groups: defaultGroups(), GroupPeriod: groupPeriod, GroupGrace: groupGrace, GroupWorkMin: groupWorkMin,
 	}
 }
 
@@ -64,7 +64,7 @@ const unguardedStall = 6 * time.Second
 const defaultControlSeeds = "20261202,random"
 
 // TestFailover runs the chaos workload across every failover fault on a
-// synchronous Patroni cluster and holds the history to I1–I13, plus the
+// synchronous Patroni cluster and holds the history to I1–I14, plus the
 // promotions (each advanced the timeline by one, tokens above the new
 // timeline's base), and no answer other than 200, 409 or 503 (429 when
 // limited). Then the negative controls, each of which must lose
@@ -94,6 +94,9 @@ func TestFailover(t *testing.T) {
 				t.Errorf("seed %d: the webhook was not exercised: %s, so I12 judged nothing; artifacts in %s", seed, strings.Join(missing, "; "), art)
 				return
 			}
+			if missing := policiesNotExercised(cfg, r); len(missing) > 0 {
+				t.Errorf("seed %d: the policies were not exercised: %s, so I14 judged little; artifacts in %s", seed, strings.Join(missing, "; "), art)
+			}
 			if missing := groupsNotExercised(cfg, r); len(missing) > 0 {
 				t.Errorf("seed %d: the groups were not exercised: %s, so I13 judged little; artifacts in %s", seed, strings.Join(missing, "; "), art)
 				return
@@ -108,7 +111,7 @@ func TestFailover(t *testing.T) {
 	for _, seed := range controls {
 		t.Run(fmt.Sprintf("AsyncControlSeed%d", seed), func(t *testing.T) {
 			cfg := failoverConfig(seed)
-			cfg.Name, cfg.Control, cfg.Webhook = "failover-async", true, false
+			cfg.Name, cfg.Control, cfg.Webhook, cfg.PolicyEvery = "failover-async", true, false, 0
 			cfg.InstanceEnv = map[int][]string{0: {"LEASEAPI_DURABILITY=local"}, 1: {"LEASEAPI_DURABILITY=local"}}
 			r, art := runFailover(t, cfg, false, []checker.FaultKind{checker.WALStallKill})
 			wantLostWrite(t, r, art, "asynchronous replication with a stalled, killed leader")
@@ -118,7 +121,7 @@ func TestFailover(t *testing.T) {
 		t.Run(fmt.Sprintf("UnguardedControlSeed%d", seed), func(t *testing.T) {
 			cfg := failoverConfig(seed)
 			cfg.Name, cfg.Control, cfg.Mutant, cfg.WALStall = "failover-unguarded", true, "unguarded", unguardedStall
-			cfg.Webhook = false
+			cfg.Webhook, cfg.PolicyEvery = false, 0
 			r, art := runFailover(t, cfg, true, []checker.FaultKind{checker.WALStallKill})
 			wantLostWrite(t, r, art, "the unguarded build with a stalled, killed leader")
 		})
@@ -148,6 +151,10 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 			t.Fatal(err)
 		}
 	}
+	pr, err := e.registerPolicies()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range cfg.Replicas {
 		slot := &replicaSlot{i: i}
 		e.reps = append(e.reps, slot)
@@ -159,6 +166,9 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Go(func() { every(stop, time.Second, e.sample) })
+	if pr != nil {
+		bg.Go(func() { e.setPolicies(pr, e.start.Add(cfg.WarmUp)) })
+	}
 	time.Sleep(cfg.WarmUp)
 
 	var proms []checker.Promotion
@@ -191,6 +201,10 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 			t.Fatalf("%v (artifacts in %s)", err, art)
 		}
 	}
+	var hp *checker.Policies
+	if pr != nil {
+		hp = e.awaitPolicies(pr)
+	}
 	for _, inst := range e.insts {
 		inst.mu.Lock()
 		p := inst.p
@@ -202,7 +216,7 @@ func runFailover(t *testing.T, cfg *runConfig, synchronous bool, faults []checke
 	if err != nil {
 		t.Fatalf("collect the history: %v (artifacts in %s)", err, art)
 	}
-	h.Webhook = hw
+	h.Webhook, h.Policies = hw, hp
 	_ = writeJSONL(filepath.Join(art, "faults.jsonl"), sortedFaults(h.Faults))
 	_ = writeJSONL(filepath.Join(art, "promotions.jsonl"), proms)
 	if b, err := json.Marshal(h); err == nil {
@@ -243,7 +257,7 @@ func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster
 	}
 	e.leaseapiBin = build(t, "./cmd/leaseapi", tags)
 	e.replicaBin = build(t, "./test/chaos/replica", "chaos")
-	if cfg.Webhook {
+	if cfg.webhooks() {
 		key, err := newWebhookKey()
 		if err != nil {
 			t.Fatal(err)

@@ -99,6 +99,11 @@ type runConfig struct {
 	// WebhookTimeout is the instances' LEASEAPI_WEBHOOK_TIMEOUT (zero: their
 	// default).
 	WebhookTimeout time.Duration
+	// PolicyEvery gives every PolicyEvery-th job an alert policy and
+	// registers a webhook of job.alerting and job.ok on a receiver of the
+	// harness, whose deliveries I14 judges (test/chaos/policies_test.go);
+	// zero for none.
+	PolicyEvery int
 
 	// Groups are the run's concurrency groups (test/chaos/groups_test.go),
 	// whose jobs run every GroupPeriod with a grace of GroupGrace and work
@@ -259,7 +264,7 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 		t.Fatal(err)
 	}
 
-	if cfg.Webhook {
+	if cfg.webhooks() {
 		key, err := newWebhookKey()
 		if err != nil {
 			t.Fatal(err)

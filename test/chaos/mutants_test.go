@@ -160,6 +160,23 @@ var mutants = []mutant{
 		},
 		setup: func(cfg *runConfig) { cfg.Plan = at() },
 	},
+	{
+		// Every job has a policy (consecutiveFailures 1 or 2), and every
+		// replica is paused across a tick 10 s into the run: the leases
+		// held then expire, the sweep decides those jobs alerting and
+		// tells job.alerting, but the state written is the one read (ok),
+		// so the runs that follow never tell job.ok, and a job that fails
+		// again is told job.alerting again.
+		name: "M14", bug: "a policy's decision told but its state not written (the job stays ok)",
+		want: []string{"I14"},
+		exercised: func(r *checker.Report) (int, string) {
+			return r.Stats.PolicyTransitions[checker.EventJobAlerting], "job.alerting told"
+		},
+		setup: func(cfg *runConfig) {
+			cfg.PolicyEvery = 1
+			cfg.Plan = at(event{At: 10 * time.Second, Kind: replicasPause, Dur: cfg.Period * 3 / 4})
+		},
+	},
 }
 
 // defaultMutantSeeds: every mutant runs with each. The second is the seed
@@ -214,7 +231,7 @@ func runMutant(t *testing.T, m mutant, seed uint64) mutantRow {
 	cfg.Mutant, cfg.Control = m.name, true
 	cfg.Duration, cfg.WarmUp, cfg.Jobs = mutantDuration, 5*time.Second, 10
 	cfg.LinearizabilityTimeout = 10 * time.Second
-	cfg.Webhook = false // a mutant that needs it says so
+	cfg.Webhook, cfg.PolicyEvery = false, 0 // a mutant that needs them says so
 	cfg.HungWebhook, cfg.WebhookTimeout = false, 0
 	m.setup(cfg)
 	r, art := runChaos(t, cfg)

@@ -109,10 +109,14 @@ func newWebhookKey() (string, error) {
 	return base64.StdEncoding.EncodeToString(b), nil
 }
 
+// webhooks reports whether the run registers any webhook: I12's, or the
+// policies' (PolicyEvery).
+func (cfg *runConfig) webhooks() bool { return cfg.Webhook || cfg.PolicyEvery > 0 }
+
 // webhookEnv is what the instances need for the webhook: a receiver on
 // loopback, and the key.
 func (e *env) webhookEnv() []string {
-	if !e.cfg.Webhook {
+	if !e.cfg.webhooks() {
 		return nil
 	}
 	env := []string{"LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true", "LEASEAPI_WEBHOOK_KEY=" + e.webhookKey}
@@ -139,22 +143,23 @@ func (e *env) registerWebhook() (*hook, error) {
 		}
 		e.t.Cleanup(hung.close)
 		hk.hung, hk.hungScopes, hk.scopes = hung, []string{teamA}, []string{teamB}
-		if _, err := e.createWebhook(hung, hk.hungScopes); err != nil {
+		if _, err := e.createWebhook(hung.URL(), webhookEvents, hk.hungScopes, hung.setSecret); err != nil {
 			return nil, err
 		}
 	}
-	if hk.id, err = e.createWebhook(rv, hk.scopes); err != nil {
+	if hk.id, err = e.createWebhook(rv.URL(), webhookEvents, hk.scopes, rv.setSecret); err != nil {
 		return nil, err
 	}
 	return hk, nil
 }
 
-// createWebhook registers a webhook of scopes on rv through instance 0
-// (then 1, ...) with the admin token, trying again on a 503 or no answer
-// (the creation enables the outbox triggers under a lock timeout, and
-// answers 503 when it cannot take it), and returns its id.
-func (e *env) createWebhook(rv *receiver, scopes []string) (string, error) {
-	body, err := json.Marshal(api.CreateWebhookRequest{URL: rv.URL(), Events: webhookEvents, Scopes: scopes})
+// createWebhook registers a webhook of events and scopes on the receiver
+// at url through instance 0 (then 1, ...) with the admin token, trying
+// again on a 503 or no answer (the creation enables the outbox triggers
+// under a lock timeout, and answers 503 when it cannot take it), gives
+// the receiver its secret (setSecret) and returns its id.
+func (e *env) createWebhook(url string, events, scopes []string, setSecret func(string)) (string, error) {
+	body, err := json.Marshal(api.CreateWebhookRequest{URL: url, Events: events, Scopes: scopes})
 	if err != nil {
 		return "", err
 	}
@@ -183,8 +188,8 @@ func (e *env) createWebhook(rv *receiver, scopes []string) (string, error) {
 			if err := json.Unmarshal(rb, &created); err != nil {
 				return "", fmt.Errorf("POST /webhooks: %w", err)
 			}
-			rv.setSecret(created.Secret)
-			e.logf("webhook %s registered on %s for %v of %v", created.ID, rv.URL(), created.Events, created.Scopes)
+			setSecret(created.Secret)
+			e.logf("webhook %s registered on %s for %v of %v", created.ID, url, created.Events, created.Scopes)
 			return created.ID, nil
 		case http.StatusServiceUnavailable:
 			last = string(rb)
