@@ -34,7 +34,10 @@ func TestPolicyEndToEnd(t *testing.T) {
 		// a pass every second, a retry about 5 s after a refused attempt.
 		deliveryWait = 30 * time.Second
 	)
-	_, _, baseURL, _ := startService(t, "leaseapi-policy", repotest.PostgresURL(t),
+	// A database of its own: the package's other services share theirs,
+	// and their delivery loops would claim these events and fail to open
+	// URLs sealed with another key.
+	_, _, baseURL, _ := startService(t, "leaseapi-policy", repotest.NewPostgresURL(t),
 		"LEASEAPI_WEBHOOK_ALLOW_PRIVATE=true", // the receivers are on loopback
 		"LEASEAPI_WEBHOOK_KEY="+webhookKey(t))
 
