@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -43,12 +44,23 @@ func TestPolicyEndToEnd(t *testing.T) {
 
 	plain := startHookReceiver(t, false)
 	refusing := startHookReceiver(t, true)
-	for _, rv := range []*hookReceiver{plain, refusing} {
-		created := doJSON(t, http.MethodPost, baseURL+"/webhooks",
-			map[string]any{"url": rv.srv.URL + "/hook", "events": []string{"job.alerting", "job.ok"}, "scopes": []string{"e2e-policy."}})
-		secret, _ := created.body["secret"].(string)
-		if created.status != http.StatusCreated || secret == "" {
-			t.Fatalf("POST /webhooks = %d %v, want 201 with a secret", created.status, created.body)
+	for i, rv := range []*hookReceiver{plain, refusing} {
+		// A named webhook with the test's own secret, so that a creation
+		// whose outcome is unknown (503) can be retried: a second one of
+		// the name is refused, and the secret is known either way.
+		secret, err := webhook.NewSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := map[string]any{"name": fmt.Sprintf("policy-%d", i), "secret": secret, "url": rv.srv.URL + "/hook",
+			"events": []string{"job.alerting", "job.ok"}, "scopes": []string{"e2e-policy."}}
+		created := doJSON(t, http.MethodPost, baseURL+"/webhooks", body)
+		for attempt := 0; created.status == http.StatusServiceUnavailable && attempt < 5; attempt++ {
+			time.Sleep(time.Second)
+			created = doJSON(t, http.MethodPost, baseURL+"/webhooks", body)
+		}
+		if created.status != http.StatusCreated && created.body["code"] != "webhook_exists" {
+			t.Fatalf("POST /webhooks = %d %v, want 201 (or webhook_exists after an unanswered attempt)", created.status, created.body)
 		}
 		rv.setSecret(secret)
 	}
