@@ -233,7 +233,9 @@ func TestUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 		opts := defaultOptions()
-		opts.RequestTimeout = 200 * time.Millisecond
+		// Long enough that the calls the lock does not block answer on a
+		// loaded machine; the blocked ones still answer 503 within it.
+		opts.RequestTimeout = time.Second
 		b := setup(t, store, opts)
 		job := b.job("locked")
 		l := wantLease(t, b.acquire(t, job, api.AcquireRequest{Owner: "a"}))
