@@ -131,6 +131,7 @@ type Store interface {
 	// Close releases the store's resources.
 	Close() error
 
+	Batching
 	Owing
 	Grouping
 	Alerting

@@ -19,6 +19,9 @@ type permission struct {
 	// unlimited: never rate limited (heartbeat and release: limiting them
 	// could make a holder lose its lease).
 	unlimited bool
+	// perItem: the handler spends one call of the rate per item of the
+	// request (a batch of acquires), not one for the request.
+	perItem bool
 }
 
 // apiRoute is one route of the API: what it needs, and its handler.
@@ -47,7 +50,7 @@ func (h *handler) authorize(next http.Handler) http.Handler {
 			writeProblem(w, r, err)
 			return
 		}
-		if !p.open && !perm.unlimited {
+		if !p.open && !perm.unlimited && !perm.perItem {
 			if wait, limited := h.limits.take("credential:"+p.key(), p.rate); limited {
 				writeProblem(w, r, rateLimited(wait))
 				return

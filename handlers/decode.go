@@ -16,6 +16,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 )
 
@@ -125,6 +126,12 @@ func decodeJSON(body []byte, dst any) error {
 		return err
 	}
 	for _, m := range members {
+		if info.kinds[m.field] == objectArray {
+			if err := decodeObjects(m.value, v.Field(m.field), fields[m.field]); err != nil {
+				return err
+			}
+			continue
+		}
 		if setPlain(v.Field(m.field), info.kinds[m.field], m.value) {
 			continue
 		}
@@ -312,7 +319,46 @@ const (
 	plainNone   plainKind = iota
 	plainString           // a string kind, or a pointer to one
 	plainInt64            // an int64 kind, or a pointer to one
+	objectArray           // a slice of structs: decodeObjects
 )
+
+// maxObjects bounds the objects of an array in a request (the items of a
+// batch), so that no body makes more of them.
+const maxObjects = leaseapi.MaxBatchItems
+
+// decodeObjects sets field, a slice of structs, to the JSON array value
+// of objects, each decoded by decodeJSON's rules; a problem names the
+// object by its index in the array name. It refuses more than maxObjects
+// before decoding them.
+func decodeObjects(value []byte, field reflect.Value, name string) error {
+	notArray := invalidf("field %q must be an array of objects", name)
+	dec := json.NewDecoder(bytes.NewReader(value))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return notArray
+	}
+	var raws []json.RawMessage
+	for dec.More() {
+		if len(raws) == maxObjects {
+			return invalidf("field %q holds more than %d objects; send at most %d", name, maxObjects, maxObjects)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return notArray
+		}
+		raws = append(raws, raw)
+	}
+	objects := reflect.MakeSlice(field.Type(), len(raws), len(raws))
+	for i, raw := range raws {
+		if err := decodeJSON(raw, objects.Index(i).Addr().Interface()); err != nil {
+			if re, ok := errors.AsType[*requestError](err); ok {
+				return invalidf("%s[%d]: %s", name, i, re.detail)
+			}
+			return err
+		}
+	}
+	field.Set(objects)
+	return nil
+}
 
 var structInfos sync.Map // reflect.Type → *structInfo
 
@@ -330,6 +376,10 @@ func structInfoOf(t reflect.Type) *structInfo {
 			continue // decoded its own way
 		}
 		switch ft.Kind() {
+		case reflect.Slice:
+			if ft.Elem().Kind() == reflect.Struct {
+				info.kinds[i] = objectArray
+			}
 		case reflect.String:
 			info.kinds[i] = plainString
 		case reflect.Int64:

@@ -209,6 +209,7 @@ func (h *handler) routes() http.Handler {
 	read := permission{role: leaseapi.RoleRead}
 	lease := permission{role: leaseapi.RoleLease}
 	holder := permission{role: leaseapi.RoleLease, unlimited: true}
+	leaseItems := permission{role: leaseapi.RoleLease, perItem: true}
 	admin := permission{role: leaseapi.RoleAdmin}
 	manage := permission{role: leaseapi.RoleAdmin, always: true}
 	h.perms = make(map[string]permission)
@@ -233,6 +234,8 @@ func (h *handler) routes() http.Handler {
 			{http.MethodPost, "/leases/{jobId}/acquire", lease, h.acquire},
 			{http.MethodPost, "/leases/{jobId}/heartbeat", holder, h.heartbeat},
 			{http.MethodPost, "/leases/{jobId}/release", holder, h.release},
+			{http.MethodPost, "/acquire", leaseItems, h.acquireBatch},
+			{http.MethodPost, "/heartbeat", holder, h.heartbeatBatch},
 			{http.MethodGet, "/leases/{jobId}/runs", read, h.listRuns},
 			{http.MethodGet, "/runs", read, h.listRecentRuns},
 			{http.MethodGet, "/stats", read, h.stats},

@@ -58,6 +58,12 @@ func (h *handler) acquireParams(w http.ResponseWriter, r *http.Request) (*leasea
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
+	return h.acquireRequestParams(r, id, &req)
+}
+
+// acquireRequestParams are the params of the acquire req of job id, all
+// validated.
+func (h *handler) acquireRequestParams(r *http.Request, id string, req *api.AcquireRequest) (*leaseapi.AcquireParams, error) {
 	ttl, err := h.ttl(req.TTLMs, h.defaultTTL)
 	if err != nil {
 		return nil, err
@@ -159,6 +165,12 @@ func (h *handler) heartbeatParams(w http.ResponseWriter, r *http.Request) (*leas
 	if err := decodeBody(w, r, &req); err != nil {
 		return nil, err
 	}
+	return h.heartbeatRequestParams(id, &req)
+}
+
+// heartbeatRequestParams are the params of the heartbeat req of job id,
+// validated.
+func (h *handler) heartbeatRequestParams(id string, req *api.HeartbeatRequest) (*leaseapi.HeartbeatParams, error) {
 	ttl, err := h.ttl(req.TTLMs, 0) // 0: the store keeps the grant's TTL
 	if err != nil {
 		return nil, err

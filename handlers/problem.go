@@ -73,20 +73,41 @@ var titles = map[string]string{
 // writeProblem is the only place that maps errors to responses. It maps
 // with errors.Is and errors.As only, so wrapped errors map like their cause.
 func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
-	p := api.Problem{}
+	p, retry, header := problemOf(r, err)
+	for k, vs := range header {
+		w.Header()[k] = vs
+	}
+	buf := responseBuffers.Get().(*[]byte)
+	defer responseBuffers.Put(buf)
+	body := p.AppendJSON((*buf)[:0])
+	*buf = body
+	fields := []string{
+		"Content-Type", api.ProblemContentType,
+		"Content-Length", strconv.Itoa(len(body)),
+		"X-Content-Type-Options", "nosniff",
+		"Retry-After", retry,
+	}
+	if retry == "" {
+		fields = fields[:6]
+	}
+	setHeader(w.Header(), fields...)
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}
+
+// problemOf is the problem err is answered with, its Retry-After ("" for
+// none) and any other header fields it sets.
+func problemOf(r *http.Request, err error) (p api.Problem, retry string, header http.Header) {
 	reqErr, isReqErr := errors.AsType[*requestError](err)
 	conflict, isConflict := errors.AsType[*leaseapi.ConflictError](err)
 	refused, isRefused := errors.AsType[*leaseapi.RefusedError](err)
 	ahead, isAhead := errors.AsType[*leaseapi.TickAheadError](err)
 	full, isFull := errors.AsType[*leaseapi.GroupFullError](err)
 	inUse, isInUse := errors.AsType[*leaseapi.GroupInUseError](err)
-	var retry string // Retry-After
 	switch {
 	case isReqErr:
 		p.Status, p.Code, p.Detail = reqErr.status, reqErr.code, reqErr.detail
-		for k, vs := range reqErr.header {
-			w.Header()[k] = vs
-		}
+		header = reqErr.header
 	case errors.Is(err, leaseapi.ErrInvalid):
 		// The handlers validate every request first; a store that refuses
 		// input anyway refused it for its domain rule, which is a 400 too.
@@ -199,22 +220,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		p.Type = api.ProblemTypePrefix + p.Code
 	}
 	p.Title = titles[p.Code]
-	buf := responseBuffers.Get().(*[]byte)
-	defer responseBuffers.Put(buf)
-	body := p.AppendJSON((*buf)[:0])
-	*buf = body
-	fields := []string{
-		"Content-Type", api.ProblemContentType,
-		"Content-Length", strconv.Itoa(len(body)),
-		"X-Content-Type-Options", "nosniff",
-		"Retry-After", retry,
-	}
-	if retry == "" {
-		fields = fields[:6]
-	}
-	setHeader(w.Header(), fields...)
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(body)
+	return p, retry, header
 }
 
 // problemTypes are the type URIs of the problem codes.

@@ -37,12 +37,27 @@ func newRateLimiters(def float64) *rateLimiters {
 // take spends one call of key's bucket at perSecond (nil: the default), or
 // returns how long to wait when the bucket is empty; nothing is spent then.
 func (l *rateLimiters) take(key string, perSecond *float64) (wait time.Duration, limited bool) {
+	lim := l.limiter(key, perSecond)
+	if lim == nil {
+		return 0, false
+	}
+	res := lim.Reserve()
+	if d := res.Delay(); d > 0 {
+		res.Cancel()
+		return d, true
+	}
+	return 0, false
+}
+
+// limiter is key's bucket at perSecond (nil: the default), nil when there
+// is no limit.
+func (l *rateLimiters) limiter(key string, perSecond *float64) *rate.Limiter {
 	r := l.def
 	if perSecond != nil {
 		r = *perSecond
 	}
 	if r <= 0 {
-		return 0, false
+		return nil
 	}
 	k := key + "@" + strconv.FormatFloat(r, 'g', -1, 64)
 	l.mu.Lock()
@@ -55,12 +70,7 @@ func (l *rateLimiters) take(key string, perSecond *float64) (wait time.Duration,
 		l.m[k] = lim
 	}
 	l.mu.Unlock()
-	res := lim.Reserve()
-	if d := res.Delay(); d > 0 {
-		res.Cancel()
-		return d, true
-	}
-	return 0, false
+	return lim
 }
 
 // rateLimited is the 429 of a call beyond its credential's rate.

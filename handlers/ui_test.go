@@ -157,7 +157,7 @@ func TestPublicRoutes(t *testing.T) {
 	h := handlers.New(openSQLite(t), defaultOptions())
 	var seen []string
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		for _, p := range []string{"/leases", "/stats", "/runs", "/credentials", "/webhooks", "/whoami", "/owed", "/groups"} {
+		for _, p := range []string{"/leases", "/stats", "/runs", "/credentials", "/webhooks", "/whoami", "/owed", "/groups", "/acquire", "/heartbeat"} {
 			if strings.HasPrefix(route, p) {
 				return nil
 			}

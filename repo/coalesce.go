@@ -52,6 +52,7 @@ type acquireQueue struct {
 
 type acquireWaiter struct {
 	params *leaseapi.AcquireParams
+	queue  *acquireQueue       // the queue it waits in
 	done   chan acquireOutcome // buffered: the sender never blocks
 }
 
@@ -71,10 +72,52 @@ func (c *coalescer) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (lea
 		c.mu.Unlock()
 		return c.lead(ctx, p, nil)
 	}
-	w := &acquireWaiter{params: p, done: make(chan acquireOutcome, 1)}
+	w := &acquireWaiter{params: p, queue: q, done: make(chan acquireOutcome, 1)}
 	q.waiting = append(q.waiting, w)
 	c.mu.Unlock()
+	return c.await(ctx, w)
+}
 
+// AcquireBatch decides a batch of acquires with the queues of single ones:
+// the acquires of jobs without a call at the database go to the store as
+// one batch, each leading its job's queue as a single call would; the
+// others wait behind their job's call as followers. A follower ordered to
+// lead makes its call at once, alone, so that no two batches can wait for
+// each other's orders.
+func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquireParams) []leaseapi.Answer {
+	out := make([]leaseapi.Answer, len(ps))
+	var leads []*leaseapi.AcquireParams
+	var led []int                              // indexes of ps led by this batch
+	waiters := make([]*acquireWaiter, len(ps)) // by index of ps; nil when led
+	c.mu.Lock()
+	for i, p := range ps {
+		if q, busy := c.queues[p.JobID]; busy {
+			waiters[i] = &acquireWaiter{params: p, queue: q, done: make(chan acquireOutcome, 1)}
+			q.waiting = append(q.waiting, waiters[i])
+			continue
+		}
+		c.queues[p.JobID] = &acquireQueue{}
+		leads, led = append(leads, p), append(led, i)
+	}
+	c.mu.Unlock()
+	if len(leads) > 0 {
+		for k, a := range c.Store.AcquireBatch(ctx, leads) {
+			out[led[k]] = a
+			c.handOn(ctx, leads[k], nil, a.Lease, a.Err)
+		}
+	}
+	for i, w := range waiters {
+		if w != nil {
+			out[i].Lease, out[i].Err = c.await(ctx, w)
+		}
+	}
+	return out
+}
+
+// await returns the answer of the follower w: decided by the call it
+// followed, or by its own call when ordered to lead.
+func (c *coalescer) await(ctx context.Context, w *acquireWaiter) (leaseapi.Lease, error) {
+	p := w.params
 	select {
 	case o := <-w.done:
 		if o.lead {
@@ -83,7 +126,7 @@ func (c *coalescer) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (lea
 		return o.lease, o.err
 	case <-ctx.Done():
 		c.mu.Lock()
-		withdrawn := q.remove(w)
+		withdrawn := w.queue.remove(w)
 		c.mu.Unlock()
 		if !withdrawn {
 			// An outcome is on its way. A decision is returned as is; an
@@ -102,6 +145,13 @@ func (c *coalescer) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (lea
 // hands the queue on.
 func (c *coalescer) lead(ctx context.Context, p *leaseapi.AcquireParams, followers []*acquireWaiter) (leaseapi.Lease, error) {
 	lease, err := c.Store.Acquire(ctx, p)
+	c.handOn(ctx, p, followers, lease, err)
+	return lease, err
+}
+
+// handOn decides for the followers of p's call, which returned lease, err,
+// what that result decides, and hands the job's queue on.
+func (c *coalescer) handOn(ctx context.Context, p *leaseapi.AcquireParams, followers []*acquireWaiter, lease leaseapi.Lease, err error) {
 	var undecided []*acquireWaiter
 	for _, f := range followers {
 		if ctx.Err() != nil {
@@ -115,7 +165,6 @@ func (c *coalescer) lead(ctx context.Context, p *leaseapi.AcquireParams, followe
 		}
 	}
 	c.next(p.JobID, undecided)
-	return lease, err
 }
 
 // next starts the job's next call with first, then the acquires that

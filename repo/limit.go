@@ -8,7 +8,7 @@ import (
 )
 
 // LimitCalls returns store with at most n lease calls in flight at once
-// (Acquire, Heartbeat, Release, Revoke, Get, List, Runs, RecentRuns, Pause,
+// (Acquire, Heartbeat, their batches, Release, Revoke, Get, List, Runs, RecentRuns, Pause,
 // Resume, Repair, ForgetSchedule, Stats). A call beyond the
 // limit is refused at once with leaseapi.ErrOverloaded, before it reaches
 // the database, so an overloaded instance sheds load with a fast 503
@@ -90,4 +90,28 @@ func (l *callLimiter) Stats(ctx context.Context, prefix string) (leaseapi.Stats,
 
 func (l *callLimiter) RecentRuns(ctx context.Context, p *leaseapi.RecentRunsParams) (leaseapi.RunPage, error) {
 	return limited(l, func() (leaseapi.RunPage, error) { return l.Store.RecentRuns(ctx, p) })
+}
+
+// AcquireBatch takes one slot for the whole batch; without one, every
+// call of the batch is refused.
+func (l *callLimiter) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquireParams) []leaseapi.Answer {
+	return limitedBatch(l, len(ps), func() []leaseapi.Answer { return l.Store.AcquireBatch(ctx, ps) })
+}
+
+// HeartbeatBatch takes one slot for the whole batch, as AcquireBatch.
+func (l *callLimiter) HeartbeatBatch(ctx context.Context, ps []*leaseapi.HeartbeatParams) []leaseapi.Answer {
+	return limitedBatch(l, len(ps), func() []leaseapi.Answer { return l.Store.HeartbeatBatch(ctx, ps) })
+}
+
+// limitedBatch runs fn, the batch of n calls, in a free slot, or refuses
+// each of its calls when there is none.
+func limitedBatch(l *callLimiter, n int, fn func() []leaseapi.Answer) []leaseapi.Answer {
+	out, err := limited(l, func() ([]leaseapi.Answer, error) { return fn(), nil })
+	if err != nil {
+		out = make([]leaseapi.Answer, n)
+		for i := range out {
+			out[i].Err = err
+		}
+	}
+	return out
 }

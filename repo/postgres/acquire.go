@@ -189,6 +189,71 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 		a.JobID, acquireAttempts, leaseapi.ErrUnavailable)
 }
 
+// AcquireBatch decides each acquire of as as Acquire decides it. See
+// leaseapi.Batching. The reads of every acquire go in the batches of
+// concurrent reads, and the grants that take over no expired run in those
+// of concurrent grants; an acquire that needs more (a job without a row, a
+// renewal, a takeover, a group, a row changed since its read) is then made
+// as a single Acquire.
+func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) []leaseapi.Answer {
+	out := make([]leaseapi.Answer, len(as))
+	var again, read []int // indexes of as
+	var ids []*string
+	for i, a := range as {
+		switch out[i].Err = stores.ValidateAcquire(a); {
+		case out[i].Err != nil:
+		case p.naive:
+			again = append(again, i)
+		default:
+			read, ids = append(read, i), append(ids, &as[i].JobID)
+		}
+	}
+	rows, errs := sendAll(ctx, p.reads, p.readOne, ids)
+	var grants []*grantCall
+	var granted []int
+	for k, i := range read {
+		a := as[i]
+		if errs[k] != nil {
+			if errors.Is(errs[k], sql.ErrNoRows) {
+				again = append(again, i)
+			} else {
+				out[i].Err = interpretError(fmt.Sprintf("acquire %q", a.JobID), errs[k])
+			}
+			continue
+		}
+		d, err := p.decide(a, &rows[k], true, nil)
+		switch {
+		case err != nil:
+			out[i].Err = interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
+		case d.refused != nil:
+			out[i].Err = d.refused
+		case d.stale || d.plan.NeedsGroup() || planQuery(&d.plan) != grantQuery:
+			again = append(again, i)
+		default:
+			grants = append(grants, &grantCall{plan: &d.plan, version: rows[k].Version})
+			granted = append(granted, i)
+		}
+	}
+	if p.beforeAcquireWrite != nil && len(grants) > 0 {
+		p.beforeAcquireWrite()
+	}
+	written, errs := sendAll(ctx, p.grants, p.grantOne, grants)
+	for k, i := range granted {
+		switch err := errs[k]; {
+		case err == nil:
+			out[i].Lease = p.observeWrite(grants[k].plan, &written[k])
+		case errors.Is(err, sql.ErrNoRows):
+			again = append(again, i)
+		default:
+			out[i].Err = interpretError(fmt.Sprintf("acquire %q", as[i].JobID), err)
+		}
+	}
+	for _, i := range again {
+		out[i].Lease, out[i].Err = p.Acquire(ctx, as[i])
+	}
+	return out
+}
+
 // acquireOutcome is one read, decision and write of an acquire: the
 // refusal, or the lease written, or neither (the write found the row
 // changed since the read, or the clock past the plan's ValidUntil).
@@ -353,6 +418,12 @@ func (p *Store) write(ctx context.Context, tx rowQuerier, plan *decide.AcquirePl
 	if err != nil {
 		return acquireOutcome{}, err
 	}
+	return acquireOutcome{written: true, lease: p.observeWrite(plan, &w)}, nil
+}
+
+// observeWrite tells the observer what the write of plan, which returned
+// w, started and ended, and returns the lease written.
+func (p *Store) observeWrite(plan *decide.AcquirePlan, w *writtenRow) leaseapi.Lease {
 	if !plan.Renew {
 		p.observer.RunStarted(plan.Trigger)
 	}
@@ -362,7 +433,7 @@ func (p *Store) write(ctx context.Context, tx rowQuerier, plan *decide.AcquirePl
 			p.observer.LeasesExpired(1)
 		}
 	}
-	return acquireOutcome{written: true, lease: w.toLease()}, nil
+	return w.toLease()
 }
 
 // rowQuerier runs a statement of one row: the pool or a transaction.

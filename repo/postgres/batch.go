@@ -105,6 +105,39 @@ func (b *batcher[P, R]) do(ctx context.Context, p *P) (R, error) {
 	}
 }
 
+// doAll makes the calls ps in the next batches, queued together in their
+// order, and returns each one's row or error as do would. A call still
+// queued when ctx ends is withdrawn and never sent.
+func (b *batcher[P, R]) doAll(ctx context.Context, ps []*P) ([]R, []error) {
+	calls := make([]*batchCall[P, R], len(ps))
+	for i, p := range ps {
+		calls[i] = &batchCall[P, R]{ctx: ctx, params: p, out: make(chan batchOutcome[R], 1)}
+	}
+	b.mu.Lock()
+	b.queue = append(b.queue, calls...)
+	if !b.running && len(calls) > 0 {
+		b.running = true
+		go b.drain()
+	}
+	b.mu.Unlock()
+	rows, errs := make([]R, len(ps)), make([]error, len(ps))
+	for i, c := range calls {
+		select {
+		case o := <-c.out:
+			rows[i], errs[i] = lateResult(ctx, o.row, o.err)
+		case <-ctx.Done():
+			b.mu.Lock()
+			withdrawn := b.remove(c)
+			b.mu.Unlock()
+			errs[i] = fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, ctx.Err())
+			if withdrawn {
+				errs[i] = fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, ctx.Err())
+			}
+		}
+	}
+	return rows, errs
+}
+
 // drain sends the queued calls, batch after batch, until none is left.
 func (b *batcher[P, R]) drain() {
 	for {

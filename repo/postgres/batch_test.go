@@ -126,9 +126,9 @@ func TestPostgresBatchedHeartbeats(t *testing.T) {
 			{JobID: grants[4].JobID, Owner: "o", Token: grants[4].Token},                       // expired
 			{JobID: prefix + "-one-unknown", Owner: "o", Token: 1},                             // no such job
 		}
-		got, err := store.HeartbeatBatch(ctx, hs)
+		got, err := store.HeartbeatAsOneBatch(ctx, hs)
 		if err != nil {
-			t.Fatalf("HeartbeatBatch: %v", err)
+			t.Fatalf("HeartbeatAsOneBatch: %v", err)
 		}
 		for i, wantTTL := range []time.Duration{time.Minute, 2 * time.Minute} {
 			l := got[i]
@@ -219,12 +219,12 @@ func TestPostgresBatchTickAhead(t *testing.T) {
 		{JobID: known, Owner: "b", TTL: time.Minute, Tick: &future},
 		{JobID: fine, Owner: "b", TTL: time.Minute, Tick: &past},
 	}
-	got, err := store.AcquireBatch(ctx, calls)
+	got, err := store.AcquireAsOneBatch(ctx, calls)
 	if err != nil {
-		t.Fatalf("AcquireBatch: %v", err)
+		t.Fatalf("AcquireAsOneBatch: %v", err)
 	}
 	if got[0] != nil || got[1] != nil || got[2] == nil || !got[2].Tick.Equal(past) {
-		t.Fatalf("AcquireBatch: got %v, want the two ticks ahead refused and the past one granted", got)
+		t.Fatalf("AcquireAsOneBatch: got %v, want the two ticks ahead refused and the past one granted", got)
 	}
 	if _, err := store.Get(ctx, fresh); !errors.Is(err, leaseapi.ErrNotFound) {
 		t.Errorf("Get(%s): got %v, want not_found (nothing written)", fresh, err)
@@ -279,9 +279,9 @@ func TestPostgresBatchedGrantRowChanged(t *testing.T) {
 			}
 		}
 	})
-	got, err := store.AcquireBatch(ctx, calls)
+	got, err := store.AcquireAsOneBatch(ctx, calls)
 	if err != nil {
-		t.Fatalf("AcquireBatch: %v", err)
+		t.Fatalf("AcquireAsOneBatch: %v", err)
 	}
 	if decisions != 2 {
 		t.Errorf("decisions before a write: %d, want 2 (the batch, then the changed job's second attempt)", decisions)

@@ -30,16 +30,16 @@ func (p *Store) SetBeforeAcquireWrite(f func()) { p.beforeAcquireWrite = f }
 // that a test can change the rows, or sweep from another store, in between.
 func (p *Store) SetBeforeSweepWrite(f func()) { p.beforeSweepWrite = f }
 
-// AcquireBatch reads the rows of acquires as one batch statement, as
+// AcquireAsOneBatch reads the rows of acquires as one batch statement, as
 // group commit does when they meet, so that a test knows they went as a
 // batch, decides each, calls the beforeAcquireWrite hook once, and writes
 // the grants that take over no expired run as one batch statement too (the
 // other plans one by one). A call whose write found its row changed is made
 // again alone (Acquire: read, decide, write), as the store does. A refused
 // call gets a nil lease.
-func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) ([]*leaseapi.Lease, error) {
+func (p *Store) AcquireAsOneBatch(ctx context.Context, as []*leaseapi.AcquireParams) ([]*leaseapi.Lease, error) {
 	if p.reads == nil || p.grants == nil {
-		return nil, errors.New("AcquireBatch: batching is off")
+		return nil, errors.New("AcquireAsOneBatch: batching is off")
 	}
 	jobs := make([]*string, len(as))
 	for i, a := range as {
@@ -152,9 +152,9 @@ func (p *Store) ReleaseBatch(ctx context.Context, rs []*leaseapi.ReleaseParams) 
 	return batchLeases(p.releaseBatch(ctx, calls))
 }
 
-// HeartbeatBatch sends heartbeats as one batch statement; a heartbeat the
+// HeartbeatAsOneBatch sends heartbeats as one batch statement; a heartbeat the
 // statement refused gets a nil lease.
-func (p *Store) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatParams) ([]*leaseapi.Lease, error) {
+func (p *Store) HeartbeatAsOneBatch(ctx context.Context, hs []*leaseapi.HeartbeatParams) ([]*leaseapi.Lease, error) {
 	calls := make([]*heartbeatCall, len(hs))
 	for i, h := range hs {
 		calls[i] = &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,

@@ -219,15 +219,15 @@ func TestPostgresRunRows(t *testing.T) {
 				return ls
 			}
 		}
-		g1 := must("first grants")(b.batched.AcquireBatch(ctx, params(&tick1)))
-		renewed := must("renewals")(b.batched.AcquireBatch(ctx, params(&tick1)))
+		g1 := must("first grants")(b.batched.AcquireAsOneBatch(ctx, params(&tick1)))
+		renewed := must("renewals")(b.batched.AcquireAsOneBatch(ctx, params(&tick1)))
 		for i := range renewed {
 			if renewed[i].Token != g1[i].Token {
 				t.Fatalf("renewal of %s: token %d, want %d", g1[i].JobID, renewed[i].Token, g1[i].Token)
 			}
 		}
 		r1 := must("releases")(b.batched.ReleaseBatch(ctx, releases(g1, leaseapi.OutcomeSucceeded)))
-		g2 := must("grants after release")(b.batched.AcquireBatch(ctx, params(&tick2)))
+		g2 := must("grants after release")(b.batched.AcquireAsOneBatch(ctx, params(&tick2)))
 		// A stale release (of g1[0]) goes in a batch with the right
 		// releases of the other jobs; job 0 is then released alone.
 		rs := releases(g2, leaseapi.OutcomeFailed)
@@ -279,7 +279,7 @@ func TestPostgresRunRows(t *testing.T) {
 			waitExpired(t, b.single, g1)
 			var g2 leaseapi.Lease
 			if batched {
-				ls, err := b.batched.AcquireBatch(t.Context(), []*leaseapi.AcquireParams{
+				ls, err := b.batched.AcquireAsOneBatch(t.Context(), []*leaseapi.AcquireParams{
 					{JobID: job, Owner: "b", TTL: time.Minute, Tick: &tick1},
 					{JobID: job + "-other", Owner: "b", TTL: time.Minute},
 				})

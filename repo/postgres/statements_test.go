@@ -125,7 +125,7 @@ func TestBatchedAcquireDecidesAsTheSingleOne(t *testing.T) {
 			}
 			granted := err == nil
 
-			got, err := batched.AcquireBatch(ctx, []*leaseapi.AcquireParams{
+			got, err := batched.AcquireAsOneBatch(ctx, []*leaseapi.AcquireParams{
 				params(jobBatched),
 				acquire(prefix+"-"+tc.name+"-fresh", "c", nil),
 			})

@@ -417,14 +417,54 @@ func send[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Cont
 	return bounded(ctx, func(ctx context.Context) (R, error) { return one(ctx, c) })
 }
 
+// sendAll makes the calls cs as send makes each, queued together.
+func sendAll[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Context, *P) (R, error), cs []*P) ([]R, []error) {
+	rows, errs := make([]R, len(cs)), make([]error, len(cs))
+	if b != nil {
+		rows, errs = b.doAll(ctx, cs)
+	}
+	for i, c := range cs {
+		if b == nil || errors.Is(errs[i], errBatchFailed) {
+			rows[i], errs[i] = bounded(ctx, func(ctx context.Context) (R, error) { return one(ctx, c) })
+		}
+	}
+	return rows, errs
+}
+
 // Heartbeat extends a held lease. See leaseapi.Store.
 func (p *Store) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
 	if err := h.Validate(); err != nil {
 		return leaseapi.Lease{}, err
 	}
-	call := &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
+	row, err := send(ctx, p.heartbeats, p.heartbeatOne, newHeartbeatCall(h))
+	return p.heartbeatAnswer(ctx, h, row, err)
+}
+
+// HeartbeatBatch extends each held lease of hs. See leaseapi.Batching.
+func (p *Store) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatParams) []leaseapi.Answer {
+	out := make([]leaseapi.Answer, len(hs))
+	var calls []*heartbeatCall
+	var sent []int
+	for i, h := range hs {
+		if out[i].Err = h.Validate(); out[i].Err == nil {
+			calls, sent = append(calls, newHeartbeatCall(h)), append(sent, i)
+		}
+	}
+	rows, errs := sendAll(ctx, p.heartbeats, p.heartbeatOne, calls)
+	for k, i := range sent {
+		out[i].Lease, out[i].Err = p.heartbeatAnswer(ctx, hs[i], rows[k], errs[k])
+	}
+	return out
+}
+
+func newHeartbeatCall(h *leaseapi.HeartbeatParams) *heartbeatCall {
+	return &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
 		ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
-	row, err := send(ctx, p.heartbeats, p.heartbeatOne, call)
+}
+
+// heartbeatAnswer is the answer to the heartbeat h whose statement
+// returned row, err: the lease, or when no live grant matched, why.
+func (p *Store) heartbeatAnswer(ctx context.Context, h *leaseapi.HeartbeatParams, row leaseRow, err error) (leaseapi.Lease, error) {
 	if err == nil {
 		return row.toLease(), nil
 	}

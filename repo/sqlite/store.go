@@ -767,6 +767,18 @@ func (s *Store) closeExpiredRun(ctx context.Context, tx *sqlx.Tx, cur *leaseRow,
 	return nil
 }
 
+// AcquireBatch decides the acquires one after the other: the embedded
+// store has no round trips to save. See leaseapi.Batching.
+func (s *Store) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquireParams) []leaseapi.Answer {
+	return stores.Each(ctx, ps, s.Acquire)
+}
+
+// HeartbeatBatch makes the heartbeats one after the other, as
+// AcquireBatch. See leaseapi.Batching.
+func (s *Store) HeartbeatBatch(ctx context.Context, ps []*leaseapi.HeartbeatParams) []leaseapi.Answer {
+	return stores.Each(ctx, ps, s.Heartbeat)
+}
+
 // Heartbeat extends a held lease. See leaseapi.Store.
 func (s *Store) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
 	if err := p.Validate(); err != nil {

@@ -1,6 +1,7 @@
 package stores
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -132,4 +133,14 @@ func ManualAhead(err error) error {
 		ahead.Manual = true
 	}
 	return err
+}
+
+// Each answers the calls ps of a batch one after the other with call:
+// the batch of a store that has no round trips to save.
+func Each[P any](ctx context.Context, ps []*P, call func(context.Context, *P) (leaseapi.Lease, error)) []leaseapi.Answer {
+	out := make([]leaseapi.Answer, len(ps))
+	for i, p := range ps {
+		out[i].Lease, out[i].Err = call(ctx, p)
+	}
+	return out
 }

@@ -1,0 +1,230 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/api"
+)
+
+// A batch (POST /acquire, POST /heartbeat) answers each item as its single
+// call would be answered: the same validation, scopes and rate, the same
+// store decision, the same status and body, here one result per item in
+// item order. What only the request as a whole can get wrong (its JSON, the
+// number of items, an invalid or repeated jobId) is a 400 for the whole
+// request; a 503 answers the whole request only when every item's answer
+// would be 503.
+
+func (h *handler) acquireBatch(w http.ResponseWriter, r *http.Request) {
+	var req api.AcquireBatchRequest
+	if err := h.decodeBatch(w, r, &req, func(i int) string { return req.Items[i].JobID }, func() int { return len(req.Items) }); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	b := newBatch(len(req.Items), func(i int) string { return req.Items[i].JobID })
+	h.limitItems(r, b)
+	var ps []*leaseapi.AcquireParams
+	var sent []int
+	for i := range req.Items {
+		if b.answered(i) {
+			continue
+		}
+		q := req.Request(i)
+		p, err := h.acquireRequestParams(r, req.Items[i].JobID, &q)
+		if err != nil {
+			b.fail(r, i, err)
+			continue
+		}
+		ps, sent = append(ps, p), append(sent, i)
+	}
+	answers := h.callBatch(r.Context(), "acquire_batch", len(ps), func(ctx context.Context) []leaseapi.Answer {
+		return h.store.AcquireBatch(ctx, ps)
+	})
+	for k, i := range sent {
+		a := answers[k]
+		h.metrics.acquires.WithLabelValues(acquireResult(a.Lease, a.Err)).Inc()
+		h.metrics.countGroupFull(a.Err)
+		if a.Err == nil {
+			h.observeTickStart(a.Lease)
+		}
+		b.answer(r, i, a)
+	}
+	b.write(w, r)
+}
+
+func (h *handler) heartbeatBatch(w http.ResponseWriter, r *http.Request) {
+	var req api.HeartbeatBatchRequest
+	if err := h.decodeBatch(w, r, &req, func(i int) string { return req.Items[i].JobID }, func() int { return len(req.Items) }); err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	b := newBatch(len(req.Items), func(i int) string { return req.Items[i].JobID })
+	var ps []*leaseapi.HeartbeatParams
+	var sent []int
+	for i := range req.Items {
+		if b.answered(i) {
+			continue
+		}
+		q := req.Request(i)
+		p, err := h.heartbeatRequestParams(req.Items[i].JobID, &q)
+		if err != nil {
+			b.fail(r, i, err)
+			continue
+		}
+		ps, sent = append(ps, p), append(sent, i)
+	}
+	answers := h.callBatch(r.Context(), "heartbeat_batch", len(ps), func(ctx context.Context) []leaseapi.Answer {
+		return h.store.HeartbeatBatch(ctx, ps)
+	})
+	for k, i := range sent {
+		h.metrics.heartbeats.WithLabelValues(holderResult(answers[k].Err)).Inc()
+		b.answer(r, i, answers[k])
+	}
+	b.write(w, r)
+}
+
+// decodeBatch decodes the body of a batch into req, whose items jobID
+// names and n counts, and refuses what no item can be answered for: 1 to
+// leaseapi.MaxBatchItems items, each with a valid jobId given once.
+func (h *handler) decodeBatch(w http.ResponseWriter, r *http.Request, req any, jobID func(int) string, n func() int) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	if err := decodeBodyUpTo(w, r, req, api.MaxBatchBodyBytes); err != nil {
+		return err
+	}
+	if n() == 0 {
+		return invalidf("items must hold 1 to %d items, one per job", leaseapi.MaxBatchItems)
+	}
+	seen := make(map[string]int, n())
+	for i := range n() {
+		id := jobID(i)
+		if err := leaseapi.ValidateJobID(id); err != nil {
+			return invalidf("items[%d].jobId: %v", i, err)
+		}
+		if j, ok := seen[id]; ok {
+			return invalidf("items[%d] and items[%d] are both job %s; send each job once per batch", j, i, clip(id))
+		}
+		seen[id] = i
+	}
+	return nil
+}
+
+// callBatch makes the store call of a batch of n calls, as call makes a
+// single one; a batch of none is not made.
+func (h *handler) callBatch(ctx context.Context, op string, n int, fn func(context.Context) []leaseapi.Answer) []leaseapi.Answer {
+	if n == 0 {
+		return nil
+	}
+	answers, _ := call(ctx, h.metrics, op, func(ctx context.Context) ([]leaseapi.Answer, error) { return fn(ctx), nil })
+	return answers
+}
+
+// limitItems spends one call of the caller's rate per item, in item order:
+// the items beyond what its bucket holds are answered 429.
+func (h *handler) limitItems(r *http.Request, b *batch) {
+	p := principalFrom(r.Context())
+	if p.open {
+		return
+	}
+	allowed, wait := h.limits.takeUpTo("credential:"+p.key(), p.rate, len(b.results))
+	for i := allowed; i < len(b.results); i++ {
+		b.fail(r, i, rateLimited(wait))
+	}
+}
+
+// batch holds the results of a batch while its items are answered.
+type batch struct {
+	results []api.BatchResult
+	// unavailable is the first item's error while every item answered
+	// so far is a 503.
+	unavailable error
+}
+
+func newBatch(n int, jobID func(int) string) *batch {
+	b := &batch{results: make([]api.BatchResult, n)}
+	for i := range b.results {
+		b.results[i].JobID = jobID(i)
+	}
+	return b
+}
+
+func (b *batch) answered(i int) bool { return b.results[i].Status != 0 }
+
+// fail answers item i with the problem of err.
+func (b *batch) fail(r *http.Request, i int, err error) {
+	p, _, _ := problemOf(r, err)
+	b.results[i].Status, b.results[i].Problem = p.Status, &p
+}
+
+// answer answers item i with the store's answer a.
+func (b *batch) answer(r *http.Request, i int, a leaseapi.Answer) {
+	if a.Err != nil {
+		b.fail(r, i, a.Err)
+		if b.unavailable == nil && b.results[i].Status == http.StatusServiceUnavailable {
+			b.unavailable = a.Err
+		}
+		return
+	}
+	l := api.FromLease(a.Lease)
+	b.results[i].Status, b.results[i].Lease = http.StatusOK, &l
+}
+
+// write writes the results, or, when every item is answered 503, the
+// problem of the first as the request's own.
+func (b *batch) write(w http.ResponseWriter, r *http.Request) {
+	if b.unavailable != nil && !slices.ContainsFunc(b.results, func(res api.BatchResult) bool { return res.Status != http.StatusServiceUnavailable }) {
+		writeProblem(w, r, b.unavailable)
+		return
+	}
+	buf := responseBuffers.Get().(*[]byte)
+	defer responseBuffers.Put(buf)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// Written in pieces of about batchChunk bytes, so that the answer to a
+	// batch holds no more than that at once.
+	body := append((*buf)[:0], `{"results":[`...)
+	for i, res := range b.results {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = res.AppendJSON(body)
+		if len(body) >= batchChunk {
+			if _, err := w.Write(body); err != nil {
+				return
+			}
+			body = body[:0]
+		}
+	}
+	body = append(body, "]}"...)
+	_, _ = w.Write(body)
+	*buf = body
+}
+
+// batchChunk is the size of the pieces a batch's answer is written in.
+const batchChunk = 16 << 10
+
+// takeUpTo spends up to n calls of key's bucket at perSecond (nil: the
+// default), as many as it holds, and returns how many it spent and, when
+// fewer than n, how long until the next call would be allowed.
+func (l *rateLimiters) takeUpTo(key string, perSecond *float64, n int) (int, time.Duration) {
+	lim := l.limiter(key, perSecond)
+	if lim == nil {
+		return n, 0
+	}
+	now := time.Now()
+	k := min(n, int(lim.TokensAt(now)))
+	if k > 0 {
+		if res := lim.ReserveN(now, k); res.DelayFrom(now) > 0 {
+			res.CancelAt(now) // spent meanwhile by a concurrent call
+			k = 0
+		}
+	}
+	if k == n {
+		return n, 0
+	}
+	return k, max(time.Second/time.Duration(max(1, int(lim.Limit()))), time.Millisecond)
+}
