@@ -22,11 +22,12 @@ import (
 
 // The alert policies of a chaos run (I14): every PolicyEvery-th job (job
 // 1, 1 + k, ...) gets a policy, consecutiveFailures 1 or 2,
-// missedTicks 1 and recoveryThreshold 1 or 2 (drawn from the seed), set
-// with PUT /leases/{jobId}/policy as soon as the job exists (its first
-// grant, in the warm-up). The workload's faults fail runs, let leases
-// expire and miss ticks (every database outage of the failover tier does),
-// so those jobs alert and recover. Before the replicas start the harness
+// maxRuntimeMs policyMaxRuntimeMs, missedTicks 1 and recoveryThreshold 1
+// or 2 (drawn from the seed), set with PUT /leases/{jobId}/policy as soon
+// as the job exists (its first grant, in the warm-up). The workload's
+// faults fail runs, let leases expire and miss ticks, and about a third of
+// its job bodies outlast policyMaxRuntimeMs, so those jobs alert and
+// recover in every tier, with or without faults that fail runs. Before the replicas start the harness
 // registers a webhook subscribed to job.alerting and job.ok of every job
 // on a receiver of its own, which verifies every message and refuses the
 // first attempt of a seeded share of the events (so that retries repeat
@@ -34,6 +35,10 @@ import (
 // until that webhook's outbox is empty, reads every policy's status (GET
 // policy) and checks that the outbox is still empty: the checker then
 // holds the last transition told to the job's status.
+
+// policyMaxRuntimeMs is the policies' maxRuntimeMs: within the replicas'
+// job bodies (-work-min to -work-max, 50 ms to 1.5 s by default).
+const policyMaxRuntimeMs = 1000
 
 // policyRefuse is the share of policy events whose first attempt the
 // receiver refuses (503).
@@ -96,7 +101,7 @@ func (e *env) registerPolicies() (*policyRun, error) {
 // instance cannot answer (503, 429) or does not answer, until until.
 func (e *env) setPolicies(pr *policyRun, until time.Time) {
 	for _, j := range pr.jobs {
-		body, _ := json.Marshal(map[string]int{"consecutiveFailures": j.consecutiveFailures, "missedTicks": 1, "recoveryThreshold": j.recoveryThreshold})
+		body, _ := json.Marshal(map[string]int{"consecutiveFailures": j.consecutiveFailures, "maxRuntimeMs": policyMaxRuntimeMs, "missedTicks": 1, "recoveryThreshold": j.recoveryThreshold})
 		var last string
 		for attempt := 0; time.Now().Before(until); attempt++ {
 			status, answer, err := e.adminCall(attempt, http.MethodPut, "/leases/"+j.id+"/policy", body)
