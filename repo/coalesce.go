@@ -52,8 +52,20 @@ type acquireQueue struct {
 
 type acquireWaiter struct {
 	params *leaseapi.AcquireParams
-	queue  *acquireQueue       // the queue it waits in
-	done   chan acquireOutcome // buffered: the sender never blocks
+	queue  *acquireQueue // the queue it waits in
+	// told receives the waiter once its outcome is set (tell). It is
+	// buffered for every waiter that shares it (one, or a batch's), so
+	// the teller never blocks.
+	told    chan *acquireWaiter
+	outcome acquireOutcome
+	index   int  // in its batch
+	taken   bool // its batch has taken its outcome
+}
+
+// tell sets w's outcome and wakes its caller.
+func (w *acquireWaiter) tell(o acquireOutcome) {
+	w.outcome = o
+	w.told <- w
 }
 
 // acquireOutcome is either a decision or the order to lead the next call.
@@ -72,72 +84,127 @@ func (c *coalescer) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (lea
 		c.mu.Unlock()
 		return c.lead(ctx, p, nil)
 	}
-	w := &acquireWaiter{params: p, queue: q, done: make(chan acquireOutcome, 1)}
+	w := &acquireWaiter{params: p, queue: q, told: make(chan *acquireWaiter, 1)}
 	q.waiting = append(q.waiting, w)
 	c.mu.Unlock()
-	return c.await(ctx, w)
+
+	select {
+	case <-w.told:
+		if o := w.outcome; o.lead {
+			return c.lead(ctx, p, o.followers)
+		}
+		return w.outcome.lease, w.outcome.err
+	case <-ctx.Done():
+		c.abandon([]*acquireWaiter{w}, w.told)
+		return w.outcome.lease, w.outcome.err
+	}
 }
 
 // AcquireBatch decides a batch of acquires with the queues of single ones:
 // the acquires of jobs without a call at the database go to the store as
 // one batch, each leading its job's queue as a single call would; the
-// others wait behind their job's call as followers. A follower ordered to
-// lead makes its call at once, alone, so that no two batches can wait for
-// each other's orders.
+// others wait behind their job's call as followers, all told on one
+// channel. The followers ordered to lead make their calls together, as
+// one batch, as soon as they are told, before the batch waits again: a
+// batch never waits while it holds an order to lead, so no two batches
+// can wait for each other.
 func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquireParams) []leaseapi.Answer {
 	out := make([]leaseapi.Answer, len(ps))
-	var leads []*leaseapi.AcquireParams
-	var led []int                              // indexes of ps led by this batch
-	waiters := make([]*acquireWaiter, len(ps)) // by index of ps; nil when led
+	var leads []*acquireWaiter // the calls this batch makes: its own, then its followers ordered to lead
+	var waiting []*acquireWaiter
+	told := make(chan *acquireWaiter, len(ps))
 	c.mu.Lock()
 	for i, p := range ps {
+		w := &acquireWaiter{params: p, told: told, index: i}
 		if q, busy := c.queues[p.JobID]; busy {
-			waiters[i] = &acquireWaiter{params: p, queue: q, done: make(chan acquireOutcome, 1)}
-			q.waiting = append(q.waiting, waiters[i])
+			w.queue = q
+			q.waiting = append(q.waiting, w)
+			waiting = append(waiting, w)
 			continue
 		}
 		c.queues[p.JobID] = &acquireQueue{}
-		leads, led = append(leads, p), append(led, i)
+		leads = append(leads, w)
 	}
 	c.mu.Unlock()
-	if len(leads) > 0 {
-		for k, a := range c.Store.AcquireBatch(ctx, leads) {
-			out[led[k]] = a
-			c.handOn(ctx, leads[k], nil, a.Lease, a.Err)
+	for left := len(waiting); ; {
+		if len(leads) > 0 {
+			c.leadBatch(ctx, leads, out)
+			leads = leads[:0]
+		}
+		if left == 0 {
+			return out
+		}
+		select {
+		case w := <-told:
+			for more := true; more; {
+				left--
+				w.taken = true
+				if w.outcome.lead {
+					leads = append(leads, w)
+				} else {
+					out[w.index] = leaseapi.Answer{Lease: w.outcome.lease, Err: w.outcome.err}
+				}
+				select {
+				case w = <-told:
+				default:
+					more = false
+				}
+			}
+		case <-ctx.Done():
+			var rest []*acquireWaiter
+			for _, w := range waiting {
+				if !w.taken {
+					rest = append(rest, w)
+				}
+			}
+			c.abandon(rest, told)
+			for _, w := range rest {
+				out[w.index] = leaseapi.Answer{Lease: w.outcome.lease, Err: w.outcome.err}
+			}
+			return out
 		}
 	}
-	for i, w := range waiters {
-		if w != nil {
-			out[i].Lease, out[i].Err = c.await(ctx, w)
-		}
-	}
-	return out
 }
 
-// await returns the answer of the follower w: decided by the call it
-// followed, or by its own call when ordered to lead.
-func (c *coalescer) await(ctx context.Context, w *acquireWaiter) (leaseapi.Lease, error) {
-	p := w.params
-	select {
-	case o := <-w.done:
-		if o.lead {
-			return c.lead(ctx, p, o.followers)
+// leadBatch makes the calls of leads as one batch call, answers each into
+// out, decides for each one's followers and hands its job's queue on.
+func (c *coalescer) leadBatch(ctx context.Context, leads []*acquireWaiter, out []leaseapi.Answer) {
+	ps := make([]*leaseapi.AcquireParams, len(leads))
+	for k, w := range leads {
+		ps[k] = w.params
+	}
+	for k, a := range c.Store.AcquireBatch(ctx, ps) {
+		w := leads[k]
+		out[w.index] = a
+		c.handOn(ctx, w.params, w.outcome.followers, a.Lease, a.Err)
+	}
+}
+
+// abandon gives up on the followers ws, told on told, whose context ended:
+// each still queued is withdrawn; each already handed to a call waits for
+// its outcome, keeps a decision, and passes an order to lead on, since its
+// call can no longer run. Every outcome but a decision becomes
+// ErrUnavailable.
+func (c *coalescer) abandon(ws []*acquireWaiter, told chan *acquireWaiter) {
+	unavailable := func(w *acquireWaiter) acquireOutcome {
+		return acquireOutcome{err: fmt.Errorf("acquire %q: %w: the deadline passed while it waited for a call of its job", w.params.JobID, leaseapi.ErrUnavailable)}
+	}
+	var sent int
+	c.mu.Lock()
+	for _, w := range ws {
+		if w.queue.remove(w) {
+			w.outcome = unavailable(w)
+		} else {
+			sent++
 		}
-		return o.lease, o.err
-	case <-ctx.Done():
-		c.mu.Lock()
-		withdrawn := w.queue.remove(w)
-		c.mu.Unlock()
-		if !withdrawn {
-			// An outcome is on its way. A decision is returned as is; an
-			// order to lead is passed on, since this call can no longer run.
-			if o := <-w.done; !o.lead {
-				return o.lease, o.err
-			} else {
-				c.next(p.JobID, o.followers)
-			}
+	}
+	c.mu.Unlock()
+	for range sent {
+		w := <-told
+		if w.outcome.lead {
+			c.next(w.params.JobID, w.outcome.followers)
+			w.outcome = unavailable(w)
 		}
-		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w: %w", p.JobID, leaseapi.ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -159,7 +226,7 @@ func (c *coalescer) handOn(ctx context.Context, p *leaseapi.AcquireParams, follo
 			// their own and get a call of their own.
 			undecided = append(undecided, f)
 		} else if o, ok := decideFollower(f.params, lease, err, c.maxAhead); ok {
-			f.done <- o
+			f.tell(o)
 		} else {
 			undecided = append(undecided, f)
 		}
@@ -179,7 +246,7 @@ func (c *coalescer) next(jobID string, first []*acquireWaiter) {
 	}
 	c.mu.Unlock()
 	if len(batch) > 0 {
-		batch[0].done <- acquireOutcome{lead: true, followers: batch[1:]}
+		batch[0].tell(acquireOutcome{lead: true, followers: batch[1:]})
 	}
 }
 
