@@ -83,6 +83,29 @@ func sameProblem(t *testing.T, item api.Problem, single response) {
 	}
 }
 
+// storeCalls is how many store calls of operation op
+// leaseapi_store_duration_seconds timed.
+func (b *testBundle) storeCalls(t *testing.T, op string) uint64 {
+	t.Helper()
+	families, err := b.registry.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != "leaseapi_store_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "operation" && lp.GetValue() == op {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}
+
 // TestAcquireBatch: each item of POST /acquire is decided as its single
 // acquire (a grant, lease_held and tick_done with the lease, a 400 for an
 // invalid item), answered in item order; an item's own fields win over the
@@ -242,6 +265,15 @@ func TestHeartbeatBatch(t *testing.T) {
 			},
 		}, nil), mine, lost, theirs, unknown, invalid)
 
+		// Counted per item, timed once per batch.
+		for result, want := range map[string]float64{"ok": 2, "lost": 1, "not_found": 1} {
+			if got := b.counter(t, "leaseapi_heartbeat_total", map[string]string{"result": result}); got != want {
+				t.Errorf("leaseapi_heartbeat_total{result=%q}: got %v, want %v", result, got, want)
+			}
+		}
+		if got := b.storeCalls(t, "heartbeat_batch"); got != 1 {
+			t.Errorf("store calls timed as heartbeat_batch: got %d, want 1", got)
+		}
 		if got := wantItemLease(t, res[0]); got.Token != m.Token || got.TTLMs != 90000 {
 			t.Errorf("renewed with the defaults: %+v", got)
 		}
