@@ -118,6 +118,11 @@ func TestAcquireBatch(t *testing.T) {
 		tick := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 		earlier := tick.Add(-time.Minute)
 		fresh, held, done, invalid, own, nearest := b.job("fresh"), b.job("held"), b.job("done"), b.job("invalid"), b.job("own"), b.job("nearest")
+		// A job whose row exists and is free: on Postgres a plain grant of
+		// the batched grant statements, not a single acquire.
+		free := b.job("free")
+		f := wantLease(t, b.acquire(t, free, api.AcquireRequest{Owner: "b", Tick: ptr(api.FormatTime(earlier))}))
+		wantLease(t, b.release(t, free, api.ReleaseRequest{Owner: "b", Token: f.Token}))
 
 		wantLease(t, b.acquire(t, held, api.AcquireRequest{Owner: "other", TTLMs: ptr[int64](60000)}))
 		d := wantLease(t, b.acquire(t, done, api.AcquireRequest{Owner: "a", Tick: ptr(api.FormatTime(tick))}))
@@ -132,9 +137,10 @@ func TestAcquireBatch(t *testing.T) {
 				{JobID: invalid, TTLMs: ptr[int64](10)},
 				{JobID: own, Owner: ptr("b"), TTLMs: ptr[int64](120000), Tick: ptr(api.FormatTime(earlier))},
 				{JobID: nearest, NearestTick: ptr(true), Schedule: ptr("@every 1m")},
+				{JobID: free},
 			},
 		}
-		res := wantResults(t, b.acquireBatch(t, batch, nil), fresh, held, done, invalid, own, nearest)
+		res := wantResults(t, b.acquireBatch(t, batch, nil), fresh, held, done, invalid, own, nearest, free)
 
 		granted := wantItemLease(t, res[0])
 		if granted.Owner != "a" || granted.TTLMs != 60000 || granted.Tick == nil || !granted.Tick.Equal(tick) || granted.State != leaseapi.StateHeld {
@@ -155,15 +161,19 @@ func TestAcquireBatch(t *testing.T) {
 		if near.Owner != "a" || near.Tick == nil || near.Schedule == nil || *near.Schedule != "@every 1m" {
 			t.Errorf("the nearestTick grant: %+v", near)
 		}
+		freed := wantItemLease(t, res[6])
+		if freed.Owner != "a" || freed.Token != f.Token+1 || freed.Tick == nil || !freed.Tick.Equal(tick) {
+			t.Errorf("the grant of a free job: %+v", freed)
+		}
 		if got := wantLease(t, b.get(t, "/leases/"+fresh)); got.Token != granted.Token || got.Owner != "a" {
 			t.Errorf("the granted job reads back as %+v", got)
 		}
 		wantProblem(t, b.get(t, "/leases/"+invalid), http.StatusNotFound, api.CodeNotFound)
 
 		// Sent again, every grant is the holder's idempotent retry.
-		again := wantResults(t, b.acquireBatch(t, batch, nil), fresh, held, done, invalid, own, nearest)
-		for i, first := range []api.Lease{granted, mine, near} {
-			k := []int{0, 4, 5}[i]
+		again := wantResults(t, b.acquireBatch(t, batch, nil), fresh, held, done, invalid, own, nearest, free)
+		for i, first := range []api.Lease{granted, mine, near, freed} {
+			k := []int{0, 4, 5, 6}[i]
 			if l := wantItemLease(t, again[k]); l.Token != first.Token {
 				t.Errorf("%s: retried, token %d, first %d", first.JobID, l.Token, first.Token)
 			}
