@@ -210,6 +210,13 @@ func TestDTOsMatchSpec(t *testing.T) {
 		{"Problem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeNotFound, Title: "Not found", Status: 404, Detail: "d", Code: api.CodeNotFound}},
 		{"ConflictProblem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeLeaseHeld, Title: "Lease held", Status: 409, Detail: "d", Code: api.CodeLeaseHeld, Lease: &problemLease}},
 		{"Status", "Status", api.Status{Status: "ok"}},
+		{"BatchResponse", "BatchResponse", api.BatchResponse{Results: []api.BatchResult{
+			{JobID: "a", Status: 200, Lease: &problemLease},
+			{JobID: "b", Status: 409, Problem: &api.Problem{Type: api.ProblemTypePrefix + api.CodeLeaseHeld, Title: "Lease held", Status: 409, Detail: "d",
+				Code: api.CodeLeaseHeld, Lease: &problemLease}},
+			{JobID: "c", Status: 429, Problem: &api.Problem{Type: api.ProblemTypePrefix + api.CodeRateLimited, Title: "Rate limited", Status: 429, Detail: "d",
+				Code: api.CodeRateLimited}},
+		}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -200,6 +200,21 @@ func badCases(fresh, held string) []badCase {
 		{name: "ContentEncodingGzip", req: withHeader(post(acq, "\x1f\x8b\x08\x00\x00\x00\x00\x00"), "Content-Encoding", "gzip"),
 			status: 415, code: api.CodeUnsupportedMediaType, specAllows: true},
 
+		// Batches: what the whole request gets wrong.
+		invalid("BatchTruncated", post("/acquire", `{"owner":"a","items":[{"jobId":"`+fresh+`"}`), "JSON"),
+		invalid("BatchUnknownField", post("/acquire", `{"owner":"a","item":[{"jobId":"`+fresh+`"}]}`), `"item"`),
+		invalid("BatchItemUnknownField", post("/acquire", `{"owner":"a","items":[{"jobId":"`+fresh+`","ownr":"a"}]}`), `items[0]`),
+		invalid("BatchItemTokenString", post("/heartbeat", `{"owner":"a","items":[{"jobId":"`+held+`","token":"1"}]}`), `items[0]`),
+		invalid("BatchNoItems", post("/acquire", `{"owner":"a","items":[]}`), "items"),
+		invalid("BatchItemsNull", post("/heartbeat", `{"owner":"a","items":null}`), "items"),
+		invalid("BatchInvalidJobID", post("/heartbeat", `{"owner":"a","items":[{"jobId":"a b","token":1}]}`), "items[0].jobId"),
+		invalidSpecAllows("BatchJobTwice", post("/acquire", `{"owner":"a","items":[{"jobId":"`+fresh+`"},{"jobId":"`+fresh+`"}]}`), "items[0] and items[1]"),
+		invalidSpecAllows("BatchWithQuery", post("/heartbeat?owner=a", `{"owner":"a","items":[{"jobId":"`+held+`","token":1}]}`), `"owner"`),
+		{name: "BatchTooLarge", req: post("/acquire", `{"owner":"a","items":[{"jobId":"`+fresh+`"}]}`+strings.Repeat(" ", api.MaxBatchBodyBytes)),
+			status: 413, code: api.CodePayloadTooLarge, specAllows: true},
+		{name: "BatchContentTypeText", req: withHeader(post("/heartbeat", `{"owner":"a","items":[{"jobId":"`+held+`","token":1}]}`), "Content-Type", "text/plain"),
+			status: 415, code: api.CodeUnsupportedMediaType},
+
 		// Query parameters.
 		invalidSpecAllows("AcquireWithQuery", post(acq+"?owner=a", `{"owner":"a"}`), `"owner"`),
 		invalid("ListLimitZero", get("/leases?limit=0"), "limit"),
@@ -300,23 +315,26 @@ func (b *blockingBody) Read(p []byte) (int, error) {
 
 // TestHugeBody: a 10 MiB body is refused with 413 while the client is still
 // sending it, both when Content-Length announces it (refused before reading)
-// and when it is chunked (refused after 64 KiB).
+// and when it is chunked (refused after 64 KiB, 1 MiB for a batch).
 func TestHugeBody(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open openStore) {
 		b := setup(t, open(t), defaultOptions())
 		for _, tc := range []struct {
-			name          string
+			name, path    string
 			contentLength int64
 		}{
-			{"ContentLength", 10 << 20},
-			{"Chunked", -1},
+			{"ContentLength", "/leases/" + b.job("huge") + "/acquire", 10 << 20},
+			{"Chunked", "/leases/" + b.job("huge") + "/acquire", -1},
+			{"BatchContentLength", "/acquire", 10 << 20},
+			{"BatchChunked", "/heartbeat", -1},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				before := b.snapshot(t)
-				body := &blockingBody{n: 1 << 20, release: make(chan struct{})}
+				// More than any limit, then the client stalls.
+				body := &blockingBody{n: 2 << 20, release: make(chan struct{})}
 				defer close(body.release)
-				req := request{method: http.MethodPost, path: "/leases/" + b.job("huge") + "/acquire", bodyReader: body, contentLength: tc.contentLength}
+				req := request{method: http.MethodPost, path: tc.path, bodyReader: body, contentLength: tc.contentLength}
 				resp := b.doInvalid(t, req)
 				wantProblem(t, resp, http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge)
 				if after := b.snapshot(t); !after.equal(before) {

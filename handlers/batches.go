@@ -33,6 +33,10 @@ func (h *handler) acquireBatch(w http.ResponseWriter, r *http.Request) {
 		if b.answered(i) {
 			continue
 		}
+		if err := itemInScope(r, req.Items[i].JobID); err != nil {
+			b.fail(r, i, err)
+			continue
+		}
 		q := req.Request(i)
 		p, err := h.acquireRequestParams(r, req.Items[i].JobID, &q)
 		if err != nil {
@@ -68,6 +72,10 @@ func (h *handler) heartbeatBatch(w http.ResponseWriter, r *http.Request) {
 	var sent []int
 	for i := range req.Items {
 		if b.answered(i) {
+			continue
+		}
+		if err := itemInScope(r, req.Items[i].JobID); err != nil {
+			b.fail(r, i, err)
 			continue
 		}
 		q := req.Request(i)
@@ -111,6 +119,15 @@ func (h *handler) decodeBatch(w http.ResponseWriter, r *http.Request, req any, j
 			return invalidf("items[%d] and items[%d] are both job %s; send each job once per batch", j, i, clip(id))
 		}
 		seen[id] = i
+	}
+	return nil
+}
+
+// itemInScope is the 403 of an item whose job lies outside the caller's
+// scopes: what authorize answers a single call naming that job in its path.
+func itemInScope(r *http.Request, jobID string) error {
+	if p := principalFrom(r.Context()); !p.inScope(jobID) {
+		return outOfScope(p, "job", jobID)
 	}
 	return nil
 }

@@ -160,3 +160,44 @@ func TestContractPolicies(t *testing.T) {
 	missing := b.do(t, request{method: http.MethodGet, path: "/leases/" + b.job("none") + "/policy", header: admin})
 	wantProblem(t, missing, http.StatusNotFound, api.CodeNotFound)
 }
+
+// TestContractBatches: a batch's answer is held to its schema: a real
+// answer with a lease and a problem passes, and one whose result lacks its
+// jobId, has a status the single calls never answer, a field the schema
+// does not name, or a problem without its code fails.
+func TestContractBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, openSQLite(t), defaultOptions())
+	held := b.job("held")
+	wantLease(t, b.acquire(t, held, api.AcquireRequest{Owner: "other"}))
+	req := request{method: http.MethodPost, path: "/acquire", body: jsonBody(t, api.AcquireBatchRequest{
+		Owner: ptr("a"), Items: []api.AcquireBatchItem{{JobID: b.job("fresh")}, {JobID: held}},
+	})}
+	resp := b.do(t, req)
+	var answer map[string]any
+	if err := json.Unmarshal(resp.body, &answer); err != nil {
+		t.Fatal(err)
+	}
+	results := answer["results"].([]any)
+	if len(results) != 2 || results[0].(map[string]any)["lease"] == nil || results[1].(map[string]any)["problem"] == nil {
+		t.Fatalf("want a lease and a problem: %s", resp.body)
+	}
+	for name, change := range map[string]func(granted, refused map[string]any){
+		"WithoutJobID":       func(g, _ map[string]any) { delete(g, "jobId") },
+		"Status201":          func(g, _ map[string]any) { g["status"] = 201 },
+		"StatusAsString":     func(g, _ map[string]any) { g["status"] = "200" },
+		"ExtraField":         func(g, _ map[string]any) { g["retryAfter"] = 1 },
+		"ProblemWithoutCode": func(_, r map[string]any) { delete(r["problem"].(map[string]any), "code") },
+	} {
+		granted, refused := maps.Clone(results[0].(map[string]any)), maps.Clone(results[1].(map[string]any))
+		refused["problem"] = maps.Clone(refused["problem"].(map[string]any))
+		change(granted, refused)
+		body, err := json.Marshal(map[string]any{"results": []any{granted, refused}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.contract.validateResponse(req.build(t, b.server.URL), response{status: resp.status, header: resp.header, body: body}); err == nil {
+			t.Errorf("%s: the answer %s passed the spec", name, body)
+		}
+	}
+}

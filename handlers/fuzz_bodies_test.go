@@ -1,8 +1,8 @@
 package handlers_test
 
 // Fuzz targets for the bodies of the routes other than acquire, heartbeat
-// and release (fuzz_test.go): pause, resume, trigger, owed, credentials,
-// webhooks and alert policies. Each serves its input through handlers.New over the real SQLite
+// and release (fuzz_test.go): the batches, pause, resume, trigger, owed,
+// credentials, webhooks and alert policies. Each serves its input through handlers.New over the real SQLite
 // store and holds the answer to checkFuzzResponse's properties. Run one with
 //
 //	go test ./handlers -run '^$' -fuzz '^FuzzPauseBody$' -fuzztime 60s
@@ -108,4 +108,29 @@ func FuzzPolicyBody(f *testing.F) {
 		`{"maxRuntimeMs":9223372036854775807}`, `{"minRuntimeMs":-9223372036854775808}`, `{"missedTicks":0}`,
 		`{"failureRate":{"threshold":0.5,"runs":4,"runs":4}}`, `{"failureRate":{"threshold":1e-400,"runs":4}}`,
 		`{"failureRate":{"threshold":0.5,"runs":4,"x":{}}}`, `{"failureRate":[]}`, `{"failureRate":{}}`)
+}
+
+// batchPath is the target of a batch route.
+func batchPath(path string) func() string { return func() string { return path } }
+
+// FuzzAcquireBatchBody: a batch of acquires, whose items are each answered
+// as a single acquire, never 5xx.
+func FuzzAcquireBatchBody(f *testing.F) {
+	fuzzBodyOf(f, newFuzzBundle(f, fuzzOptions()), http.MethodPost, batchPath("/acquire"), "",
+		`{"owner":"a","items":[{"jobId":"`+fuzzFresh+`"}]}`,
+		`{"owner":"a","ttlMs":30000,"tick":"2026-11-30T07:00:00Z","items":[{"jobId":"`+fuzzFresh+`-1"},{"jobId":"`+fuzzHeld+`"},`+
+			`{"jobId":"`+fuzzFresh+`-2","owner":"b","ttlMs":1000,"nearestTick":true,"schedule":"*/5 * * * *"}]}`,
+		`{"items":[{"jobId":"`+fuzzFresh+`-3","owner":"a","tick":"2099-01-01T00:00:00Z","group":"no-such-group"},{"jobId":"`+fuzzFresh+`-4"}]}`,
+		`{"owner":"a","nearestTick":true,"items":[{"jobId":"`+fuzzFresh+`-5","tick":"0001-01-01T00:00:00Z"}]}`,
+		`{"owner":"a","items":[{"jobId":"a"},{"jobId":"a"}]}`, `{"owner":"a","items":[{"jobId":"a","zz":1}]}`,
+		`{"owner":"a","items":[`+strings.Repeat(`{"jobId":"j"},`, 1000)+`{"jobId":"k"}]}`)
+}
+
+// FuzzHeartbeatBatchBody: a batch of heartbeats, likewise.
+func FuzzHeartbeatBatchBody(f *testing.F) {
+	fuzzBodyOf(f, newFuzzBundle(f, fuzzOptions()), http.MethodPost, batchPath("/heartbeat"), "",
+		`{"owner":"a","items":[{"jobId":"`+fuzzHeld+`","token":1}]}`,
+		`{"owner":"b","ttlMs":3600000,"items":[{"jobId":"`+fuzzHeld+`","token":1,"owner":"a"},{"jobId":"`+fuzzFresh+`","token":2}]}`,
+		`{"items":[{"jobId":"`+fuzzHeld+`","token":1}]}`, `{"owner":"a","items":[{"jobId":"`+fuzzHeld+`","token":0,"ttlMs":1}]}`,
+		`{"owner":"a","items":[]}`, `{"owner":"a","items":[{"jobId":"a","token":1},{"jobId":"a","token":1}]}`)
 }

@@ -119,6 +119,19 @@ func (c *check) ttl(d time.Duration, opts handlers.Options, zeroOK bool) {
 func (c *check) limit(n int) { c.that(n >= 1 && n <= 1000, "limit %d", n) }
 
 func (s *recordingStore) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (leaseapi.Lease, error) {
+	s.recordAcquire(p)
+	return s.Store.Acquire(ctx, p)
+}
+
+// AcquireBatch records each item as an acquire.
+func (s *recordingStore) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquireParams) []leaseapi.Answer {
+	for _, p := range ps {
+		s.recordAcquire(p)
+	}
+	return s.Store.AcquireBatch(ctx, ps)
+}
+
+func (s *recordingStore) recordAcquire(p *leaseapi.AcquireParams) {
 	var c check
 	c.jobID(p.JobID)
 	c.owner(p.Owner)
@@ -137,17 +150,28 @@ func (s *recordingStore) Acquire(ctx context.Context, p *leaseapi.AcquireParams)
 		s.calls[len(s.calls)-1].storeValidates = true
 		s.mu.Unlock()
 	}
-	return s.Store.Acquire(ctx, p)
 }
 
 func (s *recordingStore) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
+	s.recordHeartbeat(p)
+	return s.Store.Heartbeat(ctx, p)
+}
+
+// HeartbeatBatch records each item as a heartbeat.
+func (s *recordingStore) HeartbeatBatch(ctx context.Context, ps []*leaseapi.HeartbeatParams) []leaseapi.Answer {
+	for _, p := range ps {
+		s.recordHeartbeat(p)
+	}
+	return s.Store.HeartbeatBatch(ctx, ps)
+}
+
+func (s *recordingStore) recordHeartbeat(p *leaseapi.HeartbeatParams) {
 	var c check
 	c.jobID(p.JobID)
 	c.owner(p.Owner)
 	c.token(p.Token)
 	c.ttl(p.TTL, s.opts, true)
 	s.record("heartbeat", c...)
-	return s.Store.Heartbeat(ctx, p)
 }
 
 func (s *recordingStore) Release(ctx context.Context, p *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
@@ -330,6 +354,8 @@ var problemStatus = map[string]int{
 	api.CodeOverloaded:           http.StatusServiceUnavailable,
 	api.CodeRateLimited:          http.StatusTooManyRequests,
 	api.CodeJobPaused:            http.StatusConflict,
+	api.CodeTickAhead:            http.StatusConflict,
+	api.CodeGroupFull:            http.StatusConflict,
 	api.CodeCredentialExists:     http.StatusConflict,
 	api.CodePolicyNotFound:       http.StatusNotFound,
 }
@@ -369,19 +395,7 @@ func checkFuzzResponse(t *testing.T, req *http.Request, rec *httptest.ResponseRe
 	if err := strictDecode(body, &p); err != nil {
 		t.Fatalf("%s %s: problem does not decode: %v\n%s", req.Method, req.URL, err, body)
 	}
-	if want, ok := problemStatus[p.Code]; !ok || want != status || p.Status != status {
-		t.Fatalf("%s %s: status %d with problem code %q and status %d", req.Method, req.URL, status, p.Code, p.Status)
-	}
-	if p.Type != api.ProblemTypePrefix+p.Code || p.Title == "" || p.Detail == "" {
-		t.Errorf("%s %s: incomplete problem %+v", req.Method, req.URL, p)
-	}
-	// A lease rides only on a 409, always on the codes about a lease; a
-	// tick_ahead carries one when the job has one; credential_exists and
-	// idempotency_key_in_flight are about no lease.
-	leaseCode := slices.Contains([]string{api.CodeLeaseHeld, api.CodeLeaseLost, api.CodeTickDone, api.CodeJobPaused}, p.Code)
-	if p.Lease != nil && status != http.StatusConflict || leaseCode && p.Lease == nil {
-		t.Errorf("%s %s: status %d, code %s with lease %+v; a 409 about a lease, and only a 409, carries the lease", req.Method, req.URL, status, p.Code, p.Lease)
-	}
+	leaseCode := checkProblem(t, req.Method+" "+req.URL.String(), status, p)
 	if slices.Contains(refusalCodes, p.Code) && len(calls) > 0 &&
 		!(p.Code == api.CodeInvalidRequest && len(calls) == 1 && calls[0].storeValidates) {
 		t.Fatalf("%s %s: refused with %s after calling the store (%s)", req.Method, req.URL, p.Code, calls[0].op)
@@ -393,6 +407,52 @@ func checkFuzzResponse(t *testing.T, req *http.Request, rec *httptest.ResponseRe
 	for _, leak := range leakMarkers {
 		if strings.Contains(lower, leak) && !strings.Contains(in, leak) {
 			t.Errorf("%s %s: problem leaks %q: %s", req.Method, req.URL, leak, body)
+		}
+	}
+}
+
+// checkProblem holds problem p, answered with status (by where), to the
+// properties of every problem, and tells whether its code is about a lease.
+func checkProblem(t *testing.T, where string, status int, p api.Problem) (leaseCode bool) {
+	t.Helper()
+	if want, ok := problemStatus[p.Code]; !ok || want != status || p.Status != status {
+		t.Fatalf("%s: status %d with problem code %q and status %d", where, status, p.Code, p.Status)
+	}
+	if p.Type != api.ProblemTypePrefix+p.Code || p.Title == "" || p.Detail == "" {
+		t.Errorf("%s: incomplete problem %+v", where, p)
+	}
+	// A lease rides only on a 409, always on the codes about a lease; a
+	// tick_ahead carries one when the job has one; credential_exists and
+	// idempotency_key_in_flight are about no lease.
+	leaseCode = slices.Contains([]string{api.CodeLeaseHeld, api.CodeLeaseLost, api.CodeTickDone, api.CodeJobPaused}, p.Code)
+	if p.Lease != nil && status != http.StatusConflict || leaseCode && p.Lease == nil {
+		t.Errorf("%s: status %d, code %s with lease %+v; a 409 about a lease, and only a 409, carries the lease", where, status, p.Code, p.Lease)
+	}
+	return leaseCode
+}
+
+// checkBatch holds each result of a batch's answer to the properties of a
+// single call's answer: no 5xx (the store is up), a lease exactly with 200,
+// else a problem of that status.
+func checkBatch(t *testing.T, req *http.Request, res *api.BatchResponse) {
+	t.Helper()
+	if len(res.Results) == 0 {
+		t.Fatalf("%s %s: a batch answered without results", req.Method, req.URL)
+	}
+	for i, r := range res.Results {
+		where := fmt.Sprintf("%s %s: results[%d] (job %q)", req.Method, req.URL, i, r.JobID)
+		switch {
+		case !leaseapi.ValidJobID(r.JobID):
+			t.Errorf("%s: invalid job id", where)
+		case r.Status == http.StatusOK && (r.Lease == nil || r.Problem != nil):
+			t.Errorf("%s: 200 without its lease alone", where)
+		case r.Status != http.StatusOK && (r.Lease != nil || r.Problem == nil):
+			t.Errorf("%s: status %d without its problem alone", where, r.Status)
+		case r.Problem != nil:
+			if r.Status >= 500 {
+				t.Fatalf("%s: status %d for client input: %+v", where, r.Status, r.Problem)
+			}
+			checkProblem(t, where, r.Status, *r.Problem)
 		}
 	}
 }
@@ -418,6 +478,8 @@ func checkSuccess(t *testing.T, req *http.Request, ct string, body []byte) {
 		v = &api.LeaseList{}
 	case keys["owed"] != nil:
 		v = &api.OwedList{}
+	case keys["results"] != nil:
+		v = &api.BatchResponse{}
 	case keys["secret"] != nil:
 		v = &api.CreatedWebhook{}
 	case keys["token"] != nil && keys["role"] != nil:
@@ -433,6 +495,9 @@ func checkSuccess(t *testing.T, req *http.Request, ct string, body []byte) {
 	}
 	if err := strictDecode(body, v); err != nil {
 		t.Fatalf("%s %s: 2xx body does not decode into %T: %v\n%s", req.Method, req.URL, v, err, body)
+	}
+	if res, ok := v.(*api.BatchResponse); ok {
+		checkBatch(t, req, res)
 	}
 	if l, ok := v.(*api.LeaseList); ok && l.NextCursor != nil {
 		id, err := base64.RawURLEncoding.Strict().DecodeString(*l.NextCursor)

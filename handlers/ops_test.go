@@ -167,6 +167,9 @@ func unanswered(job string) []request {
 		{method: http.MethodPost, path: "/leases/" + job + "/heartbeat", body: `{"owner":"a","token":1}`},
 		{method: http.MethodPost, path: "/leases/" + job + "/release", body: `{"owner":"a","token":1}`},
 		{method: http.MethodDelete, path: "/leases/" + job},
+		// Batches whose every item is 503 answer that 503 themselves.
+		{method: http.MethodPost, path: "/acquire", body: `{"owner":"a","items":[{"jobId":"` + job + `"},{"jobId":"` + job + `-2"}]}`},
+		{method: http.MethodPost, path: "/heartbeat", body: `{"owner":"a","items":[{"jobId":"` + job + `","token":1},{"jobId":"` + job + `-2","token":1}]}`},
 	}
 }
 
@@ -215,8 +218,9 @@ func TestUnavailable(t *testing.T) {
 		if resp := b.get(t, "/healthz"); resp.status != http.StatusOK {
 			t.Errorf("/healthz while the database is down: %d", resp.status)
 		}
-		if got := b.counter(t, "leaseapi_acquire_total", map[string]string{"result": "error"}); got != 1 {
-			t.Errorf("acquire error: got %v, want 1", got)
+		// The single acquire and the batch's two items.
+		if got := b.counter(t, "leaseapi_acquire_total", map[string]string{"result": "error"}); got != 3 {
+			t.Errorf("acquire error: got %v, want 3", got)
 		}
 	})
 

@@ -387,7 +387,8 @@ func TestEveryRouteAuthorized(t *testing.T) {
 		"POST /leases/{jobId}/resume": leaseapi.RoleAdmin, "POST /leases/{jobId}/repair": leaseapi.RoleAdmin,
 		"DELETE /leases/{jobId}/schedule": leaseapi.RoleAdmin,
 		"POST /leases/{jobId}/trigger":    leaseapi.RoleAdmin, "DELETE /leases/{jobId}/trigger": leaseapi.RoleAdmin,
-		"POST /owed":        leaseapi.RoleRead,
+		"POST /owed":    leaseapi.RoleRead,
+		"POST /acquire": leaseapi.RoleLease, "POST /heartbeat": leaseapi.RoleLease,
 		"POST /credentials": leaseapi.RoleAdmin, "GET /credentials": leaseapi.RoleAdmin, "DELETE /credentials/{id}": leaseapi.RoleAdmin,
 		"POST /webhooks": leaseapi.RoleAdmin, "GET /webhooks": leaseapi.RoleAdmin, "DELETE /webhooks/{id}": leaseapi.RoleAdmin,
 		"GET /webhooks/{id}/deliveries": leaseapi.RoleAdmin,
@@ -403,6 +404,7 @@ func TestEveryRouteAuthorized(t *testing.T) {
 	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if !strings.HasPrefix(route, "/leases") && !strings.HasPrefix(route, "/stats") && !strings.HasPrefix(route, "/runs") &&
 			!strings.HasPrefix(route, "/credentials") && !strings.HasPrefix(route, "/whoami") && route != "/owed" &&
+			route != "/acquire" && route != "/heartbeat" &&
 			!strings.HasPrefix(route, "/webhooks") && !strings.HasPrefix(route, "/groups") {
 			return nil
 		}

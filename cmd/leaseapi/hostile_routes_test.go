@@ -324,6 +324,11 @@ func (e *routesEnv) baseBody(op operation) []field {
 	case "acquireLease":
 		return []field{{"owner", `"replica-a"`}, {"ttlMs", `60000`}, {"tick", `"2026-11-30T07:00:00Z"`}, {"schedule", `"*/5 * * * *"`}, {"graceMs", `30000`},
 			{"group", `"` + routesAcquireGroup + `"`}}
+	case "acquireBatch":
+		return []field{{"owner", `"replica-a"`}, {"ttlMs", `60000`}, {"tick", `"2026-11-30T07:00:00Z"`}, {"schedule", `"*/5 * * * *"`}, {"graceMs", `30000`},
+			{"group", `"` + routesAcquireGroup + `"`}, {"items", `[{"jobId":"team-a:batch-1"},{"jobId":"team-a:batch-2","owner":"replica-b","nearestTick":true}]`}}
+	case "heartbeatBatch":
+		return []field{{"owner", `"a"`}, {"ttlMs", `3600000`}, {"items", fmt.Sprintf(`[{"jobId":"team-a:held","token":%d}]`, e.heldTok)}}
 	case "putGroup":
 		return []field{{"limit", `2`}}
 	case "heartbeatLease":
@@ -428,6 +433,15 @@ var (
 		`[]`, `[""]`, `[null]`, `[1]`, `["*"]`, `["team-a:","team-a:"]`, `["team-b:"]`, `["team-a:held","team-a:held"]`,
 		`[` + strings.Repeat(`"team-a:x",`, 1000) + `"team-a:y"]`, `["` + strings.Repeat("a", 200) + `"]`, `[[]]`, `["\u0000"]`,
 	}
+	// itemValues replace the items of a batch.
+	itemValues = []string{
+		`[{}]`, `[null]`, `[{"jobId":""}]`, `[{"jobId":"team-b:x","token":1}]`, `[{"jobId":"team-a:x","zz":1}]`,
+		`[{"jobId":"team-a:x","jobId":"team-a:y"}]`, `[{"jobId":"team-a:held","token":-1}]`, `[{"jobId":"team-a:held","token":1.5}]`,
+		`[{"jobId":"team-a:x","tick":"10000-01-01T00:00:00Z"}]`, `[{"jobId":"team-a:x","tick":"2026-11-30T07:00:00Z","nearestTick":true}]`,
+		`[{"jobId":"team-a:x","ttlMs":0,"owner":"\u0000"}]`, `[{"jobId":"team-a:x","group":"team-b.g"}]`,
+		`[{"jobId":"team-a:x"},{"jobId":"team-a:x"}]`, `[` + strings.Repeat(`{"jobId":"team-a:x"},`, 1000) + `{"jobId":"team-a:y"}]`,
+		`[{"jobId":"` + strings.Repeat("a", 129) + `"}]`, `[[]]`,
+	}
 	// urlValues replace a URL field.
 	urlValues = []string{
 		`"http://127.0.0.1/x"`, `"http://[::1]/x"`, `"http://2130706433/x"`, `"http://0x7f.1/x"`, `"http://10.0.0.1/x"`,
@@ -466,6 +480,8 @@ func valuesFor(key string) []string {
 		vals = append(vals, scheduleValues...)
 	case "jobs", "scopes", "events":
 		vals = append(vals, arrayValues...)
+	case "items":
+		vals = append(vals, itemValues...)
 	case "url":
 		vals = append(vals, urlValues...)
 	case "ttlMs", "graceMs", "catchUpWindowMs", "token", "ratePerSecond", "limit":
