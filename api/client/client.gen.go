@@ -19,6 +19,42 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireBatchItemCatchUp.
+const (
+	AcquireBatchItemCatchUpLatest AcquireBatchItemCatchUp = "latest"
+	AcquireBatchItemCatchUpNone   AcquireBatchItemCatchUp = "none"
+)
+
+// Valid indicates whether the value is a known member of the AcquireBatchItemCatchUp enum.
+func (e AcquireBatchItemCatchUp) Valid() bool {
+	switch e {
+	case AcquireBatchItemCatchUpLatest:
+		return true
+	case AcquireBatchItemCatchUpNone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcquireBatchRequestCatchUp.
+const (
+	AcquireBatchRequestCatchUpLatest AcquireBatchRequestCatchUp = "latest"
+	AcquireBatchRequestCatchUpNone   AcquireBatchRequestCatchUp = "none"
+)
+
+// Valid indicates whether the value is a known member of the AcquireBatchRequestCatchUp enum.
+func (e AcquireBatchRequestCatchUp) Valid() bool {
+	switch e {
+	case AcquireBatchRequestCatchUpLatest:
+		return true
+	case AcquireBatchRequestCatchUpNone:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AcquireConflictProblemCode.
 const (
 	AcquireConflictProblemCodeJobPaused AcquireConflictProblemCode = "job_paused"
@@ -117,13 +153,49 @@ func (e BadRequestProblemCode) Valid() bool {
 
 // Defines values for BadRequestProblemStatus.
 const (
-	N400 BadRequestProblemStatus = 400
+	BadRequestProblemStatusN400 BadRequestProblemStatus = 400
 )
 
 // Valid indicates whether the value is a known member of the BadRequestProblemStatus enum.
 func (e BadRequestProblemStatus) Valid() bool {
 	switch e {
-	case N400:
+	case BadRequestProblemStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BatchResultStatus.
+const (
+	BatchResultStatusN200 BatchResultStatus = 200
+	BatchResultStatusN400 BatchResultStatus = 400
+	BatchResultStatusN403 BatchResultStatus = 403
+	BatchResultStatusN404 BatchResultStatus = 404
+	BatchResultStatusN409 BatchResultStatus = 409
+	BatchResultStatusN429 BatchResultStatus = 429
+	BatchResultStatusN500 BatchResultStatus = 500
+	BatchResultStatusN503 BatchResultStatus = 503
+)
+
+// Valid indicates whether the value is a known member of the BatchResultStatus enum.
+func (e BatchResultStatus) Valid() bool {
+	switch e {
+	case BatchResultStatusN200:
+		return true
+	case BatchResultStatusN400:
+		return true
+	case BatchResultStatusN403:
+		return true
+	case BatchResultStatusN404:
+		return true
+	case BatchResultStatusN409:
+		return true
+	case BatchResultStatusN429:
+		return true
+	case BatchResultStatusN500:
+		return true
+	case BatchResultStatusN503:
 		return true
 	default:
 		return false
@@ -177,13 +249,13 @@ func (e ForbiddenProblemCode) Valid() bool {
 
 // Defines values for ForbiddenProblemStatus.
 const (
-	N403 ForbiddenProblemStatus = 403
+	ForbiddenProblemStatusN403 ForbiddenProblemStatus = 403
 )
 
 // Valid indicates whether the value is a known member of the ForbiddenProblemStatus enum.
 func (e ForbiddenProblemStatus) Valid() bool {
 	switch e {
-	case N403:
+	case ForbiddenProblemStatusN403:
 		return true
 	default:
 		return false
@@ -327,13 +399,13 @@ func (e InternalProblemCode) Valid() bool {
 
 // Defines values for InternalProblemStatus.
 const (
-	N500 InternalProblemStatus = 500
+	InternalProblemStatusN500 InternalProblemStatus = 500
 )
 
 // Valid indicates whether the value is a known member of the InternalProblemStatus enum.
 func (e InternalProblemStatus) Valid() bool {
 	switch e {
-	case N500:
+	case InternalProblemStatusN500:
 		return true
 	default:
 		return false
@@ -708,13 +780,13 @@ func (e RateLimitedProblemCode) Valid() bool {
 
 // Defines values for RateLimitedProblemStatus.
 const (
-	N429 RateLimitedProblemStatus = 429
+	RateLimitedProblemStatusN429 RateLimitedProblemStatus = 429
 )
 
 // Valid indicates whether the value is a known member of the RateLimitedProblemStatus enum.
 func (e RateLimitedProblemStatus) Valid() bool {
 	switch e {
-	case N429:
+	case RateLimitedProblemStatusN429:
 		return true
 	default:
 		return false
@@ -933,13 +1005,13 @@ func (e UnavailableProblemCode) Valid() bool {
 
 // Defines values for UnavailableProblemStatus.
 const (
-	N503 UnavailableProblemStatus = 503
+	UnavailableProblemStatusN503 UnavailableProblemStatus = 503
 )
 
 // Valid indicates whether the value is a known member of the UnavailableProblemStatus enum.
 func (e UnavailableProblemStatus) Valid() bool {
 	switch e {
-	case N503:
+	case UnavailableProblemStatusN503:
 		return true
 	default:
 		return false
@@ -1062,6 +1134,54 @@ func (e WebhookFormat) Valid() bool {
 		return false
 	}
 }
+
+// AcquireBatchItem One acquire of a batch: the job, and the fields of AcquireRequest it
+// sends itself, which win over the request's defaults. `owner` is
+// needed here or as a default (else this item is 400).
+type AcquireBatchItem struct {
+	CatchUp         *AcquireBatchItemCatchUp `json:"catchUp,omitempty"`
+	CatchUpWindowMs *int64                   `json:"catchUpWindowMs,omitempty"`
+	GraceMs         *int64                   `json:"graceMs,omitempty"`
+	Group           *string                  `json:"group,omitempty"`
+	JobId           JobID                    `json:"jobId"`
+	NearestTick     *bool                    `json:"nearestTick,omitempty"`
+
+	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
+	Owner    *Owner     `json:"owner,omitempty"`
+	Schedule *string    `json:"schedule,omitempty"`
+	Tick     *time.Time `json:"tick,omitempty"`
+	TtlMs    *int64     `json:"ttlMs,omitempty"`
+}
+
+// AcquireBatchItemCatchUp defines model for AcquireBatchItem.CatchUp.
+type AcquireBatchItemCatchUp string
+
+// AcquireBatchRequest The acquires of `POST /acquire`. Every field but `items` is the
+// default of the items that do not send that field themselves, with
+// the meaning it has in AcquireRequest.
+type AcquireBatchRequest struct {
+	CatchUp         *AcquireBatchRequestCatchUp `json:"catchUp,omitempty"`
+	CatchUpWindowMs *int64                      `json:"catchUpWindowMs,omitempty"`
+	GraceMs         *int64                      `json:"graceMs,omitempty"`
+	Group           *string                     `json:"group,omitempty"`
+
+	// Items The acquires, one per job (a job named twice is 400).
+	Items []AcquireBatchItem `json:"items"`
+
+	// NearestTick The default `nearestTick`, for the items that send neither `tick` nor `nearestTick`.
+	NearestTick *bool `json:"nearestTick,omitempty"`
+
+	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
+	Owner    *Owner  `json:"owner,omitempty"`
+	Schedule *string `json:"schedule,omitempty"`
+
+	// Tick The default tick, for the items that send neither `tick` nor `nearestTick`.
+	Tick  *time.Time `json:"tick,omitempty"`
+	TtlMs *int64     `json:"ttlMs,omitempty"`
+}
+
+// AcquireBatchRequestCatchUp defines model for AcquireBatchRequest.CatchUp.
+type AcquireBatchRequestCatchUp string
 
 // AcquireConflictProblem defines model for AcquireConflictProblem.
 type AcquireConflictProblem struct {
@@ -1215,6 +1335,27 @@ type BadRequestProblemCode string
 
 // BadRequestProblemStatus defines model for BadRequestProblem.Status.
 type BadRequestProblemStatus int
+
+// BatchResponse defines model for BatchResponse.
+type BatchResponse struct {
+	// Results One result per item of the request, in item order.
+	Results []BatchResult `json:"results"`
+}
+
+// BatchResult One item's answer: the status its single call would have been
+// answered with, and with 200 the `lease`, with any other status the
+// `problem` that call would have answered (never both).
+type BatchResult struct {
+	JobId JobID  `json:"jobId"`
+	Lease *Lease `json:"lease,omitempty"`
+
+	// Problem RFC 9457 problem details.
+	Problem *Problem          `json:"problem,omitempty"`
+	Status  BatchResultStatus `json:"status"`
+}
+
+// BatchResultStatus defines model for BatchResult.Status.
+type BatchResultStatus int
 
 // Count defines model for Count.
 type Count = int64
@@ -1500,6 +1641,34 @@ type GroupList struct {
 
 // GroupName A concurrency group's name, with the syntax of a job id; the caller's scopes cover it as they cover a job id.
 type GroupName = string
+
+// HeartbeatBatchItem One heartbeat of a batch. `owner` is needed here or as a default
+// (else this item is 400).
+type HeartbeatBatchItem struct {
+	JobId JobID `json:"jobId"`
+
+	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
+	Owner *Owner `json:"owner,omitempty"`
+
+	// Token Fencing token; strictly increasing per job, never reused. With
+	// Postgres it is at least (timeline − 1) × 2^40 (see the Lease's
+	// `timeline`), and at most 2^53 − 1, so a JSON number keeps it exactly.
+	// Compare tokens as numbers; do not assume they are consecutive.
+	Token Token  `json:"token"`
+	TtlMs *int64 `json:"ttlMs,omitempty"`
+}
+
+// HeartbeatBatchRequest The heartbeats of `POST /heartbeat`. `owner` and `ttlMs` are the
+// defaults of the items that do not send them, with the meaning they
+// have in HeartbeatRequest.
+type HeartbeatBatchRequest struct {
+	// Items The heartbeats, one per job (a job named twice is 400).
+	Items []HeartbeatBatchItem `json:"items"`
+
+	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
+	Owner *Owner `json:"owner,omitempty"`
+	TtlMs *int64 `json:"ttlMs,omitempty"`
+}
 
 // HeartbeatRequest defines model for HeartbeatRequest.
 type HeartbeatRequest struct {
@@ -2568,6 +2737,9 @@ type AcquireConflict struct {
 // BadRequest defines model for BadRequest.
 type BadRequest = BadRequestProblem
 
+// BatchPayloadTooLarge defines model for BatchPayloadTooLarge.
+type BatchPayloadTooLarge = PayloadTooLargeProblem
+
 // Forbidden defines model for Forbidden.
 type Forbidden = ForbiddenProblem
 
@@ -2680,11 +2852,17 @@ type ReceiveWebhookEventParams struct {
 	WebhookSignature string `json:"webhook-signature"`
 }
 
+// AcquireBatchJSONRequestBody defines body for AcquireBatch for application/json ContentType.
+type AcquireBatchJSONRequestBody = AcquireBatchRequest
+
 // CreateCredentialJSONRequestBody defines body for CreateCredential for application/json ContentType.
 type CreateCredentialJSONRequestBody = CreateCredentialRequest
 
 // PutGroupJSONRequestBody defines body for PutGroup for application/json ContentType.
 type PutGroupJSONRequestBody = PutGroupRequest
+
+// HeartbeatBatchJSONRequestBody defines body for HeartbeatBatch for application/json ContentType.
+type HeartbeatBatchJSONRequestBody = HeartbeatBatchRequest
 
 // AcquireLeaseJSONRequestBody defines body for AcquireLease for application/json ContentType.
 type AcquireLeaseJSONRequestBody = AcquireRequest
@@ -2974,6 +3152,72 @@ type ClientInterface interface {
 	// Corresponds with GET / (the `ConsoleRedirect` operationId).
 	ConsoleRedirect(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AcquireBatchWithBody Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+	//
+	// A batch of acquires, for the jobs of a replica that fire at the same
+	// tick. Each item is decided exactly as its single acquire
+	// (`POST /leases/{jobId}/acquire`) would be: the same validation,
+	// rules, idempotent retries, tokens, groups and scopes, and the same
+	// status and body, here as the item's `status` and its `lease` (200)
+	// or `problem` (any other status). The results come in item order. A
+	// field an item leaves out comes from the request's own field of that
+	// name (the defaults); an item that sends `tick` or `nearestTick`
+	// takes neither from the defaults.
+	//
+	// One item's refusal does not fail the others: a job outside the
+	// caller's scopes is that item's 403 `forbidden`, a held lease its 409
+	// `lease_held` (without a `Retry-After`: the problem's lease has
+	// `expiresAt`). Each item spends one call of the credential's rate, in
+	// item order; the items beyond what its bucket holds are answered 429
+	// `rate_limited` and were not decided. An item the store could not
+	// decide is answered 503 `unavailable`; only when every item is
+	// answered 503 is the whole answer that 503 problem.
+	//
+	// The request as a whole is refused with 400 `invalid_request` for what
+	// no item can be answered for: JSON that breaks the rules of request
+	// bodies (an unknown field in an item names it, `items[3]: ...`), no
+	// items or more than 1,000, an item without a valid `jobId`, or a job
+	// named by two items (send each job once per batch). Bodies up to
+	// 1 MiB.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /acquire (the `AcquireBatch` operationId).
+	AcquireBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireBatch Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+	//
+	// A batch of acquires, for the jobs of a replica that fire at the same
+	// tick. Each item is decided exactly as its single acquire
+	// (`POST /leases/{jobId}/acquire`) would be: the same validation,
+	// rules, idempotent retries, tokens, groups and scopes, and the same
+	// status and body, here as the item's `status` and its `lease` (200)
+	// or `problem` (any other status). The results come in item order. A
+	// field an item leaves out comes from the request's own field of that
+	// name (the defaults); an item that sends `tick` or `nearestTick`
+	// takes neither from the defaults.
+	//
+	// One item's refusal does not fail the others: a job outside the
+	// caller's scopes is that item's 403 `forbidden`, a held lease its 409
+	// `lease_held` (without a `Retry-After`: the problem's lease has
+	// `expiresAt`). Each item spends one call of the credential's rate, in
+	// item order; the items beyond what its bucket holds are answered 429
+	// `rate_limited` and were not decided. An item the store could not
+	// decide is answered 503 `unavailable`; only when every item is
+	// answered 503 is the whole answer that 503 problem.
+	//
+	// The request as a whole is refused with 400 `invalid_request` for what
+	// no item can be answered for: JSON that breaks the rules of request
+	// bodies (an unknown field in an item names it, `items[3]: ...`), no
+	// items or more than 1,000, an item without a valid `jobId`, or a job
+	// named by two items (send each job once per batch). Bodies up to
+	// 1 MiB.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /acquire (the `AcquireBatch` operationId).
+	AcquireBatch(ctx context.Context, body AcquireBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListCredentials List the credentials within the caller's scopes, never a secret. Needs role admin.
 	//
 	// Corresponds with GET /credentials (the `ListCredentials` operationId).
@@ -3063,6 +3307,44 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HeartbeatBatchWithBody Extend up to 1,000 held leases in one request. Needs role lease.
+	//
+	// A batch of heartbeats, for a replica that keeps all its leases alive
+	// on one timer. Each item is decided exactly as its single heartbeat
+	// (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+	// body, here as the item's `status` and its `lease` (200) or `problem`
+	// (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+	// the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+	// results come in item order; `owner` and `ttlMs` an item leaves out
+	// come from the request's own. Heartbeats are never rate limited. Only
+	// when every item is answered 503 is the whole answer that 503 problem.
+	// The whole request is refused with 400 `invalid_request` as
+	// `POST /acquire` is. Bodies up to 1 MiB.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /heartbeat (the `HeartbeatBatch` operationId).
+	HeartbeatBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HeartbeatBatch Extend up to 1,000 held leases in one request. Needs role lease.
+	//
+	// A batch of heartbeats, for a replica that keeps all its leases alive
+	// on one timer. Each item is decided exactly as its single heartbeat
+	// (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+	// body, here as the item's `status` and its `lease` (200) or `problem`
+	// (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+	// the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+	// results come in item order; `owner` and `ttlMs` an item leaves out
+	// come from the request's own. Heartbeats are never rate limited. Only
+	// when every item is answered 503 is the whole answer that 503 problem.
+	// The whole request is refused with 400 `invalid_request` as
+	// `POST /acquire` is. Bodies up to 1 MiB.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /heartbeat (the `HeartbeatBatch` operationId).
+	HeartbeatBatch(ctx context.Context, body HeartbeatBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListLeases List leases, sorted by jobId, one page at a time. Needs role read.
 	//
@@ -3658,6 +3940,92 @@ func (c *Client) ConsoleRedirect(ctx context.Context, reqEditors ...RequestEdito
 	return c.Client.Do(req)
 }
 
+// AcquireBatchWithBody Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+//
+// A batch of acquires, for the jobs of a replica that fire at the same
+// tick. Each item is decided exactly as its single acquire
+// (`POST /leases/{jobId}/acquire`) would be: the same validation,
+// rules, idempotent retries, tokens, groups and scopes, and the same
+// status and body, here as the item's `status` and its `lease` (200)
+// or `problem` (any other status). The results come in item order. A
+// field an item leaves out comes from the request's own field of that
+// name (the defaults); an item that sends `tick` or `nearestTick`
+// takes neither from the defaults.
+//
+// One item's refusal does not fail the others: a job outside the
+// caller's scopes is that item's 403 `forbidden`, a held lease its 409
+// `lease_held` (without a `Retry-After`: the problem's lease has
+// `expiresAt`). Each item spends one call of the credential's rate, in
+// item order; the items beyond what its bucket holds are answered 429
+// `rate_limited` and were not decided. An item the store could not
+// decide is answered 503 `unavailable`; only when every item is
+// answered 503 is the whole answer that 503 problem.
+//
+// The request as a whole is refused with 400 `invalid_request` for what
+// no item can be answered for: JSON that breaks the rules of request
+// bodies (an unknown field in an item names it, `items[3]: ...`), no
+// items or more than 1,000, an item without a valid `jobId`, or a job
+// named by two items (send each job once per batch). Bodies up to
+// 1 MiB.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /acquire (the `AcquireBatch` operationId).
+func (c *Client) AcquireBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireBatch Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+//
+// A batch of acquires, for the jobs of a replica that fire at the same
+// tick. Each item is decided exactly as its single acquire
+// (`POST /leases/{jobId}/acquire`) would be: the same validation,
+// rules, idempotent retries, tokens, groups and scopes, and the same
+// status and body, here as the item's `status` and its `lease` (200)
+// or `problem` (any other status). The results come in item order. A
+// field an item leaves out comes from the request's own field of that
+// name (the defaults); an item that sends `tick` or `nearestTick`
+// takes neither from the defaults.
+//
+// One item's refusal does not fail the others: a job outside the
+// caller's scopes is that item's 403 `forbidden`, a held lease its 409
+// `lease_held` (without a `Retry-After`: the problem's lease has
+// `expiresAt`). Each item spends one call of the credential's rate, in
+// item order; the items beyond what its bucket holds are answered 429
+// `rate_limited` and were not decided. An item the store could not
+// decide is answered 503 `unavailable`; only when every item is
+// answered 503 is the whole answer that 503 problem.
+//
+// The request as a whole is refused with 400 `invalid_request` for what
+// no item can be answered for: JSON that breaks the rules of request
+// bodies (an unknown field in an item names it, `items[3]: ...`), no
+// items or more than 1,000, an item without a valid `jobId`, or a job
+// named by two items (send each job once per batch). Bodies up to
+// 1 MiB.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /acquire (the `AcquireBatch` operationId).
+func (c *Client) AcquireBatch(ctx context.Context, body AcquireBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireBatchRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListCredentials List the credentials within the caller's scopes, never a secret. Needs role admin.
 //
 // Corresponds with GET /credentials (the `ListCredentials` operationId).
@@ -3838,6 +4206,64 @@ func (c *Client) PutGroup(ctx context.Context, name GroupName, body PutGroupJSON
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HeartbeatBatchWithBody Extend up to 1,000 held leases in one request. Needs role lease.
+//
+// A batch of heartbeats, for a replica that keeps all its leases alive
+// on one timer. Each item is decided exactly as its single heartbeat
+// (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+// body, here as the item's `status` and its `lease` (200) or `problem`
+// (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+// the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+// results come in item order; `owner` and `ttlMs` an item leaves out
+// come from the request's own. Heartbeats are never rate limited. Only
+// when every item is answered 503 is the whole answer that 503 problem.
+// The whole request is refused with 400 `invalid_request` as
+// `POST /acquire` is. Bodies up to 1 MiB.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /heartbeat (the `HeartbeatBatch` operationId).
+func (c *Client) HeartbeatBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeartbeatBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HeartbeatBatch Extend up to 1,000 held leases in one request. Needs role lease.
+//
+// A batch of heartbeats, for a replica that keeps all its leases alive
+// on one timer. Each item is decided exactly as its single heartbeat
+// (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+// body, here as the item's `status` and its `lease` (200) or `problem`
+// (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+// the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+// results come in item order; `owner` and `ttlMs` an item leaves out
+// come from the request's own. Heartbeats are never rate limited. Only
+// when every item is answered 503 is the whole answer that 503 problem.
+// The whole request is refused with 400 `invalid_request` as
+// `POST /acquire` is. Bodies up to 1 MiB.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /heartbeat (the `HeartbeatBatch` operationId).
+func (c *Client) HeartbeatBatch(ctx context.Context, body HeartbeatBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeartbeatBatchRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4853,6 +5279,46 @@ func NewConsoleRedirectRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewAcquireBatchRequest calls the generic AcquireBatch builder with application/json body
+func NewAcquireBatchRequest(server string, body AcquireBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAcquireBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAcquireBatchRequestWithBody constructs an http.Request for the AcquireBatch method, with any body, and a specified content type
+func NewAcquireBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/acquire")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListCredentialsRequest constructs an http.Request for the ListCredentials method
 func NewListCredentialsRequest(server string) (*http.Request, error) {
 	var err error
@@ -5170,6 +5636,46 @@ func NewHealthzRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewHeartbeatBatchRequest calls the generic HeartbeatBatch builder with application/json body
+func NewHeartbeatBatchRequest(server string, body HeartbeatBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewHeartbeatBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewHeartbeatBatchRequestWithBody constructs an http.Request for the HeartbeatBatch method, with any body, and a specified content type
+func NewHeartbeatBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/heartbeat")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6502,6 +7008,72 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET / (the `ConsoleRedirect` operationId).
 	ConsoleRedirectWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectResponse, error)
 
+	// AcquireBatchWithBodyWithResponse Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+	//
+	// A batch of acquires, for the jobs of a replica that fire at the same
+	// tick. Each item is decided exactly as its single acquire
+	// (`POST /leases/{jobId}/acquire`) would be: the same validation,
+	// rules, idempotent retries, tokens, groups and scopes, and the same
+	// status and body, here as the item's `status` and its `lease` (200)
+	// or `problem` (any other status). The results come in item order. A
+	// field an item leaves out comes from the request's own field of that
+	// name (the defaults); an item that sends `tick` or `nearestTick`
+	// takes neither from the defaults.
+	//
+	// One item's refusal does not fail the others: a job outside the
+	// caller's scopes is that item's 403 `forbidden`, a held lease its 409
+	// `lease_held` (without a `Retry-After`: the problem's lease has
+	// `expiresAt`). Each item spends one call of the credential's rate, in
+	// item order; the items beyond what its bucket holds are answered 429
+	// `rate_limited` and were not decided. An item the store could not
+	// decide is answered 503 `unavailable`; only when every item is
+	// answered 503 is the whole answer that 503 problem.
+	//
+	// The request as a whole is refused with 400 `invalid_request` for what
+	// no item can be answered for: JSON that breaks the rules of request
+	// bodies (an unknown field in an item names it, `items[3]: ...`), no
+	// items or more than 1,000, an item without a valid `jobId`, or a job
+	// named by two items (send each job once per batch). Bodies up to
+	// 1 MiB.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /acquire (the `AcquireBatch` operationId).
+	AcquireBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireBatchResponse, error)
+
+	// AcquireBatchWithResponse Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+	//
+	// A batch of acquires, for the jobs of a replica that fire at the same
+	// tick. Each item is decided exactly as its single acquire
+	// (`POST /leases/{jobId}/acquire`) would be: the same validation,
+	// rules, idempotent retries, tokens, groups and scopes, and the same
+	// status and body, here as the item's `status` and its `lease` (200)
+	// or `problem` (any other status). The results come in item order. A
+	// field an item leaves out comes from the request's own field of that
+	// name (the defaults); an item that sends `tick` or `nearestTick`
+	// takes neither from the defaults.
+	//
+	// One item's refusal does not fail the others: a job outside the
+	// caller's scopes is that item's 403 `forbidden`, a held lease its 409
+	// `lease_held` (without a `Retry-After`: the problem's lease has
+	// `expiresAt`). Each item spends one call of the credential's rate, in
+	// item order; the items beyond what its bucket holds are answered 429
+	// `rate_limited` and were not decided. An item the store could not
+	// decide is answered 503 `unavailable`; only when every item is
+	// answered 503 is the whole answer that 503 problem.
+	//
+	// The request as a whole is refused with 400 `invalid_request` for what
+	// no item can be answered for: JSON that breaks the rules of request
+	// bodies (an unknown field in an item names it, `items[3]: ...`), no
+	// items or more than 1,000, an item without a valid `jobId`, or a job
+	// named by two items (send each job once per batch). Bodies up to
+	// 1 MiB.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /acquire (the `AcquireBatch` operationId).
+	AcquireBatchWithResponse(ctx context.Context, body AcquireBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireBatchResponse, error)
+
 	// ListCredentialsWithResponse List the credentials within the caller's scopes, never a secret. Needs role admin.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6603,6 +7175,44 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
+
+	// HeartbeatBatchWithBodyWithResponse Extend up to 1,000 held leases in one request. Needs role lease.
+	//
+	// A batch of heartbeats, for a replica that keeps all its leases alive
+	// on one timer. Each item is decided exactly as its single heartbeat
+	// (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+	// body, here as the item's `status` and its `lease` (200) or `problem`
+	// (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+	// the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+	// results come in item order; `owner` and `ttlMs` an item leaves out
+	// come from the request's own. Heartbeats are never rate limited. Only
+	// when every item is answered 503 is the whole answer that 503 problem.
+	// The whole request is refused with 400 `invalid_request` as
+	// `POST /acquire` is. Bodies up to 1 MiB.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /heartbeat (the `HeartbeatBatch` operationId).
+	HeartbeatBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HeartbeatBatchResponse, error)
+
+	// HeartbeatBatchWithResponse Extend up to 1,000 held leases in one request. Needs role lease.
+	//
+	// A batch of heartbeats, for a replica that keeps all its leases alive
+	// on one timer. Each item is decided exactly as its single heartbeat
+	// (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+	// body, here as the item's `status` and its `lease` (200) or `problem`
+	// (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+	// the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+	// results come in item order; `owner` and `ttlMs` an item leaves out
+	// come from the request's own. Heartbeats are never rate limited. Only
+	// when every item is answered 503 is the whole answer that 503 problem.
+	// The whole request is refused with 400 `invalid_request` as
+	// `POST /acquire` is. Bodies up to 1 MiB.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /heartbeat (the `HeartbeatBatch` operationId).
+	HeartbeatBatchWithResponse(ctx context.Context, body HeartbeatBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatBatchResponse, error)
 
 	// ListLeasesWithResponse List leases, sorted by jobId, one page at a time. Needs role read.
 	//
@@ -7266,6 +7876,124 @@ func (r ConsoleRedirectResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ConsoleRedirectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcquireBatchResponse401Headers the declared response headers of an HTTP 401 response for AcquireBatch
+type AcquireBatchResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// AcquireBatchResponse429Headers the declared response headers of an HTTP 429 response for AcquireBatch
+type AcquireBatchResponse429Headers struct {
+	RetryAfter *int
+}
+
+// AcquireBatchResponse503Headers the declared response headers of an HTTP 503 response for AcquireBatch
+type AcquireBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AcquireBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BatchResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BatchPayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquireBatchResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AcquireBatchResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquireBatchResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AcquireBatchResponse) GetJSON200() *BatchResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AcquireBatchResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AcquireBatchResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AcquireBatchResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r AcquireBatchResponse) GetApplicationproblemJSON413() *BatchPayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r AcquireBatchResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AcquireBatchResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r AcquireBatchResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AcquireBatchResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AcquireBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcquireBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcquireBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcquireBatchResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8105,6 +8833,124 @@ func (r HealthzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r HealthzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// HeartbeatBatchResponse401Headers the declared response headers of an HTTP 401 response for HeartbeatBatch
+type HeartbeatBatchResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// HeartbeatBatchResponse429Headers the declared response headers of an HTTP 429 response for HeartbeatBatch
+type HeartbeatBatchResponse429Headers struct {
+	RetryAfter *int
+}
+
+// HeartbeatBatchResponse503Headers the declared response headers of an HTTP 503 response for HeartbeatBatch
+type HeartbeatBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
+type HeartbeatBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BatchResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *BatchPayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Internal
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *HeartbeatBatchResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *HeartbeatBatchResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HeartbeatBatchResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r HeartbeatBatchResponse) GetJSON200() *BatchResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r HeartbeatBatchResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r HeartbeatBatchResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r HeartbeatBatchResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r HeartbeatBatchResponse) GetApplicationproblemJSON413() *BatchPayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r HeartbeatBatchResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r HeartbeatBatchResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r HeartbeatBatchResponse) GetApplicationproblemJSON500() *Internal {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r HeartbeatBatchResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r HeartbeatBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HeartbeatBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HeartbeatBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HeartbeatBatchResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11295,6 +12141,84 @@ func (c *ClientWithResponses) ConsoleRedirectWithResponse(ctx context.Context, r
 	return ParseConsoleRedirectResponse(rsp)
 }
 
+// AcquireBatchWithBodyWithResponse Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+//
+// A batch of acquires, for the jobs of a replica that fire at the same
+// tick. Each item is decided exactly as its single acquire
+// (`POST /leases/{jobId}/acquire`) would be: the same validation,
+// rules, idempotent retries, tokens, groups and scopes, and the same
+// status and body, here as the item's `status` and its `lease` (200)
+// or `problem` (any other status). The results come in item order. A
+// field an item leaves out comes from the request's own field of that
+// name (the defaults); an item that sends `tick` or `nearestTick`
+// takes neither from the defaults.
+//
+// One item's refusal does not fail the others: a job outside the
+// caller's scopes is that item's 403 `forbidden`, a held lease its 409
+// `lease_held` (without a `Retry-After`: the problem's lease has
+// `expiresAt`). Each item spends one call of the credential's rate, in
+// item order; the items beyond what its bucket holds are answered 429
+// `rate_limited` and were not decided. An item the store could not
+// decide is answered 503 `unavailable`; only when every item is
+// answered 503 is the whole answer that 503 problem.
+//
+// The request as a whole is refused with 400 `invalid_request` for what
+// no item can be answered for: JSON that breaks the rules of request
+// bodies (an unknown field in an item names it, `items[3]: ...`), no
+// items or more than 1,000, an item without a valid `jobId`, or a job
+// named by two items (send each job once per batch). Bodies up to
+// 1 MiB.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /acquire (the `AcquireBatch` operationId).
+func (c *ClientWithResponses) AcquireBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireBatchResponse, error) {
+	rsp, err := c.AcquireBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireBatchResponse(rsp)
+}
+
+// AcquireBatchWithResponse Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+//
+// A batch of acquires, for the jobs of a replica that fire at the same
+// tick. Each item is decided exactly as its single acquire
+// (`POST /leases/{jobId}/acquire`) would be: the same validation,
+// rules, idempotent retries, tokens, groups and scopes, and the same
+// status and body, here as the item's `status` and its `lease` (200)
+// or `problem` (any other status). The results come in item order. A
+// field an item leaves out comes from the request's own field of that
+// name (the defaults); an item that sends `tick` or `nearestTick`
+// takes neither from the defaults.
+//
+// One item's refusal does not fail the others: a job outside the
+// caller's scopes is that item's 403 `forbidden`, a held lease its 409
+// `lease_held` (without a `Retry-After`: the problem's lease has
+// `expiresAt`). Each item spends one call of the credential's rate, in
+// item order; the items beyond what its bucket holds are answered 429
+// `rate_limited` and were not decided. An item the store could not
+// decide is answered 503 `unavailable`; only when every item is
+// answered 503 is the whole answer that 503 problem.
+//
+// The request as a whole is refused with 400 `invalid_request` for what
+// no item can be answered for: JSON that breaks the rules of request
+// bodies (an unknown field in an item names it, `items[3]: ...`), no
+// items or more than 1,000, an item without a valid `jobId`, or a job
+// named by two items (send each job once per batch). Bodies up to
+// 1 MiB.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /acquire (the `AcquireBatch` operationId).
+func (c *ClientWithResponses) AcquireBatchWithResponse(ctx context.Context, body AcquireBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireBatchResponse, error) {
+	rsp, err := c.AcquireBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireBatchResponse(rsp)
+}
+
 // ListCredentialsWithResponse List the credentials within the caller's scopes, never a secret. Needs role admin.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -11455,6 +12379,56 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseHealthzResponse(rsp)
+}
+
+// HeartbeatBatchWithBodyWithResponse Extend up to 1,000 held leases in one request. Needs role lease.
+//
+// A batch of heartbeats, for a replica that keeps all its leases alive
+// on one timer. Each item is decided exactly as its single heartbeat
+// (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+// body, here as the item's `status` and its `lease` (200) or `problem`
+// (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+// the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+// results come in item order; `owner` and `ttlMs` an item leaves out
+// come from the request's own. Heartbeats are never rate limited. Only
+// when every item is answered 503 is the whole answer that 503 problem.
+// The whole request is refused with 400 `invalid_request` as
+// `POST /acquire` is. Bodies up to 1 MiB.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /heartbeat (the `HeartbeatBatch` operationId).
+func (c *ClientWithResponses) HeartbeatBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HeartbeatBatchResponse, error) {
+	rsp, err := c.HeartbeatBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHeartbeatBatchResponse(rsp)
+}
+
+// HeartbeatBatchWithResponse Extend up to 1,000 held leases in one request. Needs role lease.
+//
+// A batch of heartbeats, for a replica that keeps all its leases alive
+// on one timer. Each item is decided exactly as its single heartbeat
+// (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+// body, here as the item's `status` and its `lease` (200) or `problem`
+// (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+// the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+// results come in item order; `owner` and `ttlMs` an item leaves out
+// come from the request's own. Heartbeats are never rate limited. Only
+// when every item is answered 503 is the whole answer that 503 problem.
+// The whole request is refused with 400 `invalid_request` as
+// `POST /acquire` is. Bodies up to 1 MiB.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /heartbeat (the `HeartbeatBatch` operationId).
+func (c *ClientWithResponses) HeartbeatBatchWithResponse(ctx context.Context, body HeartbeatBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatBatchResponse, error) {
+	rsp, err := c.HeartbeatBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHeartbeatBatchResponse(rsp)
 }
 
 // ListLeasesWithResponse List leases, sorted by jobId, one page at a time. Needs role read.
@@ -12364,6 +13338,121 @@ func ParseConsoleRedirectResponse(rsp *http.Response) (*ConsoleRedirectResponse,
 	return response, nil
 }
 
+// ParseAcquireBatchResponse parses an HTTP response from a AcquireBatchWithResponse call
+func ParseAcquireBatchResponse(rsp *http.Response) (*AcquireBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcquireBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BatchResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BatchPayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AcquireBatchResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers AcquireBatchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquireBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListCredentialsResponse parses an HTTP response from a ListCredentialsWithResponse call
 func ParseListCredentialsResponse(rsp *http.Response) (*ListCredentialsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13171,6 +14260,121 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseHeartbeatBatchResponse parses an HTTP response from a HeartbeatBatchWithResponse call
+func ParseHeartbeatBatchResponse(rsp *http.Response) (*HeartbeatBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HeartbeatBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BatchResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest BatchPayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers HeartbeatBatchResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers HeartbeatBatchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers HeartbeatBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -396,6 +396,80 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/acquire": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Acquire the leases of up to 1,000 jobs in one request. Needs role lease.
+         * @description A batch of acquires, for the jobs of a replica that fire at the same
+         *     tick. Each item is decided exactly as its single acquire
+         *     (`POST /leases/{jobId}/acquire`) would be: the same validation,
+         *     rules, idempotent retries, tokens, groups and scopes, and the same
+         *     status and body, here as the item's `status` and its `lease` (200)
+         *     or `problem` (any other status). The results come in item order. A
+         *     field an item leaves out comes from the request's own field of that
+         *     name (the defaults); an item that sends `tick` or `nearestTick`
+         *     takes neither from the defaults.
+         *
+         *     One item's refusal does not fail the others: a job outside the
+         *     caller's scopes is that item's 403 `forbidden`, a held lease its 409
+         *     `lease_held` (without a `Retry-After`: the problem's lease has
+         *     `expiresAt`). Each item spends one call of the credential's rate, in
+         *     item order; the items beyond what its bucket holds are answered 429
+         *     `rate_limited` and were not decided. An item the store could not
+         *     decide is answered 503 `unavailable`; only when every item is
+         *     answered 503 is the whole answer that 503 problem.
+         *
+         *     The request as a whole is refused with 400 `invalid_request` for what
+         *     no item can be answered for: JSON that breaks the rules of request
+         *     bodies (an unknown field in an item names it, `items[3]: ...`), no
+         *     items or more than 1,000, an item without a valid `jobId`, or a job
+         *     named by two items (send each job once per batch). Bodies up to
+         *     1 MiB.
+         */
+        post: operations["acquireBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Extend up to 1,000 held leases in one request. Needs role lease.
+         * @description A batch of heartbeats, for a replica that keeps all its leases alive
+         *     on one timer. Each item is decided exactly as its single heartbeat
+         *     (`POST /leases/{jobId}/heartbeat`) would be, with the same status and
+         *     body, here as the item's `status` and its `lease` (200) or `problem`
+         *     (409 `lease_lost`, 404 `not_found`, 403 `forbidden` for a job outside
+         *     the caller's scopes, 400 for an invalid item, 503 `unavailable`). The
+         *     results come in item order; `owner` and `ttlMs` an item leaves out
+         *     come from the request's own. Heartbeats are never rate limited. Only
+         *     when every item is answered 503 is the whole answer that 503 problem.
+         *     The whole request is refused with 400 `invalid_request` as
+         *     `POST /acquire` is. Bodies up to 1 MiB.
+         */
+        post: operations["heartbeatBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/leases/{jobId}/runs": {
         parameters: {
             query?: never;
@@ -1130,6 +1204,94 @@ export interface components {
              */
             outcome: "succeeded" | "failed";
         };
+        /**
+         * @description The acquires of `POST /acquire`. Every field but `items` is the
+         *     default of the items that do not send that field themselves, with
+         *     the meaning it has in AcquireRequest.
+         */
+        AcquireBatchRequest: {
+            /** @description The acquires, one per job (a job named twice is 400). */
+            items: components["schemas"]["AcquireBatchItem"][];
+            owner?: components["schemas"]["Owner"];
+            /** Format: int64 */
+            ttlMs?: number;
+            /**
+             * Format: date-time
+             * @description The default tick, for the items that send neither `tick` nor `nearestTick`.
+             */
+            tick?: string;
+            /** @description The default `nearestTick`, for the items that send neither `tick` nor `nearestTick`. */
+            nearestTick?: boolean;
+            schedule?: string;
+            /** Format: int64 */
+            graceMs?: number;
+            /** @enum {string} */
+            catchUp?: "none" | "latest";
+            /** Format: int64 */
+            catchUpWindowMs?: number;
+            group?: string;
+        };
+        /**
+         * @description One acquire of a batch: the job, and the fields of AcquireRequest it
+         *     sends itself, which win over the request's defaults. `owner` is
+         *     needed here or as a default (else this item is 400).
+         */
+        AcquireBatchItem: {
+            jobId: components["schemas"]["JobID"];
+            owner?: components["schemas"]["Owner"];
+            /** Format: int64 */
+            ttlMs?: number;
+            /** Format: date-time */
+            tick?: string;
+            nearestTick?: boolean;
+            schedule?: string;
+            /** Format: int64 */
+            graceMs?: number;
+            /** @enum {string} */
+            catchUp?: "none" | "latest";
+            /** Format: int64 */
+            catchUpWindowMs?: number;
+            group?: string;
+        };
+        /**
+         * @description The heartbeats of `POST /heartbeat`. `owner` and `ttlMs` are the
+         *     defaults of the items that do not send them, with the meaning they
+         *     have in HeartbeatRequest.
+         */
+        HeartbeatBatchRequest: {
+            /** @description The heartbeats, one per job (a job named twice is 400). */
+            items: components["schemas"]["HeartbeatBatchItem"][];
+            owner?: components["schemas"]["Owner"];
+            /** Format: int64 */
+            ttlMs?: number;
+        };
+        /**
+         * @description One heartbeat of a batch. `owner` is needed here or as a default
+         *     (else this item is 400).
+         */
+        HeartbeatBatchItem: {
+            jobId: components["schemas"]["JobID"];
+            token: components["schemas"]["Token"];
+            owner?: components["schemas"]["Owner"];
+            /** Format: int64 */
+            ttlMs?: number;
+        };
+        BatchResponse: {
+            /** @description One result per item of the request, in item order. */
+            results: components["schemas"]["BatchResult"][];
+        };
+        /**
+         * @description One item's answer: the status its single call would have been
+         *     answered with, and with 200 the `lease`, with any other status the
+         *     `problem` that call would have answered (never both).
+         */
+        BatchResult: {
+            jobId: components["schemas"]["JobID"];
+            /** @enum {integer} */
+            status: 200 | 400 | 403 | 404 | 409 | 429 | 500 | 503;
+            lease?: components["schemas"]["Lease"];
+            problem?: components["schemas"]["Problem"];
+        };
         Lease: {
             jobId: components["schemas"]["JobID"];
             owner: components["schemas"]["Owner"];
@@ -1807,6 +1969,15 @@ export interface components {
                 "application/problem+json": components["schemas"]["PayloadTooLargeProblem"];
             };
         };
+        /** @description The body of a batch is larger than 1 MiB; send fewer items per request. */
+        BatchPayloadTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["PayloadTooLargeProblem"];
+            };
+        };
         /** @description The body is not `application/json`, or has a `Content-Encoding`. */
         UnsupportedMediaType: {
             headers: {
@@ -2454,6 +2625,70 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["LeaseLost"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    acquireBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AcquireBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description One result per item, in item order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["BatchPayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    heartbeatBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HeartbeatBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description One result per item, in item order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["BatchPayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
