@@ -143,6 +143,8 @@ class Client:
     OPERATIONS: Mapping[str, str] = {
         "acquireLease": "acquire",
         "heartbeatLease": "heartbeat",
+        "acquireBatch": "acquire_batch",
+        "heartbeatBatch": "heartbeat_batch",
         "releaseLease": "release",
         "getLease": "get",
         "listLeases": "list",
