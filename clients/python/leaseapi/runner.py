@@ -964,6 +964,12 @@ class _Batcher:
                 if not batch:
                     self._sending = False
                     return
+            if self._owner.single_only:
+                # Batching stopped while these queued: each goes alone.
+                for call in batch:
+                    call.single = True
+                    call.done.set()
+                continue
             self._send_one(batch)
 
     def _send_one(self, batch: List[_Call]) -> None:
