@@ -50,7 +50,7 @@ def test_acquire_batch_answers_each_item_as_its_single_call(client: leaseapi.Cli
             leaseapi.AcquireItem(job_id + ".held"),
             leaseapi.AcquireItem(job_id + ".done"),
             leaseapi.AcquireItem(job_id + ".own", owner="replica-c", ttl=7),
-            leaseapi.AcquireItem(job_id + ".bad", owner="no spaces allowed"),
+            leaseapi.AcquireItem(job_id + ".bad", schedule="not a cron spec"),
             leaseapi.AcquireItem(job_id + ".mutex", nearest_tick=False, tick=None),
         ],
         owner="replica-a",
@@ -65,7 +65,7 @@ def test_acquire_batch_answers_each_item_as_its_single_call(client: leaseapi.Cli
     assert refused.request_id and refused.detail
     assert isinstance(ran, leaseapi.TickDone) and ran.lease is not None and ran.lease.last_completed_tick == TICK
     assert isinstance(own, leaseapi.Lease) and (own.owner, own.ttl) == ("replica-c", 7), "an item's own fields win over the defaults"
-    assert isinstance(bad, leaseapi.InvalidRequest) and bad.status == 400 and "owner" in bad.detail
+    assert isinstance(bad, leaseapi.InvalidRequest) and bad.status == 400 and "schedule" in bad.detail
     assert isinstance(mutex, leaseapi.Lease) and mutex.tick == TICK, "an item without a tick takes the default's"
 
     # The same errors as the single calls raise.
