@@ -39,8 +39,8 @@ The acquires and heartbeats of a runner go in batches (``POST /acquire``,
 ``POST /heartbeat``) by group commit: while a batch is at leaseapi, further
 acquires (heartbeats) of every runner of the same :class:`Client` in this
 process queue, and when it returns the queue goes as the next batch (at
-most 1000, one per job); a call alone goes at once, as the single call. So the jobs that fire at
-one tick take one or two requests, not one each. Each run gets what its
+most 1000, one per job); a call alone goes at once, as the single call. So
+the jobs that fire at one tick take one or two requests, not one each. Each run gets what its
 single call would have: the same lease or error, retried the same way. A
 leaseapi that answers the batch routes 404 or 405 (a version without them)
 gets single calls from then on; ``batch=False`` sends single calls only.
@@ -403,7 +403,18 @@ class Runner:
                 # The send time of the attempt that got the lease starts the
                 # local deadline; retries are this loop's, so that it is the
                 # last attempt's, not the first's.
-                item = AcquireItem(job_id, owner, self.ttl, tick, nearest_tick, spec.schedule, spec.grace, spec.catch_up, spec.catch_up_window, spec.group)
+                item = AcquireItem(
+                    job_id,
+                    owner=owner,
+                    ttl=self.ttl,
+                    tick=tick,
+                    nearest_tick=nearest_tick,
+                    schedule=spec.schedule,
+                    grace=spec.grace,
+                    catch_up=spec.catch_up,
+                    catch_up_window=spec.catch_up_window,
+                    group=spec.group,
+                )
                 if self.batch:
                     return _batchers_of(self.client, self._log).acquires.call(item, self.request_timeout)
                 return _acquire_single(self.client, item, self.request_timeout)
@@ -789,7 +800,7 @@ class _Run:
         """Sends one heartbeat (without holding cond) and records its result."""
         r = self.r
         timeout = max(0.001, min(r.request_timeout, self.valid_until - now))
-        item = HeartbeatItem(self.lease.job_id, self.lease.token, self.owner, r.ttl)
+        item = HeartbeatItem(self.lease.job_id, self.lease.token, owner=self.owner, ttl=r.ttl)
         try:
             if r.batch:
                 _, lease = _batchers_of(r.client, r._log).heartbeats.call(item, timeout)
