@@ -17,6 +17,8 @@ const MAX_BACKOFF_MS = 2000;
 // largest leaseapi sends); a longer one is a protocol error.
 const MAX_ANSWER_BYTES = 64 << 20;
 const OUTCOMES = new Set(['succeeded', 'failed']);
+/** The most items one POST /acquire or POST /heartbeat takes; a longer batch goes as several requests. */
+export const MAX_BATCH_ITEMS = 1000;
 
 /** A wait of d/2 to d milliseconds: replicas that failed together do not retry together. */
 export function jitter(d) {
@@ -95,6 +97,8 @@ export class Client {
   static OPERATIONS = Object.freeze({
     acquireLease: 'acquire',
     heartbeatLease: 'heartbeat',
+    acquireBatch: 'acquireBatch',
+    heartbeatBatch: 'heartbeatBatch',
     releaseLease: 'release',
     getLease: 'get',
     listLeases: 'list',
@@ -154,26 +158,48 @@ export class Client {
    * tick_done, job_paused, tick_ahead, group_full).
    */
   acquire(jobId, { owner, ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group } = {}, opts) {
-    if (tick !== undefined && nearestTick) {
-      throw new TypeError('pass tick or nearestTick, not both');
-    }
-    const body = { owner: checkOwner(owner) };
-    setIf(body, 'ttlMs', ttlMs);
-    if (tick !== undefined) {
-      body.tick = formatTime(tick);
-    }
-    if (nearestTick) {
-      body.nearestTick = true;
-    }
-    setIf(body, 'schedule', schedule);
-    setIf(body, 'graceMs', graceMs);
-    setIf(body, 'catchUp', catchUp);
-    setIf(body, 'catchUpWindowMs', catchUpWindowMs);
-    if (group !== undefined && (typeof group !== 'string' || (group !== '' && !JOB_ID.test(group)))) {
-      throw new TypeError(`group ${JSON.stringify(group)} must be '' or match ${JOB_ID}`);
-    }
-    setIf(body, 'group', group);
+    const body = acquireFields({ owner: checkOwner(owner), ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group });
     return this.#call('POST', `${leasePath(jobId)}/acquire`, { body, schema: 'Lease' }, opts);
+  }
+
+  /**
+   * Acquires the leases of several jobs in one request (POST /acquire),
+   * each decided exactly as its acquire() would be. `items` are
+   * {jobId, ...acquire's options}; `defaults` (acquire's options) hold for
+   * every item that does not set its own, and an item with `tick` or
+   * `nearestTick` takes neither from them. Resolves to one result per
+   * item, in item order: the Lease, or the LeaseApiError its single call
+   * would have thrown (lease_held, forbidden, ...), not thrown. Items
+   * answered 429 or 503 are sent again, together, as a single call would
+   * be, until `retryForMs` ends. Rejects only for the request as a whole: a
+   * TypeError for a job given twice, and the error of an answer that is not
+   * 200 (no answer, 401, 503 for every item, or 404/405 from a leaseapi
+   * without the batch routes). More than 1000 items go as several requests.
+   */
+  acquireBatch(items, defaults = {}, opts) {
+    const bodies = batchItems(items).map(({ jobId, ...fields }) => ({ jobId, ...acquireFields(fields) }));
+    return this.#batch('/acquire', acquireFields(defaults), bodies, opts);
+  }
+
+  /**
+   * Extends several grants in one request (POST /heartbeat), each as its
+   * heartbeat() would: `items` are {jobId, token, owner?, ttlMs?},
+   * `defaults` {owner, ttlMs}. Results, retries and errors as
+   * acquireBatch(): a grant that is gone is a `lease_lost` in its place.
+   */
+  heartbeatBatch(items, { owner, ttlMs, ...unknown } = {}, opts) {
+    checkKnown('heartbeatBatch defaults', unknown);
+    const bodies = batchItems(items).map(({ jobId, token, owner: own, ttlMs: ttl, ...rest }) => {
+      checkKnown(`heartbeat item ${jobId}`, rest);
+      const body = { jobId, token: checkToken(token) };
+      setIf(body, 'owner', own === undefined ? undefined : checkOwner(own));
+      setIf(body, 'ttlMs', ttl);
+      return body;
+    });
+    const defaults = {};
+    setIf(defaults, 'owner', owner === undefined ? undefined : checkOwner(owner));
+    setIf(defaults, 'ttlMs', ttlMs);
+    return this.#batch('/heartbeat', defaults, bodies, opts);
   }
 
   /** Extends the grant `token` of `owner` (POST /leases/{jobId}/heartbeat); `lease_lost` when it is gone. */
@@ -467,6 +493,52 @@ export class Client {
     }
   }
 
+  // Sends the items of a batch route with the defaults, at most
+  // MAX_BATCH_ITEMS a request, and the items answered 429 or 503 again,
+  // together, after their backoff, until the retry window ends.
+  async #batch(path, defaults, items, { retryForMs = this.retryForMs, timeoutMs = this.timeoutMs, signal } = {}) {
+    checkDuration('retryForMs', retryForMs, 0);
+    checkDuration('timeoutMs', timeoutMs, 1);
+    const deadline = performance.now() + retryForMs;
+    const results = new Array(items.length);
+    let pending = items.map((_, i) => i);
+    let backoff = MIN_BACKOFF_MS;
+    for (;;) {
+      for (let start = 0; start < pending.length; start += MAX_BATCH_ITEMS) {
+        const chunk = pending.slice(start, start + MAX_BATCH_ITEMS);
+        const body = { ...defaults, items: chunk.map((i) => items[i]) };
+        const answer = await retrying(() => this.#once('POST', path, body, {}, timeoutMs, signal), {
+          retryForMs: Math.max(0, deadline - performance.now()),
+          signal,
+          log: this.#log,
+          what: `POST ${path}`,
+        });
+        const read = batchResults(path, answer, chunk.map((i) => items[i].jobId));
+        chunk.forEach((i, k) => {
+          results[i] = read[k];
+        });
+      }
+      const again = pending.filter((i) => results[i] instanceof LeaseApiError && results[i].retryable);
+      if (again.length === 0) {
+        return results;
+      }
+      const wait = Math.max(jitter(backoff), ...again.map((i) => (results[i].retryAfter ?? 0) * 1000));
+      if (performance.now() + wait >= deadline || signal?.aborted) {
+        return results;
+      }
+      this.#log.warn('leaseapi batch items failed, retrying them', {
+        call: `POST ${path}`,
+        failed: again.length,
+        items: pending.length,
+        retry_in_ms: Math.round(wait),
+        error: results[again[0]].message,
+      });
+      await sleep(wait, undefined, { signal });
+      backoff = Math.min(2 * backoff, MAX_BACKOFF_MS);
+      pending = again;
+    }
+  }
+
   #once(method, path, body, extraHeaders, timeoutMs, signal) {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const headers = { Accept: 'application/json, application/problem+json', 'User-Agent': this.#userAgent, ...extraHeaders };
@@ -576,11 +648,17 @@ function problem(method, path, { status, headers, body }) {
   } catch {
     doc = undefined;
   }
+  return problemError(method, path, status, doc, body.slice(0, 200).trim(), retryAfter, requestId);
+}
+
+// The LeaseApiError of the problem document `doc` answered with `status`
+// (a call's answer, or one item's in a batch); `text` stands in for a
+// document that is not leaseapi's.
+function problemError(method, path, status, doc, text, retryAfter, requestId) {
   if (doc === null || typeof doc !== 'object' || typeof doc.code !== 'string') {
     // Not leaseapi's problem document: a proxy or load balancer answered.
     const code = CODE_BY_STATUS[status] ?? (status >= 500 ? 'internal' : 'protocol_error');
-    const text = body.slice(0, 200).trim() || http.STATUS_CODES[status] || 'no body';
-    return new LeaseApiError(`${method} ${path}: ${status} ${text}`, { code, status, retryAfter, requestId });
+    return new LeaseApiError(`${method} ${path}: ${status} ${text || http.STATUS_CODES[status] || 'no body'}`, { code, status, retryAfter, requestId });
   }
   let decoded;
   try {
@@ -606,6 +684,38 @@ function problem(method, path, { status, headers, body }) {
     retryAfter,
     requestId,
   });
+}
+
+// The results of a batch's answer, one per job of `jobIds` in order: a
+// Lease, or the LeaseApiError its single call would have thrown. An answer
+// that does not match the items is a protocol_error.
+function batchResults(path, answer, jobIds) {
+  const requestId = answer.headers['x-request-id'];
+  try {
+    const { results } = JSON.parse(answer.body);
+    if (!Array.isArray(results) || results.length !== jobIds.length) {
+      throw new TypeError(`${jobIds.length} items sent, ${Array.isArray(results) ? results.length : 'no list of'} results answered`);
+    }
+    return results.map((result, k) => {
+      if (result?.jobId !== jobIds[k]) {
+        throw new TypeError(`result for job ${JSON.stringify(result?.jobId)} where job ${jobIds[k]} was sent`);
+      }
+      if (result.status === 200) {
+        return decode('Lease', result.lease);
+      }
+      if (!Number.isInteger(result.status)) {
+        throw new TypeError(`result of job ${jobIds[k]} without a status`);
+      }
+      return problemError('POST', path, result.status, result.problem, '', undefined, requestId);
+    });
+  } catch (err) {
+    throw new LeaseApiError(`POST ${path}: ${answer.status} with an answer the client cannot read: ${err.message}`, {
+      code: 'protocol_error',
+      status: answer.status,
+      requestId,
+      cause: err,
+    });
+  }
 }
 
 function parseRetryAfter(value) {
@@ -644,6 +754,56 @@ export function checkOwner(owner) {
     throw new TypeError(`owner ${JSON.stringify(owner)} must be 1-128 printable ASCII characters without spaces`);
   }
   return owner;
+}
+
+// The fields of an acquire that are given, checked: a single call's body, a
+// batch's defaults or one of its items.
+function acquireFields({ owner, ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, ...unknown }) {
+  checkKnown('acquire', unknown);
+  if (tick !== undefined && nearestTick) {
+    throw new TypeError('pass tick or nearestTick, not both');
+  }
+  const body = {};
+  setIf(body, 'owner', owner === undefined ? undefined : checkOwner(owner));
+  setIf(body, 'ttlMs', ttlMs);
+  if (tick !== undefined) {
+    body.tick = formatTime(tick);
+  }
+  if (nearestTick) {
+    body.nearestTick = true;
+  }
+  setIf(body, 'schedule', schedule);
+  setIf(body, 'graceMs', graceMs);
+  setIf(body, 'catchUp', catchUp);
+  setIf(body, 'catchUpWindowMs', catchUpWindowMs);
+  if (group !== undefined && (typeof group !== 'string' || (group !== '' && !JOB_ID.test(group)))) {
+    throw new TypeError(`group ${JSON.stringify(group)} must be '' or match ${JOB_ID}`);
+  }
+  setIf(body, 'group', group);
+  return body;
+}
+
+// The items of a batch, checked: a list of objects naming distinct valid jobs.
+function batchItems(items) {
+  if (!Array.isArray(items)) {
+    throw new TypeError('a batch needs a list of items');
+  }
+  const seen = new Map();
+  items.forEach((item, i) => {
+    checkJobId(item?.jobId);
+    if (seen.has(item.jobId)) {
+      throw new TypeError(`items[${seen.get(item.jobId)}] and items[${i}] are both job ${item.jobId}; send each job once per batch`);
+    }
+    seen.set(item.jobId, i);
+  });
+  return items;
+}
+
+function checkKnown(what, unknown) {
+  const extra = Object.keys(unknown).filter((k) => unknown[k] !== undefined);
+  if (extra.length > 0) {
+    throw new TypeError(`unknown ${what} field ${JSON.stringify(extra[0])}`);
+  }
 }
 
 function checkToken(token) {

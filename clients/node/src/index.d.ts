@@ -105,6 +105,18 @@ type AcquireBody = Schemas['AcquireRequest'];
 export interface AcquireOptions extends Omit<AcquireBody, 'tick'> {
   tick?: Date;
 }
+/** One acquire of acquireBatch: the job, and the acquire's fields it sets itself. */
+export interface AcquireItem extends Omit<Schemas['AcquireBatchItem'], 'tick'> {
+  tick?: Date;
+}
+/** The defaults of every item of acquireBatch that does not set its own. */
+export type AcquireDefaults = Partial<AcquireOptions>;
+/** One heartbeat of heartbeatBatch. */
+export type HeartbeatItem = Schemas['HeartbeatBatchItem'];
+/** The defaults of every item of heartbeatBatch. */
+export type HeartbeatDefaults = Omit<Schemas['HeartbeatBatchRequest'], 'items'>;
+/** One item's result in a batch: the lease its single call would have resolved to, or the error it would have thrown. */
+export type BatchResult = Lease | LeaseApiError;
 type ListQuery = NonNullable<operations['listLeases']['parameters']['query']>;
 
 export class Client {
@@ -116,6 +128,10 @@ export class Client {
   acquire(jobId: string, body: AcquireOptions, opts?: CallOptions): Promise<Lease>;
   heartbeat(jobId: string, body: Schemas['HeartbeatRequest'], opts?: CallOptions): Promise<Lease>;
   release(jobId: string, body: Schemas['ReleaseRequest'], opts?: CallOptions): Promise<Lease>;
+  /** Several acquires in one request; one result per item, in item order. */
+  acquireBatch(items: AcquireItem[], defaults?: AcquireDefaults, opts?: CallOptions): Promise<BatchResult[]>;
+  /** Several heartbeats in one request; one result per item, in item order. */
+  heartbeatBatch(items: HeartbeatItem[], defaults?: HeartbeatDefaults, opts?: CallOptions): Promise<BatchResult[]>;
   owed(jobIds: string[], opts?: CallOptions): Promise<OwedList>;
   get(jobId: string, opts?: CallOptions): Promise<Lease>;
   list(query?: ListQuery, opts?: CallOptions): Promise<LeaseList>;
@@ -154,6 +170,8 @@ export class Client {
 }
 
 export function jitter(ms: number): number;
+/** The most items one batch request takes. */
+export const MAX_BATCH_ITEMS: number;
 export function parseTime(text: string): Date;
 export function formatTime(date: Date): string;
 export function decode(schema: string, data: unknown): unknown;
@@ -231,6 +249,8 @@ export interface RunnerOptions {
   acquireWaitMs?: number;
   owedPollIntervalMs?: number;
   logger?: Logger;
+  /** Send the acquires and heartbeats of one turn of the event loop in batches (default true). */
+  batch?: boolean;
 }
 
 export const RETRIED_REFUSALS: Set<string>;
@@ -243,6 +263,7 @@ export class Runner {
   readonly client: Client;
   readonly owner: string;
   readonly ttlMs: number;
+  readonly batch: boolean;
   readonly log: Logger;
   run<T>(jobId: string, fn: (ctx: RunContext) => T | Promise<T>, options?: RunOptions): Promise<RunReport<T> | SkipReport>;
   acquire(jobId: string, options?: RunOptions): Promise<Grant | SkipReport>;

@@ -2,7 +2,7 @@
 // and the integrations of node-cron ('leaseapi/node-cron') and croner
 // ('leaseapi/croner').
 
-export { Client, jitter } from './client.js';
+export { Client, jitter, MAX_BATCH_ITEMS } from './client.js';
 export { LeaseApiError, NOT_ACQUIRED } from './errors.js';
 export { jsonLogger } from './log.js';
 export { decode, formatTime, parseTime, SCHEMAS } from './models.js';

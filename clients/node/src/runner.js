@@ -5,7 +5,7 @@
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { checkOwner, jitter, retrying } from './client.js';
+import { checkOwner, jitter, MAX_BATCH_ITEMS, retrying } from './client.js';
 import { LeaseApiError, NOT_ACQUIRED } from './errors.js';
 import { jsonLogger } from './log.js';
 import { formatTime } from './models.js';
@@ -71,7 +71,16 @@ export function defaultOwner() {
  * (how long an acquire is retried while leaseapi answers 429/503 or
  * nothing, default 10 s), `owedPollIntervalMs` (how often the jobs
  * registered with watchOwed() ask what they owe, jittered; default 10 s,
- * 0 for never) and `logger`.
+ * 0 for never), `logger` and `batch` (default true: see below; false sends
+ * one request per call).
+ *
+ * The acquires that the runners of one Client issue in one turn of the
+ * event loop go together as one POST /acquire (at most 1000, one per job),
+ * and so do their heartbeats (POST /heartbeat): the jobs that fire at one
+ * tick take one request, not one each. A call alone goes as its single
+ * call. Each run gets what its single call would have: the same lease or
+ * error, retried the same way. A leaseapi that answers the batch routes 404
+ * or 405 (a version without them) gets single calls from then on.
  */
 export class Runner {
   #running = new Map();
@@ -81,8 +90,9 @@ export class Runner {
   // Aborted by shutdown: ends the waits before retrying group_full.
   #shutdown = new AbortController();
 
-  constructor(client, { owner = defaultOwner(), ttlMs = 30_000, heartbeatIntervalMs, marginMs, requestTimeoutMs, acquireWaitMs = 10_000, owedPollIntervalMs = 10_000, logger } = {}) {
+  constructor(client, { owner = defaultOwner(), ttlMs = 30_000, heartbeatIntervalMs, marginMs, requestTimeoutMs, acquireWaitMs = 10_000, owedPollIntervalMs = 10_000, logger, batch = true } = {}) {
     this.client = client;
+    this.batch = batch;
     this.owner = checkOwner(owner);
     if (!Number.isInteger(ttlMs) || ttlMs < 1) {
       throw new RangeError(`ttlMs ${ttlMs} must be a whole number of milliseconds of at least 1`);
@@ -166,19 +176,13 @@ export class Runner {
     try {
       for (;;) {
         try {
-          lease = await retrying(
-            async () => {
-              // The send time of the attempt that got the lease starts the
-              // local deadline: the last attempt's, not the first's.
-              sent = performance.now();
-              return this.client.acquire(
-                jobId,
-                { owner: this.owner, ttlMs: this.ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group },
-                { retryForMs: 0, timeoutMs: this.requestTimeoutMs },
-              );
-            },
+          const item = { jobId, owner: this.owner, ttlMs: this.ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group };
+          // The send time of the attempt that got the lease starts the
+          // local deadline: the last attempt's, not the first's.
+          ({ sent, lease } = await retrying(
+            () => (this.batch ? batchersOf(this).acquires.call(item, this.requestTimeoutMs) : acquireSingle(this.client, item, this.requestTimeoutMs)),
             { retryForMs: this.acquireWaitMs, log: this.log, what: `acquire of ${jobId}` },
-          );
+          ));
           break;
         } catch (err) {
           if (!(err instanceof LeaseApiError) || !RETRIED_REFUSALS.has(err.code)) {
@@ -524,7 +528,8 @@ class Grant {
     const timeoutMs = Math.max(1, Math.min(r.requestTimeoutMs, this.#validUntil - now));
     let lease;
     try {
-      lease = await r.client.heartbeat(this.lease.jobId, { owner: r.owner, token: this.lease.token, ttlMs: r.ttlMs }, { retryForMs: 0, timeoutMs });
+      const item = { jobId: this.lease.jobId, owner: r.owner, token: this.lease.token, ttlMs: r.ttlMs };
+      ({ lease } = await (r.batch ? batchersOf(r).heartbeats.call(item, timeoutMs) : heartbeatSingle(r.client, item, timeoutMs)));
     } catch (err) {
       if (err instanceof LeaseApiError && (err.code === 'lease_lost' || err.code === 'not_found')) {
         // Revoked, or expired and taken over: another replica may run the
@@ -591,4 +596,140 @@ class Grant {
     // An abandoned job may still be running: its end is no longer awaited.
     this.#resolveDone(this.#report);
   }
+}
+
+// The acquire of `item` as a single call, once: its send time and lease.
+async function acquireSingle(client, { jobId, ...body }, timeoutMs) {
+  const sent = performance.now();
+  return { sent, lease: await client.acquire(jobId, body, { retryForMs: 0, timeoutMs }) };
+}
+
+// The heartbeat of `item` as a single call, once.
+async function heartbeatSingle(client, { jobId, ...body }, timeoutMs) {
+  const sent = performance.now();
+  return { sent, lease: await client.heartbeat(jobId, body, { retryForMs: 0, timeoutMs }) };
+}
+
+// Codes of a batch refused as a whole for what one of its items carries:
+// each item goes alone and gets its own answer.
+const REFUSED_AS_A_WHOLE = new Set(['invalid_request', 'payload_too_large', 'unsupported_media_type']);
+
+/**
+ * One batch route's calls of the runners of one Client: the calls of one
+ * turn of the event loop go together (flushed by setImmediate), in
+ * batches of at most MAX_BATCH_ITEMS, one item per job (a second call of a
+ * job goes in a batch of its own, as it would alone).
+ */
+class Batcher {
+  #batchers;
+  #route;
+  #send;
+  #single;
+  #queue = [];
+
+  constructor(batchers, route, send, single) {
+    this.#batchers = batchers;
+    this.#route = route;
+    this.#send = send;
+    this.#single = single;
+  }
+
+  /** Resolves to {sent, lease} as the single call of `item` would, or rejects with its error. */
+  call(item, timeoutMs) {
+    if (this.#batchers.singleOnly) {
+      return this.#single(this.#batchers.client, item, timeoutMs);
+    }
+    return new Promise((resolve, reject) => {
+      if (this.#queue.length === 0) {
+        setImmediate(() => this.#flush());
+      }
+      this.#queue.push({ item, timeoutMs, resolve, reject });
+    });
+  }
+
+  #flush() {
+    let queue = this.#queue;
+    this.#queue = [];
+    while (queue.length > 0) {
+      const batch = [];
+      const rest = [];
+      const jobs = new Set();
+      for (const call of queue) {
+        if (batch.length < MAX_BATCH_ITEMS && !jobs.has(call.item.jobId)) {
+          jobs.add(call.item.jobId);
+          batch.push(call);
+        } else {
+          rest.push(call);
+        }
+      }
+      this.#sendBatch(batch);
+      queue = rest;
+    }
+  }
+
+  // Sends a batch and settles each of its calls, whatever happens. A batch
+  // of one is its single call (the same answer, from a route that costs
+  // leaseapi less).
+  async #sendBatch(batch) {
+    const alone = (call) => this.#single(this.#batchers.client, call.item, call.timeoutMs).then(call.resolve, call.reject);
+    if (batch.length === 1 || this.#batchers.singleOnly) {
+      batch.forEach(alone);
+      return;
+    }
+    const sent = performance.now();
+    let results;
+    try {
+      results = await this.#send(batch.map((c) => c.item), Math.min(...batch.map((c) => c.timeoutMs)));
+    } catch (err) {
+      if (err instanceof LeaseApiError && (err.status === 404 || err.status === 405)) {
+        // A leaseapi without the batch routes: single calls for good.
+        this.#batchers.stopBatching(err);
+        batch.forEach(alone);
+      } else if (err instanceof TypeError || err instanceof RangeError || (err instanceof LeaseApiError && REFUSED_AS_A_WHOLE.has(err.code))) {
+        batch.forEach(alone);
+      } else {
+        // No answer, or one for every item (401, 503): each call gets it,
+        // as its single call would have.
+        batch.forEach((call) => call.reject(err));
+      }
+      return;
+    }
+    batch.forEach((call, k) => {
+      const result = results[k];
+      if (result instanceof LeaseApiError) {
+        call.reject(result);
+      } else {
+        call.resolve({ sent, lease: result });
+      }
+    });
+  }
+}
+
+/** The batchers of one Client, shared by its runners. */
+class Batchers {
+  constructor(client, log) {
+    this.client = client;
+    this.log = log;
+    this.singleOnly = false;
+    this.acquires = new Batcher(this, '/acquire', (items, timeoutMs) => client.acquireBatch(items, {}, { retryForMs: 0, timeoutMs }), acquireSingle);
+    this.heartbeats = new Batcher(this, '/heartbeat', (items, timeoutMs) => client.heartbeatBatch(items, {}, { retryForMs: 0, timeoutMs }), heartbeatSingle);
+  }
+
+  stopBatching(err) {
+    if (!this.singleOnly) {
+      this.singleOnly = true;
+      this.log.info('leaseapi does not serve batches: sending single calls from now on', { url: this.client.url, error: err.message });
+    }
+  }
+}
+
+const batchers = new WeakMap();
+
+function batchersOf(runner) {
+  let found = batchers.get(runner.client);
+  if (found === undefined) {
+    found = new Batchers(runner.client, runner.log);
+    batchers.set(runner.client, found);
+  }
+  return found;
 }

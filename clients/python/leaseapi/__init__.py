@@ -7,7 +7,7 @@ does the same for Celery beat. Errors are ``LeaseError`` subclasses with
 ``code``, ``status``, ``detail`` and ``lease``.
 """
 
-from .client import Client, Exchange
+from .client import AcquireItem, BatchResult, Client, Exchange, HeartbeatItem
 from .decorator import leased
 from . import errors as _errors
 from .errors import *  # noqa: F401,F403 - every error class, listed in errors.__all__
@@ -29,6 +29,9 @@ from .runner import (
 __all__ = [
     "Client",
     "Exchange",
+    "AcquireItem",
+    "HeartbeatItem",
+    "BatchResult",
     "leased",
     "Runner",
     "RunContext",

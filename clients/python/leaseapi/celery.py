@@ -20,7 +20,8 @@ name), ``lease_ttl`` (seconds, default 30), ``lease_grace``,
 ``lease_catch_up``, ``lease_catch_up_window``, ``lease_max_run_time``,
 ``lease_group`` (the job's concurrency group: a tick it keeps full is
 skipped), ``lease_owner`` (default ``<hostname>/<pid>`` of the process that runs the
-task). A task that does not win its tick returns None without running; one
+task), ``lease_batch`` (default True: the acquires and heartbeats of the
+tasks a process runs at once go in batches; False sends single calls). A task that does not win its tick returns None without running; one
 that runs behaves as :func:`leaseapi.leased` says.
 
 The ticks a task's job owes (a catch-up tick, or run now: ``leasectl
@@ -65,6 +66,7 @@ class LeasedTask(celery.Task):  # type: ignore[misc]
     lease_max_run_time: Optional[Seconds] = None
     lease_group: Optional[str] = None
     lease_owner: Optional[str] = None
+    lease_batch: bool = True
 
     # A runner per process: a prefork child must not use threads and locks
     # made before the fork.
@@ -96,7 +98,7 @@ class LeasedTask(celery.Task):  # type: ignore[misc]
         if pid not in runners:
             assert self.lease_client is not None
             runners.clear()
-            runner = Runner(self.lease_client, self.lease_owner, ttl=self.lease_ttl, owed_poll_interval=self.lease_owed_poll_interval)
+            runner = Runner(self.lease_client, self.lease_owner, ttl=self.lease_ttl, owed_poll_interval=self.lease_owed_poll_interval, batch=self.lease_batch)
             runners[pid] = runner
             if self.lease_owed:
                 runner.watch_owed(self._lease_job_id(), lambda _ctx: super(LeasedTask, self).__call__(), **self._lease_options())

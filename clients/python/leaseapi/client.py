@@ -14,7 +14,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import errors
 from .models import (
@@ -39,7 +39,7 @@ from .models import (
     to_seconds,
 )
 
-__all__ = ["Client", "Exchange"]
+__all__ = ["Client", "Exchange", "AcquireItem", "HeartbeatItem", "BatchResult"]
 
 T = TypeVar("T")
 
@@ -53,6 +53,46 @@ _OUTCOMES = ("succeeded", "failed")
 # The most job ids one POST /owed takes (the spec's maxItems); owed() asks
 # in batches of this many, and so does the runner's owed-tick poll.
 _OWED_BATCH = 1000
+
+# The most items one POST /acquire or POST /heartbeat takes; a longer batch
+# is sent as several requests.
+MAX_BATCH_ITEMS = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class AcquireItem:
+    """One acquire of :meth:`Client.acquire_batch`: the job and the fields of
+    :meth:`Client.acquire` it sets itself; a field left None takes the
+    batch's default. An item with ``tick`` or ``nearest_tick`` takes neither
+    from the defaults."""
+
+    job_id: str
+    owner: Optional[str] = None
+    ttl: Optional[Seconds] = None
+    tick: Optional[datetime] = None
+    nearest_tick: bool = False
+    schedule: Optional[str] = None
+    grace: Optional[Seconds] = None
+    catch_up: Optional[str] = None
+    catch_up_window: Optional[Seconds] = None
+    group: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class HeartbeatItem:
+    """One heartbeat of :meth:`Client.heartbeat_batch`: the job and the
+    grant's token; ``owner`` and ``ttl`` left None take the batch's
+    defaults."""
+
+    job_id: str
+    token: int
+    owner: Optional[str] = None
+    ttl: Optional[Seconds] = None
+
+
+#: One item's result in a batch: the lease its single call would have
+#: returned, or the error that call would have raised.
+BatchResult = Union[Lease, errors.LeaseError]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +143,8 @@ class Client:
     OPERATIONS: Mapping[str, str] = {
         "acquireLease": "acquire",
         "heartbeatLease": "heartbeat",
+        "acquireBatch": "acquire_batch",
+        "heartbeatBatch": "heartbeat_batch",
         "releaseLease": "release",
         "getLease": "get",
         "listLeases": "list",
@@ -215,26 +257,8 @@ class Client:
         :class:`GroupFull` (all :class:`NotAcquired`) when this tick is not
         this owner's to run (now).
         """
-        if tick is not None and nearest_tick:
-            raise ValueError("pass tick or nearest_tick, not both")
+        body = _acquire_fields(owner, ttl, tick, nearest_tick, schedule, grace, catch_up, catch_up_window, group)
         check_schedule_options(schedule, grace, catch_up, catch_up_window)
-        body: Dict[str, Any] = {"owner": owner}
-        if ttl is not None:
-            body["ttlMs"] = to_millis(ttl, "ttl")
-        if tick is not None:
-            body["tick"] = format_time(tick)
-        if nearest_tick:
-            body["nearestTick"] = True
-        if schedule is not None:
-            body["schedule"] = schedule
-        if grace is not None:
-            body["graceMs"] = to_millis(grace, "grace")
-        if catch_up is not None:
-            body["catchUp"] = catch_up
-        if catch_up_window is not None:
-            body["catchUpWindowMs"] = to_millis(catch_up_window, "catch up window")
-        if group is not None:
-            body["group"] = group
         return self._call("POST", f"/leases/{_segment(job_id)}/acquire", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
 
     def heartbeat(
@@ -271,6 +295,74 @@ class Client:
             raise ValueError(f"outcome {outcome!r} must be one of {', '.join(_OUTCOMES)}")
         body = {"owner": owner, "token": token, "outcome": outcome}
         return self._call("POST", f"/leases/{_segment(job_id)}/release", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
+
+    def acquire_batch(
+        self,
+        items: Iterable[AcquireItem],
+        *,
+        owner: Optional[str] = None,
+        ttl: Optional[Seconds] = None,
+        tick: Optional[datetime] = None,
+        nearest_tick: bool = False,
+        schedule: Optional[str] = None,
+        grace: Optional[Seconds] = None,
+        catch_up: Optional[str] = None,
+        catch_up_window: Optional[Seconds] = None,
+        group: Optional[str] = None,
+        retry_for: Optional[Seconds] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> List[BatchResult]:
+        """Acquires the leases of several jobs in one request (``POST
+        /acquire``), each decided exactly as its :meth:`acquire` would be.
+        The keyword arguments are the defaults of every item that does not
+        set its own (see :class:`AcquireItem`).
+
+        Returns one result per item, in item order: the :class:`Lease`, or
+        the :class:`LeaseError` its single call would have raised
+        (:class:`LeaseHeld`, :class:`Forbidden`, ...), not raised. Items
+        answered 429 or 503 are sent again, together, as a single call would
+        be, until ``retry_for`` ends. Raises only for the request as a
+        whole: ValueError for a job given twice, and the error of an answer
+        that is not 200 (no answer, 401, 503 for every item, or 404/405 from
+        a leaseapi without the batch routes). More than 1000 items go as
+        several requests."""
+        items = list(items)
+        defaults = _acquire_fields(owner, ttl, tick, nearest_tick, schedule, grace, catch_up, catch_up_window, group)
+        bodies = []
+        for item in items:
+            check_schedule_options(_pick(item.schedule, schedule), _pick(item.grace, grace), _pick(item.catch_up, catch_up), _pick(item.catch_up_window, catch_up_window))
+            fields = _acquire_fields(item.owner, item.ttl, item.tick, item.nearest_tick, item.schedule, item.grace, item.catch_up, item.catch_up_window, item.group)
+            bodies.append({"jobId": item.job_id, **fields})
+        return self._batch("/acquire", defaults, bodies, retry_for, timeout)
+
+    def heartbeat_batch(
+        self,
+        items: Iterable[HeartbeatItem],
+        *,
+        owner: Optional[str] = None,
+        ttl: Optional[Seconds] = None,
+        retry_for: Optional[Seconds] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> List[BatchResult]:
+        """Extends several grants in one request (``POST /heartbeat``), each
+        as its :meth:`heartbeat` would; ``owner`` and ``ttl`` are the
+        defaults of the items. Results, retries and errors as
+        :meth:`acquire_batch`: a grant that is gone is a :class:`LeaseLost`
+        in its place."""
+        defaults: Dict[str, Any] = {}
+        if owner is not None:
+            defaults["owner"] = owner
+        if ttl is not None:
+            defaults["ttlMs"] = to_millis(ttl, "ttl")
+        bodies = []
+        for item in items:
+            body: Dict[str, Any] = {"jobId": item.job_id, "token": item.token}
+            if item.owner is not None:
+                body["owner"] = item.owner
+            if item.ttl is not None:
+                body["ttlMs"] = to_millis(item.ttl, "ttl")
+            bodies.append(body)
+        return self._batch("/heartbeat", defaults, bodies, retry_for, timeout)
 
     # Reading.
 
@@ -618,13 +710,60 @@ class Client:
             pairs = [(k, _query_value(v)) for k, v in query.items() if v is not None]
             if pairs:
                 path += "?" + urllib.parse.urlencode(pairs)
-        window = self.retry_for if retry_for is None else to_seconds(retry_for)
-        request_timeout = self.timeout if timeout is None else to_seconds(timeout)
-        data, request_id = retrying(lambda: self._once(method, path, body, headers, request_timeout), window, self._log, f"{method} {path}", idempotent=idempotent)
+        data, request_id = self._exchange(method, path, body, headers, retry_for, timeout, idempotent)
         try:
             return parse(data)
         except (KeyError, TypeError, ValueError) as err:
             raise errors.ProtocolError(f"{method} {path}: an answer the client cannot read ({type(err).__name__}: {err})", request_id=request_id) from err
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: Optional[Dict[str, Any]],
+        headers: Optional[Mapping[str, str]],
+        retry_for: Optional[Seconds],
+        timeout: Optional[Seconds],
+        idempotent: bool = True,
+    ) -> Tuple[Dict[str, Any], Optional[str]]:
+        """Sends one call with its retries; returns the JSON object of its
+        2xx answer and the answer's request id."""
+        window = self.retry_for if retry_for is None else to_seconds(retry_for)
+        request_timeout = self.timeout if timeout is None else to_seconds(timeout)
+        return retrying(lambda: self._once(method, path, body, headers, request_timeout), window, self._log, f"{method} {path}", idempotent=idempotent)
+
+    def _batch(self, path: str, defaults: Dict[str, Any], items: List[Dict[str, Any]], retry_for: Optional[Seconds], timeout: Optional[Seconds]) -> List[BatchResult]:
+        """Sends the items of a batch route with the defaults, at most
+        MAX_BATCH_ITEMS a request, and sends the items answered 429 or 503
+        again, together, after their backoff, until the retry window ends."""
+        seen: Dict[str, int] = {}
+        for i, item in enumerate(items):
+            _segment(item["jobId"])
+            if item["jobId"] in seen:
+                raise ValueError(f"items {seen[item['jobId']]} and {i} are both job {item['jobId']!r}; send each job once per batch")
+            seen[item["jobId"]] = i
+        deadline = time.monotonic() + (self.retry_for if retry_for is None else to_seconds(retry_for))
+        results: List[Any] = [None] * len(items)
+        pending = list(range(len(items)))
+        backoff = _MIN_BACKOFF
+        while True:
+            for start in range(0, len(pending), MAX_BATCH_ITEMS):
+                chunk = pending[start : start + MAX_BATCH_ITEMS]
+                body = dict(defaults, items=[items[i] for i in chunk])
+                data, request_id = self._exchange("POST", path, body, None, max(0.0, deadline - time.monotonic()), timeout)
+                answers = _batch_results("POST", path, data, [items[i]["jobId"] for i in chunk], request_id)
+                for i, answer in zip(chunk, answers):
+                    results[i] = answer
+            again = [i for i in pending if isinstance(results[i], (errors.RateLimited, errors.Unavailable))]
+            if not again:
+                return results
+            wait = max(_jitter(backoff), max(results[i].retry_after or 0.0 for i in again))
+            if time.monotonic() + wait >= deadline:
+                return results
+            self._log.warning("leaseapi POST %s: %d of %d items failed, retrying them in %.2fs: %s", path, len(again), len(pending), wait, results[again[0]])
+            time.sleep(wait)
+            backoff = min(2 * backoff, _MAX_BACKOFF)
+            pending = again
 
     def _once(self, method: str, path: str, body: Optional[Dict[str, Any]], extra_headers: Optional[Mapping[str, str]], timeout: float) -> Tuple[Dict[str, Any], Optional[str]]:
         headers = {"Accept": "application/json, application/problem+json", "User-Agent": self._user_agent}
@@ -694,14 +833,21 @@ def retrying(attempt: Callable[[], T], window: float, log: logging.Logger, what:
 
 def _problem(method: str, path: str, status: int, headers: Mapping[str, str], payload: bytes, request_id: Optional[str]) -> errors.LeaseError:
     """The error an answer that is not 2xx stands for."""
-    retry_after = _retry_after(headers.get("Retry-After"))
     try:
         problem = json.loads(payload)
     except ValueError:
         problem = None
+    text = payload[:200].decode("utf-8", "replace").strip()
+    return _problem_error(method, path, status, problem, text, _retry_after(headers.get("Retry-After")), request_id)
+
+
+def _problem_error(method: str, path: str, status: int, problem: Any, text: str, retry_after: Optional[float], request_id: Optional[str]) -> errors.LeaseError:
+    """The error of the problem document ``problem`` answered with status
+    (a call's answer, or one item's in a batch); ``text`` stands in for a
+    document that is not leaseapi's."""
     if not isinstance(problem, dict) or not isinstance(problem.get("code"), str):
         # Not leaseapi's problem document: a proxy or load balancer answered.
-        text = payload[:200].decode("utf-8", "replace").strip() or http.client.responses.get(status, "")
+        text = text or http.client.responses.get(status, "")
         return errors.error_class(None, status)(f"{method} {path}: {text}", status=status, retry_after=retry_after, request_id=request_id)
     lease = None
     if isinstance(problem.get("lease"), dict):
@@ -730,6 +876,69 @@ def _problem(method: str, path: str, status: int, headers: Mapping[str, str], pa
         except ValueError:
             pass  # a time the client cannot represent: the refusal stands without it
     return err
+
+
+def _batch_results(method: str, path: str, data: Dict[str, Any], job_ids: Sequence[str], request_id: Optional[str]) -> List[BatchResult]:
+    """The results of a batch's answer, one per job of job_ids in order: a
+    lease, or the error its single call would have raised. An answer that
+    does not match the items is a ProtocolError."""
+    try:
+        results = data["results"]
+        if not isinstance(results, list) or len(results) != len(job_ids):
+            raise ValueError(f"{len(job_ids)} items sent, {len(results) if isinstance(results, list) else 'no list of'} results answered")
+        out: List[BatchResult] = []
+        for job_id, result in zip(job_ids, results):
+            if result["jobId"] != job_id:
+                raise ValueError(f"result for job {result['jobId']!r} where job {job_id!r} was sent")
+            status = result["status"]
+            if status == 200:
+                out.append(Lease.from_json(result["lease"]))
+            else:
+                out.append(_problem_error(method, path, int(status), result.get("problem"), "", None, request_id))
+        return out
+    except (KeyError, TypeError, ValueError) as err:
+        raise errors.ProtocolError(f"{method} {path}: an answer the client cannot read ({type(err).__name__}: {err})", request_id=request_id) from err
+
+
+def _acquire_fields(
+    owner: Optional[str],
+    ttl: Optional[Seconds],
+    tick: Optional[datetime],
+    nearest_tick: bool,
+    schedule: Optional[str],
+    grace: Optional[Seconds],
+    catch_up: Optional[str],
+    catch_up_window: Optional[Seconds],
+    group: Optional[str],
+) -> Dict[str, Any]:
+    """The JSON fields of an acquire that are given: a single call's body,
+    a batch's defaults or one of its items."""
+    if tick is not None and nearest_tick:
+        raise ValueError("pass tick or nearest_tick, not both")
+    body: Dict[str, Any] = {}
+    if owner is not None:
+        body["owner"] = owner
+    if ttl is not None:
+        body["ttlMs"] = to_millis(ttl, "ttl")
+    if tick is not None:
+        body["tick"] = format_time(tick)
+    if nearest_tick:
+        body["nearestTick"] = True
+    if schedule is not None:
+        body["schedule"] = schedule
+    if grace is not None:
+        body["graceMs"] = to_millis(grace, "grace")
+    if catch_up is not None:
+        body["catchUp"] = catch_up
+    if catch_up_window is not None:
+        body["catchUpWindowMs"] = to_millis(catch_up_window, "catch up window")
+    if group is not None:
+        body["group"] = group
+    return body
+
+
+def _pick(value: Optional[T], default: Optional[T]) -> Optional[T]:
+    return default if value is None else value
 
 
 def _nothing(data: Dict[str, Any]) -> None:

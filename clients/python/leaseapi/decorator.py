@@ -33,6 +33,7 @@ def leased(
     runner: Optional[Runner] = None,
     logger: Optional[logging.Logger] = None,
     owed: bool = True,
+    batch: bool = True,
 ) -> Callable[[F], F]:
     """Decorates the function a scheduler runs at every tick of ``schedule``
     on every replica, so that each tick runs on one of them::
@@ -61,8 +62,11 @@ def leased(
     not win (another replica has the tick, it ran, or the job is paused)
     returns None without running it. A function that raises, or a run that
     lost its lease, raises (the lease released ``failed``), so the
-    scheduler logs it. ``owner``, ``ttl`` and ``logger`` configure the
-    :class:`Runner` made for the function, unless ``runner`` is given.
+    scheduler logs it. ``owner``, ``ttl``, ``logger`` and ``batch`` configure
+    the :class:`Runner` made for the function, unless ``runner`` is given.
+    The runners of one :class:`Client` send their acquires and heartbeats in
+    batches (see :class:`Runner`), so the functions that fire at one tick
+    take one or two requests; ``batch=False`` sends single calls.
 
     The ticks the job owes (a catch-up tick, or run now: ``leasectl
     trigger``) are claimed by the runner's owed-tick poll
@@ -73,7 +77,7 @@ def leased(
     if not schedule:
         raise ValueError(f"leased({job!r}) needs the job's schedule: the service picks the tick from it and records the ticks no replica started")
     if runner is None:
-        runner = Runner(client, owner, ttl=ttl, logger=logger)
+        runner = Runner(client, owner, ttl=ttl, logger=logger, batch=batch)
     the_runner = runner
     options = dict(schedule=schedule, grace=grace, catch_up=catch_up, catch_up_window=catch_up_window, max_run_time=max_run_time, group=group)
 

@@ -35,6 +35,16 @@ meanwhile. Jobs should poll ``stop`` (or wait on it), run commands through
 :meth:`RunContext.run_process`, which terminates them, and pass the fencing
 token (``RunContext.token``) to what they write to.
 
+The acquires and heartbeats of a runner go in batches (``POST /acquire``,
+``POST /heartbeat``) by group commit: while a batch is at leaseapi, further
+acquires (heartbeats) of every runner of the same :class:`Client` in this
+process queue, and when it returns the queue goes as the next batch (at
+most 1000, one per job); a call alone goes at once, as the single call. So
+the jobs that fire at one tick take one or two requests, not one each. Each run gets what its
+single call would have: the same lease or error, retried the same way. A
+leaseapi that answers the batch routes 404 or 405 (a version without them)
+gets single calls from then on; ``batch=False`` sends single calls only.
+
 A job may owe a tick: a catch-up tick that no replica ran during an outage,
 or one an operator asked for (run now: ``leasectl trigger``). The jobs
 registered with :meth:`Runner.watch_owed` are polled for what they owe
@@ -49,6 +59,7 @@ runs a job twice at once. :meth:`Runner.shutdown` stops the polling.
 from __future__ import annotations
 
 import contextvars
+import copy
 import dataclasses
 import logging
 import os
@@ -58,11 +69,12 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import errors
-from .client import _OWED_BATCH, Client, _jitter, check_schedule_options, retrying
+from .client import _OWED_BATCH, MAX_BATCH_ITEMS, AcquireItem, BatchResult, Client, HeartbeatItem, _jitter, check_schedule_options, retrying
 from .models import Lease, Owed, Seconds, format_time, to_seconds
 
 __all__ = [
@@ -287,7 +299,9 @@ class Runner:
     429/503. ``owed_poll_interval`` (seconds, default 10, each wait jittered
     by ±20 %; 0 turns polling off, for a leaseapi without owed ticks) is how
     often the jobs registered with :meth:`watch_owed` ask what they owe; an
-    owed tick's acquire is retried until the next poll.
+    owed tick's acquire is retried until the next poll. ``batch`` (default
+    True) sends acquires and heartbeats in batches (see the module); False
+    sends one request per call.
     """
 
     def __init__(
@@ -302,8 +316,10 @@ class Runner:
         acquire_wait: Seconds = 10.0,
         owed_poll_interval: Seconds = 10.0,
         logger: Optional[logging.Logger] = None,
+        batch: bool = True,
     ) -> None:
         self.client = client
+        self.batch = batch
         if owner is not None and not _valid_owner(owner):
             raise ValueError(f"owner {owner!r} must be 1-128 printable ASCII characters without spaces")
         self._owner = owner
@@ -387,10 +403,9 @@ class Runner:
                 # The send time of the attempt that got the lease starts the
                 # local deadline; retries are this loop's, so that it is the
                 # last attempt's, not the first's.
-                sent = time.monotonic()
-                lease = self.client.acquire(
+                item = AcquireItem(
                     job_id,
-                    owner,
+                    owner=owner,
                     ttl=self.ttl,
                     tick=tick,
                     nearest_tick=nearest_tick,
@@ -399,10 +414,10 @@ class Runner:
                     catch_up=spec.catch_up,
                     catch_up_window=spec.catch_up_window,
                     group=spec.group,
-                    retry_for=0,
-                    timeout=self.request_timeout,
                 )
-                return sent, lease
+                if self.batch:
+                    return _batchers_of(self.client, self._log).acquires.call(item, self.request_timeout)
+                return _acquire_single(self.client, item, self.request_timeout)
 
             try:
                 sent, lease = self._acquire(attempt, job_id, tick, spec, acquire_wait, log)
@@ -785,8 +800,12 @@ class _Run:
         """Sends one heartbeat (without holding cond) and records its result."""
         r = self.r
         timeout = max(0.001, min(r.request_timeout, self.valid_until - now))
+        item = HeartbeatItem(self.lease.job_id, self.lease.token, owner=self.owner, ttl=r.ttl)
         try:
-            lease = r.client.heartbeat(self.lease.job_id, self.owner, self.lease.token, ttl=r.ttl, retry_for=0, timeout=timeout)
+            if r.batch:
+                _, lease = _batchers_of(r.client, r._log).heartbeats.call(item, timeout)
+            else:
+                _, lease = _heartbeat_single(r.client, item, timeout)
         except (errors.LeaseLost, errors.NotFound) as err:
             # Revoked, or expired and taken over: another replica may run
             # the job now, so this one must stop and has nothing to release.
@@ -855,3 +874,188 @@ class _Run:
 
 # The placeholder of a job whose acquire is on its way.
 _PENDING: Any = object()
+
+
+def _acquire_single(client: Client, item: AcquireItem, timeout: float) -> Tuple[float, Lease]:
+    """The acquire of item as a single call, once; returns its send time
+    and the lease."""
+    sent = time.monotonic()
+    lease = client.acquire(
+        item.job_id,
+        item.owner or "",
+        ttl=item.ttl,
+        tick=item.tick,
+        nearest_tick=item.nearest_tick,
+        schedule=item.schedule,
+        grace=item.grace,
+        catch_up=item.catch_up,
+        catch_up_window=item.catch_up_window,
+        group=item.group,
+        retry_for=0,
+        timeout=timeout,
+    )
+    return sent, lease
+
+
+def _heartbeat_single(client: Client, item: HeartbeatItem, timeout: float) -> Tuple[float, Lease]:
+    """The heartbeat of item as a single call, once."""
+    sent = time.monotonic()
+    return sent, client.heartbeat(item.job_id, item.owner or "", item.token, ttl=item.ttl, retry_for=0, timeout=timeout)
+
+
+class _Call:
+    """One acquire or heartbeat waiting in a _Batcher for its answer."""
+
+    def __init__(self, item: Union[AcquireItem, HeartbeatItem], timeout: float) -> None:
+        self.item = item
+        self.timeout = timeout
+        self.done = threading.Event()
+        # Set with done: the batch's send time and the item's result, or
+        # single when the call is to be sent alone.
+        self.sent = 0.0
+        self.result: Union[Lease, BaseException, None] = None
+        self.single = False
+
+
+class _Batcher:
+    """Group commit of one batch route: while a batch is at leaseapi,
+    further calls queue; when it returns, the queue goes as the next batch
+    (at most MAX_BATCH_ITEMS, one per job: a second call of a job waits for
+    the next). No timer: a call that finds nothing in flight goes at once.
+    The sender is a thread that lives while calls queue."""
+
+    def __init__(self, owner: "_Batchers", route: str, send: Callable[[List[Any], float], List[BatchResult]], single: Callable[[Client, Any, float], Tuple[float, Lease]]) -> None:
+        self._owner = owner
+        self._route = route
+        self._send = send
+        self._single = single
+        self._lock = threading.Lock()
+        self._queue: List[_Call] = []
+        self._sending = False
+
+    def call(self, item: Union[AcquireItem, HeartbeatItem], timeout: float) -> Tuple[float, Lease]:
+        """The send time and lease of item, as its single call with
+        retry_for=0 and timeout would return them, or what it would raise;
+        answered in at most timeout seconds."""
+        if self._owner.single_only:
+            return self._single(self._owner.client, item, timeout)
+        call = _Call(item, timeout)
+        with self._lock:
+            self._queue.append(call)
+            if not self._sending:
+                self._sending = True
+                threading.Thread(target=self._send_batches, name=f"leaseapi-batch{self._route.replace('/', '-')}", daemon=True).start()
+        if not call.done.wait(timeout):
+            with self._lock:
+                queued = call in self._queue
+                if queued:
+                    self._queue.remove(call)
+            what = "was not sent" if queued else "got no answer"
+            raise errors.ConnectionFailed(f"POST {self._owner.client.url}{self._route}: the batch of job {item.job_id} {what} within {timeout:.3f}s")
+        if call.single:
+            return self._single(self._owner.client, item, timeout)
+        if isinstance(call.result, BaseException):
+            raise call.result
+        assert isinstance(call.result, Lease)
+        return call.sent, call.result
+
+    def _send_batches(self) -> None:
+        while True:
+            with self._lock:
+                batch: List[_Call] = []
+                rest: List[_Call] = []
+                jobs = set()
+                for call in self._queue:
+                    if len(batch) < MAX_BATCH_ITEMS and call.item.job_id not in jobs:
+                        jobs.add(call.item.job_id)
+                        batch.append(call)
+                    else:
+                        rest.append(call)
+                self._queue = rest
+                if not batch:
+                    self._sending = False
+                    return
+            if self._owner.single_only:
+                # Batching stopped while these queued: each goes alone.
+                for call in batch:
+                    call.single = True
+                    call.done.set()
+                continue
+            self._send_one(batch)
+
+    def _send_one(self, batch: List[_Call]) -> None:
+        """Sends batch and answers each of its calls, whatever happens. A
+        batch of one is sent as its single call (the same answer, from a
+        route that costs leaseapi less), from this thread, so that further
+        calls queue meanwhile."""
+        if len(batch) == 1:
+            call = batch[0]
+            try:
+                call.sent, call.result = self._single(self._owner.client, call.item, call.timeout)
+            except BaseException as err:  # noqa: B902 - the caller raises it
+                call.sent, call.result = time.monotonic(), err
+            call.done.set()
+            return
+        sent = time.monotonic()
+        try:
+            results: List[Any] = self._send([c.item for c in batch], min(c.timeout for c in batch))
+        except errors.LeaseError as err:
+            if err.status in (404, 405):
+                # A leaseapi without the batch routes: single calls for good.
+                self._owner.stop_batching(err)
+                results = [None] * len(batch)
+            elif isinstance(err, errors.InvalidRequest):
+                # Refused as a whole (one item the request cannot carry):
+                # each goes alone and gets its own answer.
+                results = [None] * len(batch)
+            else:
+                # No answer, or one for every item (401, 503): each call
+                # gets it, as its single call would have.
+                results = [copy.copy(err) for _ in batch]
+        except ValueError:
+            results = [None] * len(batch)  # each call raises its own
+        except BaseException as err:  # noqa: B902 - never leave a caller waiting
+            results = [err] * len(batch)
+        for call, result in zip(batch, results):
+            call.sent, call.result, call.single = sent, result, result is None
+            call.done.set()
+
+
+class _Batchers:
+    """The batchers of one Client in this process, shared by its runners:
+    the jobs of every runner that fire at one tick go together."""
+
+    def __init__(self, client: Client, log: logging.Logger) -> None:
+        self.client = client
+        self._log = log
+        self.single_only = False
+        self.acquires = _Batcher(self, "/acquire", lambda items, timeout: client.acquire_batch(items, retry_for=0, timeout=timeout), _acquire_single)
+        self.heartbeats = _Batcher(self, "/heartbeat", lambda items, timeout: client.heartbeat_batch(items, retry_for=0, timeout=timeout), _heartbeat_single)
+
+    def stop_batching(self, err: errors.LeaseError) -> None:
+        if not self.single_only:
+            self.single_only = True
+            self._log.info("leaseapi at %s does not serve batches (%s): sending single calls from now on", self.client.url, err)
+
+
+_batchers_lock = threading.Lock()
+_batchers: "weakref.WeakKeyDictionary[Client, _Batchers]" = weakref.WeakKeyDictionary()
+
+
+def _batchers_of(client: Client, log: logging.Logger) -> _Batchers:
+    with _batchers_lock:
+        found = _batchers.get(client)
+        if found is None:
+            found = _batchers[client] = _Batchers(client, log)
+        return found
+
+
+def _forget_batchers() -> None:
+    # A forked child (a Celery prefork worker) has none of its parent's
+    # sender threads: it starts with batchers of its own.
+    global _batchers_lock, _batchers
+    _batchers_lock = threading.Lock()
+    _batchers = weakref.WeakKeyDictionary()
+
+
+os.register_at_fork(after_in_child=_forget_batchers)

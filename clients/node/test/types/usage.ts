@@ -35,6 +35,17 @@ export async function example(): Promise<number> {
   if (policy.status === 'alerting' && lease.alerting) {
     return policy.alertReasons.includes('failures') ? 5 : (since?.getTime() ?? 6);
   }
+  const results = await client.acquireBatch([{ jobId: 'a', tick: new Date() }, { jobId: 'b', owner: 'pod-b' }], { owner: 'pod-a', ttlMs: 30000, schedule: '0 7 * * *' });
+  for (const r of results) {
+    if (r instanceof LeaseApiError) {
+      void r.notAcquired;
+    } else {
+      void r.expiresAt?.getTime();
+    }
+  }
+  const beats = await client.heartbeatBatch([{ jobId: 'a', token: 1 }], { owner: 'pod-a' });
+  void beats.length;
+  new Runner(client, { batch: false });
   await client.deletePolicy('nightly');
   try {
     await client.get('nightly');
