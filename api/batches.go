@@ -108,6 +108,9 @@ type BatchResult struct {
 	Status  int      `json:"status"`
 	Lease   *Lease   `json:"lease,omitempty"`
 	Problem *Problem `json:"problem,omitempty"`
+	// RetryAfter is the seconds the single call's Retry-After header would
+	// have said, nil when it would have sent none.
+	RetryAfter *int `json:"retryAfter,omitempty"`
 }
 
 var _ json.Marshaler = BatchResponse{}
@@ -141,6 +144,10 @@ func (res BatchResult) AppendJSON(b []byte) []byte {
 	if res.Problem != nil {
 		b = append(b, `,"problem":`...)
 		b = res.Problem.AppendJSON(b)
+	}
+	if res.RetryAfter != nil {
+		b = append(b, `,"retryAfter":`...)
+		b = strconv.AppendInt(b, int64(*res.RetryAfter), 10)
 	}
 	return append(b, '}')
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
@@ -173,8 +174,14 @@ func (b *batch) answered(i int) bool { return b.results[i].Status != 0 }
 
 // fail answers item i with the problem of err.
 func (b *batch) fail(r *http.Request, i int, err error) {
-	p, _, _ := problemOf(r, err)
+	p, retry, header := problemOf(r, err)
+	if retry == "" {
+		retry = header.Get("Retry-After")
+	}
 	b.results[i].Status, b.results[i].Problem = p.Status, &p
+	if s, err := strconv.Atoi(retry); err == nil {
+		b.results[i].RetryAfter = &s
+	}
 }
 
 // answer answers item i with the store's answer a.

@@ -148,6 +148,9 @@ func TestAcquireBatch(t *testing.T) {
 		}
 		sameProblem(t, wantItemProblem(t, res[1], http.StatusConflict, api.CodeLeaseHeld),
 			b.acquire(t, held, api.AcquireRequest{Owner: "a", TTLMs: ptr[int64](60000), Tick: ptr(api.FormatTime(tick))}))
+		if res[1].RetryAfter == nil || *res[1].RetryAfter < 1 || res[2].RetryAfter != nil {
+			t.Errorf("retryAfter: lease_held %v, tick_done %v; want the held item's Retry-After seconds, none for tick_done", res[1].RetryAfter, res[2].RetryAfter)
+		}
 		sameProblem(t, wantItemProblem(t, res[2], http.StatusConflict, api.CodeTickDone),
 			b.acquire(t, done, api.AcquireRequest{Owner: "a", TTLMs: ptr[int64](60000), Tick: ptr(api.FormatTime(tick))}))
 		sameProblem(t, wantItemProblem(t, res[3], http.StatusBadRequest, api.CodeInvalidRequest),
@@ -363,6 +366,9 @@ func TestBatchScopesAndRate(t *testing.T) {
 				continue
 			}
 			wantItemProblem(t, r, http.StatusTooManyRequests, api.CodeRateLimited)
+			if r.RetryAfter == nil || *r.RetryAfter < 1 {
+				t.Errorf("%s: rate_limited without retryAfter", r.JobID)
+			}
 			wantProblem(t, b.do(t, request{method: http.MethodGet, path: "/leases/" + r.JobID, header: root}), http.StatusNotFound, api.CodeNotFound)
 		}
 		for range 2 {

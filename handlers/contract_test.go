@@ -186,7 +186,7 @@ func TestContractBatches(t *testing.T) {
 		"WithoutJobID":       func(g, _ map[string]any) { delete(g, "jobId") },
 		"Status201":          func(g, _ map[string]any) { g["status"] = 201 },
 		"StatusAsString":     func(g, _ map[string]any) { g["status"] = "200" },
-		"ExtraField":         func(g, _ map[string]any) { g["retryAfter"] = 1 },
+		"ExtraField":         func(g, _ map[string]any) { g["retryAfterMs"] = 1 },
 		"ProblemWithoutCode": func(_, r map[string]any) { delete(r["problem"].(map[string]any), "code") },
 	} {
 		granted, refused := maps.Clone(results[0].(map[string]any)), maps.Clone(results[1].(map[string]any))

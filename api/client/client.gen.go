@@ -1350,8 +1350,14 @@ type BatchResult struct {
 	Lease *Lease `json:"lease,omitempty"`
 
 	// Problem RFC 9457 problem details.
-	Problem *Problem          `json:"problem,omitempty"`
-	Status  BatchResultStatus `json:"status"`
+	Problem *Problem `json:"problem,omitempty"`
+
+	// RetryAfter Seconds to wait before asking again for this item: what the single
+	// call's `Retry-After` header would have said (`lease_held`,
+	// `group_full`, `rate_limited`, `unavailable`, `overloaded`); absent
+	// when that call would have sent none.
+	RetryAfter *int              `json:"retryAfter,omitempty"`
+	Status     BatchResultStatus `json:"status"`
 }
 
 // BatchResultStatus defines model for BatchResult.Status.

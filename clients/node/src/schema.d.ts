@@ -1291,6 +1291,13 @@ export interface components {
             status: 200 | 400 | 403 | 404 | 409 | 429 | 500 | 503;
             lease?: components["schemas"]["Lease"];
             problem?: components["schemas"]["Problem"];
+            /**
+             * @description Seconds to wait before asking again for this item: what the single
+             *     call's `Retry-After` header would have said (`lease_held`,
+             *     `group_full`, `rate_limited`, `unavailable`, `overloaded`); absent
+             *     when that call would have sent none.
+             */
+            retryAfter?: number;
         };
         Lease: {
             jobId: components["schemas"]["JobID"];
