@@ -460,3 +460,48 @@ func TestCoalescerBatchHolderRenewsWithItsOwnCall(t *testing.T) {
 		t.Errorf("a's item of other: got owner %q, error %v; want granted to a", a.Lease.Owner, a.Err)
 	}
 }
+
+// TestCoalescerFollowerOfAnInvalidCall: a call the store answers as invalid
+// (here: it names a group that does not exist) decided nothing for its
+// followers, whose params are their own: each makes a call of its own and
+// is answered as that call would be (here: granted), not unavailable.
+func TestCoalescerFollowerOfAnInvalidCall(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+	ctx := context.Background()
+
+	first := b.acquire(ctx, "x")
+	<-b.gated.entered // x's call of job is at the store
+	invalid := make(chan acquireResult, 1)
+	go func() {
+		l, err := b.coalescer.Acquire(ctx, &leaseapi.AcquireParams{JobID: "job", Owner: "a", TTL: time.Minute, Group: new("nogroup")})
+		invalid <- acquireResult{l, err}
+	}()
+	b.waitQueued(t, "job", 1)
+	batch := b.acquireBatch(ctx, "b", "job")
+	b.waitQueued(t, "job", 2)
+	b.gated.gate <- struct{}{}
+	granted := <-first
+	if granted.err != nil {
+		t.Fatalf("x: %v", granted.err)
+	}
+	<-b.gated.entered // a leads the next call, with b's item following
+	if _, err := b.gated.Store.Release(ctx, &leaseapi.ReleaseParams{JobID: "job", Owner: "x", Token: granted.lease.Token,
+		Outcome: leaseapi.OutcomeSucceeded}); err != nil {
+		t.Fatalf("release by x: %v", err)
+	}
+	b.gated.gate <- struct{}{}
+	var inv *leaseapi.InvalidError
+	if r := <-invalid; !errors.As(r.err, &inv) || inv.Field != "group" {
+		t.Fatalf("a, naming no group: got %v, want invalid group", r.err)
+	}
+	select {
+	case <-b.gated.entered: // b's item makes its own call
+		b.gated.gate <- struct{}{}
+	case answers := <-batch:
+		t.Fatalf("b's item was answered by a's invalid call: %v; want a call of its own", answers[0].Err)
+	}
+	if a := (<-batch)[0]; a.Err != nil || a.Lease.Owner != "b" {
+		t.Errorf("b's item: got owner %q, error %v; want granted to b", a.Lease.Owner, a.Err)
+	}
+}
