@@ -22,10 +22,12 @@ import (
 const batchSeedEnv = "REPOTEST_BATCH_SEED"
 
 // Rounds and items of the batch properties: enough for every kind of item
-// to meet every other in a batch, few enough to keep the suite quick.
+// to meet every other in a batch, and batches larger than one statement of
+// the Postgres store's group commit holds (64), few enough to keep the
+// suite quick.
 const (
-	batchRounds   = 30
-	batchMaxItems = 40
+	batchRounds   = 15
+	batchMaxItems = 80
 )
 
 // batchRNG returns the random source of a batch property: seeded from
