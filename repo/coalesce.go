@@ -286,8 +286,14 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error, 
 	var conflict *leaseapi.ConflictError
 	var ahead *leaseapi.TickAheadError
 	var full *leaseapi.GroupFullError
+	var invalid *leaseapi.InvalidError
 	switch {
 	case err == nil:
+	case errors.As(err, &invalid):
+		// The store refused the leader's own params (a group that does
+		// not exist, a nearestTick with no schedule): that decides
+		// nothing for f, whose params are its own.
+		return acquireOutcome{}, false
 	case errors.As(err, &conflict):
 		lease, now = conflict.Lease, conflict.Lease.RenewedAt
 	case errors.As(err, &full):

@@ -326,3 +326,182 @@ func TestDecideFollowerGroupFull(t *testing.T) {
 		})
 	}
 }
+
+// acquireBatch sends owner's acquires of jobs as one batch.
+func (b *coalesceBundle) acquireBatch(ctx context.Context, owner string, jobs ...string) chan []leaseapi.Answer {
+	ps := make([]*leaseapi.AcquireParams, len(jobs))
+	for i, job := range jobs {
+		ps[i] = &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: time.Minute}
+	}
+	done := make(chan []leaseapi.Answer, 1)
+	go func() { done <- b.coalescer.AcquireBatch(ctx, ps) }()
+	return done
+}
+
+// waitForgotten polls until no call of job is at the store and nobody
+// waits for one.
+func (b *coalesceBundle) waitForgotten(t *testing.T, job string) {
+	t.Helper()
+	for range 5000 {
+		b.coalescer.mu.Lock()
+		_, busy := b.coalescer.queues[job]
+		b.coalescer.mu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("the queue of %s was never forgotten", job)
+}
+
+// TestCoalescerBatchFollowerSharesTheCall: a batch's item whose job has a
+// call at the store waits with the single acquires of that job and is
+// answered by the result of the next call, which one of them makes, while
+// the batch's other items go to the store.
+func TestCoalescerBatchFollowerSharesTheCall(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+	ctx := context.Background()
+
+	first := b.acquire(ctx, "a")
+	<-b.gated.entered // a's call of job is at the store
+	second := b.acquire(ctx, "b")
+	b.waitQueued(t, "job", 1)
+	batch := b.acquireBatch(ctx, "c", "job", "other")
+	b.waitQueued(t, "job", 2)
+	b.gated.gate <- struct{}{} // a wins
+	if r := <-first; r.err != nil {
+		t.Fatalf("a: %v", r.err)
+	}
+	<-b.gated.entered // b leads the next call, with c's item following
+	b.gated.gate <- struct{}{}
+	var conflict *leaseapi.ConflictError
+	if r := <-second; !errors.As(r.err, &conflict) || !errors.Is(r.err, leaseapi.ErrLeaseHeld) || conflict.Lease.Owner != "a" {
+		t.Errorf("b: got %v, want lease_held naming a", r.err)
+	}
+	answers := <-batch
+	if err := answers[0].Err; !errors.As(err, &conflict) || !errors.Is(err, leaseapi.ErrLeaseHeld) || conflict.Lease.Owner != "a" {
+		t.Errorf("c's item of job: got %v, want lease_held naming a", err)
+	}
+	if a := answers[1]; a.Err != nil || a.Lease.Owner != "c" {
+		t.Errorf("c's item of other: got owner %q, error %v; want granted to c", a.Lease.Owner, a.Err)
+	}
+	select {
+	case <-b.gated.entered:
+		t.Errorf("c's item of job made a call of its own; want it decided by b's call")
+	default:
+	}
+}
+
+// TestCoalescerBatchFollowerWithdrawsAtItsDeadline: when the batch's
+// context ends while an item waits as a follower, that item answers
+// unavailable, the items already decided keep their answers, and the
+// call it followed goes on.
+func TestCoalescerBatchFollowerWithdrawsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+
+	first := b.acquire(context.Background(), "a")
+	<-b.gated.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	batch := b.acquireBatch(ctx, "b", "job", "other")
+	b.waitQueued(t, "job", 1)
+	b.waitForgotten(t, "other") // the batch's own call decided other
+	cancel()
+	answers := <-batch
+	if err := answers[0].Err; !errors.Is(err, leaseapi.ErrUnavailable) {
+		t.Errorf("withdrawn item of job: got %v, want ErrUnavailable", err)
+	}
+	if a := answers[1]; a.Err != nil || a.Lease.Owner != "b" {
+		t.Errorf("b's item of other: got owner %q, error %v; want granted to b", a.Lease.Owner, a.Err)
+	}
+	b.gated.gate <- struct{}{}
+	if r := <-first; r.err != nil {
+		t.Fatalf("a: %v", r.err)
+	}
+	b.coalescer.mu.Lock()
+	defer b.coalescer.mu.Unlock()
+	if n := len(b.coalescer.queues); n != 0 {
+		t.Errorf("queues left: %d, want 0", n)
+	}
+}
+
+// TestCoalescerBatchHolderRenewsWithItsOwnCall: the holder's retry in a
+// batch, which the call it follows cannot decide, makes a call of its own
+// and renews.
+func TestCoalescerBatchHolderRenewsWithItsOwnCall(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+	ctx := context.Background()
+
+	first := b.acquire(ctx, "a")
+	<-b.gated.entered
+	second := b.acquire(ctx, "b")
+	b.waitQueued(t, "job", 1)
+	batch := b.acquireBatch(ctx, "a", "job", "other")
+	b.waitQueued(t, "job", 2)
+	b.gated.gate <- struct{}{}
+	granted := <-first
+	if granted.err != nil {
+		t.Fatalf("a: %v", granted.err)
+	}
+	<-b.gated.entered // b leads the next call, with a's item following
+	b.gated.gate <- struct{}{}
+	if r := <-second; !errors.Is(r.err, leaseapi.ErrLeaseHeld) {
+		t.Errorf("b: got %v, want lease_held", r.err)
+	}
+	<-b.gated.entered // a's item of job makes its own call
+	b.gated.gate <- struct{}{}
+	answers := <-batch
+	if a := answers[0]; a.Err != nil || a.Lease.Token != granted.lease.Token {
+		t.Errorf("holder's retry in a batch: got token %d, err %v; want token %d", a.Lease.Token, a.Err, granted.lease.Token)
+	}
+	if a := answers[1]; a.Err != nil || a.Lease.Owner != "a" {
+		t.Errorf("a's item of other: got owner %q, error %v; want granted to a", a.Lease.Owner, a.Err)
+	}
+}
+
+// TestCoalescerFollowerOfAnInvalidCall: a call the store answers as invalid
+// (here: it names a group that does not exist) decided nothing for its
+// followers, whose params are their own: each makes a call of its own and
+// is answered as that call would be (here: granted), not unavailable.
+func TestCoalescerFollowerOfAnInvalidCall(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+	ctx := context.Background()
+
+	first := b.acquire(ctx, "x")
+	<-b.gated.entered // x's call of job is at the store
+	invalid := make(chan acquireResult, 1)
+	go func() {
+		l, err := b.coalescer.Acquire(ctx, &leaseapi.AcquireParams{JobID: "job", Owner: "a", TTL: time.Minute, Group: new("nogroup")})
+		invalid <- acquireResult{l, err}
+	}()
+	b.waitQueued(t, "job", 1)
+	batch := b.acquireBatch(ctx, "b", "job")
+	b.waitQueued(t, "job", 2)
+	b.gated.gate <- struct{}{}
+	granted := <-first
+	if granted.err != nil {
+		t.Fatalf("x: %v", granted.err)
+	}
+	<-b.gated.entered // a leads the next call, with b's item following
+	if _, err := b.gated.Store.Release(ctx, &leaseapi.ReleaseParams{JobID: "job", Owner: "x", Token: granted.lease.Token,
+		Outcome: leaseapi.OutcomeSucceeded}); err != nil {
+		t.Fatalf("release by x: %v", err)
+	}
+	b.gated.gate <- struct{}{}
+	var inv *leaseapi.InvalidError
+	if r := <-invalid; !errors.As(r.err, &inv) || inv.Field != "group" {
+		t.Fatalf("a, naming no group: got %v, want invalid group", r.err)
+	}
+	select {
+	case <-b.gated.entered: // b's item makes its own call
+		b.gated.gate <- struct{}{}
+	case answers := <-batch:
+		t.Fatalf("b's item was answered by a's invalid call: %v; want a call of its own", answers[0].Err)
+	}
+	if a := (<-batch)[0]; a.Err != nil || a.Lease.Owner != "b" {
+		t.Errorf("b's item: got owner %q, error %v; want granted to b", a.Lease.Owner, a.Err)
+	}
+}

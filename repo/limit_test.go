@@ -12,8 +12,8 @@ import (
 
 // TestLimitCalls fills every slot with calls that wait, then checks that
 // each lease call is refused at once with ErrOverloaded (an unavailable
-// error), that Ready still passes, and that calls pass again once the slots
-// are free.
+// error), every call of a batch too, that Ready still passes, and that calls
+// pass again once the slots are free.
 func TestLimitCalls(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -56,6 +56,27 @@ func TestLimitCalls(t *testing.T) {
 			t.Errorf("%s with every slot taken: got %v, want ErrOverloaded wrapping ErrUnavailable", name, err)
 		}
 	}
+	// A batch takes one slot: without one, each of its calls is refused.
+	const items = 3
+	batches := map[string]func() []leaseapi.Answer{
+		"AcquireBatch": func() []leaseapi.Answer {
+			return store.AcquireBatch(ctx, []*leaseapi.AcquireParams{{JobID: "a"}, {JobID: "b"}, {JobID: "c"}})
+		},
+		"HeartbeatBatch": func() []leaseapi.Answer {
+			return store.HeartbeatBatch(ctx, []*leaseapi.HeartbeatParams{{JobID: "a"}, {JobID: "b"}, {JobID: "c"}})
+		},
+	}
+	for name, batch := range batches {
+		answers := batch()
+		if len(answers) != items {
+			t.Errorf("%s of %d calls with every slot taken: got %d answers, want %d", name, items, len(answers), items)
+		}
+		for i, a := range answers {
+			if !errors.Is(a.Err, leaseapi.ErrOverloaded) {
+				t.Errorf("%s with every slot taken, call %d: got %v, want ErrOverloaded", name, i, a.Err)
+			}
+		}
+	}
 	if err := store.Ready(ctx); err != nil {
 		t.Errorf("Ready with every slot taken: %v, want nil (not limited)", err)
 	}
@@ -74,6 +95,13 @@ func TestLimitCalls(t *testing.T) {
 	for name, call := range calls {
 		if err := call(); err != nil {
 			t.Errorf("%s after the slots were freed: %v", name, err)
+		}
+	}
+	for name, batch := range batches {
+		for i, a := range batch() {
+			if a.Err != nil {
+				t.Errorf("%s after the slots were freed, call %d: %v", name, i, a.Err)
+			}
 		}
 	}
 }

@@ -9,7 +9,8 @@ import (
 // GateStore is a store for testing store decorators: each lease call sends
 // on Started when it starts and returns when Unblock is closed. Acquire
 // returns a lease of the requested job with token 1, the other calls zero
-// values; Ready answers at once. Its other methods are not implemented.
+// values; a batch waits once and answers each call as the single call;
+// Ready answers at once. Its other methods are not implemented.
 type GateStore struct {
 	leaseapi.Store // nil: calling a method not listed here panics
 	Started        chan struct{}
@@ -31,6 +32,20 @@ func (g *GateStore) Acquire(_ context.Context, p *leaseapi.AcquireParams) (lease
 func (g *GateStore) Heartbeat(context.Context, *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
 	g.wait()
 	return leaseapi.Lease{}, nil
+}
+
+func (g *GateStore) AcquireBatch(_ context.Context, ps []*leaseapi.AcquireParams) []leaseapi.Answer {
+	g.wait()
+	out := make([]leaseapi.Answer, len(ps))
+	for i, p := range ps {
+		out[i].Lease = leaseapi.Lease{JobID: p.JobID, Owner: p.Owner, Token: 1}
+	}
+	return out
+}
+
+func (g *GateStore) HeartbeatBatch(_ context.Context, ps []*leaseapi.HeartbeatParams) []leaseapi.Answer {
+	g.wait()
+	return make([]leaseapi.Answer, len(ps))
 }
 
 func (g *GateStore) Release(context.Context, *leaseapi.ReleaseParams) (leaseapi.Lease, error) {

@@ -124,6 +124,8 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 		{"PolicyRateAndRuntime", testPolicyRateAndRuntime},
 		{"PolicyHeldAndExpired", testPolicyHeldAndExpired},
 		{"PolicyMissed", testPolicyMissed},
+		{"BatchAcquireConformance", testBatchAcquireConformance},
+		{"BatchHeartbeatConformance", testBatchHeartbeatConformance},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
