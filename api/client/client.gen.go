@@ -250,6 +250,21 @@ func (e GroupInUseProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for HealthStatus.
+const (
+	HealthStatusOk HealthStatus = "ok"
+)
+
+// Valid indicates whether the value is a known member of the HealthStatus enum.
+func (e HealthStatus) Valid() bool {
+	switch e {
+	case HealthStatusOk:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for IdempotencyKeyInFlightProblemCode.
 const (
 	IdempotencyKeyInFlightProblemCodeIdempotencyKeyInFlight IdempotencyKeyInFlightProblemCode = "idempotency_key_in_flight"
@@ -1500,6 +1515,23 @@ type GroupList struct {
 
 // GroupName A concurrency group's name, with the syntax of a job id; the caller's scopes cover it as they cover a job id.
 type GroupName = string
+
+// Health defines model for Health.
+type Health struct {
+	Status HealthStatus `json:"status"`
+
+	// Version The semantic version of the leaseapi that answered, without a
+	// leading `v` (`1.0.0`); `devel` (or `devel+dirty`) for a build that
+	// no release stamped. During a rolling upgrade the instances answer
+	// with different versions.
+	//
+	//
+	// Example: 1.0.0
+	Version string `json:"version"`
+}
+
+// HealthStatus defines model for Health.Status.
+type HealthStatus string
 
 // HeartbeatRequest defines model for HeartbeatRequest.
 type HeartbeatRequest struct {
@@ -3059,7 +3091,7 @@ type ClientInterface interface {
 	// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
 	PutGroup(ctx context.Context, name GroupName, body PutGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Healthz The process is alive.
+	// Healthz The process is alive, and which version it runs.
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3833,7 +3865,7 @@ func (c *Client) PutGroup(ctx context.Context, name GroupName, body PutGroupJSON
 	return c.Client.Do(req)
 }
 
-// Healthz The process is alive.
+// Healthz The process is alive, and which version it runs.
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6597,7 +6629,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
 	PutGroupWithResponse(ctx context.Context, name GroupName, body PutGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*PutGroupResponse, error)
 
-	// HealthzWithResponse The process is alive.
+	// HealthzWithResponse The process is alive, and which version it runs.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8074,11 +8106,11 @@ type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Status
+	JSON200 *Health
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r HealthzResponse) GetJSON200() *Status {
+func (r HealthzResponse) GetJSON200() *Health {
 	return r.JSON200
 }
 
@@ -11444,7 +11476,7 @@ func (c *ClientWithResponses) PutGroupWithResponse(ctx context.Context, name Gro
 	return ParsePutGroupResponse(rsp)
 }
 
-// HealthzWithResponse The process is alive.
+// HealthzWithResponse The process is alive, and which version it runs.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13165,7 +13197,7 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Status
+		var dest Health
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

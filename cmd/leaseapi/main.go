@@ -397,6 +397,10 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	// tells, and the Go runtime and process.
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := version.Get()
+	if err := metrics.RegisterBuildInfo(registry, build); err != nil {
+		return err
+	}
 	leaseMetrics, err := metrics.New(registry)
 	if err != nil {
 		return err
@@ -467,6 +471,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		MinTTL:         cfg.MinTTL,
 		MaxTTL:         cfg.MaxTTL,
 		RequestTimeout: cfg.RequestTimeout,
+		Version:        build.Version,
 		APITokens:      cfg.APITokens,
 		AdminTokens:    cfg.AdminTokens,
 		// The credentials are read from the store itself, not through the
