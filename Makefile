@@ -23,6 +23,8 @@ SPECLINT := $(GO) run -C api/lint . lint.yaml ../openapi.yaml
 # skips api/lint: a test-only dependency of its linter is not on the proxy.)
 # deploy/helm/test pins Helm (go tool helm) and the Kubernetes and Prometheus
 # Operator API types its test decodes the chart's objects into.
+# release/sbom only pins cyclonedx-gomod (go tool, for make release): it has
+# no code to vet, and lint checks that its go.mod is tidy.
 NESTED_MODULES := api/lint bench/peers deploy/helm/test
 # The chart, Helm pinned in deploy/helm/test/go.mod (no download but the
 # module proxy's), and the value files make lint renders it with: the
