@@ -210,6 +210,7 @@ func TestDTOsMatchSpec(t *testing.T) {
 		{"Problem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeNotFound, Title: "Not found", Status: 404, Detail: "d", Code: api.CodeNotFound}},
 		{"ConflictProblem", "Problem", api.Problem{Type: api.ProblemTypePrefix + api.CodeLeaseHeld, Title: "Lease held", Status: 409, Detail: "d", Code: api.CodeLeaseHeld, Lease: &problemLease}},
 		{"Status", "Status", api.Status{Status: "ok"}},
+		{"Health", "Health", api.Health{Status: "ok", Version: "1.0.0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
