@@ -7,9 +7,20 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/leaseapi ./cmd/leasectl
+# make release passes the version, its commit and the commit's time (the
+# build context has no .git); a plain docker build reports "devel".
+ARG VERSION=
+ARG COMMIT=
+ARG COMMIT_TIME=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w \
+      -X github.com/leaseapi/leaseapi/internal/version.Version=${VERSION} \
+      -X github.com/leaseapi/leaseapi/internal/version.Commit=${COMMIT} \
+      -X github.com/leaseapi/leaseapi/internal/version.CommitTime=${COMMIT_TIME}" \
+    -o /out/ ./cmd/leaseapi ./cmd/leasectl
 
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION=
+LABEL org.opencontainers.image.title="leaseapi" org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/leaseapi /usr/local/bin/leaseapi
 # leasectl ships beside the service: `docker run --entrypoint leasectl` for
 # ls/get/runs/revoke, and `COPY --from=<this image> /usr/local/bin/leasectl`

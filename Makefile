@@ -23,6 +23,8 @@ SPECLINT := $(GO) run -C api/lint . lint.yaml ../openapi.yaml
 # skips api/lint: a test-only dependency of its linter is not on the proxy.)
 # deploy/helm/test pins Helm (go tool helm) and the Kubernetes and Prometheus
 # Operator API types its test decodes the chart's objects into.
+# release/sbom only pins cyclonedx-gomod (go tool, for make release): it has
+# no code to vet, and lint checks that its go.mod is tidy.
 NESTED_MODULES := api/lint bench/peers deploy/helm/test
 # The chart, Helm pinned in deploy/helm/test/go.mod (no download but the
 # module proxy's), and the value files make lint renders it with: the
@@ -47,7 +49,7 @@ PYTHON_PACKAGES := py/pytest:python3-pytest py/pip:python3-pip py/apscheduler:py
 	py/redis:python3-redis py/jsonschema:python3-jsonschema py/yaml:python3-yaml \
 	redis-server:redis-server psql:postgresql-client openssl:openssl
 
-.PHONY: help build run test test-python test-node test-short fuzz lint migrate cover db-up db-down docker generate bench manifests
+.PHONY: help build run test test-python test-node test-short fuzz lint migrate cover db-up db-down docker generate bench manifests release
 
 help: ## list the targets
 	@echo "usage: make <target>"
@@ -106,6 +108,7 @@ lint: ## no tracked file over 1 MB but images, gofmt, go vet, staticcheck (pinne
 	$(GO) mod tidy -diff
 	$(GO) mod tidy -C bench/peers -diff
 	$(GO) mod tidy -C deploy/helm/test -diff
+	$(GO) mod tidy -C release/sbom -diff
 	$(SPECLINT)
 	for f in $(CHART_VALUES); do $(HELM) lint --strict $(CHART) -f "$$f" && $(HELM) template leaseapi $(CHART) --kube-version 1.30.0 -f "$$f" >/dev/null; done
 	$(GO) test -count=1 ./internal/archtest
@@ -135,6 +138,16 @@ db-down: ## stop the docker compose services
 
 docker: ## build the container image leaseapi:dev (needs a Docker engine)
 	docker build -t leaseapi:dev .
+
+# The release of the commit checked out (a clean working tree): static
+# binaries of leaseapi, leasectl and cronreplica for linux/amd64 and arm64,
+# a CycloneDX SBOM of each (cyclonedx-gomod, pinned in release/sbom/go.mod,
+# a module of its own so that leaseapi does not depend on it), SHA256SUMS,
+# and the image when a Docker engine answers. test/release holds it to
+# reproducible bytes. docs/upgrading.md says what a version promises.
+DIST ?= dist
+release: ## build release VERSION=x.y.z of the commit checked out into dist/: static linux/amd64 and arm64 binaries, CycloneDX SBOMs, SHA256SUMS, reproducible; the image leaseapi:x.y.z when Docker answers
+	GO=$(GO) VERSION=$(VERSION) DIST=$(DIST) bash scripts/release.sh
 
 generate: ## regenerate api/client/client.gen.go and clients/node/src/schema.d.ts from api/openapi.yaml (oapi-codegen pinned in go.mod, openapi-typescript in clients/node's lockfile)
 	$(GO) generate ./api/client

@@ -318,9 +318,15 @@ type ReleaseRequest struct {
 	Outcome *leaseapi.Outcome `json:"outcome,omitempty"`
 }
 
-// Status is the body of GET /healthz and GET /readyz.
+// Status is the body of GET /readyz.
 type Status struct {
 	Status string `json:"status"`
+}
+
+// Health is the body of GET /healthz: alive, and the version that serves.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
 }
 
 // FromLease converts a domain lease to its wire form.

@@ -217,6 +217,7 @@ func TestDTOsMatchSpec(t *testing.T) {
 			{JobID: "c", Status: 429, Problem: &api.Problem{Type: api.ProblemTypePrefix + api.CodeRateLimited, Title: "Rate limited", Status: 429, Detail: "d",
 				Code: api.CodeRateLimited}},
 		}}},
+		{"Health", "Health", api.Health{Status: "ok", Version: "1.0.0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

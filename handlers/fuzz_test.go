@@ -490,6 +490,8 @@ func checkSuccess(t *testing.T, req *http.Request, ct string, body []byte) {
 		v = &api.JobPolicy{}
 	case keys["jobId"] != nil:
 		v = &api.Lease{}
+	case keys["version"] != nil:
+		v = &api.Health{}
 	default:
 		v = &api.Status{}
 	}

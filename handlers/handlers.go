@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/internal/version"
 	"github.com/leaseapi/leaseapi/ui"
 	"github.com/leaseapi/leaseapi/webhook"
 )
@@ -98,6 +99,9 @@ type Options struct {
 	// Idempotency keeps the Idempotency-Keys; nil uses the store when it
 	// is a leaseapi.IdempotencyStore (both stores are).
 	Idempotency leaseapi.IdempotencyStore
+	// Version is the version /healthz reports; empty reports the running
+	// binary's (internal/version).
+	Version string
 	// Open serves every peer while the API is open (LEASEAPI_OPEN). Without
 	// it an open API answers only loopback peers whose Host is localhost,
 	// *.localhost, 127.0.0.0/8 or [::1] (403 for others), except on
@@ -111,6 +115,7 @@ type handler struct {
 	defaultTTL     time.Duration
 	minTTL, maxTTL time.Duration
 	requestTimeout time.Duration
+	version        string
 	missedGrace    time.Duration
 	triggerGrace   time.Duration
 	repairWindow   time.Duration
@@ -143,6 +148,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		minTTL:         orDefault(opts.MinTTL, DefaultMinTTL),
 		maxTTL:         orDefault(opts.MaxTTL, DefaultMaxTTL),
 		requestTimeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		version:        opts.Version,
 		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
 		triggerGrace:   orDefault(opts.TriggerGrace, leaseapi.DefaultTriggerGrace),
 		repairWindow:   orDefault(opts.MaxTickAhead, DefaultRepairWindow),
@@ -160,6 +166,9 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if h.version == "" {
+		h.version = version.Get().Version
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)

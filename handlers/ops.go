@@ -10,9 +10,10 @@ import (
 	"github.com/leaseapi/leaseapi/api"
 )
 
-// healthz reports that the process is alive; it never calls the store.
+// healthz reports that the process is alive and which version it runs; it
+// never calls the store.
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, r, api.Status{Status: "ok"})
+	writeJSON(w, r, api.Health{Status: "ok", Version: h.version})
 }
 
 // readyz reports whether the store answers and its schema is current,

@@ -21,6 +21,7 @@ import (
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
+	"github.com/leaseapi/leaseapi/internal/version"
 	"github.com/leaseapi/leaseapi/repo/postgres"
 	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
@@ -28,13 +29,21 @@ import (
 func TestOperations(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, open openStore) {
-		b := setup(t, open(t), defaultOptions())
+		opts := defaultOptions()
+		opts.Version = "1.2.3"
+		b := setup(t, open(t), opts)
 
-		for _, path := range []string{"/healthz", "/readyz"} {
+		for path, want := range map[string]string{"/healthz": `{"status":"ok","version":"1.2.3"}`, "/readyz": `{"status":"ok"}`} {
 			resp := b.get(t, path)
-			if resp.status != http.StatusOK || strings.TrimSpace(string(resp.body)) != `{"status":"ok"}` {
-				t.Errorf("%s: %d %s", path, resp.status, resp.body)
+			if resp.status != http.StatusOK || strings.TrimSpace(string(resp.body)) != want {
+				t.Errorf("%s: %d %s, want 200 %s", path, resp.status, resp.body, want)
 			}
+		}
+		// Without Options.Version, /healthz reports the running binary's.
+		unset := setup(t, open(t), defaultOptions())
+		want := `{"status":"ok","version":"` + version.Get().Version + `"}`
+		if resp := unset.get(t, "/healthz"); strings.TrimSpace(string(resp.body)) != want {
+			t.Errorf("/healthz without Options.Version: %s, want %s", resp.body, want)
 		}
 
 		resp := b.get(t, "/openapi.yaml")

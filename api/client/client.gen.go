@@ -322,6 +322,21 @@ func (e GroupInUseProblemStatus) Valid() bool {
 	}
 }
 
+// Defines values for HealthStatus.
+const (
+	HealthStatusOk HealthStatus = "ok"
+)
+
+// Valid indicates whether the value is a known member of the HealthStatus enum.
+func (e HealthStatus) Valid() bool {
+	switch e {
+	case HealthStatusOk:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for IdempotencyKeyInFlightProblemCode.
 const (
 	IdempotencyKeyInFlightProblemCodeIdempotencyKeyInFlight IdempotencyKeyInFlightProblemCode = "idempotency_key_in_flight"
@@ -1647,6 +1662,23 @@ type GroupList struct {
 
 // GroupName A concurrency group's name, with the syntax of a job id; the caller's scopes cover it as they cover a job id.
 type GroupName = string
+
+// Health defines model for Health.
+type Health struct {
+	Status HealthStatus `json:"status"`
+
+	// Version The semantic version of the leaseapi that answered, without a
+	// leading `v` (`1.0.0`); `devel` (or `devel+dirty`) for a build that
+	// no release stamped. During a rolling upgrade the instances answer
+	// with different versions.
+	//
+	//
+	// Example: 1.0.0
+	Version string `json:"version"`
+}
+
+// HealthStatus defines model for Health.Status.
+type HealthStatus string
 
 // HeartbeatBatchItem One heartbeat of a batch. `owner` is needed here or as a default
 // (else this item is 400).
@@ -3309,7 +3341,7 @@ type ClientInterface interface {
 	// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
 	PutGroup(ctx context.Context, name GroupName, body PutGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Healthz The process is alive.
+	// Healthz The process is alive, and which version it runs.
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4207,7 +4239,7 @@ func (c *Client) PutGroup(ctx context.Context, name GroupName, body PutGroupJSON
 	return c.Client.Do(req)
 }
 
-// Healthz The process is alive.
+// Healthz The process is alive, and which version it runs.
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7175,7 +7207,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /groups/{name} (the `PutGroup` operationId).
 	PutGroupWithResponse(ctx context.Context, name GroupName, body PutGroupJSONRequestBody, reqEditors ...RequestEditorFn) (*PutGroupResponse, error)
 
-	// HealthzWithResponse The process is alive.
+	// HealthzWithResponse The process is alive, and which version it runs.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8808,11 +8840,11 @@ type HealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Status
+	JSON200 *Health
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r HealthzResponse) GetJSON200() *Status {
+func (r HealthzResponse) GetJSON200() *Health {
 	return r.JSON200
 }
 
@@ -12374,7 +12406,7 @@ func (c *ClientWithResponses) PutGroupWithResponse(ctx context.Context, name Gro
 	return ParsePutGroupResponse(rsp)
 }
 
-// HealthzWithResponse The process is alive.
+// HealthzWithResponse The process is alive, and which version it runs.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14260,7 +14292,7 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Status
+		var dest Health
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -32,13 +32,14 @@ import (
 
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/api/client"
+	"github.com/leaseapi/leaseapi/internal/version"
 	"github.com/leaseapi/leaseapi/jobs"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv("LEASEAPI_TOKEN"), os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv("LEASEAPI_TOKEN"), os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -72,7 +73,8 @@ func (f *jobFlag) Set(v string) error {
 
 // run parses args, serves the jobs until ctx is cancelled, and returns nil
 // after a clean shutdown. envToken is $LEASEAPI_TOKEN, the default of -token.
-func run(ctx context.Context, args []string, envToken string, stderr io.Writer) error {
+// Only -version writes to stdout.
+func run(ctx context.Context, args []string, envToken string, stdout, stderr io.Writer) error {
 	hostname, _ := os.Hostname()
 	fs := flag.NewFlagSet("cronreplica", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -91,7 +93,12 @@ func run(ctx context.Context, args []string, envToken string, stderr io.Writer) 
 	catchUp := fs.Duration("catch-up", 0, "register catch-up latest for every job with this window (1m to 168h): after an outage a job runs its latest missed tick once (default off)")
 	group := fs.String("group", "", "put every job in this concurrency group (it must exist: PUT /groups/{name})")
 	owedPoll := fs.Duration("owed-poll", 0, "how often to ask leaseapi what the jobs owe (default 10s; negative: never)")
+	printVersion := fs.Bool("version", false, "print the version, commit, commit time and Go, and exit")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *printVersion {
+		_, err := fmt.Fprint(stdout, version.Get())
 		return err
 	}
 	if fs.NArg() > 0 {

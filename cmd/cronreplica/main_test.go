@@ -17,6 +17,7 @@ import (
 
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
+	"github.com/leaseapi/leaseapi/internal/version"
 	"github.com/leaseapi/leaseapi/repo/sqlite"
 )
 
@@ -42,7 +43,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := run(context.Background(), tt.args, "", io.Discard)
+			err := run(context.Background(), tt.args, "", io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("run(%q): got %v, want an error containing %q", tt.args, err, tt.want)
 			}
@@ -53,13 +54,26 @@ func TestRunRejectsBadFlags(t *testing.T) {
 func TestRunHelp(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"-h"}, "", &out); !errors.Is(err, flag.ErrHelp) {
+	if err := run(context.Background(), []string{"-h"}, "", io.Discard, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("run -h: got %v, want flag.ErrHelp", err)
 	}
 	for _, name := range []string{"-api", "-owner", "-job", "-ttl", "-work", "-record", "-token"} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("usage lacks %s:\n%s", name, out.String())
 		}
+	}
+}
+
+// TestRunVersion: -version prints the build's version, commit, commit time
+// and Go, and needs no job.
+func TestRunVersion(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-version"}, "", &stdout, &stderr); err != nil {
+		t.Fatalf("run -version: %v", err)
+	}
+	if want := version.Get().String(); stdout.String() != want || stderr.Len() != 0 {
+		t.Errorf("run -version wrote %q and %q, want %q and nothing", stdout.String(), stderr.String(), want)
 	}
 }
 
@@ -87,7 +101,7 @@ func TestRunRecordsRuns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(runCtx, []string{"-api", srv.URL, "-owner", "replica-1", "-job", "tick=@every 1s",
-			"-ttl", "3s", "-request-timeout", "3s", "-work", "10ms", "-record", recordFile}, "s3cret", io.Discard)
+			"-ttl", "3s", "-request-timeout", "3s", "-work", "10ms", "-record", recordFile}, "s3cret", io.Discard, io.Discard)
 	}()
 
 	var lines []record

@@ -6,6 +6,7 @@
 //	leaseapi migrate    apply the database migrations and exit
 //	leaseapi credentials create|list|revoke
 //	                    manage the API's credentials on the database
+//	leaseapi version    print the version, commit, commit time and Go (also --version)
 //	leaseapi -h         list the commands and every LEASEAPI_ setting
 //
 // All configuration comes from the environment; see config.go.
@@ -37,6 +38,7 @@ import (
 	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/handlers"
 	"github.com/leaseapi/leaseapi/internal/metrics"
+	"github.com/leaseapi/leaseapi/internal/version"
 	"github.com/leaseapi/leaseapi/repo"
 	"github.com/leaseapi/leaseapi/repo/postgres"
 	"github.com/leaseapi/leaseapi/repo/sqlite"
@@ -89,8 +91,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if command == "help" {
+	switch command {
+	case "help":
 		return usage(stdout)
+	case "version":
+		_, err := io.WriteString(stdout, version.Get().String())
+		return err
 	}
 	cfg, err := loadConfig()
 	if err != nil {
@@ -111,11 +117,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // parseArgs returns "serve", "migrate", "credentials" (with the arguments
-// after it) or "help".
+// after it), "version" or "help".
 func parseArgs(args []string) (string, []string, error) {
 	fs := flag.NewFlagSet("leaseapi", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // run prints the usage and the error itself
 	fs.Usage = func() {}
+	printVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return "help", nil, nil
@@ -123,11 +130,17 @@ func parseArgs(args []string) (string, []string, error) {
 		return "", nil, fmt.Errorf("%w (see leaseapi -h)", err)
 	}
 	rest := fs.Args()
+	if *printVersion {
+		if len(rest) > 0 {
+			return "", nil, fmt.Errorf("--version takes no command, got %q (see leaseapi -h)", rest)
+		}
+		return "version", nil, nil
+	}
 	if len(rest) == 0 {
 		return "serve", nil, nil
 	}
 	switch rest[0] {
-	case "serve", "migrate", "help":
+	case "serve", "migrate", "version", "help":
 		if len(rest) > 1 {
 			return "", nil, fmt.Errorf("%s takes no arguments, got %q (see leaseapi -h)", rest[0], rest[1:])
 		}
@@ -150,6 +163,7 @@ Usage:
                       list the credentials (never a secret)
   leaseapi credentials revoke ID
                       revoke a credential; every instance refuses it within 5 s
+  leaseapi version    print the version, commit, commit time and Go (also --version)
   leaseapi help       print this help (also -h, --help)
 
 Settings are read from the environment. With LEASEAPI_DATABASE_URL empty,
@@ -383,6 +397,10 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	// tells, and the Go runtime and process.
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := version.Get()
+	if err := metrics.RegisterBuildInfo(registry, build); err != nil {
+		return err
+	}
 	leaseMetrics, err := metrics.New(registry)
 	if err != nil {
 		return err
@@ -453,6 +471,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		MinTTL:         cfg.MinTTL,
 		MaxTTL:         cfg.MaxTTL,
 		RequestTimeout: cfg.RequestTimeout,
+		Version:        build.Version,
 		APITokens:      cfg.APITokens,
 		AdminTokens:    cfg.AdminTokens,
 		// The credentials are read from the store itself, not through the

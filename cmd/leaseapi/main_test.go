@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaseapi/leaseapi/internal/version"
 	"github.com/leaseapi/leaseapi/repo/repotest"
 )
 
@@ -388,6 +389,22 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
+// TestRunVersion: `leaseapi version` and `--version` print the build's
+// version, commit, commit time and Go, and need no configuration.
+func TestRunVersion(t *testing.T) {
+	setEnv(t, map[string]string{"LEASEAPI_DEFAULT_TTL": "not a duration"})
+	want := version.Get().String()
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+			t.Fatalf("run(%q) = %v, want nil", args, err)
+		}
+		if stdout.String() != want || stderr.Len() != 0 {
+			t.Errorf("run(%q) wrote %q and %q, want %q and nothing", args, stdout.String(), stderr.String(), want)
+		}
+	}
+}
+
 func TestRunBadArgs(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -397,6 +414,7 @@ func TestRunBadArgs(t *testing.T) {
 		{[]string{"server"}, `unknown command "server" (see leaseapi -h)`},
 		{[]string{"-port", "80"}, "flag provided but not defined: -port (see leaseapi -h)"},
 		{[]string{"migrate", "now"}, `migrate takes no arguments, got ["now"]`},
+		{[]string{"--version", "migrate"}, `--version takes no command, got ["migrate"]`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/leaseapi/leaseapi/deploy/monitoring"
+	"github.com/leaseapi/leaseapi/internal/version"
 )
 
 // testMetricsToken is the metrics token of scrapeMetrics's leaseapi.
@@ -123,6 +124,21 @@ func TestMetricsCarryNoJobIDByDefault(t *testing.T) {
 		if bytes.Contains(body, []byte(s)) {
 			t.Errorf("/metrics without %s contains %q", key("JOB_METRICS"), s)
 		}
+	}
+}
+
+// TestMetricsBuildInfo: a serving leaseapi's /metrics has
+// leaseapi_build_info for the build that runs, and /healthz the same version.
+func TestMetricsBuildInfo(t *testing.T) {
+	t.Parallel()
+	srv := startServe(t, serveConfig(t))
+	info := version.Get()
+	want := fmt.Sprintf(`leaseapi_build_info{commit=%q,goversion=%q,version=%q} 1`, info.Commit, info.GoVersion, info.Version)
+	if body := getMetrics(t, srv.url, ""); !bytes.Contains(body, []byte(want)) {
+		t.Errorf("/metrics lacks %s:\n%s", want, body)
+	}
+	if got := do(t, http.MethodGet, srv.url+"/healthz", ""); got.status != http.StatusOK || got.body["version"] != info.Version {
+		t.Errorf("GET /healthz = %d %v, want 200 with version %q", got.status, got.body, info.Version)
 	}
 }
 

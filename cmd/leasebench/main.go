@@ -46,6 +46,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leaseapi/leaseapi/internal/version"
 	"github.com/leaseapi/leaseapi/repo"
 )
 
@@ -207,6 +208,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if version.IsFlag(args) {
+		_, err := fmt.Fprint(stdout, version.Get())
+		return err
+	}
 	o, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

@@ -35,6 +35,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/leaseapi/leaseapi/internal/version"
 )
 
 func main() {
@@ -78,6 +80,7 @@ Usage:
   leasectl groups list|get|put|delete [flags]   concurrency groups: at most K of their jobs at once
   leasectl apply [flags] -f FILE                make groups, policies, pauses and webhooks what FILE declares (admin)
   leasectl export [flags]                       write the YAML of the groups, policies, pauses and webhooks there are (admin)
+  leasectl version                              print the version, commit, commit time and Go (also --version)
 
 Flags come before JOB. 'leasectl COMMAND -h' describes a command's flags.
 Settings: --api or LEASEAPI_URL (default http://localhost:8080); LEASEAPI_TOKEN, the bearer token;
@@ -114,6 +117,9 @@ func dispatch(args []string, env environment) int {
 		return applyCommand(ctx, cmd, rest, env)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(env.stdout, usage)
+		return 0
+	case "version", "--version", "-version":
+		fmt.Fprint(env.stdout, version.Get())
 		return 0
 	}
 	fmt.Fprintf(env.stderr, "leasectl: unknown command %q\n%s", cmd, usage)

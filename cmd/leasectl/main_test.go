@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi/api/client"
+	"github.com/leaseapi/leaseapi/internal/version"
 )
 
 // The tests run the real binaries: one leaseapi on the embedded store,
@@ -732,5 +733,21 @@ func TestGroups(t *testing.T) {
 	}
 	if code, _, stderr := leasectl(t, userToken, "groups", "get", group); code != 1 || !strings.Contains(stderr, "not_found") {
 		t.Errorf("groups get after delete: exit %d, %q; want 1 and not_found", code, stderr)
+	}
+}
+
+// TestVersion: `leasectl version` and `--version` print the build's version,
+// commit, commit time and Go, and call no server.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"version", "--version", "-version"} {
+		var stdout, stderr strings.Builder
+		env := environment{apiURL: "http://127.0.0.1:1", stdout: &stdout, stderr: &stderr}
+		if got := dispatch([]string{arg}, env); got != 0 {
+			t.Fatalf("leasectl %s: exit %d, want 0; stderr %q", arg, got, stderr.String())
+		}
+		if want := version.Get().String(); stdout.String() != want || stderr.Len() != 0 {
+			t.Errorf("leasectl %s wrote %q and %q, want %q and nothing", arg, stdout.String(), stderr.String(), want)
+		}
 	}
 }

@@ -456,6 +456,15 @@ func TestConsole(t *testing.T) {
 		ctx := tab(t, bctx)
 		open(t, ctx, closed, "#/", closed.admin)
 		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`[data-stat="held"]`)))
+		// The header names the version the server reports on /healthz.
+		var health struct {
+			Version string `json:"version"`
+		}
+		closed.must(t, http.MethodGet, "/healthz", nil, &health)
+		if health.Version == "" {
+			t.Fatal("/healthz reports no version")
+		}
+		until(t, ctx, fmt.Sprintf(`document.getElementById('version').textContent === %q`, health.Version))
 		var stats struct {
 			Runs24h map[string]int `json:"runs24h"`
 		}

@@ -113,6 +113,8 @@ function query(params) {
 const job = (id) => `/leases/${/^[A-Za-z0-9._:-]+$/.test(id) ? id : encodeURIComponent(id)}`;
 
 export const whoami = () => call('GET', '/whoami');
+// health is /healthz: public, and it names the version that serves.
+export const health = () => call('GET', '/healthz');
 export const stats = () => call('GET', '/stats');
 export const listLeases = (params) => call('GET', `/leases${query(params)}`);
 export const getLease = (id) => call('GET', job(id));

@@ -15,6 +15,7 @@ const main = document.getElementById('main');
 const statusEl = document.getElementById('status');
 const pauseBtn = document.getElementById('pause-refresh');
 const whoEl = document.getElementById('who');
+const versionEl = document.getElementById('version');
 const noticeEl = document.getElementById('notice');
 
 const state = {
@@ -303,6 +304,16 @@ function route() {
   load();
 }
 
+// showVersion names the version of the instance that served the console; a
+// failure leaves it blank, since every view reports the server's errors.
+async function showVersion() {
+  try {
+    versionEl.textContent = (await api.health()).version;
+  } catch {
+    versionEl.textContent = '';
+  }
+}
+
 async function start() {
   state.needToken = false;
   try {
@@ -329,4 +340,5 @@ pauseBtn.addEventListener('click', () => {
 });
 window.addEventListener('hashchange', route);
 setInterval(statusTick, 1000);
+showVersion();
 start();

@@ -441,9 +441,9 @@ export class Client {
 
   // Operations endpoints.
 
-  /** GET /healthz: {status: 'ok'} while the process is alive. */
+  /** GET /healthz: {status: 'ok', version} while the process is alive. */
   healthz(opts) {
-    return this.#call('GET', '/healthz', { schema: 'Status' }, opts);
+    return this.#call('GET', '/healthz', { schema: 'Health' }, opts);
   }
 
   /** GET /readyz: {status: 'ok'}, or an `unavailable` error naming why not. */

@@ -25,6 +25,7 @@ export type Owed = Timed<Schemas['Owed'], 'tick'> & Read;
 export type OwedList = { owed: Owed[] } & Read;
 export type Whoami = Schemas['Whoami'] & Read;
 export type Status = Schemas['Status'] & Read;
+export type Health = Schemas['Health'] & Read;
 export type Credential = Timed<Schemas['Credential'], 'createdAt'> & Read;
 export type CreatedCredential = Timed<Schemas['CreatedCredential'], 'createdAt'> & Read;
 export type CredentialList = { credentials: Credential[] } & Read;
@@ -163,7 +164,7 @@ export class Client {
   putPolicy(jobId: string, body: PolicyBody, opts?: CallOptions): Promise<JobPolicy>;
   policy(jobId: string, opts?: CallOptions): Promise<JobPolicy>;
   deletePolicy(jobId: string, opts?: CallOptions): Promise<void>;
-  healthz(opts?: CallOptions): Promise<Status>;
+  healthz(opts?: CallOptions): Promise<Health>;
   readyz(opts?: CallOptions): Promise<Status>;
   metrics(opts?: CallOptions): Promise<string>;
   openapi(opts?: CallOptions): Promise<string>;

@@ -59,6 +59,7 @@ export const SCHEMAS = {
   GroupList: { times: [], nested: { groups: ['Group'] } },
   Whoami: { times: [] },
   Status: { times: [] },
+  Health: { times: [] },
   Credential: { times: ['createdAt'] },
   CreatedCredential: { times: ['createdAt'] },
   CredentialList: { times: [], nested: { credentials: ['Credential'] } },

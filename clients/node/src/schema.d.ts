@@ -763,7 +763,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The process is alive. */
+        /** The process is alive, and which version it runs. */
         get: operations["healthz"];
         put?: never;
         post?: never;
@@ -927,6 +927,18 @@ export interface components {
         Status: {
             /** @enum {string} */
             status: "ok";
+        };
+        Health: {
+            /** @enum {string} */
+            status: "ok";
+            /**
+             * @description The semantic version of the leaseapi that answered, without a
+             *     leading `v` (`1.0.0`); `devel` (or `devel+dirty`) for a build that
+             *     no release stamped. During a rolling upgrade the instances answer
+             *     with different versions.
+             * @example 1.0.0
+             */
+            version: string;
         };
         AcquireRequest: {
             owner: components["schemas"]["Owner"];
@@ -3193,7 +3205,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Status"];
+                    "application/json": components["schemas"]["Health"];
                 };
             };
         };

@@ -144,7 +144,9 @@ test('credentials and webhooks', async () => {
 });
 
 test('operations endpoints', async () => {
-  assert.equal((await b.client.healthz()).status, 'ok');
+  const health = await b.client.healthz();
+  assert.equal(health.status, 'ok');
+  assert.match(health.version, /./);
   assert.equal((await b.client.readyz()).status, 'ok');
   assert.match(await b.client.metrics(), /leaseapi_/);
   assert.match(await b.client.openapi(), /^openapi: 3/);
