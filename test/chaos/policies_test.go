@@ -22,12 +22,15 @@ import (
 
 // The alert policies of a chaos run (I14): every PolicyEvery-th job (job
 // 1, 1 + k, ...) gets a policy, consecutiveFailures 1 or 2,
-// maxRuntimeMs policyMaxRuntimeMs, missedTicks 1 and recoveryThreshold 1
-// or 2 (drawn from the seed), set with PUT /leases/{jobId}/policy as soon
-// as the job exists (its first grant, in the warm-up). The workload's
-// faults fail runs, let leases expire and miss ticks, and about a third of
-// its job bodies outlast policyMaxRuntimeMs, so those jobs alert and
-// recover in every tier, with or without faults that fail runs. Before the replicas start the harness
+// maxRuntimeMs policyMaxRuntimeMs and recoveryThreshold 1 or 2 (drawn from
+// the seed), set with PUT /leases/{jobId}/policy as soon as the job exists
+// (its first grant, in the warm-up). The workload's faults fail runs and
+// let leases expire, and about a third of its job bodies outlast
+// policyMaxRuntimeMs, so those jobs alert and recover in every tier, with
+// or without faults that fail runs. (Not missed ticks: after the replicas
+// stop every tick is missed, and mutant M14, which loses the state
+// written, would then tell job.alerting at every sweep, so that the
+// outbox never drains and I14 judges nothing.) Before the replicas start the harness
 // registers a webhook subscribed to job.alerting and job.ok of every job
 // on a receiver of its own, which verifies every message and refuses the
 // first attempt of a seeded share of the events (so that retries repeat
@@ -101,7 +104,7 @@ func (e *env) registerPolicies() (*policyRun, error) {
 // instance cannot answer (503, 429) or does not answer, until until.
 func (e *env) setPolicies(pr *policyRun, until time.Time) {
 	for _, j := range pr.jobs {
-		body, _ := json.Marshal(map[string]int{"consecutiveFailures": j.consecutiveFailures, "maxRuntimeMs": policyMaxRuntimeMs, "missedTicks": 1, "recoveryThreshold": j.recoveryThreshold})
+		body, _ := json.Marshal(map[string]int{"consecutiveFailures": j.consecutiveFailures, "maxRuntimeMs": policyMaxRuntimeMs, "recoveryThreshold": j.recoveryThreshold})
 		var last string
 		for attempt := 0; time.Now().Before(until); attempt++ {
 			status, answer, err := e.adminCall(attempt, http.MethodPut, "/leases/"+j.id+"/policy", body)
