@@ -39,6 +39,20 @@
 // holds its lease forever. A job that returns after its deadline cannot
 // claim the tick: its run is reported lost.
 //
+// # Batches
+//
+// The acquires of the jobs that fire at one tick go to leaseapi as one POST
+// /acquire, and the heartbeats of the runs in flight as one POST
+// /heartbeat, by group commit: while a batch is at leaseapi the next calls
+// queue, and go together (up to 1,000, one per job) when it returns. There
+// is no timer: a call that finds nothing in flight goes at once, as its own
+// request, so under light load nothing waits. Each run gets the answer its
+// own request would have got, and acts on it as above: a refusal skips the
+// tick, an item answered 503 or 429 is retried. A leaseapi that answers the
+// batch routes 404 or 405 is older than them: the runner logs that once, at
+// Info, and sends single requests from then on. Config.DisableBatches sends
+// single requests from the start.
+//
 // # Concurrency groups
 //
 // A job put in a concurrency group with the Group option is granted only

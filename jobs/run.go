@@ -147,7 +147,7 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		// short by shutdown could still have been granted, and the lease
 		// would then sit unused until it expires. Run releases it instead.
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.requestTimeout)
-		lease, err := postAcquire(reqCtx, r.client, &acquireRequest{
+		lease, err := r.acquires.do(reqCtx, &acquireRequest{
 			jobID: jobID, owner: r.owner, ttl: r.ttl, tick: tick, schedule: jc.schedule, grace: jc.grace,
 			catchUp: jc.catchUp, catchUpWindow: jc.catchUpWindow, group: jc.group,
 		})
@@ -450,7 +450,7 @@ func (s *runState) heartbeat(now time.Time) {
 	r := s.r
 	timeout := min(r.requestTimeout, s.validUntil.Sub(now))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	lease, err := postHeartbeat(ctx, r.client, s.jobID, r.owner, s.lease.Token, r.ttl)
+	lease, err := r.heartbeats.do(ctx, &heartbeatRequest{jobID: s.jobID, owner: r.owner, token: s.lease.Token, ttl: r.ttl})
 	cancel()
 	switch {
 	case err == nil:

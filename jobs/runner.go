@@ -144,6 +144,15 @@ type Config struct {
 	// scheduled one. Default 10s; negative turns polling off (a leaseapi
 	// without owed ticks).
 	OwedPollInterval time.Duration
+	// DisableBatches sends every acquire and heartbeat as its own request.
+	// By default the acquires of jobs that fire together go as one POST
+	// /acquire, and the heartbeats of the runs in flight as one POST
+	// /heartbeat: while one batch is at leaseapi the next calls queue, and
+	// go together when it returns (a call that finds nothing in flight goes
+	// at once, alone). Each job gets the answer its own request would have
+	// got. Against a leaseapi without the batch routes the runner sends
+	// single requests by itself.
+	DisableBatches bool
 	// Logger receives the runner's log; nil discards it.
 	Logger *slog.Logger
 	// Clock is the runner's clock; nil is the real clock. Tests inject a
@@ -172,6 +181,10 @@ type Runner struct {
 	logger            *slog.Logger
 	clock             clockwork.Clock
 	reportFunc        func(Report)
+	// acquires and heartbeats send the calls of the runs, in batches
+	// unless Config.DisableBatches.
+	acquires   *batcher[acquireRequest]
+	heartbeats *batcher[heartbeatRequest]
 
 	mu sync.Mutex
 	// jobs are the registered jobs in the order of Add.
@@ -261,6 +274,30 @@ func New(cfg Config) (*Runner, error) {
 	if r.clock == nil {
 		r.clock = clockwork.NewRealClock()
 	}
+	r.acquires = &batcher[acquireRequest]{
+		kind: "acquire",
+		key:  func(a *acquireRequest) string { return a.jobID },
+		single: func(ctx context.Context, a *acquireRequest) (leaseapi.Lease, error) {
+			return postAcquire(ctx, r.client, a)
+		},
+		many: func(ctx context.Context, as []*acquireRequest) ([]callResult, error) {
+			return postAcquireBatch(ctx, r.client, as)
+		},
+		logger: r.logger,
+	}
+	r.heartbeats = &batcher[heartbeatRequest]{
+		kind: "heartbeat",
+		key:  func(h *heartbeatRequest) string { return h.jobID },
+		single: func(ctx context.Context, h *heartbeatRequest) (leaseapi.Lease, error) {
+			return postHeartbeat(ctx, r.client, h)
+		},
+		many: func(ctx context.Context, hs []*heartbeatRequest) ([]callResult, error) {
+			return postHeartbeatBatch(ctx, r.client, hs)
+		},
+		logger: r.logger,
+	}
+	r.acquires.off.Store(cfg.DisableBatches)
+	r.heartbeats.off.Store(cfg.DisableBatches)
 	return r, nil
 }
 

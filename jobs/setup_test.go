@@ -197,6 +197,21 @@ type faultProxy struct {
 
 	// lastAcquire is the body of the last acquire.
 	lastAcquire atomic.Pointer[[]byte]
+	// hold, while set, makes single acquires and heartbeats wait until it
+	// is closed: a test holds a runner's call in flight so that the
+	// runner's next calls queue behind it for one batch.
+	hold atomic.Pointer[chan struct{}]
+	// held counts the calls that waited on hold, heldPath is the path of
+	// the last one.
+	held     atomic.Int32
+	heldPath atomic.Pointer[string]
+	// noBatchRoutes answers the batch routes 404, as a leaseapi older than
+	// them does.
+	noBatchRoutes atomic.Bool
+	// rateLimitItems is how many of the next items of acquire batches are
+	// answered 429 rate_limited, as the service answers the items beyond a
+	// credential's rate: they are taken out of the batch it passes on.
+	rateLimitItems atomic.Int32
 
 	mu     sync.Mutex
 	counts map[string]int
@@ -204,6 +219,26 @@ type faultProxy struct {
 
 func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	if strings.Count(r.URL.Path, "/") == 1 && (op == "acquire" || op == "heartbeat") {
+		op += "-batch" // POST /acquire, POST /heartbeat
+		if f.noBatchRoutes.Load() {
+			f.count(op, http.StatusNotFound)
+			w.Header().Set("Content-Type", api.ProblemContentType)
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"type":"https://leaseapi.dev/problems/not_found","title":"Not found","status":404,"detail":"no such route","code":"not_found"}`))
+			return
+		}
+		if op == "acquire-batch" && f.rateLimitItems.Load() > 0 {
+			f.rateLimitBatch(w, r)
+			return
+		}
+	}
+	if hold := f.hold.Load(); hold != nil && (op == "acquire" || op == "heartbeat") {
+		f.held.Add(1)
+		path := r.URL.Path
+		f.heldPath.Store(&path)
+		<-*hold
+	}
 	fail := false
 	switch op {
 	case "acquire":
@@ -248,6 +283,49 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	f.next.ServeHTTP(rec, r)
 	f.count(op, rec.status)
+}
+
+// rateLimitBatch answers an acquire batch whose first rateLimitItems items
+// are refused 429 rate_limited: the rest go to the service as the batch,
+// and the refusals are put back in their place in its answer.
+func (f *faultProxy) rateLimitBatch(w http.ResponseWriter, r *http.Request) {
+	var req map[string]json.RawMessage
+	var items []json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || json.Unmarshal(req["items"], &items) != nil {
+		http.Error(w, "bad batch", http.StatusBadRequest)
+		return
+	}
+	var limited []api.BatchResult
+	for len(items) > 0 && f.rateLimitItems.Add(-1) >= 0 {
+		var item struct {
+			JobID string `json:"jobId"`
+		}
+		_ = json.Unmarshal(items[0], &item)
+		limited = append(limited, api.BatchResult{JobID: item.JobID, Status: http.StatusTooManyRequests, Problem: &api.Problem{
+			Type: api.ProblemTypePrefix + api.CodeRateLimited, Title: "Rate limited", Status: http.StatusTooManyRequests,
+			Detail: "injected fault", Code: api.CodeRateLimited,
+		}})
+		items = items[1:]
+	}
+	var rest api.BatchResponse
+	if len(items) > 0 {
+		req["items"], _ = json.Marshal(items)
+		body, _ := json.Marshal(req)
+		inner := r.Clone(r.Context())
+		inner.Body = io.NopCloser(bytes.NewReader(body))
+		inner.ContentLength = int64(len(body))
+		rec := httptest.NewRecorder()
+		f.next.ServeHTTP(rec, inner)
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &rest) != nil {
+			f.count("acquire-batch", rec.Code)
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
+	}
+	f.count("acquire-batch", http.StatusOK)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(api.BatchResponse{Results: append(limited, rest.Results...)}.AppendJSON(nil))
 }
 
 // groupFullBody is the problem of an acquire refused group_full: the group

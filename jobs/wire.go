@@ -89,32 +89,57 @@ type acquireRequest struct {
 	group         *string // nil: keep the stored group; "": leave it
 }
 
+// acquireFields are the fields of an acquire besides the job and its owner
+// and TTL, as the single call and a batch item both send them.
+type acquireFields struct {
+	Tick            *time.Time
+	Schedule        *string
+	GraceMs         *int64
+	CatchUp         *string
+	CatchUpWindowMs *int64
+	Group           *string
+}
+
+// fields returns what a sends besides its job, owner and TTL.
+func (a *acquireRequest) fields() acquireFields {
+	var f acquireFields
+	if !a.tick.IsZero() {
+		t := a.tick.UTC()
+		f.Tick = &t
+	}
+	if a.schedule != "" {
+		spec := a.schedule
+		f.Schedule = &spec
+		if a.grace > 0 {
+			ms := a.grace.Milliseconds()
+			f.GraceMs = &ms
+		}
+		if a.catchUp != "" {
+			policy := string(a.catchUp)
+			f.CatchUp = &policy
+			if a.catchUpWindow > 0 {
+				ms := a.catchUpWindow.Milliseconds()
+				f.CatchUpWindowMs = &ms
+			}
+		}
+	}
+	f.Group = a.group
+	return f
+}
+
 // postAcquire asks for the lease of a.jobID for a.tick.
 func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseapi.Lease, error) {
 	jobID := a.jobID
 	ttlMs := a.ttl.Milliseconds()
-	body := client.AcquireRequest{Owner: a.owner, TtlMs: &ttlMs}
-	if !a.tick.IsZero() {
-		t := a.tick.UTC()
-		body.Tick = &t
+	f := a.fields()
+	body := client.AcquireRequest{
+		Owner: a.owner, TtlMs: &ttlMs, Tick: f.Tick, Schedule: f.Schedule, GraceMs: f.GraceMs,
+		CatchUpWindowMs: f.CatchUpWindowMs, Group: f.Group,
 	}
-	if a.schedule != "" {
-		spec := a.schedule
-		body.Schedule = &spec
-		if a.grace > 0 {
-			ms := a.grace.Milliseconds()
-			body.GraceMs = &ms
-		}
-		if a.catchUp != "" {
-			policy := client.AcquireRequestCatchUp(a.catchUp)
-			body.CatchUp = &policy
-			if a.catchUpWindow > 0 {
-				ms := a.catchUpWindow.Milliseconds()
-				body.CatchUpWindowMs = &ms
-			}
-		}
+	if f.CatchUp != nil {
+		policy := client.AcquireRequestCatchUp(*f.CatchUp)
+		body.CatchUp = &policy
 	}
-	body.Group = a.group
 	resp, err := c.AcquireLeaseWithResponse(ctx, jobID, body)
 	if err != nil {
 		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
@@ -122,17 +147,29 @@ func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseap
 	if resp.JSON200 != nil {
 		return fromWire(*resp.JSON200), nil
 	}
-	err = responseError(resp.HTTPResponse, resp.Body)
+	return leaseapi.Lease{}, acquireError(a, responseError(resp.HTTPResponse, resp.Body))
+}
+
+// acquireError is the error of a's acquire refused with err.
+func acquireError(a *acquireRequest, err error) error {
 	if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
 		ahead.Tick = a.tick.UTC() // as sent: the server may have snapped it
 	}
-	return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w", jobID, err)
+	return fmt.Errorf("acquire %q: %w", a.jobID, err)
 }
 
-// postHeartbeat extends the grant identified by owner and token.
-func postHeartbeat(ctx context.Context, c leaseClient, jobID, owner string, token int64, ttl time.Duration) (leaseapi.Lease, error) {
-	ttlMs := ttl.Milliseconds()
-	resp, err := c.HeartbeatLeaseWithResponse(ctx, jobID, client.HeartbeatRequest{Owner: owner, Token: token, TtlMs: &ttlMs})
+// heartbeatRequest is what one heartbeat sends.
+type heartbeatRequest struct {
+	jobID, owner string
+	token        int64
+	ttl          time.Duration
+}
+
+// postHeartbeat extends the grant identified by h's owner and token.
+func postHeartbeat(ctx context.Context, c leaseClient, h *heartbeatRequest) (leaseapi.Lease, error) {
+	jobID := h.jobID
+	ttlMs := h.ttl.Milliseconds()
+	resp, err := c.HeartbeatLeaseWithResponse(ctx, jobID, client.HeartbeatRequest{Owner: h.owner, Token: h.token, TtlMs: &ttlMs})
 	if err != nil {
 		return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w: %w", jobID, leaseapi.ErrUnavailable, err)
 	}
@@ -160,11 +197,17 @@ func postRelease(ctx context.Context, c leaseClient, jobID, owner string, token 
 // ErrTickDone or ErrLeaseLost, errors.As for the lease), anything else an
 // *APIError.
 func responseError(resp *http.Response, body []byte) error {
-	status := resp.StatusCode
 	var retryAfter time.Duration
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		retryAfter = time.Duration(s) * time.Second
 	}
+	return problemError(resp.StatusCode, retryAfter, body)
+}
+
+// problemError is responseError of an answer with status, Retry-After
+// retryAfter (0: none) and body: a single call's, or one item's of a batch
+// (its status and problem).
+func problemError(status int, retryAfter time.Duration, body []byte) error {
 	var code struct {
 		Code string `json:"code"`
 	}

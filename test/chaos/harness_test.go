@@ -490,6 +490,9 @@ func (e *env) startReplica(slot *replicaSlot) error {
 		"-witness", dsn,
 		"-record", filepath.Join(e.art, "ops-"+owner+".jsonl"),
 		"-seed", fmt.Sprint(e.cfg.Seed*1000 + uint64(slot.i*100+slot.incarnation)),
+		// Replicas of an even slot send their acquires and heartbeats in
+		// batches, the others one by one: both paths run under the faults.
+		"-batches=" + fmt.Sprint(slot.i%2 == 0),
 	}
 	args = append(args, e.groupArgs()...)
 	p, err := startProc("replica "+owner, e.replicaBin, args, baseEnv(), filepath.Join(e.art, "replica-"+owner+".log"))

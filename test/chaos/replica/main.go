@@ -92,6 +92,7 @@ type config struct {
 	witness        string
 	record         string
 	seed           uint64
+	batches        bool
 	// The jobs in concurrency groups: job id to group.
 	groupJobs    []groupJob
 	groupPeriod  time.Duration
@@ -127,6 +128,7 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.witness, "witness", "", "DSN of the witness schema (direct, not through a proxy)")
 	fs.StringVar(&c.record, "record", "", "append the call history to this file")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the replica's randomness")
+	fs.BoolVar(&c.batches, "batches", true, "send the acquires and heartbeats that go together as batches (POST /acquire, POST /heartbeat)")
 	groupJobs := fs.String("group-jobs", "", "comma-separated job=group: jobs in concurrency groups")
 	fs.DurationVar(&c.groupPeriod, "group-period", 4*time.Second, "the jobs in groups run @every group-period")
 	fs.DurationVar(&c.groupGrace, "group-grace", 0, "grace sent with the schedule of the jobs in groups (0: the server's default)")
@@ -215,6 +217,7 @@ func run(ctx context.Context, args []string) error {
 		Margin:            cfg.margin,
 		RequestTimeout:    cfg.requestTimeout,
 		OwedPollInterval:  cfg.owedPoll,
+		DisableBatches:    !cfg.batches,
 		Logger:            logger,
 		ReportFunc: func(r jobs.Report) {
 			e := &record.Event{Ev: "report", T: time.Now().UnixNano(), Job: r.JobID, Token: r.Token,
@@ -250,7 +253,8 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	logger.Info("replica started", slog.String("owner", cfg.owner), slog.Int("jobs", cfg.jobs), slog.Int("group_jobs", len(cfg.groupJobs)))
+	logger.Info("replica started", slog.String("owner", cfg.owner), slog.Int("jobs", cfg.jobs), slog.Int("group_jobs", len(cfg.groupJobs)),
+		slog.Bool("batches", cfg.batches))
 	return runner.Serve(ctx)
 }
 
@@ -390,13 +394,113 @@ type callBody struct {
 	Outcome string `json:"outcome"`
 }
 
+// batchBody is the union of the two batch request bodies: the defaults,
+// and per item the fields that may override them.
+type batchBody struct {
+	Owner       string `json:"owner"`
+	TTLMs       int64  `json:"ttlMs"`
+	Tick        string `json:"tick"`
+	NearestTick bool   `json:"nearestTick"`
+	Items       []struct {
+		JobID       string  `json:"jobId"`
+		Owner       *string `json:"owner"`
+		TTLMs       *int64  `json:"ttlMs"`
+		Tick        *string `json:"tick"`
+		NearestTick *bool   `json:"nearestTick"`
+		Token       int64   `json:"token"`
+	} `json:"items"`
+}
+
+// call is one lease call as the checker sees it: a single call, or one
+// item of a batch.
+type call struct {
+	job string
+	cb  callBody
+}
+
+// leaseCallPath reports whether path is that of a lease call the doer
+// records: /leases/{job}/{kind}, or a batch, /acquire or /heartbeat.
+func leaseCallPath(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	return len(parts) == 3 && parts[0] == "leases" || len(parts) == 1 && (parts[0] == "acquire" || parts[0] == "heartbeat")
+}
+
+// calls reads the lease calls of a request to path (a leaseCallPath) with
+// body: one for /leases/{job}/{kind}, one per item for a batch, each with
+// the fields its single call would send.
+func calls(path string, body []byte) (kind string, cs []call) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) == 3:
+		var cb callBody
+		_ = json.Unmarshal(body, &cb)
+		if parts[2] == "release" && cb.Outcome == "" {
+			cb.Outcome = "succeeded"
+		}
+		return parts[2], []call{{job: parts[1], cb: cb}}
+	default:
+		var bb batchBody
+		_ = json.Unmarshal(body, &bb)
+		for _, it := range bb.Items {
+			c := call{job: it.JobID, cb: callBody{Owner: bb.Owner, TTLMs: bb.TTLMs, Tick: bb.Tick, Token: it.Token}}
+			if it.Owner != nil {
+				c.cb.Owner = *it.Owner
+			}
+			if it.TTLMs != nil {
+				c.cb.TTLMs = *it.TTLMs
+			}
+			if it.Tick != nil || it.NearestTick != nil {
+				// An item that sends tick or nearestTick takes neither
+				// from the defaults.
+				c.cb.Tick = ""
+				if it.Tick != nil {
+					c.cb.Tick = *it.Tick
+				}
+			}
+			cs = append(cs, c)
+		}
+		return parts[0], cs
+	}
+}
+
+// itemAnswers reads the answer to a batch of n items: each item's status
+// and body (its lease or problem), as its single call would have been
+// answered. A batch refused as a whole gives every item that answer.
+func itemAnswers(status int, body []byte, n int) (statuses []int, bodies [][]byte) {
+	statuses, bodies = make([]int, n), make([][]byte, n)
+	var answer struct {
+		Results []struct {
+			Status  int             `json:"status"`
+			Lease   json.RawMessage `json:"lease"`
+			Problem json.RawMessage `json:"problem"`
+		} `json:"results"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &answer) != nil || len(answer.Results) != n {
+		for i := range n {
+			statuses[i], bodies[i] = status, body
+		}
+		if status == http.StatusOK {
+			// An answer that cannot be read item by item: unknown.
+			for i := range n {
+				bodies[i] = nil
+			}
+		}
+		return statuses, bodies
+	}
+	for i, res := range answer.Results {
+		statuses[i], bodies[i] = res.Status, res.Problem
+		if res.Status == http.StatusOK {
+			bodies[i] = res.Lease
+		}
+	}
+	return statuses, bodies
+}
+
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
-	// /leases/{job}/{kind}
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	inst := int(d.rand(int64(len(d.apis))))
 	target := d.apis[inst]
 	req.URL.Scheme, req.URL.Host, req.Host = target.Scheme, target.Host, ""
-	if len(parts) != 3 || parts[0] != "leases" {
+	if !leaseCallPath(req.URL.Path) {
 		return d.hc.Do(req)
 	}
 	var body []byte
@@ -409,9 +513,11 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		req.Body = io.NopCloser(bytes.NewReader(b))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	}
-	var cb callBody
-	_ = json.Unmarshal(body, &cb)
-	if parts[2] == "acquire" && d.jitter > 0 {
+	kind, cs := calls(req.URL.Path, body)
+	if len(cs) == 0 {
+		return d.hc.Do(req)
+	}
+	if kind == "acquire" && d.jitter > 0 {
 		t := time.NewTimer(time.Duration(d.rand(int64(d.jitter))))
 		select {
 		case <-t.C:
@@ -420,43 +526,51 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		}
 	}
-	if parts[2] == "release" && cb.Outcome == "" {
-		cb.Outcome = "succeeded"
-	}
-	id := d.ids.Add(1)
+	ids := make([]int64, len(cs))
 	var wrote atomic.Bool
 	ctx := httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	})
-	_ = d.rec.Write(&record.Event{
-		Ev: "call", ID: id, T: time.Now().UnixNano(), Client: d.client, Instance: inst,
-		Job: parts[1], Kind: parts[2], Owner: cb.Owner, Token: cb.Token, TTLMs: cb.TTLMs,
-		Tick: cb.Tick, Outcome: cb.Outcome,
-	})
-	resp, err := d.hc.Do(req.WithContext(ctx))
-	ret := &record.Event{Ev: "ret", ID: id}
-	if err != nil {
-		ret.T = time.Now().UnixNano()
-		ret.Err = err.Error()
-		ret.Result = "unknown"
-		if !wrote.Load() {
-			ret.Result = "not_sent"
+	for i, c := range cs {
+		ids[i] = d.ids.Add(1)
+		_ = d.rec.Write(&record.Event{
+			Ev: "call", ID: ids[i], T: time.Now().UnixNano(), Client: d.client, Instance: inst,
+			Job: c.job, Kind: kind, Owner: c.cb.Owner, Token: c.cb.Token, TTLMs: c.cb.TTLMs,
+			Tick: c.cb.Tick, Outcome: c.cb.Outcome,
+		})
+	}
+	// fail records that no answer came for any of the calls.
+	fail := func(err error, result string) {
+		now := time.Now().UnixNano()
+		for _, id := range ids {
+			_ = d.rec.Write(&record.Event{Ev: "ret", ID: id, T: now, Err: err.Error(), Result: result})
 		}
-		_ = d.rec.Write(ret)
+	}
+	resp, err := d.hc.Do(req.WithContext(ctx))
+	if err != nil {
+		result := "unknown"
+		if !wrote.Load() {
+			result = "not_sent"
+		}
+		fail(err, result)
 		return nil, err
 	}
 	rb, rerr := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	ret.T = time.Now().UnixNano()
-	ret.Status = resp.StatusCode
 	if rerr != nil {
-		ret.Err = rerr.Error()
-		ret.Result = "unknown"
-		_ = d.rec.Write(ret)
+		fail(rerr, "unknown")
 		return nil, rerr
 	}
-	ret.Result, ret.Lease = record.Classify(resp.StatusCode, rb)
+	now := time.Now().UnixNano()
+	statuses, bodies := []int{resp.StatusCode}, [][]byte{rb}
+	if !strings.HasPrefix(req.URL.Path, "/leases/") { // a batch
+		statuses, bodies = itemAnswers(resp.StatusCode, rb, len(cs))
+	}
+	for i, id := range ids {
+		ret := &record.Event{Ev: "ret", ID: id, T: now, Status: statuses[i]}
+		ret.Result, ret.Lease = record.Classify(statuses[i], bodies[i])
+		_ = d.rec.Write(ret)
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(rb))
-	_ = d.rec.Write(ret)
 	return resp, nil
 }
