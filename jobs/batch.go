@@ -298,6 +298,8 @@ type batchResult struct {
 	Status  int             `json:"status"`
 	Lease   json.RawMessage `json:"lease"`
 	Problem json.RawMessage `json:"problem"`
+	// RetryAfter is the single call's Retry-After in seconds, 0 for none.
+	RetryAfter int `json:"retryAfter"`
 }
 
 // batchResults turns the answer to a batch of n calls (resp with body, or
@@ -356,7 +358,7 @@ func batchResults(resp *http.Response, body []byte, err error, n int, jobID func
 			}
 			results[i].lease = fromWire(l)
 		default:
-			results[i].err = refused(i, problemError(res.Status, 0, res.Problem))
+			results[i].err = refused(i, problemError(res.Status, time.Duration(max(res.RetryAfter, 0))*time.Second, res.Problem))
 		}
 	}
 	return results, nil

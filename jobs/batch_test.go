@@ -311,8 +311,8 @@ func TestBatchItemsFailAsSingleCalls(t *testing.T) {
 		}
 	}
 	if full, ok := errors.AsType[*leaseapi.GroupFullError](got["full"].err); !ok || full.Group.Name != "reports" ||
-		len(full.Group.Holders) != 1 || full.Group.Holders[0].JobID != "holder" {
-		t.Errorf("full: got %v, want a *leaseapi.GroupFullError naming holder", got["full"].err)
+		len(full.Group.Holders) != 1 || full.Group.Holders[0].JobID != "holder" || full.RetryAfter < time.Second {
+		t.Errorf("full: got %v, want a *leaseapi.GroupFullError naming holder, with the item's retryAfter", got["full"].err)
 	}
 	if held, ok := errors.AsType[*leaseapi.ConflictError](got["held"].err); !ok || held.Lease.Owner != "replica-x" {
 		t.Errorf("held: got %v, want a *leaseapi.ConflictError with replica-x's lease", got["held"].err)
