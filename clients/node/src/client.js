@@ -706,7 +706,8 @@ function batchResults(path, answer, jobIds) {
       if (!Number.isInteger(result.status)) {
         throw new TypeError(`result of job ${jobIds[k]} without a status`);
       }
-      return problemError('POST', path, result.status, result.problem, '', undefined, requestId);
+      const retryAfter = Number.isInteger(result.retryAfter) && result.retryAfter > 0 ? result.retryAfter : undefined;
+      return problemError('POST', path, result.status, result.problem, '', retryAfter, requestId);
     });
   } catch (err) {
     throw new LeaseApiError(`POST ${path}: ${answer.status} with an answer the client cannot read: ${err.message}`, {

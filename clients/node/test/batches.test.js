@@ -53,6 +53,7 @@ test('acquireBatch answers each item as its single call', async () => {
   assert.ok(!(free instanceof LeaseApiError), String(free));
   assert.deepEqual([free.owner, free.tick.getTime(), free.ttlMs, free.schedule], ['replica-a', TICK.getTime(), 5000, '0 7 * * *']);
   assert.ok(refused instanceof LeaseApiError && refused.code === 'lease_held' && refused.status === 409 && refused.notAcquired);
+  assert.ok(refused.retryAfter >= 1, `retryAfter ${refused.retryAfter}`);
   assert.equal(refused.lease.owner, 'replica-b');
   assert.equal(refused.lease.token, held.token);
   assert.ok(refused.requestId, 'the batch answer names its request id');

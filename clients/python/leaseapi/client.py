@@ -894,7 +894,9 @@ def _batch_results(method: str, path: str, data: Dict[str, Any], job_ids: Sequen
             if status == 200:
                 out.append(Lease.from_json(result["lease"]))
             else:
-                out.append(_problem_error(method, path, int(status), result.get("problem"), "", None, request_id))
+                retry = result.get("retryAfter")
+                retry_after = float(retry) if isinstance(retry, int) and not isinstance(retry, bool) and retry > 0 else None
+                out.append(_problem_error(method, path, int(status), result.get("problem"), "", retry_after, request_id))
         return out
     except (KeyError, TypeError, ValueError) as err:
         raise errors.ProtocolError(f"{method} {path}: an answer the client cannot read ({type(err).__name__}: {err})", request_id=request_id) from err

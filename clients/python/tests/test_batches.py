@@ -61,6 +61,7 @@ def test_acquire_batch_answers_each_item_as_its_single_call(client: leaseapi.Cli
     free, refused, ran, own, bad, mutex = results
     assert isinstance(free, leaseapi.Lease) and (free.owner, free.tick, free.ttl, free.schedule) == ("replica-a", TICK, 5, "0 7 * * *")
     assert isinstance(refused, leaseapi.LeaseHeld) and (refused.status, refused.code) == (409, "lease_held")
+    assert refused.retry_after is not None and refused.retry_after >= 1, refused.retry_after
     assert refused.lease is not None and (refused.lease.owner, refused.lease.token) == ("replica-b", held.token)
     assert refused.request_id and refused.detail
     assert isinstance(ran, leaseapi.TickDone) and ran.lease is not None and ran.lease.last_completed_tick == TICK
