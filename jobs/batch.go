@@ -8,12 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api/client"
+	"github.com/leaseapi/leaseapi/internal/groupcommit"
 )
 
 // Batches. The acquires of the jobs that fire at one tick, and the
@@ -37,11 +37,12 @@ type callResult struct {
 	err   error
 }
 
-// batcher groups concurrent calls of one kind (acquires or heartbeats) into
-// batches. P is a call's request, key its job id. single makes the call of
-// a batch of one, many that of a batch of two or more: it returns one
-// result per call, or errNoBatchRoute.
-type batcher[P any] struct {
+// batched sends the calls of one kind (acquires or heartbeats) through
+// group commit (groupcommit.Batcher). P is a call's request, key its job
+// id. single makes one call alone, many the calls of a batch of two or
+// more as one request: it returns one result per call, or
+// errNoBatchRoute.
+type batched[P any] struct {
 	kind   string // "acquire" or "heartbeat", for the log
 	key    func(*P) string
 	single func(context.Context, *P) (leaseapi.Lease, error)
@@ -50,153 +51,53 @@ type batcher[P any] struct {
 
 	// off: the server has no batch route (or batches are turned off);
 	// every call goes single, at once.
-	off atomic.Bool
-
-	mu      sync.Mutex
-	queue   []*batchCall[P]
-	running bool // drain is sending the queued calls
+	off     atomic.Bool
+	batcher groupcommit.Batcher[P, leaseapi.Lease]
 }
 
-type batchCall[P any] struct {
-	ctx context.Context
-	req *P
-	out chan callResult // buffered: drain never blocks
+func newBatched[P any](kind string, key func(*P) string, single func(context.Context, *P) (leaseapi.Lease, error),
+	many func(context.Context, []*P) ([]callResult, error), logger *slog.Logger, off bool) *batched[P] {
+	b := &batched[P]{kind: kind, key: key, single: single, many: many, logger: logger}
+	b.off.Store(off)
+	b.batcher = groupcommit.Batcher[P, leaseapi.Lease]{Key: key, Max: leaseapi.MaxBatchItems, Single: single, Run: b.run}
+	return b
 }
 
 // do makes the call p, in the next batch unless batches are off, and
-// returns its answer. It returns by the end of ctx whatever the server
-// does: a call still queued then is withdrawn and never sent; one whose
-// batch is at the server returns ErrUnavailable (its outcome is unknown, as
-// a single call's that timed out), and the batch goes on for the others.
-func (b *batcher[P]) do(ctx context.Context, p *P) (leaseapi.Lease, error) {
+// returns its answer by the end of ctx (groupcommit.Batcher.Do): a call
+// whose batch is at the server then returns ErrUnavailable, its outcome
+// unknown, as a single call's that timed out. A call of a batch the server
+// could not take is made again alone.
+func (b *batched[P]) do(ctx context.Context, p *P) (leaseapi.Lease, error) {
 	if b.off.Load() {
 		return b.single(ctx, p)
 	}
-	c := &batchCall[P]{ctx: ctx, req: p, out: make(chan callResult, 1)}
-	b.mu.Lock()
-	b.queue = append(b.queue, c)
-	if !b.running {
-		b.running = true
-		go b.drain()
+	l, err := b.batcher.Do(ctx, p)
+	if errors.Is(err, groupcommit.ErrBatchFailed) {
+		return b.single(ctx, p)
 	}
-	b.mu.Unlock()
-	select {
-	case res := <-c.out:
-		return res.lease, res.err
-	case <-ctx.Done():
-		b.mu.Lock()
-		withdrawn := b.remove(c)
-		b.mu.Unlock()
-		if withdrawn {
-			return leaseapi.Lease{}, fmt.Errorf("%s %q: %w: not sent: %w", b.kind, b.key(p), leaseapi.ErrUnavailable, ctx.Err())
-		}
-		return leaseapi.Lease{}, fmt.Errorf("%s %q: %w: %w", b.kind, b.key(p), leaseapi.ErrUnavailable, ctx.Err())
+	if err != nil && ctx.Err() != nil {
+		return l, fmt.Errorf("%s %q: %w", b.kind, b.key(p), err)
 	}
+	return l, err
 }
 
-// drain sends the queued calls, batch after batch, until none is left.
-func (b *batcher[P]) drain() {
-	for {
-		b.mu.Lock()
-		batch := b.take()
-		if len(batch) == 0 {
-			b.running = false
-			b.mu.Unlock()
-			return
-		}
-		b.mu.Unlock()
-		results := b.exec(batch)
-		for i, c := range batch {
-			c.out <- results[i]
-		}
-	}
-}
-
-// take removes the next batch from the queue: the calls whose context has
-// not ended, one per job, at most leaseapi.MaxBatchItems. A call whose
-// context ended is left for do to withdraw. Called with mu held.
-func (b *batcher[P]) take() []*batchCall[P] {
-	var batch []*batchCall[P]
-	var keys map[string]bool
-	rest := b.queue[:0]
-	for _, c := range b.queue {
-		k := b.key(c.req)
-		if c.ctx.Err() != nil || len(batch) == leaseapi.MaxBatchItems || keys[k] {
-			rest = append(rest, c)
-			continue
-		}
-		if keys == nil {
-			keys = make(map[string]bool)
-		}
-		keys[k] = true
-		batch = append(batch, c)
-	}
-	clear(b.queue[len(rest):])
-	b.queue = rest
-	return batch
-}
-
-func (b *batcher[P]) remove(c *batchCall[P]) bool {
-	for i, x := range b.queue {
-		if x == c {
-			b.queue = append(b.queue[:i], b.queue[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// exec makes the call of batch under a context that ends with the last
-// deadline among its calls: the batch is not cut short for the calls that
-// wait longest. A batch of one goes as its single call. When the server
-// has no batch route, batches are turned off for good and each call of
-// this one is made single.
-func (b *batcher[P]) exec(batch []*batchCall[P]) []callResult {
-	ctx := context.Background()
-	var last time.Time
-	bounded := true
-	for _, c := range batch {
-		d, ok := c.ctx.Deadline()
-		if !ok {
-			bounded = false
-			break
-		}
-		if d.After(last) {
-			last = d
-		}
-	}
-	if bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, last)
-		defer cancel()
-	}
-	results := make([]callResult, len(batch))
-	if len(batch) > 1 && !b.off.Load() {
-		reqs := make([]*P, len(batch))
-		for i, c := range batch {
-			reqs[i] = c.req
-		}
-		got, err := b.many(ctx, reqs)
-		if err == nil {
-			return got
-		}
+// run sends a batch of two or more as one request; when the server has no
+// batch route, it turns batches off for good.
+func (b *batched[P]) run(ctx context.Context, ps []*P) ([]leaseapi.Lease, []error, error) {
+	got, err := b.many(ctx, ps)
+	if err != nil {
 		if b.off.CompareAndSwap(false, true) {
 			b.logger.Info("leaseapi has no batch route; sending single calls from now on",
 				slog.String("kind", b.kind), slog.Any("error", err))
 		}
+		return nil, nil, err
 	}
-	// One at a time is the single call; a batch the server could not take
-	// goes as concurrent single calls, each under its own context.
-	if len(batch) == 1 {
-		results[0].lease, results[0].err = b.single(batch[0].ctx, batch[0].req)
-		return results
+	leases, errs := make([]leaseapi.Lease, len(got)), make([]error, len(got))
+	for i, r := range got {
+		leases[i], errs[i] = r.lease, r.err
 	}
-	var wg sync.WaitGroup
-	for i, c := range batch {
-		wg.Go(func() { results[i].lease, results[i].err = b.single(c.ctx, c.req) })
-	}
-	wg.Wait()
-	return results
+	return leases, errs, nil
 }
 
 // rawBatchClient is what *client.ClientWithResponses also offers: the

@@ -43,6 +43,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func (b *testBundle) holdCalls(t *testing.T) (release func()) {
 	hold := make(chan struct{})
 	b.faults.held.Store(0)
+	b.faults.heldItems.Store(0)
 	b.faults.hold.Store(&hold)
 	release = sync.OnceFunc(func() {
 		b.faults.hold.Store(nil)
@@ -111,12 +112,16 @@ func TestServeBatchesAcquires(t *testing.T) {
 			c.Advance(tick.Sub(c.Now()))
 		}
 		if k == 0 {
-			// Each replica's first acquire is at the service; the other
-			// 39 wait for it, and then go as one batch.
-			for i, r := range runners {
-				waitFor(t, fmt.Sprintf("replica-%d to queue %d acquires", i, len(ids)-1),
-					func() bool { return jobs.QueuedAcquires(r) == len(ids)-1 })
-			}
+			// Each replica's first request is at the service (an acquire
+			// alone, or a batch of those that met its sending); the rest
+			// of its acquires wait for it, and then go as one batch.
+			waitFor(t, "every replica's first request held and the rest queued", func() bool {
+				queued := 0
+				for _, r := range runners {
+					queued += jobs.QueuedAcquires(r)
+				}
+				return b.faults.held.Load() == replicas && queued+int(b.faults.heldItems.Load()) == replicas*len(ids)
+			})
 			release()
 		}
 		ran := make(map[string]string)
@@ -133,9 +138,9 @@ func TestServeBatchesAcquires(t *testing.T) {
 		if k == 0 {
 			single := b.faults.answered("acquire", http.StatusOK) + b.faults.answered("acquire", http.StatusConflict)
 			batches := b.faults.answered("acquire-batch", http.StatusOK)
-			if single != replicas || batches != replicas {
-				t.Fatalf("tick %s: %d single acquires and %d batches for %d acquires; want %d of each",
-					tick, single, batches, replicas*len(ids), replicas)
+			if single+batches > 2*replicas || single > replicas {
+				t.Fatalf("tick %s: %d single acquires and %d batches for %d acquires; want at most two requests per replica, at most one single",
+					tick, single, batches, replicas*len(ids))
 			}
 		}
 	}
@@ -202,7 +207,9 @@ func TestServeBatchesHeartbeats(t *testing.T) {
 		blockUntil(t, clock, 2*len(ids))
 		release := b.holdCalls(t)
 		clock.Advance(testHeartbeat)
-		waitFor(t, "19 heartbeats to queue", func() bool { return jobs.QueuedHeartbeats(r) == len(ids)-1 })
+		waitFor(t, "a heartbeat request held and the rest queued", func() bool {
+			return b.faults.held.Load() == 1 && jobs.QueuedHeartbeats(r)+int(b.faults.heldItems.Load()) == len(ids)
+		})
 		if k == rounds-1 {
 			// Revoke a job whose heartbeat is in the batch.
 			revoked = ids[0]
@@ -218,8 +225,8 @@ func TestServeBatchesHeartbeats(t *testing.T) {
 		t.Fatalf("revoked run: got %+v, want %s lost with lease_lost", lost, revoked)
 	}
 	blockUntil(t, clock, 2*len(ids)-1)
-	if single, batches := b.faults.answered("heartbeat", http.StatusOK), b.faults.answered("heartbeat-batch", http.StatusOK); single != rounds || batches != rounds {
-		t.Fatalf("%d single heartbeats and %d batches for %d heartbeats; want %d of each", single, batches, rounds*len(ids), rounds)
+	if single, batches := b.faults.answered("heartbeat", http.StatusOK), b.faults.answered("heartbeat-batch", http.StatusOK); single+batches > 2*rounds || single > rounds {
+		t.Fatalf("%d single heartbeats and %d batches for %d heartbeats; want at most two requests per round, at most one single", single, batches, rounds*len(ids))
 	}
 	close(finish)
 	for range len(ids) - 1 {

@@ -8,8 +8,4 @@ func QueuedAcquires(r *Runner) int { return queued(r.acquires) }
 // QueuedHeartbeats is QueuedAcquires for heartbeats.
 func QueuedHeartbeats(r *Runner) int { return queued(r.heartbeats) }
 
-func queued[P any](b *batcher[P]) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
-}
+func queued[P any](b *batched[P]) int { return b.batcher.Queued() }

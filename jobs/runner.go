@@ -183,8 +183,8 @@ type Runner struct {
 	reportFunc        func(Report)
 	// acquires and heartbeats send the calls of the runs, in batches
 	// unless Config.DisableBatches.
-	acquires   *batcher[acquireRequest]
-	heartbeats *batcher[heartbeatRequest]
+	acquires   *batched[acquireRequest]
+	heartbeats *batched[heartbeatRequest]
 
 	mu sync.Mutex
 	// jobs are the registered jobs in the order of Add.
@@ -274,30 +274,22 @@ func New(cfg Config) (*Runner, error) {
 	if r.clock == nil {
 		r.clock = clockwork.NewRealClock()
 	}
-	r.acquires = &batcher[acquireRequest]{
-		kind: "acquire",
-		key:  func(a *acquireRequest) string { return a.jobID },
-		single: func(ctx context.Context, a *acquireRequest) (leaseapi.Lease, error) {
+	r.acquires = newBatched("acquire", func(a *acquireRequest) string { return a.jobID },
+		func(ctx context.Context, a *acquireRequest) (leaseapi.Lease, error) {
 			return postAcquire(ctx, r.client, a)
 		},
-		many: func(ctx context.Context, as []*acquireRequest) ([]callResult, error) {
+		func(ctx context.Context, as []*acquireRequest) ([]callResult, error) {
 			return postAcquireBatch(ctx, r.client, as)
 		},
-		logger: r.logger,
-	}
-	r.heartbeats = &batcher[heartbeatRequest]{
-		kind: "heartbeat",
-		key:  func(h *heartbeatRequest) string { return h.jobID },
-		single: func(ctx context.Context, h *heartbeatRequest) (leaseapi.Lease, error) {
+		r.logger, cfg.DisableBatches)
+	r.heartbeats = newBatched("heartbeat", func(h *heartbeatRequest) string { return h.jobID },
+		func(ctx context.Context, h *heartbeatRequest) (leaseapi.Lease, error) {
 			return postHeartbeat(ctx, r.client, h)
 		},
-		many: func(ctx context.Context, hs []*heartbeatRequest) ([]callResult, error) {
+		func(ctx context.Context, hs []*heartbeatRequest) ([]callResult, error) {
 			return postHeartbeatBatch(ctx, r.client, hs)
 		},
-		logger: r.logger,
-	}
-	r.acquires.off.Store(cfg.DisableBatches)
-	r.heartbeats.off.Store(cfg.DisableBatches)
+		r.logger, cfg.DisableBatches)
 	return r, nil
 }
 

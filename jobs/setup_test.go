@@ -197,14 +197,15 @@ type faultProxy struct {
 
 	// lastAcquire is the body of the last acquire.
 	lastAcquire atomic.Pointer[[]byte]
-	// hold, while set, makes single acquires and heartbeats wait until it
-	// is closed: a test holds a runner's call in flight so that the
-	// runner's next calls queue behind it for one batch.
+	// hold, while set, makes acquires and heartbeats (single or batched)
+	// wait until it is closed: a test holds a runner's request in flight
+	// so that the runner's next calls queue behind it for one batch.
 	hold atomic.Pointer[chan struct{}]
-	// held counts the calls that waited on hold, heldPath is the path of
-	// the last one.
-	held     atomic.Int32
-	heldPath atomic.Pointer[string]
+	// held counts the requests that waited on hold, heldItems the calls
+	// they carry (a batch's items), heldPath is the path of the last one.
+	held      atomic.Int32
+	heldItems atomic.Int32
+	heldPath  atomic.Pointer[string]
 	// noBatchRoutes answers the batch routes 404, as a leaseapi older than
 	// them does.
 	noBatchRoutes atomic.Bool
@@ -233,7 +234,18 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if hold := f.hold.Load(); hold != nil && (op == "acquire" || op == "heartbeat") {
+	if hold := f.hold.Load(); hold != nil && (op == "acquire" || op == "heartbeat" || op == "acquire-batch" || op == "heartbeat-batch") {
+		items := 1
+		if strings.HasSuffix(op, "-batch") {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var batch struct {
+				Items []json.RawMessage `json:"items"`
+			}
+			_ = json.Unmarshal(body, &batch)
+			items = len(batch.Items)
+		}
+		f.heldItems.Add(int32(items))
 		f.held.Add(1)
 		path := r.URL.Path
 		f.heldPath.Store(&path)

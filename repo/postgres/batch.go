@@ -3,14 +3,12 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/lib/pq"
 
-	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/internal/groupcommit"
 	"github.com/leaseapi/leaseapi/repo/decide"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
@@ -39,204 +37,12 @@ import (
 // maxBatch caps the calls of one batch statement.
 const maxBatch = 64
 
-// errBatchFailed tells a call that its batch's statement failed and that it
-// must be made alone.
-var errBatchFailed = errors.New("batch statement failed")
-
-// batcher groups concurrent calls of one kind into batches. P are a call's
-// parameters, R its result row. key names the row a call writes: a batch
-// holds at most one call per key (the statements write each row once), the
-// others wait for a later batch. run makes the database call of a batch of
-// two or more; single that of a batch of one. Both return a result for
-// every call: a row, or sql.ErrNoRows when the statement returned none for
-// it.
-type batcher[P, R any] struct {
-	key    func(*P) string
-	single func(context.Context, *P) (R, error)
-	run    func(context.Context, []*P) ([]R, []error, error)
-
-	mu      sync.Mutex
-	queue   []*batchCall[P, R]
-	running bool // drain is sending the queued calls
-}
-
-type batchCall[P, R any] struct {
-	ctx    context.Context
-	params *P
-	out    chan batchOutcome[R] // buffered: the sender never blocks
-}
-
-// batchOutcome is a call's result.
-type batchOutcome[R any] struct {
-	row R
-	err error
-}
-
-// do makes the call p in the next batch and returns its row. It returns by
-// the end of ctx whatever the database does: a call still queued then is
-// withdrawn and never sent; one whose batch is at the database returns
-// ErrUnavailable, its outcome unknown, and the batch goes on for the
-// others. So a store call through a batcher needs no goroutine of its own
-// to keep its deadline (bounded); the batches run on one goroutine per
-// batcher while there are calls to send.
-func (b *batcher[P, R]) do(ctx context.Context, p *P) (R, error) {
-	c := &batchCall[P, R]{ctx: ctx, params: p, out: make(chan batchOutcome[R], 1)}
-	b.mu.Lock()
-	b.queue = append(b.queue, c)
-	if !b.running {
-		b.running = true
-		go b.drain()
-	}
-	b.mu.Unlock()
-	select {
-	case o := <-c.out:
-		return lateResult(ctx, o.row, o.err)
-	case <-ctx.Done():
-		b.mu.Lock()
-		withdrawn := b.remove(c)
-		b.mu.Unlock()
-		var zero R
-		if withdrawn {
-			return zero, fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, ctx.Err())
-		}
-		// Sent: whether or not its answer came meanwhile, none is used
-		// after the deadline (lateResult).
-		return zero, fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, ctx.Err())
-	}
-}
-
-// doAll makes the calls ps in the next batches, queued together in their
-// order, and returns each one's row or error as do would. A call still
-// queued when ctx ends is withdrawn and never sent.
-func (b *batcher[P, R]) doAll(ctx context.Context, ps []*P) ([]R, []error) {
-	calls := make([]*batchCall[P, R], len(ps))
-	for i, p := range ps {
-		calls[i] = &batchCall[P, R]{ctx: ctx, params: p, out: make(chan batchOutcome[R], 1)}
-	}
-	b.mu.Lock()
-	b.queue = append(b.queue, calls...)
-	if !b.running && len(calls) > 0 {
-		b.running = true
-		go b.drain()
-	}
-	b.mu.Unlock()
-	rows, errs := make([]R, len(ps)), make([]error, len(ps))
-	for i, c := range calls {
-		select {
-		case o := <-c.out:
-			rows[i], errs[i] = lateResult(ctx, o.row, o.err)
-		case <-ctx.Done():
-			b.mu.Lock()
-			withdrawn := b.remove(c)
-			b.mu.Unlock()
-			errs[i] = fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, ctx.Err())
-			if withdrawn {
-				errs[i] = fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, ctx.Err())
-			}
-		}
-	}
-	return rows, errs
-}
-
-// drain sends the queued calls, batch after batch, until none is left.
-func (b *batcher[P, R]) drain() {
-	for {
-		b.mu.Lock()
-		batch := b.take()
-		if len(batch) == 0 {
-			b.running = false
-			b.mu.Unlock()
-			return
-		}
-		b.mu.Unlock()
-		rows, errs := b.exec(batch)
-		for i, c := range batch {
-			c.out <- batchOutcome[R]{row: rows[i], err: errs[i]}
-		}
-	}
-}
-
-// take removes the next batch from the queue: the calls whose context has
-// not ended, one per key, at most maxBatch. A call whose context ended is
-// answered at once and never sent. Called with mu held.
-func (b *batcher[P, R]) take() []*batchCall[P, R] {
-	var batch []*batchCall[P, R]
-	var keys map[string]bool
-	rest := b.queue[:0]
-	for _, c := range b.queue {
-		if err := c.ctx.Err(); err != nil {
-			var zero R
-			c.out <- batchOutcome[R]{row: zero, err: fmt.Errorf("%w: not sent: %w", leaseapi.ErrUnavailable, err)}
-			continue
-		}
-		k := b.key(c.params)
-		if len(batch) == maxBatch || keys[k] {
-			rest = append(rest, c)
-			continue
-		}
-		if keys == nil {
-			keys = make(map[string]bool)
-		}
-		keys[k] = true
-		batch = append(batch, c)
-	}
-	clear(b.queue[len(rest):])
-	b.queue = rest
-	return batch
-}
-
-func (b *batcher[P, R]) remove(c *batchCall[P, R]) bool {
-	for i, x := range b.queue {
-		if x == c {
-			b.queue = append(b.queue[:i], b.queue[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// exec makes the database call of batch under a context that ends with the
-// last deadline among its calls: the batch is not cut short for the calls
-// that wait longest. A call whose deadline passes while the batch runs has
-// already returned (do).
-func (b *batcher[P, R]) exec(batch []*batchCall[P, R]) ([]R, []error) {
-	ctx := context.Background()
-	var last time.Time
-	bounded := true
-	for _, c := range batch {
-		d, ok := c.ctx.Deadline()
-		if !ok {
-			bounded = false
-			break
-		}
-		if d.After(last) {
-			last = d
-		}
-	}
-	if bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, last)
-		defer cancel()
-	}
-	rows := make([]R, len(batch))
-	errs := make([]error, len(batch))
-	if len(batch) == 1 {
-		rows[0], errs[0] = b.single(ctx, batch[0].params)
-		return rows, errs
-	}
-	params := make([]*P, len(batch))
-	for i, c := range batch {
-		params[i] = c.params
-	}
-	got, gotErrs, err := b.run(ctx, params)
-	if err != nil {
-		for i := range errs {
-			errs[i] = errBatchFailed
-		}
-		return rows, errs
-	}
-	return got, gotErrs
-}
+// batcher groups concurrent calls of one kind into batches
+// (groupcommit.Batcher). Key names the row a call writes (the statements
+// write each row once); Run makes the database call of a batch of two or
+// more, Single that of a batch of one. Both return a result for every
+// call: a row, or sql.ErrNoRows when the statement returned none for it.
+type batcher[P, R any] = groupcommit.Batcher[P, R]
 
 // sortedByKey orders the indexes of params by key, bytewise as job_id
 // sorts (COLLATE "C"): the order in which a batch locks its rows.

@@ -14,6 +14,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/internal/groupcommit"
 )
 
 // Server-side limits added to the DSN unless it sets them. Each lease
@@ -167,24 +168,11 @@ func bounded[T any](ctx context.Context, fn func(context.Context) (T, error)) (T
 	}()
 	select {
 	case r := <-done:
-		return lateResult(ctx, r.v, r.err)
+		return groupcommit.LateResult(ctx, r.v, r.err)
 	case <-ctx.Done():
 		var zero T
 		return zero, fmt.Errorf("%w: %w", leaseapi.ErrUnavailable, ctx.Err())
 	}
-}
-
-// lateResult is the answer to a call that returned v, err: unless err is
-// set, a result that came back after ctx ended is not used (ErrUnavailable),
-// since the request's deadline has passed and its answer may have been
-// given up on already. The two can coincide: a select picks among ready
-// cases at random.
-func lateResult[T any](ctx context.Context, v T, err error) (T, error) {
-	if err == nil && ctx.Err() != nil {
-		var zero T
-		return zero, fmt.Errorf("%w: the database answered after the request's deadline: %w", leaseapi.ErrUnavailable, ctx.Err())
-	}
-	return v, err
 }
 
 // unavailableCodes are Postgres error classes and codes that say the

@@ -15,6 +15,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/internal/groupcommit"
 	"github.com/leaseapi/leaseapi/migrations"
 	"github.com/leaseapi/leaseapi/repo/decide"
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
@@ -171,10 +172,10 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
 	if !v.naive && !v.unbatched {
-		p.reads = &batcher[string, readRow]{key: readKey, run: p.readBatch, single: p.readOne}
-		p.grants = &batcher[grantCall, writtenRow]{key: grantKey, run: p.grantBatch, single: p.grantOne}
-		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch, single: p.releaseOne}
-		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch, single: p.heartbeatOne}
+		p.reads = &batcher[string, readRow]{Key: readKey, Max: maxBatch, Run: p.readBatch, Single: p.readOne}
+		p.grants = &batcher[grantCall, writtenRow]{Key: grantKey, Max: maxBatch, Run: p.grantBatch, Single: p.grantOne}
+		p.releases = &batcher[releaseCall, leaseRow]{Key: releaseKey, Max: maxBatch, Run: p.releaseBatch, Single: p.releaseOne}
+		p.heartbeats = &batcher[heartbeatCall, leaseRow]{Key: heartbeatKey, Max: maxBatch, Run: p.heartbeatBatch, Single: p.heartbeatOne}
 	}
 	return p, nil
 }
@@ -409,8 +410,8 @@ func nullableTime(t *time.Time) sql.NullTime {
 // with one under bounded.
 func send[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Context, *P) (R, error), c *P) (R, error) {
 	if b != nil {
-		r, err := b.do(ctx, c)
-		if !errors.Is(err, errBatchFailed) {
+		r, err := b.Do(ctx, c)
+		if !errors.Is(err, groupcommit.ErrBatchFailed) {
 			return r, err
 		}
 	}
@@ -421,10 +422,10 @@ func send[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Cont
 func sendAll[P, R any](ctx context.Context, b *batcher[P, R], one func(context.Context, *P) (R, error), cs []*P) ([]R, []error) {
 	rows, errs := make([]R, len(cs)), make([]error, len(cs))
 	if b != nil {
-		rows, errs = b.doAll(ctx, cs)
+		rows, errs = b.DoAll(ctx, cs)
 	}
 	for i, c := range cs {
-		if b == nil || errors.Is(errs[i], errBatchFailed) {
+		if b == nil || errors.Is(errs[i], groupcommit.ErrBatchFailed) {
 			rows[i], errs[i] = bounded(ctx, func(ctx context.Context) (R, error) { return one(ctx, c) })
 		}
 	}

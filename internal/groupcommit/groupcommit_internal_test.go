@@ -1,8 +1,9 @@
-package postgres
+package groupcommit
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // testBatcher records the batches it runs; the first call blocks until
 // release is closed, so that the calls made meanwhile queue.
 type testBatcher struct {
-	b       *batcher[string, string]
+	b       *Batcher[string, string]
 	mu      sync.Mutex
 	batches [][]string
 	started chan struct{}
@@ -34,13 +35,14 @@ func newTestBatcher() *testBatcher {
 			<-tb.release
 		}
 	}
-	tb.b = &batcher[string, string]{
-		key: func(s *string) string { return (*s)[:1] },
-		single: func(_ context.Context, s *string) (string, error) {
+	tb.b = &Batcher[string, string]{
+		Max: 64,
+		Key: func(s *string) string { return (*s)[:1] },
+		Single: func(_ context.Context, s *string) (string, error) {
 			record([]string{*s})
 			return "one " + *s, nil
 		},
-		run: func(_ context.Context, ps []*string) ([]string, []error, error) {
+		Run: func(_ context.Context, ps []*string) ([]string, []error, error) {
 			keys := make([]string, len(ps))
 			rows := make([]string, len(ps))
 			for i, p := range ps {
@@ -79,7 +81,7 @@ func TestBatcherGroupsQueuedCallsOnePerKey(t *testing.T) {
 	var wg sync.WaitGroup
 	call := func(p string) {
 		wg.Go(func() {
-			r, err := tb.b.do(ctx, &p)
+			r, err := tb.b.Do(ctx, &p)
 			if err != nil {
 				t.Errorf("call %s: %v", p, err)
 			}
@@ -123,7 +125,7 @@ func TestBatcherDoesNotSendACallWhoseContextEnded(t *testing.T) {
 	go func() {
 		defer close(done)
 		p := "a0"
-		if _, err := tb.b.do(t.Context(), &p); err != nil {
+		if _, err := tb.b.Do(t.Context(), &p); err != nil {
 			t.Errorf("first call: %v", err)
 		}
 	}()
@@ -132,7 +134,7 @@ func TestBatcherDoesNotSendACallWhoseContextEnded(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		p := "b1"
-		_, err := tb.b.do(ctx, &p)
+		_, err := tb.b.Do(ctx, &p)
 		errc <- err
 	}()
 	tb.waitQueued(t, 1)
@@ -147,7 +149,7 @@ func TestBatcherDoesNotSendACallWhoseContextEnded(t *testing.T) {
 	}
 }
 
-func TestBatcherFailedStatementSendsEveryCallAlone(t *testing.T) {
+func TestBatcherFailedBatchFailsEveryCall(t *testing.T) {
 	tb := newTestBatcher()
 	tb.fail = true
 	var wg sync.WaitGroup
@@ -155,7 +157,7 @@ func TestBatcherFailedStatementSendsEveryCallAlone(t *testing.T) {
 	var mu sync.Mutex
 	call := func(p string) {
 		wg.Go(func() {
-			_, err := tb.b.do(t.Context(), &p)
+			_, err := tb.b.Do(t.Context(), &p)
 			mu.Lock()
 			errs[p] = err
 			mu.Unlock()
@@ -173,8 +175,8 @@ func TestBatcherFailedStatementSendsEveryCallAlone(t *testing.T) {
 		t.Errorf("a0 (alone): %v", errs["a0"])
 	}
 	for _, p := range []string{"b1", "c1"} {
-		if !errors.Is(errs[p], errBatchFailed) {
-			t.Errorf("%s: got %v, want errBatchFailed", p, errs[p])
+		if !errors.Is(errs[p], ErrBatchFailed) {
+			t.Errorf("%s: got %v, want ErrBatchFailed", p, errs[p])
 		}
 	}
 }
@@ -189,7 +191,7 @@ func TestBatcherCallReturnsAtItsEndWhileItsBatchRuns(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		p := "a0"
-		_, err := tb.b.do(ctx, &p)
+		_, err := tb.b.Do(ctx, &p)
 		errc <- err
 	}()
 	<-tb.started // a0's batch is at the database, and stays there
@@ -209,7 +211,7 @@ func TestBatcherCallReturnsAtItsEndWhileItsBatchRuns(t *testing.T) {
 	}
 	close(tb.release)
 	p := "b1"
-	got, err := tb.b.do(t.Context(), &p)
+	got, err := tb.b.Do(t.Context(), &p)
 	if err != nil || got != "one b1" {
 		t.Fatalf("call after: got %q, %v; want \"one b1\"", got, err)
 	}
@@ -217,5 +219,43 @@ func TestBatcherCallReturnsAtItsEndWhileItsBatchRuns(t *testing.T) {
 	defer tb.mu.Unlock()
 	if len(tb.batches) != 2 || tb.batches[0][0] != "a0" || tb.batches[1][0] != "b1" {
 		t.Errorf("batches: got %v, want [[a0] [b1]]", tb.batches)
+	}
+}
+
+// DoAll queues its calls together, so that behind a batch in flight they
+// go as the next batches (at most Max each, one per key), and answers each
+// in its order.
+func TestBatcherDoAllQueuesItsCallsTogether(t *testing.T) {
+	tb := newTestBatcher()
+	tb.b.Max = 2
+	first := make(chan error, 1)
+	go func() {
+		p := "a0"
+		_, err := tb.b.Do(t.Context(), &p)
+		first <- err
+	}()
+	<-tb.started
+	ps := []string{"b1", "c1", "d1"}
+	calls := []*string{&ps[0], &ps[1], &ps[2]}
+	done := make(chan struct{})
+	var rows []string
+	var errs []error
+	go func() {
+		rows, errs = tb.b.DoAll(t.Context(), calls)
+		close(done)
+	}()
+	tb.waitQueued(t, len(ps))
+	close(tb.release)
+	<-done
+	if err := <-first; err != nil {
+		t.Fatalf("a0: %v", err)
+	}
+	for i, want := range []string{"batch b1", "batch c1", "one d1"} {
+		if errs[i] != nil || rows[i] != want {
+			t.Errorf("call %d: got %q, %v; want %q", i, rows[i], errs[i], want)
+		}
+	}
+	if got := fmt.Sprint(tb.batches); got != "[[a0] [b1 c1] [d1]]" {
+		t.Errorf("batches: got %s, want [[a0] [b1 c1] [d1]]", got)
 	}
 }
