@@ -106,11 +106,16 @@ func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquirePara
 			c.handOn(ctx, leads[k], nil, a.Lease, a.Err)
 		}
 	}
+	// Each follower is awaited on its own goroutine, so that the followers
+	// ordered to lead make their calls together (their reads and grants
+	// meet in the store's batches) instead of one round trip after another.
+	var wg sync.WaitGroup
 	for i, w := range waiters {
 		if w != nil {
-			out[i].Lease, out[i].Err = c.await(ctx, w)
+			wg.Go(func() { out[i].Lease, out[i].Err = c.await(ctx, w) })
 		}
 	}
+	wg.Wait()
 	return out
 }
 

@@ -326,3 +326,56 @@ func TestDecideFollowerGroupFull(t *testing.T) {
 		})
 	}
 }
+
+// TestCoalescerBatchFollowersLeadTogether has a batch's items follow single
+// calls of two jobs; when those return, both followers are ordered to lead,
+// and both calls must be at the store at once: made one after the other,
+// as they were, a batch of 1,000 followers took 1,000 round trips.
+func TestCoalescerBatchFollowersLeadTogether(t *testing.T) {
+	t.Parallel()
+	b := setupCoalescer(t)
+	ctx := context.Background()
+	tick := time.Now().UTC().Truncate(time.Minute)
+	jobs := []string{"x", "y"}
+	firsts := make(chan error, len(jobs))
+	for _, job := range jobs {
+		go func() {
+			_, err := b.coalescer.Acquire(ctx, &leaseapi.AcquireParams{JobID: job, Owner: "a", TTL: time.Minute, Tick: &tick})
+			firsts <- err
+		}()
+		<-b.gated.entered // a's call of job is at the store
+	}
+	batch := make(chan []leaseapi.Answer, 1)
+	go func() {
+		ps := make([]*leaseapi.AcquireParams, len(jobs))
+		for i, job := range jobs {
+			ps[i] = &leaseapi.AcquireParams{JobID: job, Owner: "b", TTL: time.Minute, Tick: &tick}
+		}
+		batch <- b.coalescer.AcquireBatch(ctx, ps)
+	}()
+	for _, job := range jobs {
+		b.waitQueued(t, job, 1)
+	}
+	for range jobs {
+		b.gated.gate <- struct{}{}
+		if err := <-firsts; err != nil {
+			t.Fatalf("a: %v", err)
+		}
+	}
+	for range jobs { // b's two calls, both at the store before either goes through
+		select {
+		case <-b.gated.entered:
+		case <-time.After(10 * time.Second): // a guard against a hang, not a measure
+			t.Fatal("b's followers did not lead together: the second waits for the first call's answer")
+		}
+	}
+	for range jobs {
+		b.gated.gate <- struct{}{}
+	}
+	for i, a := range <-batch {
+		var conflict *leaseapi.ConflictError
+		if !errors.As(a.Err, &conflict) || !errors.Is(a.Err, leaseapi.ErrLeaseHeld) || conflict.Lease.Owner != "a" {
+			t.Errorf("b's %s: got %v, want lease_held naming a", jobs[i], a.Err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/decide"
@@ -248,9 +249,13 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 			out[i].Err = interpretError(fmt.Sprintf("acquire %q", as[i].JobID), err)
 		}
 	}
+	// The acquires made again go together, as their single calls would,
+	// so that their reads and grants meet in the batches.
+	var wg sync.WaitGroup
 	for _, i := range again {
-		out[i].Lease, out[i].Err = p.Acquire(ctx, as[i])
+		wg.Go(func() { out[i].Lease, out[i].Err = p.Acquire(ctx, as[i]) })
 	}
+	wg.Wait()
 	return out
 }
 
