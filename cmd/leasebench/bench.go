@@ -29,7 +29,7 @@ type bench struct {
 }
 
 // phaseNames are the phases of a run, in order.
-var phaseNames = []string{"calibrate", "cycle", "contended", "herd", "group", "policy", "latency", "list", "sweep", "lock", "console"}
+var phaseNames = []string{"calibrate", "cycle", "contended", "herd", "batch", "group", "policy", "latency", "list", "sweep", "lock", "console"}
 
 // phase is one phase of a run.
 type phase struct {
@@ -44,6 +44,7 @@ func (b *bench) phases() []phase {
 		{"cycle", b.cycle},
 		{"contended", b.contended},
 		{"herd", b.herds},
+		{"batch", b.batches},
 		{"group", b.groups},
 		{"policy", b.policies},
 		{"latency", b.latency},
@@ -81,9 +82,11 @@ func (b *bench) run(ctx context.Context) (_ *Report, err error) {
 	}
 	defer os.RemoveAll(b.tmp)
 
-	b.logf("building cmd/leaseapi")
-	if b.bin, err = buildLeaseapi(ctx, b.tmp); err != nil {
-		return nil, err
+	if b.bin = o.leaseapiBin; b.bin == "" {
+		b.logf("building cmd/leaseapi")
+		if b.bin, err = buildLeaseapi(ctx, b.tmp); err != nil {
+			return nil, err
+		}
 	}
 	b.db, err = createDatabase(ctx, o.dsn, "")
 	if err != nil {
@@ -350,7 +353,10 @@ func (b *bench) herds(ctx context.Context) error {
 		mode  string
 		order herdOrder
 	}
-	variants := []variant{{"fast", herdSameOrder}, {"naive", herdSameOrder}}
+	variants := []variant{{"fast", herdSameOrder}}
+	if o.herdNaive {
+		variants = append(variants, variant{"naive", herdSameOrder})
+	}
 	if o.herdShuffled {
 		variants = slices.Insert(variants, 1, variant{"fast", herdShuffled})
 	}
