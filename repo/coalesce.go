@@ -106,15 +106,52 @@ func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquirePara
 			c.handOn(ctx, leads[k], nil, a.Lease, a.Err)
 		}
 	}
-	// Each follower is awaited on its own goroutine, so that the followers
-	// ordered to lead make their calls together (their reads and grants
-	// meet in the store's batches) instead of one round trip after another.
+	// The followers ordered to lead make their calls together, as batches
+	// of the orders at hand, each on a goroutine of its own: never held
+	// back while this batch waits for another order (so that no two
+	// batches wait for each other), nor made one round trip after another.
 	var wg sync.WaitGroup
+	var pending []int // indexes of ps ordered to lead, their calls not yet made
+	followers := make([][]*acquireWaiter, len(ps))
+	flush := func() {
+		if len(pending) == 0 {
+			return
+		}
+		idx := pending
+		pending = nil
+		wg.Go(func() {
+			batch := make([]*leaseapi.AcquireParams, len(idx))
+			for k, i := range idx {
+				batch[k] = ps[i]
+			}
+			for k, a := range c.Store.AcquireBatch(ctx, batch) {
+				out[idx[k]] = a
+				c.handOn(ctx, batch[k], followers[idx[k]], a.Lease, a.Err)
+			}
+		})
+	}
 	for i, w := range waiters {
-		if w != nil {
-			wg.Go(func() { out[i].Lease, out[i].Err = c.await(ctx, w) })
+		if w == nil {
+			continue
+		}
+		var o acquireOutcome
+		var err error
+		select {
+		case o = <-w.done:
+		default:
+			flush()
+			o, err = c.order(ctx, w)
+		}
+		switch {
+		case err != nil:
+			out[i].Err = err
+		case o.lead:
+			pending, followers[i] = append(pending, i), o.followers
+		default:
+			out[i].Lease, out[i].Err = o.lease, o.err
 		}
 	}
+	flush()
 	wg.Wait()
 	return out
 }
@@ -122,13 +159,24 @@ func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquirePara
 // await returns the answer of the follower w: decided by the call it
 // followed, or by its own call when ordered to lead.
 func (c *coalescer) await(ctx context.Context, w *acquireWaiter) (leaseapi.Lease, error) {
+	o, err := c.order(ctx, w)
+	switch {
+	case err != nil:
+		return leaseapi.Lease{}, err
+	case o.lead:
+		return c.lead(ctx, w.params, o.followers)
+	}
+	return o.lease, o.err
+}
+
+// order waits for the outcome of the follower w: a decision, or an order
+// to lead. At the end of ctx, w is withdrawn (an order to lead that came
+// meanwhile is passed on) and the error says so.
+func (c *coalescer) order(ctx context.Context, w *acquireWaiter) (acquireOutcome, error) {
 	p := w.params
 	select {
 	case o := <-w.done:
-		if o.lead {
-			return c.lead(ctx, p, o.followers)
-		}
-		return o.lease, o.err
+		return o, nil
 	case <-ctx.Done():
 		c.mu.Lock()
 		withdrawn := w.queue.remove(w)
@@ -137,12 +185,12 @@ func (c *coalescer) await(ctx context.Context, w *acquireWaiter) (leaseapi.Lease
 			// An outcome is on its way. A decision is returned as is; an
 			// order to lead is passed on, since this call can no longer run.
 			if o := <-w.done; !o.lead {
-				return o.lease, o.err
+				return o, nil
 			} else {
 				c.next(p.JobID, o.followers)
 			}
 		}
-		return leaseapi.Lease{}, fmt.Errorf("acquire %q: %w: %w", p.JobID, leaseapi.ErrUnavailable, ctx.Err())
+		return acquireOutcome{}, fmt.Errorf("acquire %q: %w: %w", p.JobID, leaseapi.ErrUnavailable, ctx.Err())
 	}
 }
 
