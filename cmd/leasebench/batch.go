@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/leaseapi/leaseapi"
+	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
 )
 
 // acquireBatch makes one measured batch of acquires of jobIDs for owner:
@@ -81,6 +83,45 @@ func herdBatches(ctx context.Context, c client, prefix string, replicas, jobs in
 // rows: the largest batch.
 const batchItems = leaseapi.MaxBatchItems
 
+// ranOnce has each of the herd's jobs of prefix run one tick, the minute
+// before the herd's: granted to "seed" and released, on the store directly.
+func (b *bench) ranOnce(ctx context.Context, prefix string, jobs int) error {
+	store, err := openFloor(ctx, postgres.Config{DSN: b.db.dsn, MaxOpenConns: postgresMaxOpenConns}, false)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	c := storeClient{store: store}
+	tick := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
+	next := make(chan int)
+	errs := make(chan error, postgresMaxOpenConns)
+	for range postgresMaxOpenConns {
+		go func() {
+			var first error
+			for j := range next {
+				job := herdJobID(prefix, j)
+				token, r, err := c.acquire(ctx, job, "seed", &tick, benchTTL)
+				if r == resultOK {
+					r, err = c.release(ctx, job, "seed", token)
+				}
+				if r != resultOK && first == nil {
+					first = fmt.Errorf("the tick before the herd, %s: %v", job, err)
+				}
+			}
+			errs <- first
+		}()
+	}
+	for j := range jobs {
+		next <- j
+	}
+	close(next)
+	var all error
+	for range postgresMaxOpenConns {
+		all = errors.Join(all, <-errs)
+	}
+	return all
+}
+
 // batchClients are the clients of the saturation row: enough to keep the
 // cores busy, few enough that a batch's queueing stays well inside the
 // server's 1 s request deadline.
@@ -148,27 +189,42 @@ func batchOpenLoop(ctx context.Context, c client, jobIDs []string, tick *time.Ti
 }
 
 // batches measures the batches: the herd through them (floor and HTTP),
-// next to the herd through single acquires over HTTP (run here unless the
-// herd phase ran it), then the rate of 1,000-item batches at saturation
+// next to the herd through single acquires over HTTP, both on jobs that
+// ran the tick before, then the rate of 1,000-item batches at saturation
 // and their latency at half of it.
 func (b *bench) batches(ctx context.Context) error {
 	o := b.opts
-	if _, ok := find(b.report.Rows, "herd", "http", "fast"); !ok {
-		b.logf("herd (single acquires): http, %d replicas × %d jobs", o.herdReplicas, o.herdJobs)
-		hr, err := b.http(ctx, "herd", "fast", o.herdReplicas, func(c client) (measurement, error) {
-			r := herd(ctx, c, "herd-single-http", o.herdReplicas, o.herdJobs, herdSameOrder)
-			return r, b.checkHerd(ctx, "herd fast http", "herd-single-http", o.herdJobs, r)
-		})
-		if err != nil {
-			return err
+	// Both herds fire the tick after one their jobs ran (a grant of the
+	// previous minute, released): the steady state, where each job's
+	// winner takes the grant path of a job with a row.
+	b.logf("herd-next-tick (single acquires): http, %d replicas × %d jobs", o.herdReplicas, o.herdJobs)
+	hr, err := b.http(ctx, "herd-next-tick", "fast", o.herdReplicas, func(c client) (measurement, error) {
+		const prefix = "herd-next-tick-http"
+		if err := b.ranOnce(ctx, prefix, o.herdJobs); err != nil {
+			return measurement{}, err
 		}
-		b.add(newRow("herd", "http", "fast", o.herdReplicas, hr.measurement).herd().withProc(hr.proc))
+		r := herd(ctx, c, prefix, o.herdReplicas, o.herdJobs, herdSameOrder)
+		return r, b.checkHerdTicks(ctx, "herd-next-tick http", prefix, o.herdJobs, 2, r)
+	})
+	if err != nil {
+		return err
 	}
+	b.add(newRow("herd-next-tick", "http", "fast", o.herdReplicas, hr.measurement).herd().withProc(hr.proc))
 	body := func(side string) func(c client) (measurement, error) {
 		return func(c client) (measurement, error) {
+			if sc, ok := c.(storeClient); ok {
+				// The floor of a batch is the store as leaseapi serves it:
+				// a batch relies on the coalescer to answer the items of a
+				// job that another batch is deciding.
+				sc.store = repo.CoalesceAcquires(sc.store, leaseapi.DefaultMaxTickAhead)
+				c = sc
+			}
 			prefix := "herd-batch-" + side
+			if err := b.ranOnce(ctx, prefix, o.herdJobs); err != nil {
+				return measurement{}, err
+			}
 			r := herdBatches(ctx, c, prefix, o.herdReplicas, o.herdJobs)
-			return r, b.checkHerd(ctx, "herd-batch "+side, prefix, o.herdJobs, r)
+			return r, b.checkHerdTicks(ctx, "herd-batch "+side, prefix, o.herdJobs, 2, r)
 		}
 	}
 	b.logf("herd-batch: floor, %d replicas × one batch of %d jobs", o.herdReplicas, o.herdJobs)
@@ -178,7 +234,7 @@ func (b *bench) batches(ctx context.Context) error {
 	}
 	floor := b.add(newRow("herd-batch", "floor", "fast", o.herdReplicas, fr).herd())
 	b.logf("herd-batch: http")
-	hr, err := b.http(ctx, "herd-batch", "fast", o.herdReplicas, body("http"))
+	hr, err = b.http(ctx, "herd-batch", "fast", o.herdReplicas, body("http"))
 	if err != nil {
 		return err
 	}

@@ -215,7 +215,7 @@ func (c *httpClient) acquireBatch(ctx context.Context, jobIDs []string, owner st
 		}
 		return rs, err
 	}
-	statuses, err := batchStatuses(answer)
+	statuses, at, err := batchStatuses(answer)
 	if err == nil && len(statuses) != len(jobIDs) {
 		err = fmt.Errorf("POST /acquire: %d results for %d items", len(statuses), len(jobIDs))
 	}
@@ -240,22 +240,22 @@ func (c *httpClient) acquireBatch(ctx context.Context, jobIDs []string, owner st
 			rs[i] = resultFailed
 		}
 		if first == nil && rs[i] != resultOK && rs[i] != resultConflict {
-			first = fmt.Errorf("POST /acquire: item %s: %d", jobIDs[i], status)
+			first = fmt.Errorf("POST /acquire: item %s: %d %s", jobIDs[i], status, answer[at[i]:min(at[i]+400, len(answer))])
 		}
 	}
 	return rs, first
 }
 
 // batchStatuses returns the status of every result of a batch's answer
-// ({"results":[{"jobId":…,"status":N,…},…]}) in order. It scans the bytes
+// ({"results":[{"jobId":…,"status":N,…},…]}) in order, and where each
+// one is in body. It scans the bytes
 // instead of decoding them, so that reading 1,000 results costs the load
 // generator, which shares the cores with the server, little: a "status"
 // key at the depth of a result object is the result's, never its lease's
 // or problem's.
-func batchStatuses(body []byte) ([]int, error) {
+func batchStatuses(body []byte) (statuses, at []int, err error) {
 	const resultDepth = 3 // the answer's object, its results array, a result
 	key := []byte(`"status":`)
-	var statuses []int
 	depth, inString := 0, false
 	for i := 0; i < len(body); i++ {
 		c := body[i]
@@ -277,9 +277,9 @@ func batchStatuses(body []byte) ([]int, error) {
 					n = 10*n + int(body[j]-'0')
 				}
 				if j == i+len(key) {
-					return nil, fmt.Errorf("POST /acquire: a result's status at byte %d is not a number", i)
+					return nil, nil, fmt.Errorf("POST /acquire: a result's status at byte %d is not a number", i)
 				}
-				statuses = append(statuses, n)
+				statuses, at = append(statuses, n), append(at, i)
 				i = j - 1
 				continue
 			}
@@ -291,9 +291,9 @@ func batchStatuses(body []byte) ([]int, error) {
 		}
 	}
 	if depth != 0 || inString {
-		return nil, errors.New("POST /acquire: the answer is not complete JSON")
+		return nil, nil, errors.New("POST /acquire: the answer is not complete JSON")
 	}
-	return statuses, nil
+	return statuses, at, nil
 }
 
 func (c *httpClient) heartbeat(ctx context.Context, jobID, owner string, token int64) (result, error) {

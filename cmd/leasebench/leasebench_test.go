@@ -358,11 +358,11 @@ func TestBatchStatuses(t *testing.T) {
 		{JobID: "b", Status: 409, Problem: held},
 		{JobID: "c", Status: 503, Problem: &api.Problem{Status: 503, Code: api.CodeUnavailable}},
 	}}.AppendJSON(nil)
-	got, err := batchStatuses(answer)
+	got, _, err := batchStatuses(answer)
 	if err != nil || !slices.Equal(got, []int{200, 409, 503}) {
 		t.Errorf("batchStatuses(%s) = %v, %v; want [200 409 503]", answer, got, err)
 	}
-	if _, err := batchStatuses(answer[:len(answer)-2]); err == nil {
+	if _, _, err := batchStatuses(answer[:len(answer)-2]); err == nil {
 		t.Error("batchStatuses of a cut answer: no error")
 	}
 }

@@ -184,8 +184,8 @@ func batchTargets(rows []Row, herdSize string) []Target {
 	} else {
 		ts = append(ts, notMeasured(name))
 	}
-	name = fmt.Sprintf("herd-batch %s: ≥ 5 × the decisions/s of the herd of single acquires", herdSize)
-	if single, ok1 := find(rows, "herd", "http", "fast"); ok && ok1 && single.OpsPerSec > 0 {
+	name = fmt.Sprintf("herd-batch %s: ≥ 5 × the decisions/s of the herd of single acquires (herd-next-tick)", herdSize)
+	if single, ok1 := find(rows, "herd-next-tick", "http", "fast"); ok && ok1 && single.OpsPerSec > 0 {
 		ts = append(ts, atLeast(name, batch.OpsPerSec/single.OpsPerSec, 5, "%.1f×",
 			fmt.Sprintf("batches %.0f/s / single acquires %.0f/s =", batch.OpsPerSec, single.OpsPerSec)))
 	} else {
