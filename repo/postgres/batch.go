@@ -36,8 +36,14 @@ import (
 // when a batch statement fails, each of its calls is made again alone, so a
 // batch fails no call that would not have failed by itself.
 
-// maxBatch caps the calls of one batch statement.
+// maxBatch caps the calls of one batch statement that writes.
 const maxBatch = 64
+
+// maxReadBatch caps the calls of one batch of reads: a read locks nothing
+// and writes nothing, so a batch of 1,000 costs the database little more
+// than one of 64, and a batch of acquires (leaseapi.MaxBatchItems) reads
+// in one round trip instead of sixteen.
+const maxReadBatch = leaseapi.MaxBatchItems
 
 // errBatchFailed tells a call that its batch's statement failed and that it
 // must be made alone.
@@ -54,6 +60,7 @@ type batcher[P, R any] struct {
 	key    func(*P) string
 	single func(context.Context, *P) (R, error)
 	run    func(context.Context, []*P) ([]R, []error, error)
+	max    int // the calls of one batch at most; 0 is maxBatch
 
 	mu      sync.Mutex
 	queue   []*batchCall[P, R]
@@ -157,11 +164,15 @@ func (b *batcher[P, R]) drain() {
 }
 
 // take removes the next batch from the queue: the calls whose context has
-// not ended, one per key, at most maxBatch. A call whose context ended is
+// not ended, one per key, at most b.max. A call whose context ended is
 // answered at once and never sent. Called with mu held.
 func (b *batcher[P, R]) take() []*batchCall[P, R] {
 	var batch []*batchCall[P, R]
 	var keys map[string]bool
+	limit := b.max
+	if limit == 0 {
+		limit = maxBatch
+	}
 	rest := b.queue[:0]
 	for _, c := range b.queue {
 		if err := c.ctx.Err(); err != nil {
@@ -170,7 +181,7 @@ func (b *batcher[P, R]) take() []*batchCall[P, R] {
 			continue
 		}
 		k := b.key(c.params)
-		if len(batch) == maxBatch || keys[k] {
+		if len(batch) == limit || keys[k] {
 			rest = append(rest, c)
 			continue
 		}

@@ -171,7 +171,7 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
 	if !v.naive && !v.unbatched {
-		p.reads = &batcher[string, readRow]{key: readKey, run: p.readBatch, single: p.readOne}
+		p.reads = &batcher[string, readRow]{key: readKey, run: p.readBatch, single: p.readOne, max: maxReadBatch}
 		p.grants = &batcher[grantCall, writtenRow]{key: grantKey, run: p.grantBatch, single: p.grantOne}
 		p.releases = &batcher[releaseCall, leaseRow]{key: releaseKey, run: p.releaseBatch, single: p.releaseOne}
 		p.heartbeats = &batcher[heartbeatCall, leaseRow]{key: heartbeatKey, run: p.heartbeatBatch, single: p.heartbeatOne}
