@@ -86,12 +86,21 @@ const batchItems = leaseapi.MaxBatchItems
 // ranOnce has each of the herd's jobs of prefix run one tick, the minute
 // before the herd's: granted to "seed" and released, on the store directly.
 func (b *bench) ranOnce(ctx context.Context, prefix string, jobs int) error {
+	return b.onFloor(ctx, func(c client) error { return ranOnce(ctx, c, prefix, jobs) })
+}
+
+// onFloor runs fn, the preparation of a row, on the store directly.
+func (b *bench) onFloor(ctx context.Context, fn func(c client) error) error {
 	store, err := openFloor(ctx, postgres.Config{DSN: b.db.dsn, MaxOpenConns: postgresMaxOpenConns}, false)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	c := storeClient{store: store}
+	return errors.Join(fn(storeClient{store: store}), store.Close())
+}
+
+// ranOnce has each of the herd's jobs of prefix run the tick before the
+// herd's, through c, with as many workers as the pool has connections.
+func ranOnce(ctx context.Context, c client, prefix string, jobs int) error {
 	tick := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
 	next := make(chan int)
 	errs := make(chan error, postgresMaxOpenConns)
@@ -128,7 +137,8 @@ func (b *bench) ranOnce(ctx context.Context, prefix string, jobs int) error {
 const batchClients = 4
 
 // holdAll has the owner "holder" acquire every job of jobIDs for tick,
-// trying again the items answered otherwise than granted or held.
+// trying again the items answered otherwise than granted or held; on the
+// store directly (onFloor), so that the row measures only the batches.
 func holdAll(ctx context.Context, c client, jobIDs []string, tick *time.Time) error {
 	todo := jobIDs
 	for range 5 {
@@ -198,11 +208,13 @@ func (b *bench) batches(ctx context.Context) error {
 	// previous minute, released): the steady state, where each job's
 	// winner takes the grant path of a job with a row.
 	b.logf("herd-next-tick (single acquires): http, %d replicas × %d jobs", o.herdReplicas, o.herdJobs)
+	// The tick before is run first, so that the rows' database counters
+	// are the herd's alone.
+	const prefix = "herd-next-tick-http"
+	if err := b.ranOnce(ctx, prefix, o.herdJobs); err != nil {
+		return err
+	}
 	hr, err := b.http(ctx, "herd-next-tick", "fast", o.herdReplicas, func(c client) (measurement, error) {
-		const prefix = "herd-next-tick-http"
-		if err := b.ranOnce(ctx, prefix, o.herdJobs); err != nil {
-			return measurement{}, err
-		}
 		r := herd(ctx, c, prefix, o.herdReplicas, o.herdJobs, herdSameOrder)
 		return r, b.checkHerdTicks(ctx, "herd-next-tick http", prefix, o.herdJobs, 2, r)
 	})
@@ -220,11 +232,13 @@ func (b *bench) batches(ctx context.Context) error {
 				c = sc
 			}
 			prefix := "herd-batch-" + side
-			if err := b.ranOnce(ctx, prefix, o.herdJobs); err != nil {
-				return measurement{}, err
-			}
 			r := herdBatches(ctx, c, prefix, o.herdReplicas, o.herdJobs)
 			return r, b.checkHerdTicks(ctx, "herd-batch "+side, prefix, o.herdJobs, 2, r)
+		}
+	}
+	for _, side := range []string{"floor", "http"} {
+		if err := b.ranOnce(ctx, "herd-batch-"+side, o.herdJobs); err != nil {
+			return err
 		}
 	}
 	b.logf("herd-batch: floor, %d replicas × one batch of %d jobs", o.herdReplicas, o.herdJobs)
@@ -249,10 +263,10 @@ func (b *bench) batches(ctx context.Context) error {
 	ids := herdJobIDs("batch-sat", batchItems)
 	tick := time.Now().UTC().Truncate(time.Minute)
 	b.logf("batch-%d: http, %d clients in a closed loop", batchItems, batchClients)
+	if err := b.onFloor(ctx, func(c client) error { return holdAll(ctx, c, ids, &tick) }); err != nil {
+		return err
+	}
 	sr, err := b.http(ctx, "batch-sat", "fast", batchClients, func(c client) (measurement, error) {
-		if err := holdAll(ctx, c, ids, &tick); err != nil {
-			return measurement{}, err
-		}
 		return closedLoop(ctx, batchClients, o.warmup, o.duration, func(ctx context.Context, w, i int, m *meter) {
 			m.acquireBatch(ctx, c, ids, fmt.Sprintf("client-%d", w), &tick)
 		}), nil
