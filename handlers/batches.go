@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -160,6 +161,12 @@ type batch struct {
 	// unavailable is the first item's error while every item answered
 	// so far is a 503.
 	unavailable error
+	// quiet is the request without its logger, for the problems of the
+	// items unavailable after the first (which is logged, as a single
+	// call's would be): a batch that misses its deadline would otherwise
+	// log a line per item, up to 1,000, just when the instance is short
+	// of CPU.
+	quiet *http.Request
 }
 
 func newBatch(n int, jobID func(int) string) *batch {
@@ -174,6 +181,13 @@ func (b *batch) answered(i int) bool { return b.results[i].Status != 0 }
 
 // fail answers item i with the problem of err.
 func (b *batch) fail(r *http.Request, i int, err error) {
+	if errors.Is(err, leaseapi.ErrUnavailable) {
+		if b.quiet != nil {
+			r = b.quiet
+		} else {
+			b.quiet = r.WithContext(context.Background())
+		}
+	}
 	p, retry, header := problemOf(r, err)
 	if retry == "" {
 		retry = header.Get("Retry-After")

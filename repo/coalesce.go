@@ -104,10 +104,8 @@ func (c *coalescer) Acquire(ctx context.Context, p *leaseapi.AcquireParams) (lea
 // the acquires of jobs without a call at the database go to the store as
 // one batch, each leading its job's queue as a single call would; the
 // others wait behind their job's call as followers, all told on one
-// channel. The followers ordered to lead make their calls together, as
-// one batch, as soon as they are told, before the batch waits again: a
-// batch never waits while it holds an order to lead, so no two batches
-// can wait for each other.
+// channel. The followers ordered to lead make their calls together, the
+// orders at hand as one batch, as soon as they are told.
 func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquireParams) []leaseapi.Answer {
 	out := make([]leaseapi.Answer, len(ps))
 	var leads []*acquireWaiter // the calls this batch makes: its own, then its followers ordered to lead
@@ -126,21 +124,24 @@ func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquirePara
 		leads = append(leads, w)
 	}
 	c.mu.Unlock()
-	for left := len(waiting); ; {
-		if len(leads) > 0 {
-			c.leadBatch(ctx, leads, out)
-			leads = leads[:0]
-		}
-		if left == 0 {
-			return out
-		}
+	// Each set of calls this batch leads goes to the store at once, on a
+	// goroutine of its own, so that the batch never waits while it holds
+	// an order to lead (no two batches can wait for each other) and the
+	// orders that come while a call is out are not held back by it.
+	var wg sync.WaitGroup
+	lead := func(ws []*acquireWaiter) { wg.Go(func() { c.leadBatch(ctx, ws, out) }) }
+	if len(leads) > 0 {
+		lead(leads)
+	}
+	for left := len(waiting); left > 0; {
 		select {
 		case w := <-told:
+			var orders []*acquireWaiter
 			for more := true; more; {
 				left--
 				w.taken = true
 				if w.outcome.lead {
-					leads = append(leads, w)
+					orders = append(orders, w)
 				} else {
 					out[w.index] = leaseapi.Answer{Lease: w.outcome.lease, Err: w.outcome.err}
 				}
@@ -149,6 +150,14 @@ func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquirePara
 				default:
 					more = false
 				}
+			}
+			switch len(orders) {
+			case 0:
+			case 1: // alone, it is the single call it stands for
+				w := orders[0]
+				wg.Go(func() { out[w.index].Lease, out[w.index].Err = c.lead(ctx, w.params, w.outcome.followers) })
+			default:
+				lead(orders)
 			}
 		case <-ctx.Done():
 			var rest []*acquireWaiter
@@ -161,9 +170,11 @@ func (c *coalescer) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquirePara
 			for _, w := range rest {
 				out[w.index] = leaseapi.Answer{Lease: w.outcome.lease, Err: w.outcome.err}
 			}
-			return out
+			left = 0
 		}
 	}
+	wg.Wait()
+	return out
 }
 
 // leadBatch makes the calls of leads as one batch call, answers each into

@@ -32,6 +32,10 @@ const (
 // or over HTTP against a leaseapi process.
 type client interface {
 	acquire(ctx context.Context, jobID, owner string, tick *time.Time, ttl time.Duration) (token int64, r result, err error)
+	// acquireBatch acquires every job of jobIDs for owner in one batch
+	// (POST /acquire, Store.AcquireBatch) and classifies each item's answer
+	// in item order; err is an item's unexpected error, or the request's.
+	acquireBatch(ctx context.Context, jobIDs []string, owner string, tick *time.Time, ttl time.Duration) (rs []result, err error)
 	heartbeat(ctx context.Context, jobID, owner string, token int64) (result, error)
 	release(ctx context.Context, jobID, owner string, token int64) (result, error)
 	// list reads one page of up to limit leases after the job id after. With
@@ -70,6 +74,25 @@ func (c storeClient) acquire(ctx context.Context, jobID, owner string, tick *tim
 	l, err := c.store.Acquire(ctx, p)
 	r, err := classify(err)
 	return l.Token, r, err
+}
+
+func (c storeClient) acquireBatch(ctx context.Context, jobIDs []string, owner string, tick *time.Time, ttl time.Duration) ([]result, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	ps := make([]*leaseapi.AcquireParams, len(jobIDs))
+	for i, job := range jobIDs {
+		ps[i] = &leaseapi.AcquireParams{JobID: job, Owner: owner, TTL: ttl, Tick: tick}
+	}
+	rs := make([]result, len(ps))
+	var first error
+	for i, a := range c.store.AcquireBatch(ctx, ps) {
+		var err error
+		rs[i], err = classify(a.Err)
+		if first == nil && err != nil {
+			first = fmt.Errorf("%s: %w", jobIDs[i], err)
+		}
+	}
+	return rs, first
 }
 
 func (c storeClient) heartbeat(ctx context.Context, jobID, owner string, token int64) (result, error) {
@@ -160,6 +183,119 @@ func (c *httpClient) acquire(ctx context.Context, jobID, owner string, tick *tim
 	return lease.Token, r, err
 }
 
+func (c *httpClient) acquireBatch(ctx context.Context, jobIDs []string, owner string, tick *time.Time, ttl time.Duration) ([]result, error) {
+	body := fmt.Appendf(make([]byte, 0, 64+32*len(jobIDs)), `{"owner":%q,"ttlMs":%d`, owner, ttl.Milliseconds())
+	if tick != nil {
+		body = fmt.Appendf(body, `,"tick":%q`, tick.UTC().Format(wireTime))
+	}
+	body = append(body, `,"items":[`...)
+	for i, job := range jobIDs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = fmt.Appendf(body, `{"jobId":%q`, job)
+		if c.groupOf != nil {
+			if g := c.groupOf(job); g != "" {
+				body = fmt.Appendf(body, `,"group":%q`, g)
+			}
+		}
+		body = append(body, '}')
+	}
+	body = append(body, "]}"...)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/acquire", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var answer []byte
+	if r, err := c.do(req, &answer); r != resultOK {
+		rs := make([]result, len(jobIDs))
+		for i := range rs {
+			rs[i] = r
+		}
+		return rs, err
+	}
+	statuses, at, err := batchStatuses(answer)
+	if err == nil && len(statuses) != len(jobIDs) {
+		err = fmt.Errorf("POST /acquire: %d results for %d items", len(statuses), len(jobIDs))
+	}
+	if err != nil {
+		rs := make([]result, len(jobIDs))
+		for i := range rs {
+			rs[i] = resultFailed
+		}
+		return rs, err
+	}
+	rs := make([]result, len(statuses))
+	var first error
+	for i, status := range statuses {
+		switch {
+		case status == http.StatusOK:
+			rs[i] = resultOK
+		case status == http.StatusConflict:
+			rs[i] = resultConflict
+		case status >= 500:
+			rs[i] = resultUnavailable
+		default:
+			rs[i] = resultFailed
+		}
+		if first == nil && rs[i] != resultOK && rs[i] != resultConflict {
+			first = fmt.Errorf("POST /acquire: item %s: %d %s", jobIDs[i], status, answer[at[i]:min(at[i]+400, len(answer))])
+		}
+	}
+	return rs, first
+}
+
+// batchStatuses returns the status of every result of a batch's answer
+// ({"results":[{"jobId":…,"status":N,…},…]}) in order, and where each
+// one is in body. It scans the bytes
+// instead of decoding them, so that reading 1,000 results costs the load
+// generator, which shares the cores with the server, little: a "status"
+// key at the depth of a result object is the result's, never its lease's
+// or problem's.
+func batchStatuses(body []byte) (statuses, at []int, err error) {
+	const resultDepth = 3 // the answer's object, its results array, a result
+	key := []byte(`"status":`)
+	depth, inString := 0, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			if depth == resultDepth && bytes.HasPrefix(body[i:], key) {
+				j := i + len(key)
+				n := 0
+				for ; j < len(body) && body[j] >= '0' && body[j] <= '9'; j++ {
+					n = 10*n + int(body[j]-'0')
+				}
+				if j == i+len(key) {
+					return nil, nil, fmt.Errorf("POST /acquire: a result's status at byte %d is not a number", i)
+				}
+				statuses, at = append(statuses, n), append(at, i)
+				i = j - 1
+				continue
+			}
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		}
+	}
+	if depth != 0 || inString {
+		return nil, nil, errors.New("POST /acquire: the answer is not complete JSON")
+	}
+	return statuses, at, nil
+}
+
 func (c *httpClient) heartbeat(ctx context.Context, jobID, owner string, token int64) (result, error) {
 	body := fmt.Appendf(nil, `{"owner":%q,"token":%d}`, owner, token)
 	return c.post(ctx, "/leases/"+url.PathEscape(jobID)+"/heartbeat", body, nil)
@@ -213,7 +349,7 @@ func (c *httpClient) post(ctx context.Context, path string, body []byte, into an
 }
 
 // do sends req and classifies the answer; on 200 it decodes the body into
-// into, when given. The body is always read to the end, so the connection
+// into, when given (a *[]byte gets the body as it is). The body is always read to the end, so the connection
 // is reused.
 func (c *httpClient) do(req *http.Request, into any) (result, error) {
 	resp, err := c.http.Do(req)
@@ -223,6 +359,10 @@ func (c *httpClient) do(req *http.Request, into any) (result, error) {
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusOK:
+		if raw, ok := into.(*[]byte); ok {
+			*raw, err = io.ReadAll(resp.Body)
+			return resultOK, err
+		}
 		if into != nil {
 			if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
 				return resultFailed, fmt.Errorf("%s %s: decode: %w", req.Method, req.URL.Path, err)

@@ -348,3 +348,21 @@ func TestMarkdownSumsUpTheGroupRows(t *testing.T) {
 		t.Errorf("the results lack the groups' ratio:\n%s", got)
 	}
 }
+
+// TestBatchStatuses reads the statuses of a batch's answer as the server
+// writes it, where a lease and a problem carry a status of their own.
+func TestBatchStatuses(t *testing.T) {
+	held := &api.Problem{Status: 409, Code: api.CodeLeaseHeld, Lease: &api.Lease{JobID: "b", Owner: "o"}}
+	answer := api.BatchResponse{Results: []api.BatchResult{
+		{JobID: `a"{[`, Status: 200, Lease: &api.Lease{JobID: "a", Owner: "o", Token: 1}},
+		{JobID: "b", Status: 409, Problem: held},
+		{JobID: "c", Status: 503, Problem: &api.Problem{Status: 503, Code: api.CodeUnavailable}},
+	}}.AppendJSON(nil)
+	got, _, err := batchStatuses(answer)
+	if err != nil || !slices.Equal(got, []int{200, 409, 503}) {
+		t.Errorf("batchStatuses(%s) = %v, %v; want [200 409 503]", answer, got, err)
+	}
+	if _, _, err := batchStatuses(answer[:len(answer)-2]); err == nil {
+		t.Error("batchStatuses of a cut answer: no error")
+	}
+}

@@ -14,6 +14,8 @@
 //	contended  every worker an owner of its own on 4 shared jobs; a grant is released at once
 //	herd       R replicas × J jobs acquire one tick at once; exactly J grants,
 //	           with the fast path (default) and the naive path (a -tags leasebench build with LEASEAPI_BENCH_ACQUIRE=naive)
+//	batch      the herd with each replica's acquires as one POST /acquire, next to the herd of
+//	           single acquires; 1,000-item batches at saturation and their latency at half of it
 //	group      cycle and herd with their jobs in concurrency groups with room for every holder,
 //	           against the same without, in alternated rounds
 //	policy     cycle with its jobs under an alert policy (consecutiveFailures 3; a failure rate over
@@ -75,6 +77,8 @@ type options struct {
 	herdReplicas      int
 	herdJobs          int
 	herdShuffled      bool
+	herdNaive         bool
+	leaseapiBin       string
 	groupRounds       int
 	groupHerdReplicas int
 	groupHerdJobs     int
@@ -114,6 +118,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.groupHerdJobs, "group-herd-jobs", 300, "jobs of the group phase's herds (at most 10000, a group's largest limit)")
 	fs.IntVar(&o.policyRounds, "policy-rounds", 2, "rounds of the policy phase, each running the cycle without and with each policy, in alternating order")
 	fs.BoolVar(&o.herdShuffled, "herd-shuffled", false, "also run the fast-path herd with every replica in its own random job order (slow: few acquires of a job meet, so the coalescer rarely helps)")
+	fs.BoolVar(&o.herdNaive, "herd-naive", true, "also run the herd on the naive path (-herd-naive=false for A/B runs of the fast path)")
+	fs.StringVar(&o.leaseapiBin, "leaseapi", "", "a leaseapi binary to measure instead of building this tree's, e.g. an older commit's for an A/B (a -tags leasebench build for the naive herd)")
 	sizes := fs.String("list-sizes", "1000,100000,1000000", "comma-separated lease counts of the list scenario")
 	fs.DurationVar(&o.listDuration, "list-duration", 3*time.Second, "measured time of each list run")
 	fs.IntVar(&o.rssLeases, "rss-leases", 100000, "leases in the table during the RSS check")
@@ -219,9 +225,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !baselineBuild && (len(o.only) == 0 || slices.Contains(o.only, "herd")) {
+	if !baselineBuild && o.herdNaive && (len(o.only) == 0 || slices.Contains(o.only, "herd")) {
 		return errors.New("the herd phase measures the naive baseline, which only a -tags leasebench build has: " +
-			"go run -tags leasebench ./cmd/leasebench (as make bench does), or leave out the herd phase with -only")
+			"go run -tags leasebench ./cmd/leasebench (as make bench does), or leave out the naive herd with -herd-naive=false")
 	}
 	b := &bench{opts: o, log: stderr}
 	report, err := b.run(ctx)

@@ -19,6 +19,9 @@ type workerRecord struct {
 	errors    int64 // answers the scenario did not expect (transport errors, 4xx/5xx it cannot explain)
 	status5xx int64
 	grants    int64
+	// batches of the latencies were batch calls, of batchItems operations
+	// in all: a batch is one latency and as many operations as its items.
+	batches, batchItems int64
 }
 
 func (r *recorder) worker() *workerRecord {
@@ -44,13 +47,16 @@ func (r *recorder) summary() summary {
 	defer r.mu.Unlock()
 	var s summary
 	var all []time.Duration
+	var batches, batchItems int64
 	for _, w := range r.workers {
 		all = append(all, w.latencies...)
+		batches += w.batches
+		batchItems += w.batchItems
 		s.errors += w.errors
 		s.status5xx += w.status5xx
 		s.grants += w.grants
 	}
-	s.ops = int64(len(all))
+	s.ops = int64(len(all)) - batches + batchItems
 	slices.Sort(all)
 	s.p50 = percentile(all, 0.50)
 	s.p99 = percentile(all, 0.99)

@@ -133,6 +133,8 @@ func evaluateTargets(rep *Report, o options) []Target {
 			Detail: fmt.Sprintf("%d herd runs, each one grant per job, 0 5xx; database checked (rows, tokens, runs)", seen)})
 	}
 
+	ts = append(ts, batchTargets(rows, herdSize)...)
+
 	name = "p99 acquire latency ≤ 10 ms at half of saturation"
 	if r, ok := find(rows, "acquire@half-saturation", "http", "fast"); ok {
 		ts = append(ts, atMost(name, r.P99Ms, 10, "%.2f ms", fmt.Sprintf("at %.0f acquires/s, p99", r.OpsPerSec)))
@@ -168,6 +170,39 @@ func evaluateTargets(rep *Report, o options) []Target {
 	ts = append(ts, sweepTargets(rows, o)...)
 	ts = append(ts, lockTarget(rep))
 	return append(ts, consoleTargets(rows)...)
+}
+
+// batchTargets hold the batches to their issue: the herd through batches
+// against the herd of single acquires in the same run, and the latency of
+// the largest batch at half of the batch rate at saturation.
+func batchTargets(rows []Row, herdSize string) []Target {
+	var ts []Target
+	batch, ok := find(rows, "herd-batch", "http", "fast")
+	name := fmt.Sprintf("herd-batch %s: ≥ 100,000 decisions/s over HTTP", herdSize)
+	if ok {
+		ts = append(ts, atLeast(name, batch.OpsPerSec, 100000, "%.0f/s", "one batch per replica"))
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+	name = fmt.Sprintf("herd-batch %s: ≥ 5 × the decisions/s of the herd of single acquires (herd-next-tick)", herdSize)
+	if single, ok1 := find(rows, "herd-next-tick", "http", "fast"); ok && ok1 && single.OpsPerSec > 0 {
+		ts = append(ts, atLeast(name, batch.OpsPerSec/single.OpsPerSec, 5, "%.1f×",
+			fmt.Sprintf("batches %.0f/s / single acquires %.0f/s =", batch.OpsPerSec, single.OpsPerSec)))
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+	name = fmt.Sprintf("a batch of %d: p99 ≤ 100 ms at half of saturation", batchItems)
+	if r, ok := find(rows, fmt.Sprintf("batch-%d@half-saturation", batchItems), "http", "fast"); ok {
+		t := atMost(name, r.P99Ms, 100, "%.2f ms", fmt.Sprintf("at %.1f batches/s, p99", r.OpsPerSec/batchItems))
+		if r.Errors > 0 {
+			t.Met = boolp(false)
+			t.Detail += fmt.Sprintf("; %d items failed (first: %s)", r.Errors, r.FirstError)
+		}
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured(name))
+	}
+	return ts
 }
 
 // sweepTargets hold the sweep to the store's contract: a pass costs the

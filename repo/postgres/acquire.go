@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/decide"
@@ -197,7 +198,10 @@ func (p *Store) Acquire(ctx context.Context, a *leaseapi.AcquireParams) (leaseap
 // as a single Acquire.
 func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) []leaseapi.Answer {
 	out := make([]leaseapi.Answer, len(as))
-	var again, read []int // indexes of as
+	// again are made as single acquires, together; grouped too, but one
+	// after the other in item order, so that a group's free slots go to
+	// the batch's items in their order, as to single calls made in turn.
+	var again, grouped, read []int // indexes of as
 	var ids []*string
 	for i, a := range as {
 		switch out[i].Err = stores.ValidateAcquire(a); {
@@ -214,9 +218,12 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 	for k, i := range read {
 		a := as[i]
 		if errs[k] != nil {
-			if errors.Is(errs[k], sql.ErrNoRows) {
+			switch {
+			case errors.Is(errs[k], sql.ErrNoRows) && a.Group != nil && *a.Group != "":
+				grouped = append(grouped, i)
+			case errors.Is(errs[k], sql.ErrNoRows):
 				again = append(again, i)
-			} else {
+			default:
 				out[i].Err = interpretError(fmt.Sprintf("acquire %q", a.JobID), errs[k])
 			}
 			continue
@@ -227,7 +234,9 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 			out[i].Err = interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
 		case d.refused != nil:
 			out[i].Err = d.refused
-		case d.stale || d.plan.NeedsGroup() || planQuery(&d.plan) != grantQuery:
+		case d.plan.NeedsGroup():
+			grouped = append(grouped, i)
+		case d.stale || planQuery(&d.plan) != grantQuery:
 			again = append(again, i)
 		default:
 			grants = append(grants, &grantCall{plan: &d.plan, version: rows[k].Version})
@@ -248,9 +257,18 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 			out[i].Err = interpretError(fmt.Sprintf("acquire %q", as[i].JobID), err)
 		}
 	}
+	// The acquires made again go together, as their single calls would,
+	// so that their reads and grants meet in the batches.
+	var wg sync.WaitGroup
 	for _, i := range again {
-		out[i].Lease, out[i].Err = p.Acquire(ctx, as[i])
+		wg.Go(func() { out[i].Lease, out[i].Err = p.Acquire(ctx, as[i]) })
 	}
+	wg.Go(func() {
+		for _, i := range grouped {
+			out[i].Lease, out[i].Err = p.Acquire(ctx, as[i])
+		}
+	})
+	wg.Wait()
 	return out
 }
 

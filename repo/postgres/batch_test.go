@@ -299,3 +299,41 @@ func TestPostgresBatchedGrantRowChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresAcquireBatchMakesItsFallbacksTogether sends a batch of jobs
+// without a row, each of which the batch makes again as a single Acquire,
+// and holds every write until all of them have read: made one after the
+// other, as they were, a batch of 1,000 new jobs took 1,000 round trips
+// and answered 503 past the request's deadline.
+func TestPostgresAcquireBatchMakesItsFallbacksTogether(t *testing.T) {
+	t.Parallel()
+	store, err := postgres.Open(t.Context(), postgres.Config{DSN: repotest.PostgresURL(t), MaxOpenConns: 4})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer store.Close()
+	const jobs = 3
+	var arrived sync.WaitGroup
+	arrived.Add(jobs)
+	allRead := make(chan struct{})
+	go func() { arrived.Wait(); close(allRead) }()
+	store.SetBeforeAcquireWrite(func() {
+		arrived.Done()
+		select {
+		case <-allRead:
+		case <-time.After(10 * time.Second): // a guard against a hang, not a measure
+			t.Error("an acquire of the batch waited for its write while the others had not read: the fallbacks are made one after the other")
+		}
+	})
+	prefix := fmt.Sprintf("fallbacks-%d", time.Now().UnixNano())
+	tick := time.Now().UTC().Truncate(time.Minute)
+	ps := make([]*leaseapi.AcquireParams, jobs)
+	for i := range ps {
+		ps[i] = &leaseapi.AcquireParams{JobID: fmt.Sprintf("%s-%d", prefix, i), Owner: "a", TTL: time.Minute, Tick: &tick}
+	}
+	for i, a := range store.AcquireBatch(t.Context(), ps) {
+		if a.Err != nil || a.Lease.Token != 1 || a.Lease.Owner != "a" {
+			t.Errorf("%s: got %+v, %v; want token 1 for a", ps[i].JobID, a.Lease, a.Err)
+		}
+	}
+}

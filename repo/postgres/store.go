@@ -172,7 +172,7 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
 	if !v.naive && !v.unbatched {
-		p.reads = &batcher[string, readRow]{Key: readKey, Max: maxBatch, Run: p.readBatch, Single: p.readOne}
+		p.reads = &batcher[string, readRow]{Key: readKey, Max: maxReadBatch, Run: p.readBatch, Single: p.readOne}
 		p.grants = &batcher[grantCall, writtenRow]{Key: grantKey, Max: maxBatch, Run: p.grantBatch, Single: p.grantOne}
 		p.releases = &batcher[releaseCall, leaseRow]{Key: releaseKey, Max: maxBatch, Run: p.releaseBatch, Single: p.releaseOne}
 		p.heartbeats = &batcher[heartbeatCall, leaseRow]{Key: heartbeatKey, Max: maxBatch, Run: p.heartbeatBatch, Single: p.heartbeatOne}
