@@ -292,7 +292,10 @@ func TestDockerfileShipsLeasectl(t *testing.T) {
 	}
 	built := make(map[string]bool)  // binary name → built into /out
 	copied := make(map[string]bool) // path in the final image
-	for line := range strings.Lines(string(data)) {
+	// Instructions, a line continued with a trailing backslash joined to
+	// the next.
+	text := strings.ReplaceAll(string(data), "\\\n", " ")
+	for line := range strings.Lines(text) {
 		f := strings.Fields(line)
 		switch {
 		case len(f) > 3 && f[0] == "RUN" && slices.Contains(f, "build") && slices.Contains(f, "/out/"):
