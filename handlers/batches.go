@@ -22,30 +22,16 @@ import (
 
 func (h *handler) acquireBatch(w http.ResponseWriter, r *http.Request) {
 	var req api.AcquireBatchRequest
-	if err := h.decodeBatch(w, r, &req, func(i int) string { return req.Items[i].JobID }, func() int { return len(req.Items) }); err != nil {
+	b, err := h.decodeBatch(w, r, &req, func() int { return len(req.Items) }, func(i int) string { return req.Items[i].JobID })
+	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
-	b := newBatch(len(req.Items), func(i int) string { return req.Items[i].JobID })
 	h.limitItems(r, b)
-	var ps []*leaseapi.AcquireParams
-	var sent []int
-	for i := range req.Items {
-		if b.answered(i) {
-			continue
-		}
-		if err := itemInScope(r, req.Items[i].JobID); err != nil {
-			b.fail(r, i, err)
-			continue
-		}
+	ps, sent := parseItems(r, b, func(i int) (*leaseapi.AcquireParams, error) {
 		q := req.Request(i)
-		p, err := h.acquireRequestParams(r, req.Items[i].JobID, &q)
-		if err != nil {
-			b.fail(r, i, err)
-			continue
-		}
-		ps, sent = append(ps, p), append(sent, i)
-	}
+		return h.acquireRequestParams(r, req.Items[i].JobID, &q)
+	})
 	answers := h.callBatch(r.Context(), "acquire_batch", len(ps), func(ctx context.Context) []leaseapi.Answer {
 		return h.store.AcquireBatch(ctx, ps)
 	})
@@ -63,29 +49,15 @@ func (h *handler) acquireBatch(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) heartbeatBatch(w http.ResponseWriter, r *http.Request) {
 	var req api.HeartbeatBatchRequest
-	if err := h.decodeBatch(w, r, &req, func(i int) string { return req.Items[i].JobID }, func() int { return len(req.Items) }); err != nil {
+	b, err := h.decodeBatch(w, r, &req, func() int { return len(req.Items) }, func(i int) string { return req.Items[i].JobID })
+	if err != nil {
 		writeProblem(w, r, err)
 		return
 	}
-	b := newBatch(len(req.Items), func(i int) string { return req.Items[i].JobID })
-	var ps []*leaseapi.HeartbeatParams
-	var sent []int
-	for i := range req.Items {
-		if b.answered(i) {
-			continue
-		}
-		if err := itemInScope(r, req.Items[i].JobID); err != nil {
-			b.fail(r, i, err)
-			continue
-		}
+	ps, sent := parseItems(r, b, func(i int) (*leaseapi.HeartbeatParams, error) {
 		q := req.Request(i)
-		p, err := h.heartbeatRequestParams(req.Items[i].JobID, &q)
-		if err != nil {
-			b.fail(r, i, err)
-			continue
-		}
-		ps, sent = append(ps, p), append(sent, i)
-	}
+		return h.heartbeatRequestParams(req.Items[i].JobID, &q)
+	})
 	answers := h.callBatch(r.Context(), "heartbeat_batch", len(ps), func(ctx context.Context) []leaseapi.Answer {
 		return h.store.HeartbeatBatch(ctx, ps)
 	})
@@ -96,31 +68,57 @@ func (h *handler) heartbeatBatch(w http.ResponseWriter, r *http.Request) {
 	b.write(w, r)
 }
 
-// decodeBatch decodes the body of a batch into req, whose items jobID
-// names and n counts, and refuses what no item can be answered for: 1 to
-// leaseapi.MaxBatchItems items, each with a valid jobId given once.
-func (h *handler) decodeBatch(w http.ResponseWriter, r *http.Request, req any, jobID func(int) string, n func() int) error {
+// decodeBatch decodes the body of a batch into req, whose items n counts
+// and jobID names, refuses what no item can be answered for (1 to
+// leaseapi.MaxBatchItems items, each with a valid jobId given once), and
+// returns the batch of its items' results.
+func (h *handler) decodeBatch(w http.ResponseWriter, r *http.Request, req any, n func() int, jobID func(int) string) (*batch, error) {
 	if _, err := query(r); err != nil {
-		return err
+		return nil, err
 	}
 	if err := decodeBodyUpTo(w, r, req, api.MaxBatchBodyBytes); err != nil {
-		return err
+		return nil, err
 	}
 	if n() == 0 {
-		return invalidf("items must hold 1 to %d items, one per job", leaseapi.MaxBatchItems)
+		return nil, invalidf("items must hold 1 to %d items, one per job", leaseapi.MaxBatchItems)
 	}
+	b := &batch{results: make([]api.BatchResult, n())}
 	seen := make(map[string]int, n())
-	for i := range n() {
+	for i := range b.results {
 		id := jobID(i)
 		if err := leaseapi.ValidateJobID(id); err != nil {
-			return invalidf("items[%d].jobId: %v", i, err)
+			return nil, invalidf("items[%d].jobId: %v", i, err)
 		}
 		if j, ok := seen[id]; ok {
-			return invalidf("items[%d] and items[%d] are both job %s; send each job once per batch", j, i, clip(id))
+			return nil, invalidf("items[%d] and items[%d] are both job %s; send each job once per batch", j, i, clip(id))
 		}
 		seen[id] = i
+		b.results[i].JobID = id
 	}
-	return nil
+	return b, nil
+}
+
+// parseItems makes the params of each item of b not answered yet with
+// parse, after the item's scope, as a single call's are made after
+// authorize; an item refused is answered with its problem. It returns the
+// params and the indexes of their items.
+func parseItems[P any](r *http.Request, b *batch, parse func(i int) (P, error)) (ps []P, sent []int) {
+	for i := range b.results {
+		if b.answered(i) {
+			continue
+		}
+		if err := itemInScope(r, b.results[i].JobID); err != nil {
+			b.fail(r, i, err)
+			continue
+		}
+		p, err := parse(i)
+		if err != nil {
+			b.fail(r, i, err)
+			continue
+		}
+		ps, sent = append(ps, p), append(sent, i)
+	}
+	return ps, sent
 }
 
 // itemInScope is the 403 of an item whose job lies outside the caller's
@@ -167,14 +165,6 @@ type batch struct {
 	// log a line per item, up to 1,000, just when the instance is short
 	// of CPU.
 	quiet *http.Request
-}
-
-func newBatch(n int, jobID func(int) string) *batch {
-	b := &batch{results: make([]api.BatchResult, n)}
-	for i := range b.results {
-		b.results[i].JobID = jobID(i)
-	}
-	return b
 }
 
 func (b *batch) answered(i int) bool { return b.results[i].Status != 0 }

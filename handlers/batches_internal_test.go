@@ -23,7 +23,10 @@ func TestBatchLogsOneUnavailableItem(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/acquire", nil)
 	r = r.WithContext(context.WithValue(r.Context(), stateKey, st))
 	const items = 5
-	b := newBatch(items, func(i int) string { return fmt.Sprintf("job-%d", i) })
+	b := &batch{results: make([]api.BatchResult, items)}
+	for i := range b.results {
+		b.results[i].JobID = fmt.Sprintf("job-%d", i)
+	}
 	for i := range items {
 		b.answer(r, i, leaseapi.Answer{Err: fmt.Errorf("acquire %q: %w: deadline", b.results[i].JobID, leaseapi.ErrUnavailable)})
 	}
