@@ -162,6 +162,11 @@ func checkAvailability(h *History, r *Report, opts Options) {
 			errs = append(errs, fmt.Sprintf("%s %s by %s at %s: %d", c.Kind, c.Job, c.Client, fmtTime(c.Call), c.Status))
 		}
 	}
+	for i := range h.Calls {
+		if c := &h.Calls[i]; c.Result == ResultError {
+			errs = append(errs, fmt.Sprintf("%s by %s at %s: %d", c.Route, c.Client, fmtTime(c.Call), c.Status))
+		}
+	}
 	if len(errs) > 0 {
 		r.add("I9", "", "%d calls answered with a 5xx other than 503: %s", len(errs), listed(errs))
 	}

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -91,22 +92,54 @@ func unionLength(spans [][2]time.Time) time.Duration {
 
 // checkStatuses is the part of I9 that is not about timing: every answer's
 // HTTP status is one of allowed (200, 409, 503, and 429 when limited, for a
-// failover run).
+// failover or an upgrade run), the answers to lease calls, to the
+// operator's and to the clients' other calls alike. A status outside them
+// is one violation, which counts its answers and names the first of them:
+// the request, its client, the instance it went to, and what the answer's
+// problem said.
 func checkStatuses(h *History, r *Report, allowed []int) {
 	if len(allowed) == 0 {
 		return
 	}
+	type answer struct {
+		at       time.Time
+		job, req string
+	}
 	count := make(map[int]int)
-	var first = make(map[int]*Op)
+	first := make(map[int]answer)
+	note := func(status int, ret time.Time, job, req string) {
+		if ret.IsZero() || status == 0 || slices.Contains(allowed, status) {
+			return
+		}
+		count[status]++
+		if f, ok := first[status]; !ok || ret.Before(f.at) {
+			first[status] = answer{at: ret, job: job, req: req}
+		}
+	}
+	problem := func(p string) string {
+		if p == "" {
+			return ""
+		}
+		return ", answered " + p
+	}
 	for i := range h.Ops {
 		o := &h.Ops[i]
-		if o.Return.IsZero() || o.Status == 0 || slices.Contains(allowed, o.Status) {
-			continue
+		note(o.Status, o.Return, o.Job, fmt.Sprintf("POST /leases/%s/%s by %s to instance %d at %s%s",
+			o.Job, o.Kind, o.Client, o.Instance, fmtTime(o.Call), problem(o.Problem)))
+	}
+	for i := range h.Triggers {
+		c := &h.Triggers[i]
+		method := "POST"
+		if c.Kind == CancelOwed {
+			method = "DELETE"
 		}
-		count[o.Status]++
-		if first[o.Status] == nil {
-			first[o.Status] = o
-		}
+		note(c.Status, c.Return, c.Job, fmt.Sprintf("%s /leases/%s/trigger by %s to instance %d at %s%s",
+			method, c.Job, c.Client, c.Instance, fmtTime(c.Call), problem(c.Problem)))
+	}
+	for i := range h.Calls {
+		c := &h.Calls[i]
+		note(c.Status, c.Return, "", fmt.Sprintf("%s by %s to instance %d at %s%s",
+			c.Route, c.Client, c.Instance, fmtTime(c.Call), problem(c.Problem)))
 	}
 	statuses := make([]int, 0, len(count))
 	for s := range count {
@@ -114,8 +147,7 @@ func checkStatuses(h *History, r *Report, allowed []int) {
 	}
 	sort.Ints(statuses)
 	for _, s := range statuses {
-		o := first[s]
-		r.add("I9", o.Job, "%d answers with status %d (only %v are allowed); the first: %s by %s at %s",
-			count[s], s, allowed, o.Kind, o.Client, fmtTime(o.Return))
+		f := first[s]
+		r.add("I9", f.job, "%d answers with status %d (only %v are allowed); the first: %s", count[s], s, allowed, f.req)
 	}
 }

@@ -35,6 +35,47 @@ func TestAllowedStatuses(t *testing.T) {
 		}
 	}
 
+	// The operator's and the clients' other calls are judged too, and the
+	// violation names the first request of each status with its problem.
+	h2 := legal()
+	h2.Triggers = []TriggerCall{
+		{Kind: CancelOwed, Client: "operator", Instance: 1, Job: "j", Call: at(2500), Return: at(2510), Status: 404, Result: ResultNotFound,
+			Problem: "not_found: no lease j"},
+		{Kind: RunNow, Client: "operator", Job: "j", Call: at(2600), Return: at(2605), Status: 200, Result: ResultOK},
+	}
+	h2.Calls = []Call{
+		{Client: "r1.1", Instance: 0, Route: "POST /owed", Call: at(2700), Return: at(2702), Status: 200, Result: ResultOK},
+		{Client: "r1.1", Instance: 1, Route: "POST /owed", Call: at(2800), Return: at(2802), Status: 400, Result: ResultRejected,
+			Problem: "invalid_request: unknown field"},
+		{Client: "r1.1", Instance: 1, Route: "POST /owed", Call: at(2900), Return: at(2902), Status: 400, Result: ResultRejected},
+		{Client: "r2.1", Instance: 0, Route: "POST /owed", Call: at(3000), Status: 0, Result: ResultUnknown, Err: "EOF"},
+	}
+	r = Check(h2, opts)
+	var details []string
+	for _, v := range r.Violations {
+		if v.Invariant == "I9" {
+			details = append(details, v.Detail)
+		}
+	}
+	want := []string{
+		"2 answers with status 400 (only [200 409 429 503] are allowed); the first: POST /owed by r1.1 to instance 1 at " + fmtTime(at(2800)) + ", answered invalid_request: unknown field",
+		"1 answers with status 404 (only [200 409 429 503] are allowed); the first: DELETE /leases/j/trigger by operator to instance 1 at " + fmtTime(at(2500)) + ", answered not_found: no lease j",
+	}
+	if strings.Join(details, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got I9 violations\n%s\nwant\n%s", strings.Join(details, "\n"), strings.Join(want, "\n"))
+	}
+	// A 500 is I9's without the option too.
+	plain := DefaultOptions()
+	plain.LinearizabilityTimeout = 0
+	plain.MinExecutedOutsideFaults = 0
+	if r := Check(h2, plain); r.Caught("I9") {
+		t.Errorf("a 400 and a 404 broke I9 without AllowedStatuses: %v", r.Violations)
+	}
+	h2.Calls[1].Status, h2.Calls[1].Result, h2.Calls[1].Problem = 500, ResultError, ""
+	if r := Check(h2, plain); !r.Caught("I9") {
+		t.Errorf("a 500 to POST /owed did not break I9 without AllowedStatuses: %v", r.Violations)
+	}
+
 	// Without the option, a 404 is an answer like any other.
 	opts.AllowedStatuses = nil
 	h.Ops[6].Result, h.Ops[6].Status = ResultUnavailable, 503

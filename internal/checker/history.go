@@ -121,6 +121,10 @@ type Op struct {
 	Lease *Lease
 	// Err describes a transport error.
 	Err string
+	// Problem is the code and detail of the problem of an answer that is
+	// neither a 200, a 409 nor a 503 ("invalid_request: ..."), to name
+	// what an answer I9 refuses said.
+	Problem string `json:",omitempty"`
 }
 
 // Latency is Return - Call, or zero for a call that never returned.
@@ -208,6 +212,24 @@ type TriggerCall struct {
 	// "" when nothing, or no lease was answered).
 	OwedTick   time.Time
 	OwedReason string
+	// Problem is as Op's.
+	Problem string `json:",omitempty"`
+}
+
+// Call is an HTTP call of a client of the run that is neither a lease call
+// (Op) nor an operator's (TriggerCall): a replica's POST /owed. Only its
+// answer's status is judged (I9's AllowedStatuses).
+type Call struct {
+	Client   string
+	Instance int
+	// Route is the call's method and path: "POST /owed".
+	Route        string
+	Call, Return time.Time // Return is zero for a call that never returned
+	Status       int
+	Result       Result
+	// Err and Problem are as Op's.
+	Err     string `json:",omitempty"`
+	Problem string `json:",omitempty"`
 }
 
 // ManualTick is the manual tick the answer of a run now named, or zero.
@@ -351,6 +373,9 @@ type History struct {
 	// the history does not record them (then manual runs are not matched
 	// with them).
 	Triggers []TriggerCall
+	// Calls are the clients' other calls (POST /owed); nil when the
+	// history does not record them.
+	Calls []Call
 	// CatchUpJobs are the jobs the replicas registered with catch-up
 	// latest; nil when the history does not say.
 	CatchUpJobs []string
