@@ -607,6 +607,7 @@ func (e *env) send(ev *record.Event, req *http.Request) (string, *api.Lease) {
 		ret.Result, ret.Err = "unknown", rerr.Error()
 	} else {
 		ret.Result, ret.Lease = record.Classify(resp.StatusCode, rb)
+		ret.Problem = record.ProblemOf(resp.StatusCode, rb)
 	}
 	_ = e.hrec.Write(ret)
 	return ret.Result, ret.Lease
@@ -740,13 +741,15 @@ func (e *env) collect(probes []checker.Probe) (*checker.History, error) {
 		h.Triggers = []checker.TriggerCall{}
 	}
 	files, _ := filepath.Glob(filepath.Join(e.art, "ops-*.jsonl"))
+	h.Calls = []checker.Call{}
 	for _, f := range files {
-		ops, triggers, err := readOps(f)
+		ops, triggers, others, err := readOps(f)
 		if err != nil {
 			return nil, err
 		}
 		h.Ops = append(h.Ops, ops...)
 		h.Triggers = append(h.Triggers, triggers...)
+		h.Calls = append(h.Calls, others...)
 	}
 	if err := e.readTables(h); err != nil {
 		return nil, err
@@ -778,16 +781,18 @@ func scanPanics(path string) string {
 }
 
 // readOps pairs the call and return lines of one history file: the lease
-// calls, and the operator's calls about what jobs owe.
-func readOps(path string) ([]checker.Op, []checker.TriggerCall, error) {
+// calls, the operator's calls about what jobs owe, and the other calls
+// (POST /owed).
+func readOps(path string) ([]checker.Op, []checker.TriggerCall, []checker.Call, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer f.Close()
 	calls := make(map[int64]*checker.Op)
 	triggers := make(map[int64]*checker.TriggerCall)
-	var order, torder []int64
+	others := make(map[int64]*checker.Call)
+	var order, torder, oorder []int64
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -796,6 +801,9 @@ func readOps(path string) ([]checker.Op, []checker.TriggerCall, error) {
 			continue // a torn last line of a killed process
 		}
 		switch {
+		case ev.Ev == "call" && ev.Route != "":
+			others[ev.ID] = &checker.Call{Client: ev.Client, Instance: ev.Instance, Route: ev.Route, Call: time.Unix(0, ev.T), Result: checker.ResultUnknown}
+			oorder = append(oorder, ev.ID)
 		case ev.Ev == "call" && (ev.Kind == string(checker.RunNow) || ev.Kind == string(checker.CancelOwed)):
 			triggers[ev.ID] = &checker.TriggerCall{
 				Kind: checker.TriggerKind(ev.Kind), Client: ev.Client, Instance: ev.Instance, Job: ev.Job,
@@ -815,9 +823,12 @@ func readOps(path string) ([]checker.Op, []checker.TriggerCall, error) {
 			}
 			calls[ev.ID] = o
 			order = append(order, ev.ID)
+		case ev.Ev == "ret" && others[ev.ID] != nil:
+			c := others[ev.ID]
+			c.Return, c.Status, c.Result, c.Err, c.Problem = time.Unix(0, ev.T), ev.Status, checker.Result(ev.Result), ev.Err, ev.Problem
 		case ev.Ev == "ret" && triggers[ev.ID] != nil:
 			c := triggers[ev.ID]
-			c.Return, c.Status, c.Result = time.Unix(0, ev.T), ev.Status, checker.Result(ev.Result)
+			c.Return, c.Status, c.Result, c.Problem = time.Unix(0, ev.T), ev.Status, checker.Result(ev.Result), ev.Problem
 			if l := ev.Lease; l != nil && l.OwedTick != nil && l.OwedReason != nil {
 				c.OwedTick, c.OwedReason = l.OwedTick.Time, string(*l.OwedReason)
 			}
@@ -826,14 +837,14 @@ func readOps(path string) ([]checker.Op, []checker.TriggerCall, error) {
 			if o == nil {
 				continue
 			}
-			o.Return, o.Status, o.Result, o.Err = time.Unix(0, ev.T), ev.Status, checker.Result(ev.Result), ev.Err
+			o.Return, o.Status, o.Result, o.Err, o.Problem = time.Unix(0, ev.T), ev.Status, checker.Result(ev.Result), ev.Err, ev.Problem
 			if ev.Lease != nil {
 				o.Lease = toLease(ev.Lease)
 			}
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	out := make([]checker.Op, 0, len(order))
 	for _, id := range order {
@@ -843,7 +854,11 @@ func readOps(path string) ([]checker.Op, []checker.TriggerCall, error) {
 	for _, id := range torder {
 		tout = append(tout, *triggers[id])
 	}
-	return out, tout, nil
+	oout := make([]checker.Call, 0, len(oorder))
+	for _, id := range oorder {
+		oout = append(oout, *others[id])
+	}
+	return out, tout, oout, nil
 }
 
 func toLease(l *api.Lease) *checker.Lease {

@@ -37,12 +37,18 @@ type Event struct {
 	// Key is the Idempotency-Key of an operator's run now (kind
 	// "trigger"; "cancel_trigger" is its cancellation).
 	Key string `json:"key,omitempty"`
+	// Route is the method and path of a call that is no lease call and
+	// no operator's ("POST /owed"), whose Kind is empty.
+	Route string `json:"route,omitempty"`
 
 	// Return fields. Result is one of checker.Result.
 	Status int        `json:"status,omitempty"`
 	Result string     `json:"result,omitempty"`
 	Lease  *api.Lease `json:"lease,omitempty"`
 	Err    string     `json:"err,omitempty"`
+	// Problem is what an answer other than 200, 409 and 503 said
+	// (ProblemOf).
+	Problem string `json:"problem,omitempty"`
 }
 
 // Writer appends events to a file, one write(2) per line, so that a line
@@ -103,4 +109,28 @@ func Classify(status int, body []byte) (string, *api.Lease) {
 		return "error", nil
 	}
 	return "rejected", nil
+}
+
+// maxProblem bounds the text ProblemOf keeps of an answer.
+const maxProblem = 300
+
+// ProblemOf is what an answer with status and body said, for an answer
+// that is neither a 200, a 409 nor a 503 (those are the workload's
+// ordinary answers): the problem's code and detail ("invalid_request:
+// unknown field ..."), or the start of a body that is no problem; "" for
+// the others.
+func ProblemOf(status int, body []byte) string {
+	switch status {
+	case http.StatusOK, http.StatusConflict, http.StatusServiceUnavailable:
+		return ""
+	}
+	var p api.Problem
+	s := string(body)
+	if err := json.Unmarshal(body, &p); err == nil && p.Code != "" {
+		s = p.Code + ": " + p.Detail
+	}
+	if len(s) > maxProblem {
+		s = s[:maxProblem] + "..."
+	}
+	return s
 }

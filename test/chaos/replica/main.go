@@ -501,7 +501,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	target := d.apis[inst]
 	req.URL.Scheme, req.URL.Host, req.Host = target.Scheme, target.Host, ""
 	if !leaseCallPath(req.URL.Path) {
-		return d.hc.Do(req)
+		return d.other(req, inst)
 	}
 	var body []byte
 	if req.Body != nil {
@@ -548,11 +548,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := d.hc.Do(req.WithContext(ctx))
 	if err != nil {
-		result := "unknown"
-		if !wrote.Load() {
-			result = "not_sent"
-		}
-		fail(err, result)
+		fail(err, transportResult(wrote.Load()))
 		return nil, err
 	}
 	rb, rerr := io.ReadAll(resp.Body)
@@ -567,9 +563,51 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		statuses, bodies = itemAnswers(resp.StatusCode, rb, len(cs))
 	}
 	for i, id := range ids {
-		ret := &record.Event{Ev: "ret", ID: id, T: now, Status: statuses[i]}
+		ret := &record.Event{Ev: "ret", ID: id, T: now, Status: statuses[i], Problem: record.ProblemOf(statuses[i], bodies[i])}
 		ret.Result, ret.Lease = record.Classify(statuses[i], bodies[i])
 		_ = d.rec.Write(ret)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(rb))
+	return resp, nil
+}
+
+// transportResult is the result of a call that got no answer: unknown
+// once the request was written, else not sent.
+func transportResult(wrote bool) string {
+	if wrote {
+		return "unknown"
+	}
+	return "not_sent"
+}
+
+// other sends a call that is no lease call (POST /owed) and records it
+// with its route and answer, whose status the checkers judge (I9).
+func (d *doer) other(req *http.Request, inst int) (*http.Response, error) {
+	id := d.ids.Add(1)
+	_ = d.rec.Write(&record.Event{Ev: "call", ID: id, T: time.Now().UnixNano(), Client: d.client, Instance: inst,
+		Route: req.Method + " " + req.URL.Path})
+	var wrote atomic.Bool
+	ctx := httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	})
+	resp, err := d.hc.Do(req.WithContext(ctx))
+	if err != nil {
+		_ = d.rec.Write(&record.Event{Ev: "ret", ID: id, T: time.Now().UnixNano(), Err: err.Error(), Result: transportResult(wrote.Load())})
+		return nil, err
+	}
+	rb, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ret := &record.Event{Ev: "ret", ID: id, T: time.Now().UnixNano(), Status: resp.StatusCode, Result: "ok"}
+	switch {
+	case rerr != nil:
+		ret.Result, ret.Err = "unknown", rerr.Error()
+	case resp.StatusCode != http.StatusOK:
+		ret.Result, _ = record.Classify(resp.StatusCode, rb)
+		ret.Problem = record.ProblemOf(resp.StatusCode, rb)
+	}
+	_ = d.rec.Write(ret)
+	if rerr != nil {
+		return nil, rerr
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(rb))
 	return resp, nil
