@@ -226,6 +226,9 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 		bg.Go(func() { e.operator(steps, orng, stop) })
 	}
 	e.nemesis(plan)
+	if cfg.Script != nil {
+		cfg.Script(e)
+	}
 	if rest := time.Until(e.start.Add(cfg.Duration)); rest > 0 {
 		time.Sleep(rest)
 	}
@@ -276,6 +279,7 @@ func runChaos(t *testing.T, cfg *runConfig) (*checker.Report, string) {
 	if cfg.LinearizabilityTimeout > 0 {
 		opts.LinearizabilityTimeout = cfg.LinearizabilityTimeout
 	}
+	opts.AllowedStatuses = cfg.AllowedStatuses
 	r := checker.Check(h, opts)
 	e.logf("checked %d calls in %s", len(h.Ops), time.Since(began).Round(time.Millisecond))
 	line := fmt.Sprintf("chaos %s seed=%d %s, %d replicas, %d jobs every %s, %d instances, load average <= %.1f: %s",

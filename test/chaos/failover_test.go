@@ -280,7 +280,7 @@ func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster
 	e.httpc = &http.Client{Timeout: cfg.ClientTimeout}
 	dsns := []string{pc.multiHostDSN("leaseapi"), pc.haproxyDSN("leaseapi")}
 	for i := range cfg.Instances {
-		inst := &instance{i: i, port: freePort(t)}
+		inst := &instance{i: i, port: freePort(t), bin: e.leaseapiBin}
 		inst.env = append(baseEnv(),
 			fmt.Sprintf("LEASEAPI_ADDR=127.0.0.1:%d", inst.port),
 			"LEASEAPI_DATABASE_URL="+dsns[i%len(dsns)],

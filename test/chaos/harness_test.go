@@ -5,6 +5,7 @@ package chaos
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -112,6 +113,21 @@ type runConfig struct {
 	GroupPeriod  time.Duration
 	GroupGrace   time.Duration
 	GroupWorkMin time.Duration
+
+	// The upgrade tier (test/chaos/upgrade_test.go). Previous, when set, is
+	// a build of the previous release: it creates the database and the
+	// instances start with it. Leaseapi, when set, is the build under
+	// test instead of ./cmd/leaseapi's. Script, when set, runs after the
+	// nemesis (the upgrade tier plans no fault) with the other background
+	// work as usual; the chaos phase ends when both it and Duration are
+	// over. SingleCalls makes every replica send single calls, no batches:
+	// a previous release may lack the batch routes. AllowedStatuses are
+	// the only statuses an answer may have (checker.Options).
+	Previous        string
+	Leaseapi        string
+	Script          func(e *env)
+	SingleCalls     bool
+	AllowedStatuses []int
 
 	// plan is the schedule the run injected (set by runChaos).
 	plan []event
@@ -227,6 +243,9 @@ type instance struct {
 	i    int
 	port int
 	env  []string
+	// bin is the build it runs (the upgrade tier replaces it); the
+	// caller of startInstance sets it.
+	bin string
 
 	mu    sync.Mutex
 	p     *proc
@@ -256,7 +275,10 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 	if cfg.Mutant != "" {
 		tags = "chaos_mutants"
 	}
-	e.leaseapiBin = build(t, "./cmd/leaseapi", tags)
+	e.leaseapiBin = cfg.Leaseapi
+	if e.leaseapiBin == "" {
+		e.leaseapiBin = build(t, "./cmd/leaseapi", tags)
+	}
 	e.replicaBin = build(t, "./test/chaos/replica", "chaos")
 
 	e.pg = startCluster(t, cfg.PGConf)
@@ -286,7 +308,7 @@ func newEnv(t *testing.T, cfg *runConfig, art string) *env {
 	e.httpc = &http.Client{Timeout: cfg.ClientTimeout}
 
 	for i := range cfg.Instances {
-		inst := &instance{i: i, port: freePort(t)}
+		inst := &instance{i: i, port: freePort(t), bin: cmp.Or(cfg.Previous, e.leaseapiBin)}
 		inst.env = e.instanceEnv(i, inst.port)
 		e.insts = append(e.insts, inst)
 		if cfg.APIProxy {
@@ -362,7 +384,9 @@ func (e *env) setupDatabase(migrate bool) error {
 	e.t.Cleanup(func() { _ = db.Close() })
 
 	if migrate {
-		cmd := exec.CommandContext(ctx, e.leaseapiBin, "migrate")
+		// The database is the previous release's when the run upgrades
+		// from it.
+		cmd := exec.CommandContext(ctx, cmp.Or(e.cfg.Previous, e.leaseapiBin), "migrate")
 		cmd.Env = append(baseEnv(), "LEASEAPI_DATABASE_URL="+e.dsn, "LEASEAPI_LOG_FORMAT=text")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("leaseapi migrate: %w\n%s", err, out)
@@ -418,7 +442,7 @@ func (e *env) instanceEnv(i, port int) []string {
 // startInstance starts (or restarts) a leaseapi instance and waits until
 // it is ready.
 func (e *env) startInstance(inst *instance) error {
-	p, err := startProc(fmt.Sprintf("leaseapi instance %d", inst.i), e.leaseapiBin, nil, inst.env,
+	p, err := startProc(fmt.Sprintf("leaseapi instance %d", inst.i), inst.bin, nil, inst.env,
 		filepath.Join(e.art, fmt.Sprintf("leaseapi-%d.log", inst.i)))
 	if err != nil {
 		return err
@@ -492,7 +516,7 @@ func (e *env) startReplica(slot *replicaSlot) error {
 		"-seed", fmt.Sprint(e.cfg.Seed*1000 + uint64(slot.i*100+slot.incarnation)),
 		// Replicas of an even slot send their acquires and heartbeats in
 		// batches, the others one by one: both paths run under the faults.
-		"-batches=" + fmt.Sprint(slot.i%2 == 0),
+		"-batches=" + fmt.Sprint(slot.i%2 == 0 && !e.cfg.SingleCalls),
 	}
 	args = append(args, e.groupArgs()...)
 	p, err := startProc("replica "+owner, e.replicaBin, args, baseEnv(), filepath.Join(e.art, "replica-"+owner+".log"))
