@@ -141,3 +141,18 @@ func (e *FinalizeBlockedError) Error() string {
 
 // Unwrap returns ErrFinalizeBlocked, for errors.Is.
 func (e *FinalizeBlockedError) Unwrap() error { return ErrFinalizeBlocked }
+
+// CheckFinalize decides a finalize to level given the live instances: a
+// *FinalizeBlockedError naming those whose builds are older, or nil.
+func CheckFinalize(level int, live []Instance) error {
+	var older []Instance
+	for _, in := range live {
+		if in.Level < level {
+			older = append(older, in)
+		}
+	}
+	if len(older) > 0 {
+		return &FinalizeBlockedError{Level: level, Older: older}
+	}
+	return nil
+}

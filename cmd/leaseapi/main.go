@@ -6,6 +6,8 @@
 //	leaseapi migrate    apply the database migrations and exit
 //	leaseapi credentials create|list|revoke
 //	                    manage the API's credentials on the database
+//	leaseapi upgrade status|finalize
+//	                    list the instances; turn on a release's gated rules
 //	leaseapi version    print the version, commit, commit time and Go (also --version)
 //	leaseapi -h         list the commands and every LEASEAPI_ setting
 //
@@ -111,12 +113,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, cfg, logger)
 	case "credentials":
 		return credentials(ctx, cfg, logger, rest, stdout)
+	case "upgrade":
+		return upgrade(ctx, cfg, logger, rest, stdout)
 	default:
 		return serve(ctx, cfg, logger)
 	}
 }
 
-// parseArgs returns "serve", "migrate", "credentials" (with the arguments
+// parseArgs returns "serve", "migrate", "credentials" or "upgrade" (with the arguments
 // after it), "version" or "help".
 func parseArgs(args []string) (string, []string, error) {
 	fs := flag.NewFlagSet("leaseapi", flag.ContinueOnError)
@@ -145,7 +149,7 @@ func parseArgs(args []string) (string, []string, error) {
 			return "", nil, fmt.Errorf("%s takes no arguments, got %q (see leaseapi -h)", rest[0], rest[1:])
 		}
 		return rest[0], nil, nil
-	case "credentials":
+	case "credentials", "upgrade":
 		return rest[0], rest[1:], nil
 	}
 	return "", nil, fmt.Errorf("unknown command %q (see leaseapi -h)", rest[0])
@@ -163,6 +167,10 @@ Usage:
                       list the credentials (never a secret)
   leaseapi credentials revoke ID
                       revoke a credential; every instance refuses it within 5 s
+  leaseapi upgrade status
+                      list the live instances, their versions and the finalized feature level
+  leaseapi upgrade finalize
+                      turn on the rules of this release once every live instance runs it
   leaseapi version    print the version, commit, commit time and Go (also --version)
   leaseapi help       print this help (also -h, --help)
 
@@ -199,6 +207,7 @@ type store interface {
 	leaseapi.CredentialStore
 	leaseapi.WebhookStore
 	leaseapi.IdempotencyStore
+	leaseapi.Registry
 	Migrate(ctx context.Context) error
 }
 
@@ -454,10 +463,18 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		return err
 	}
 
+	gate, recorder, err := startInstance(ctx, s, cfg.StartTimeout, logger)
+	if err != nil {
+		return err
+	}
+	_ = gate // goes to the handlers with the first gated rule (minIntervalMs)
 	loops, err := backgroundLoops(cfg, s, leaseMetrics, webhookMetrics, sealer, logger)
 	if err != nil {
 		return err
 	}
+	// The recorder stops last of the loops' start order; it deletes the
+	// record once the server has drained.
+	loops = append(loops, recorder)
 	if pg, ok := s.(*postgres.Store); ok {
 		monitor, err := replicationMonitor(pg, registry, logger)
 		if err != nil {

@@ -415,6 +415,8 @@ func TestRunBadArgs(t *testing.T) {
 		{[]string{"-port", "80"}, "flag provided but not defined: -port (see leaseapi -h)"},
 		{[]string{"migrate", "now"}, `migrate takes no arguments, got ["now"]`},
 		{[]string{"--version", "migrate"}, `--version takes no command, got ["migrate"]`},
+		{[]string{"upgrade"}, `upgrade needs status or finalize, got []`},
+		{[]string{"upgrade", "now"}, `upgrade needs status or finalize, got ["now"]`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

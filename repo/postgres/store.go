@@ -189,10 +189,21 @@ func (p *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return interpretError("migrate", err)
 	}
+	created := false
 	for _, r := range results {
 		p.logger.InfoContext(ctx, "migration applied",
 			slog.Int64("version", r.Source.Version), slog.String("file", r.Source.Path),
 			slog.Duration("duration", r.Duration))
+		created = created || r.Source.Version == 1
+	}
+	if created {
+		// This call made the database from nothing: no older build ever
+		// served it, so it starts finalized at this build's level. Only
+		// the call that applied the first migration gets here (goose's
+		// session lock).
+		if _, err := p.db.ExecContext(bypassGuard(ctx), raiseFeatureLevelQuery, leaseapi.FeatureLevel); err != nil {
+			return interpretError("migrate: feature level", err)
+		}
 	}
 	return nil
 }

@@ -51,6 +51,8 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 	t.Run("WebhookFairClaims", func(t *testing.T) { testWebhookFairClaims(t, setup(t, open)) })
 	t.Run("WebhookJobMissed", func(t *testing.T) { testWebhookJobMissed(t, setup(t, open)) })
 	t.Run("PolicyEvents", func(t *testing.T) { testPolicyEvents(t, setup(t, open)) })
+	// It raises the store's finalized level, which nothing else reads.
+	t.Run("Registry", func(t *testing.T) { testRegistry(t, setup(t, open)) })
 
 	// The subtests whose ticks lie up to hours ahead of the clock get a
 	// store with a wider window (MaxTickAhead); the others the default.

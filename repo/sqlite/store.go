@@ -236,6 +236,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 				slog.Int64("version", r.Source.Version), slog.String("file", r.Source.Path),
 				slog.Duration("duration", r.Duration))
 		}
+		if err := s.finalizeSelf(ctx); err != nil {
+			return struct{}{}, interpretError("migrate: feature level", err)
+		}
 		s.schemaCurrent.Store(true)
 		return struct{}{}, nil
 	})

@@ -460,3 +460,27 @@ func keys(m map[string]any) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestAppVersionIsTheLatestRelease: the chart's appVersion names the newest
+// release recorded in RELEASES (the first word of its first line that is
+// not a comment), so that the chart of a release says which release it
+// deploys; cutting a release updates both in one commit.
+func TestAppVersionIsTheLatestRelease(t *testing.T) {
+	b, err := os.ReadFile("../../../RELEASES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latest string
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			latest = strings.TrimPrefix(f[0], "v")
+			break
+		}
+	}
+	if latest == "" {
+		t.Fatal("RELEASES names no release")
+	}
+	if got := loadChart(t).Metadata.AppVersion; got != latest {
+		t.Errorf("Chart.yaml appVersion = %q, want %q, the newest release in RELEASES", got, latest)
+	}
+}
