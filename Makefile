@@ -158,7 +158,7 @@ bench: ## measure leaseapi against its Postgres floor and against etcd and Redis
 	bash scripts/ensure-packages.sh chromium:chromium $(PEER_PACKAGES)
 	$(GO) run -tags leasebench ./cmd/leasebench -doc docs/performance.md $(BENCH_FLAGS)
 
-.PHONY: chaos chaos-mutants chaos-failover
+.PHONY: chaos chaos-mutants chaos-failover chaos-upgrade
 
 chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I1-I14 with the owed-tick workload, two teams' webhooks (one on a receiver that hangs), two concurrency groups and alert policies (~5 min, root)
 	$(GO) vet -tags chaos,chaos_mutants ./test/chaos/...
@@ -167,6 +167,11 @@ chaos: ## chaos suite, PR tier: 2 seeds of real processes under faults, checks I
 chaos-failover: ## failover tier: the chaos workload on a 3-node Patroni cluster across 7 failover faults, then the asynchronous and unguarded controls that must be caught (~5 min, root; docs/high-availability.md)
 	bash scripts/ensure-packages.sh $(FAILOVER_PACKAGES)
 	$(GO) test -tags chaos -count=1 -v -timeout 15m -run TestFailover ./test/chaos
+
+# The previous release (the newest line of RELEASES) is built from its
+# commit, which the clone must have (not a shallow one).
+chaos-upgrade: ## rolling upgrade tier: the previous release (RELEASES, built from its commit) serves the chaos workload, the new release migrates, replaces it one instance at a time, rolls one back and forward, finalizes; then a breaking migration that must be caught (~3 min, root; docs/reliability.md)
+	$(GO) test -tags chaos -count=1 -v -timeout 15m -run TestUpgrade ./test/chaos
 
 chaos-mutants: ## negative controls: 10 mutants x 3 seeds, each run caught by its invariants (~14 min, root; docs/reliability.md)
 	$(GO) test -tags chaos,chaos_mutants -count=1 -v -timeout 30m -run TestMutants ./test/chaos
