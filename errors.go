@@ -130,6 +130,9 @@ type TooSoonError struct {
 }
 
 func (e *TooSoonError) Error() string {
+	if e.Until.IsZero() { // a copy that lost the interval
+		return ErrTooSoon.Error()
+	}
 	return fmt.Sprintf("too soon after the job's previous grant: the minimum interval of %s ends at %s",
 		e.MinInterval, e.Until.UTC().Format(time.RFC3339Nano))
 }
