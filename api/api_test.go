@@ -50,7 +50,7 @@ func TestSpecProblemCodes(t *testing.T) {
 		api.CodeMethodNotAllowed, api.CodeLeaseHeld, api.CodeTickDone, api.CodeJobPaused, api.CodeTickAhead, api.CodeLeaseLost,
 		api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeUnavailable, api.CodeInternal, api.CodeOverloaded, api.CodeRateLimited,
 		api.CodeCredentialExists, api.CodeIdempotencyKeyReused, api.CodeIdempotencyKeyInFlight, api.CodeGroupFull, api.CodeGroupInUse,
-		api.CodeWebhookExists, api.CodePolicyNotFound,
+		api.CodeWebhookExists, api.CodePolicyNotFound, api.CodeTooSoon, api.CodeFeatureDisabled,
 	}
 	slices.Sort(got)
 	slices.Sort(want)
@@ -276,6 +276,8 @@ func TestDTOsMatchSpec(t *testing.T) {
 			{"AcquireRequest", api.AcquireRequest{Owner: "o"}},
 			{"AcquireRequest", api.AcquireRequest{Owner: "o", Group: new("g")}},
 			{"AcquireRequest", api.AcquireRequest{Owner: "o", Group: new("")}},
+			{"AcquireRequest", api.AcquireRequest{Owner: "o", MinIntervalMs: new(int64(60000))}},
+			{"AcquireRequest", api.AcquireRequest{Owner: "o", MinIntervalMs: new(int64(0))}},
 			{"PutGroupRequest", api.PutGroupRequest{Limit: 3}},
 			{"PolicyBody", api.PolicyBody{MissedTicks: new(int64(2))}},
 			{"PolicyBody", api.PolicyBody{ConsecutiveFailures: new(int64(3)), FailureRate: &api.FailureRate{Threshold: 0.25, Runs: 8},

@@ -323,10 +323,11 @@ func (e *routesEnv) baseBody(op operation) []field {
 	switch op.op.OperationID {
 	case "acquireLease":
 		return []field{{"owner", `"replica-a"`}, {"ttlMs", `60000`}, {"tick", `"2026-11-30T07:00:00Z"`}, {"schedule", `"*/5 * * * *"`}, {"graceMs", `30000`},
-			{"group", `"` + routesAcquireGroup + `"`}}
+			{"group", `"` + routesAcquireGroup + `"`}, {"minIntervalMs", `60000`}}
 	case "acquireBatch":
 		return []field{{"owner", `"replica-a"`}, {"ttlMs", `60000`}, {"tick", `"2026-11-30T07:00:00Z"`}, {"schedule", `"*/5 * * * *"`}, {"graceMs", `30000`},
-			{"group", `"` + routesAcquireGroup + `"`}, {"items", `[{"jobId":"team-a:batch-1"},{"jobId":"team-a:batch-2","owner":"replica-b","nearestTick":true}]`}}
+			{"group", `"` + routesAcquireGroup + `"`}, {"minIntervalMs", `60000`},
+			{"items", `[{"jobId":"team-a:batch-1"},{"jobId":"team-a:batch-2","owner":"replica-b","nearestTick":true,"minIntervalMs":0}]`}}
 	case "heartbeatBatch":
 		return []field{{"owner", `"a"`}, {"ttlMs", `3600000`}, {"items", fmt.Sprintf(`[{"jobId":"team-a:held","token":%d}]`, e.heldTok)}}
 	case "putGroup":
@@ -484,8 +485,8 @@ func valuesFor(key string) []string {
 		vals = append(vals, itemValues...)
 	case "url":
 		vals = append(vals, urlValues...)
-	case "ttlMs", "graceMs", "catchUpWindowMs", "token", "ratePerSecond", "limit":
-		vals = append(vals, `999`, `3600001`, `86400001`, `1e-300`, `0.0001`, `1000000000000`)
+	case "ttlMs", "graceMs", "catchUpWindowMs", "minIntervalMs", "token", "ratePerSecond", "limit":
+		vals = append(vals, `999`, `3600001`, `86400001`, `2678400001`, `1e-300`, `0.0001`, `1000000000000`)
 	case "role", "outcome", "format", "catchUp":
 		vals = append(vals, `"admin"`, `"ADMIN"`, `"running"`, `"expired"`, `"slack"`, `"latest"`, `"none "`)
 	}

@@ -330,7 +330,10 @@ export interface paths {
          *     default) is refused to everyone, the holder included, with
          *     `tick_ahead` (after `job_paused`, before the others): the caller's
          *     clock runs fast, and granting such a tick would make every earlier
-         *     tick `tick_done`. A granted acquire with
+         *     tick `tick_done`. An acquire with `minIntervalMs` that would be
+         *     granted less than that long after the job's previous grant started
+         *     (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+         *     (after the refusals above, before `group_full`). A granted acquire with
          *     a `schedule` registers it and its grace (a refusal writes nothing); an
          *     acquire without one leaves the stored schedule as it is.
          *
@@ -420,7 +423,8 @@ export interface paths {
          *     One item's refusal does not fail the others: a job outside the
          *     caller's scopes is that item's 403 `forbidden`, a held lease its 409
          *     `lease_held` (without a `Retry-After`: the problem's lease has
-         *     `expiresAt`). Each item spends one call of the credential's rate, in
+         *     `expiresAt`), a `minIntervalMs` the database is not finalized for
+         *     its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
          *     item order; the items beyond what its bucket holds are answered 429
          *     `rate_limited` and were not decided. An item the store could not
          *     decide is answered 503 `unavailable`; only when every item is
@@ -1020,6 +1024,22 @@ export interface components {
              *     group.
              */
             group?: string;
+            /**
+             * Format: int64
+             * @description The least time between two grants of the job, in milliseconds (up
+             *     to 31 days): an acquire that would grant the job less than this
+             *     long after its previous grant started (that grant's `acquiredAt`,
+             *     by the database's clock) is refused with 409 `too_soon` and
+             *     `Retry-After`, the whole seconds until the interval ends. For a
+             *     job run without ticks (curl, `leasectl run` without `--schedule`)
+             *     on hosts whose clocks differ: a host that starts late finds the run
+             *     another host just finished and skips it. The holder's renewal
+             *     and the job's first grant are never refused for it; it applies to
+             *     each acquire that sends it, and is not stored. Optional: absent or
+             *     0, no minimum. 400 `feature_disabled` until every instance runs a
+             *     leaseapi that knows it and `leaseapi upgrade finalize` has run.
+             */
+            minIntervalMs?: number;
         };
         /** @description A concurrency group's name, with the syntax of a job id; the caller's scopes cover it as they cover a job id. */
         GroupName: string;
@@ -1242,6 +1262,8 @@ export interface components {
             /** Format: int64 */
             catchUpWindowMs?: number;
             group?: string;
+            /** Format: int64 */
+            minIntervalMs?: number;
         };
         /**
          * @description One acquire of a batch: the job, and the fields of AcquireRequest it
@@ -1264,6 +1286,8 @@ export interface components {
             /** Format: int64 */
             catchUpWindowMs?: number;
             group?: string;
+            /** Format: int64 */
+            minIntervalMs?: number;
         };
         /**
          * @description The heartbeats of `POST /heartbeat`. `owner` and `ttlMs` are the
@@ -1306,7 +1330,7 @@ export interface components {
             /**
              * @description Seconds to wait before asking again for this item: what the single
              *     call's `Retry-After` header would have said (`lease_held`,
-             *     `group_full`, `rate_limited`, `unavailable`, `overloaded`); absent
+             *     `too_soon`, `group_full`, `rate_limited`, `unavailable`, `overloaded`); absent
              *     when that call would have sent none.
              */
             retryAfter?: number;
@@ -1546,7 +1570,7 @@ export interface components {
             /** @description What happened in this occurrence; for 4xx, what to change. */
             detail: string;
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "webhook_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "webhook_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found" | "too_soon" | "feature_disabled";
             lease?: components["schemas"]["Lease"];
             now?: components["schemas"]["Time"];
             group?: components["schemas"]["Group"];
@@ -1556,6 +1580,12 @@ export interface components {
             status?: 400;
             /** @enum {string} */
             code?: "invalid_request";
+        };
+        AcquireBadRequestProblem: components["schemas"]["Problem"] & {
+            /** @enum {integer} */
+            status?: 400;
+            /** @enum {string} */
+            code?: "invalid_request" | "feature_disabled";
         };
         /** @enum {string} */
         Role: "read" | "lease" | "admin";
@@ -1796,7 +1826,7 @@ export interface components {
             /** @enum {integer} */
             status?: 409;
             /** @enum {string} */
-            code?: "lease_held" | "tick_done" | "job_paused";
+            code?: "lease_held" | "tick_done" | "job_paused" | "too_soon";
         };
         TickAheadProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
@@ -1875,6 +1905,23 @@ export interface components {
                 "application/problem+json": components["schemas"]["BadRequestProblem"];
             };
         };
+        /**
+         * @description `invalid_request`: `detail` names the field and what to change.
+         *     `feature_disabled`: the request sends a field whose rule the database
+         *     is not finalized for yet (`minIntervalMs` during an upgrade from a
+         *     release that does not know it); `detail` names the field, the release
+         *     that brings it and what the operator does: run every instance on that
+         *     release or later, then `leaseapi upgrade finalize`. Send the request
+         *     without the field meanwhile.
+         */
+        AcquireBadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["AcquireBadRequestProblem"];
+            };
+        };
         /** @description Missing or invalid bearer token (unknown, revoked or malformed), /credentials in open mode, or /metrics without the metrics token. */
         Unauthorized: {
             headers: {
@@ -1929,7 +1976,10 @@ export interface components {
          *     `tick_done`: the tick is at or before `lastCompletedTick` (and is not the
          *     lease's `owedTick`, which has not run).
          *     `job_paused`: the job is paused; skip this tick.
-         *     All three carry the lease.
+         *     `too_soon`: the job's previous grant started less than the request's
+         *     `minIntervalMs` ago; `Retry-After` is the whole seconds until the
+         *     interval ends (at least 1). Nothing was written.
+         *     All four carry the lease.
          *     `group_full`: every slot of the job's concurrency group is in use;
          *     `Retry-After` is the whole seconds until the first of them frees by
          *     itself (at least 1). Carries the group (with up to 10 holders) and the
@@ -1941,7 +1991,7 @@ export interface components {
          */
         AcquireConflict: {
             headers: {
-                /** @description Present with `lease_held` and `group_full`. */
+                /** @description Present with `lease_held`, `too_soon` and `group_full`. */
                 "Retry-After"?: number;
                 [name: string]: unknown;
             };
@@ -2566,7 +2616,7 @@ export interface operations {
                     "application/json": components["schemas"]["Lease"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            400: components["responses"]["AcquireBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
