@@ -2308,6 +2308,7 @@ type PolicyNotFoundProblemStatus int
 
 // Problem RFC 9457 problem details.
 type Problem struct {
+	// Code The machine code. A later release may add codes; treat one you do not know by the HTTP status.
 	Code ProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
@@ -2333,7 +2334,7 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
-// ProblemCode defines model for Problem.Code.
+// ProblemCode The machine code. A later release may add codes; treat one you do not know by the HTTP status.
 type ProblemCode string
 
 // PutGroupRequest defines model for PutGroupRequest.

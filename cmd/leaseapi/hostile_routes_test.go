@@ -11,8 +11,9 @@ package main
 // lease and read credentials. Every answer must be:
 //
 //   - never a 5xx (the database is up), and no panic in the server's log;
-//   - valid against the spec (kin-openapi's ValidateResponse, and the
-//     strict reader of package apitest for bodies); a request the spec has
+//   - valid against the closed form of the spec (apitest.ClosedSpec:
+//     kin-openapi's ValidateResponse, and the strict reader of package
+//     apitest for bodies); a request the spec has
 //     no operation for gets a 400, 404 or 405 problem; a request line that
 //     net/http itself refuses gets its plain 400;
 //
@@ -51,7 +52,6 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/api/apitest"
 	apiclient "github.com/leaseapi/leaseapi/api/client"
 )
@@ -181,7 +181,11 @@ func (e *routesEnv) fail(key, format string, args ...any) {
 
 func (e *routesEnv) loadContract() {
 	t := e.t
-	doc, err := openapi3.NewLoader().LoadFromData(api.Spec)
+	closed, err := apitest.ClosedSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(closed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,6 +319,10 @@ func TestErrorExit(t *testing.T) {
 		{"JobPaused", &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused}, exitFailure, true},
 		{"TooSoon", &leaseapi.ConflictError{Err: &leaseapi.TooSoonError{}}, exitFailure, true},
 		{"OtherConflict", api(http.StatusConflict, "lease_lost"), exitFailure, false},
+		// Codes of a later leaseapi, read by their status.
+		{"NewRefusal", api(http.StatusConflict, "some_new_refusal"), exitFailure, false},
+		{"NewBadRequest", api(http.StatusBadRequest, "some_new_invalid"), exitUsage, false},
+		{"NewUnavailable", api(http.StatusServiceUnavailable, "some_new_outage"), exitTempFail, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1111,8 +1111,7 @@ export interface components {
         Owed: {
             jobId: components["schemas"]["JobID"];
             tick: components["schemas"]["Time"];
-            /** @enum {string} */
-            reason: "catch-up" | "manual";
+            reason: "catch-up" | "manual" | (string & {});
             /** @description Who triggered a manual tick, when the service knows; null otherwise. */
             triggeredBy: string | null;
             /** @description Why, when the trigger said; null otherwise. */
@@ -1128,9 +1127,8 @@ export interface components {
          *     `runtime_too_short` (the newest finished run succeeded in less than
          *     `minRuntimeMs`), `missed` (the newest `missedTicks` decided ticks were
          *     missed).
-         * @enum {string}
          */
-        AlertReason: "failures" | "failure_rate" | "runtime_exceeded" | "runtime_too_short" | "missed";
+        AlertReason: "failures" | "failure_rate" | "runtime_exceeded" | "runtime_too_short" | "missed" | (string & {});
         /** @description Alerting when at least `threshold` of the newest `runs` finished runs with a holder failed or expired; fewer runs decide nothing. */
         FailureRate: {
             /**
@@ -1418,11 +1416,8 @@ export interface components {
             skippedTicks: number;
             /** @description While the lease is revoked, the name of the credential that revoked it; null otherwise. */
             revokedBy: string | null;
-            /**
-             * @description The job's catch-up policy, as the last granted acquire that sent one registered it.
-             * @enum {string}
-             */
-            catchUp: "none" | "latest";
+            /** @description The job's catch-up policy, as the last granted acquire that sent one registered it. */
+            catchUp: "none" | "latest" | (string & {});
             /**
              * Format: int64
              * @description How old a missed tick may be and still be owed under `catchUp` `latest`.
@@ -1433,11 +1428,8 @@ export interface components {
              * @description The tick the job owes, claimed with an ordinary acquire of exactly that tick; null when it owes nothing (also once the tick is past its claimable time, the manual tick's grace or the catch-up window).
              */
             owedTick: string | null;
-            /**
-             * @description Why `owedTick` is owed; null when nothing is (null is in the enum as for `lastOutcome`).
-             * @enum {string|null}
-             */
-            owedReason: "catch-up" | "manual" | null;
+            /** @description Why `owedTick` is owed; null when nothing is (null is in the enum as for `lastOutcome`). */
+            owedReason: "catch-up" | "manual" | (string & {}) | null;
             /** @description The concurrency group the job is in (see `group` of the acquire); null for none. */
             group: string | null;
             /**
@@ -1506,11 +1498,8 @@ export interface components {
             durationMs: number | null;
             /** @description The name of the credential that revoked the run; null otherwise. */
             revokedBy: string | null;
-            /**
-             * @description What started the run: a tick of the schedule (or a job without one), a catch-up tick, or a manual trigger.
-             * @enum {string}
-             */
-            trigger: "schedule" | "catch-up" | "manual";
+            /** @description What started the run: a tick of the schedule (or a job without one), a catch-up tick, or a manual trigger. */
+            trigger: "schedule" | "catch-up" | "manual" | (string & {});
             /** @description Who triggered a manual run, when the service knows; null otherwise. */
             triggeredBy: string | null;
             /** @description The concurrency group the grant was made in; null for none. */
@@ -1569,8 +1558,8 @@ export interface components {
             status: number;
             /** @description What happened in this occurrence; for 4xx, what to change. */
             detail: string;
-            /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "webhook_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found" | "too_soon" | "feature_disabled";
+            /** @description The machine code. A later release may add codes; treat one you do not know by the HTTP status. */
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "webhook_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found" | "too_soon" | "feature_disabled" | (string & {});
             lease?: components["schemas"]["Lease"];
             now?: components["schemas"]["Time"];
             group?: components["schemas"]["Group"];
@@ -1578,14 +1567,12 @@ export interface components {
         BadRequestProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 400;
-            /** @enum {string} */
-            code?: "invalid_request";
+            code?: "invalid_request" | (string & {});
         };
         AcquireBadRequestProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 400;
-            /** @enum {string} */
-            code?: "invalid_request" | "feature_disabled";
+            code?: "invalid_request" | "feature_disabled" | (string & {});
         };
         /** @enum {string} */
         Role: "read" | "lease" | "admin";
@@ -1640,14 +1627,10 @@ export interface components {
          *     `job.alerting` (the job's alert policy has it alerting: once when it
          *     starts, then again every `realertAfterMs` while it stays alerting, with
          *     `repeat` true), `job.ok` (an alerting job's policy has it ok again).
-         * @enum {string}
          */
-        WebhookEventType: "run.failed" | "run.expired" | "run.missed" | "job.overdue" | "run.succeeded" | "job.recovered" | "job.missed" | "job.alerting" | "job.ok";
-        /**
-         * @description `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
-         * @enum {string}
-         */
-        WebhookFormat: "standard" | "slack";
+        WebhookEventType: "run.failed" | "run.expired" | "run.missed" | "job.overdue" | "run.succeeded" | "job.recovered" | "job.missed" | "job.alerting" | "job.ok" | (string & {});
+        /** @description `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret). */
+        WebhookFormat: "standard" | "slack" | (string & {});
         CreateWebhookRequest: {
             /** @description Absolute http or https URL the events are POSTed to. */
             url: string;
@@ -1769,11 +1752,8 @@ export interface components {
         MissedRun: {
             /** Format: date-time */
             tick: string;
-            /**
-             * @description What the tick was (as a Run's trigger).
-             * @enum {string}
-             */
-            trigger: "schedule" | "catch-up" | "manual";
+            /** @description What the tick was (as a Run's trigger). */
+            trigger: "schedule" | "catch-up" | "manual" | (string & {});
             /**
              * Format: date-time
              * @description When the tick was decided missed.
@@ -1783,116 +1763,97 @@ export interface components {
         IdempotencyKeyReusedProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 422;
-            /** @enum {string} */
-            code?: "idempotency_key_reused";
+            code?: "idempotency_key_reused" | (string & {});
         };
         IdempotencyKeyInFlightProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "idempotency_key_in_flight";
+            code?: "idempotency_key_in_flight" | (string & {});
         };
         WebhookExistsProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "webhook_exists";
+            code?: "webhook_exists" | (string & {});
         };
         CredentialExistsProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "credential_exists";
+            code?: "credential_exists" | (string & {});
         };
         UnauthorizedProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 401;
-            /** @enum {string} */
-            code?: "unauthorized";
+            code?: "unauthorized" | (string & {});
         };
         ForbiddenProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 403;
-            /** @enum {string} */
-            code?: "forbidden";
+            code?: "forbidden" | (string & {});
         };
         NotFoundProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 404;
-            /** @enum {string} */
-            code?: "not_found";
+            code?: "not_found" | (string & {});
         };
         AcquireConflictProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "lease_held" | "tick_done" | "job_paused" | "too_soon";
+            code?: "lease_held" | "tick_done" | "job_paused" | "too_soon" | (string & {});
         };
         TickAheadProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "tick_ahead";
+            code?: "tick_ahead" | (string & {});
         };
         JobPausedProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "job_paused";
+            code?: "job_paused" | (string & {});
         };
         LeaseLostProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "lease_lost";
+            code?: "lease_lost" | (string & {});
         };
         PayloadTooLargeProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 413;
-            /** @enum {string} */
-            code?: "payload_too_large";
+            code?: "payload_too_large" | (string & {});
         };
         UnsupportedMediaTypeProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 415;
-            /** @enum {string} */
-            code?: "unsupported_media_type";
+            code?: "unsupported_media_type" | (string & {});
         };
         UnavailableProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 503;
-            /** @enum {string} */
-            code?: "unavailable" | "overloaded";
+            code?: "unavailable" | "overloaded" | (string & {});
         };
         RateLimitedProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 429;
-            /** @enum {string} */
-            code?: "rate_limited";
+            code?: "rate_limited" | (string & {});
         };
         InternalProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 500;
-            /** @enum {string} */
-            code?: "internal";
+            code?: "internal" | (string & {});
         };
         GroupFullProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "group_full";
+            code?: "group_full" | (string & {});
         };
         GroupInUseProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "group_in_use";
+            code?: "group_in_use" | (string & {});
         };
         PolicyNotFoundProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 404;
-            /** @enum {string} */
-            code?: "not_found" | "policy_not_found";
+            code?: "not_found" | "policy_not_found" | (string & {});
         };
     };
     responses: {
