@@ -18,6 +18,10 @@ var (
 	ErrTickDone = errors.New("tick already completed")
 	// ErrJobPaused: the job is paused; skip this tick (job_paused).
 	ErrJobPaused = errors.New("job paused")
+	// ErrTooSoon: the job's previous grant started less than the
+	// acquire's minimum interval ago (too_soon). Every *TooSoonError
+	// unwraps to it.
+	ErrTooSoon = errors.New("too soon after the job's previous grant")
 	// ErrTickAhead: the tick lies later than the store's clock plus the
 	// lead the store allows (tick_ahead); the caller's clock is fast.
 	// Every *TickAheadError unwraps to it.
@@ -38,7 +42,7 @@ var (
 
 // ConflictError is a refused operation together with the lease as it was
 // when the refusal was decided. It unwraps to ErrLeaseHeld, ErrTickDone,
-// ErrJobPaused or ErrLeaseLost.
+// ErrJobPaused or ErrLeaseLost, or to a *TooSoonError (ErrTooSoon).
 type ConflictError struct {
 	Err   error
 	Lease Lease
@@ -109,3 +113,38 @@ func (e *TickAheadError) Ahead() time.Duration { return e.Tick.Sub(e.Now).Round(
 
 // Unwrap returns ErrTickAhead, for errors.Is.
 func (e *TickAheadError) Unwrap() error { return ErrTickAhead }
+
+// TooSoonError is the Err of a *ConflictError refusing an acquire that
+// would have granted the job sooner than the acquire's minimum interval
+// after its previous grant started (AcquireParams.MinInterval). Nothing was
+// written.
+type TooSoonError struct {
+	// MinInterval is the acquire's minimum interval; Until is when the job
+	// may be granted again, its previous grant's acquiredAt plus
+	// MinInterval.
+	MinInterval time.Duration
+	Until       time.Time
+	// Now is the store's clock when the acquire was refused (zero when
+	// unknown: a client's copy of the refusal).
+	Now time.Time
+}
+
+func (e *TooSoonError) Error() string {
+	if e.Until.IsZero() { // a copy that lost the interval
+		return ErrTooSoon.Error()
+	}
+	return fmt.Sprintf("too soon after the job's previous grant: the minimum interval of %s ends at %s",
+		e.MinInterval, e.Until.UTC().Format(time.RFC3339Nano))
+}
+
+// Unwrap returns ErrTooSoon, for errors.Is.
+func (e *TooSoonError) Unwrap() error { return ErrTooSoon }
+
+// RetryAfter is how long after the refusal the minimum interval ends by the
+// store's clock (Until - Now), or 0 when Now is unknown.
+func (e *TooSoonError) RetryAfter() time.Duration {
+	if e.Now.IsZero() {
+		return 0
+	}
+	return e.Until.Sub(e.Now)
+}

@@ -248,6 +248,13 @@ type AcquireParams struct {
 	// grant: a name joins it, "" leaves any; nil keeps the stored group.
 	// A renewal never moves the job.
 	Group *string
+	// MinInterval, when not zero (1 ms to MaxMinInterval), refuses a new
+	// grant sooner than MinInterval after the acquiredAt of the job's
+	// previous grant, by the store's clock (ErrTooSoon): a job started
+	// without ticks on replicas whose clocks differ runs once however late
+	// a replica asks. The holder's renewal and the job's first grant are
+	// never refused for it. A gated rule (FeatureMinInterval).
+	MinInterval time.Duration
 }
 
 // HeartbeatParams are the inputs of Store.Heartbeat.

@@ -171,14 +171,19 @@ func (p *AcquireParams) Validate() error {
 			return err
 		}
 	}
+	if p.MinInterval != 0 && (p.MinInterval < time.Millisecond || p.MinInterval > MaxMinInterval) {
+		return &InvalidError{Field: "minIntervalMs", Rule: "must be an integer from 0 (none) to 2678400000 (31 days, in milliseconds)"}
+	}
 	return ValidateCatchUp(p.CatchUp, p.CatchUpWindow)
 }
 
 // MaxScheduleLength is the longest schedule spec, in bytes; MaxGrace the
-// longest grace.
+// longest grace; MaxMinInterval the longest minimum interval between two
+// grants of a job (AcquireParams.MinInterval).
 const (
 	MaxScheduleLength = 256
 	MaxGrace          = 24 * time.Hour
+	MaxMinInterval    = 31 * 24 * time.Hour
 )
 
 // MaxReasonLength is the longest pause reason, in characters.

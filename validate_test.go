@@ -53,3 +53,25 @@ func TestValidTick(t *testing.T) {
 		}
 	}
 }
+
+// TestValidMinInterval: a minimum interval is zero (none) or 1 ms to 31
+// days; anything else is refused naming minIntervalMs.
+func TestValidMinInterval(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d    time.Duration
+		want bool
+	}{
+		{0, true},
+		{time.Millisecond, true},
+		{leaseapi.MaxMinInterval, true},
+		{-time.Millisecond, false},
+		{time.Microsecond, false},
+		{leaseapi.MaxMinInterval + time.Millisecond, false},
+	} {
+		err := (&leaseapi.AcquireParams{JobID: "j", Owner: "a", TTL: time.Second, MinInterval: tc.d}).Validate()
+		if (err == nil) != tc.want || err != nil && !strings.Contains(err.Error(), "minIntervalMs") {
+			t.Errorf("AcquireParams.Validate with MinInterval %s: got %v, want valid %t", tc.d, err, tc.want)
+		}
+	}
+}

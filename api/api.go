@@ -47,6 +47,12 @@ const (
 	CodeGroupInUse = "group_in_use" // 409
 	// CodePolicyNotFound: the job has no alert policy.
 	CodePolicyNotFound = "policy_not_found" // 404
+	// CodeTooSoon: the job's previous grant started less than the
+	// acquire's minIntervalMs ago.
+	CodeTooSoon = "too_soon" // 409
+	// CodeFeatureDisabled: the request asks for a rule the database is
+	// not finalized for yet (leaseapi upgrade finalize).
+	CodeFeatureDisabled = "feature_disabled" // 400
 )
 
 // ProblemTypePrefix prefixes the code to form a problem's `type` URI. The URI
@@ -243,6 +249,10 @@ type AcquireRequest struct {
 	// (1 min to 7 days; nil: 24 h); it needs CatchUp.
 	CatchUp         *string `json:"catchUp,omitempty"`
 	CatchUpWindowMs *int64  `json:"catchUpWindowMs,omitempty"`
+	// MinIntervalMs refuses a new grant sooner than this many milliseconds
+	// after the job's previous grant started (too_soon); nil or 0 for no
+	// minimum.
+	MinIntervalMs *int64 `json:"minIntervalMs,omitempty"`
 }
 
 // TriggerRequest is the body of POST /leases/{jobId}/trigger.

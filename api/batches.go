@@ -23,6 +23,7 @@ type AcquireBatchRequest struct {
 	GraceMs         *int64             `json:"graceMs,omitempty"`
 	CatchUp         *string            `json:"catchUp,omitempty"`
 	CatchUpWindowMs *int64             `json:"catchUpWindowMs,omitempty"`
+	MinIntervalMs   *int64             `json:"minIntervalMs,omitempty"`
 	Items           []AcquireBatchItem `json:"items"`
 }
 
@@ -40,6 +41,7 @@ type AcquireBatchItem struct {
 	GraceMs         *int64  `json:"graceMs,omitempty"`
 	CatchUp         *string `json:"catchUp,omitempty"`
 	CatchUpWindowMs *int64  `json:"catchUpWindowMs,omitempty"`
+	MinIntervalMs   *int64  `json:"minIntervalMs,omitempty"`
 }
 
 // Request is the AcquireRequest of item i of r: its own fields, else r's.
@@ -48,6 +50,7 @@ func (r *AcquireBatchRequest) Request(i int) AcquireRequest {
 	q := AcquireRequest{
 		TTLMs: or(it.TTLMs, r.TTLMs), Group: or(it.Group, r.Group), Schedule: or(it.Schedule, r.Schedule),
 		GraceMs: or(it.GraceMs, r.GraceMs), CatchUp: or(it.CatchUp, r.CatchUp), CatchUpWindowMs: or(it.CatchUpWindowMs, r.CatchUpWindowMs),
+		MinIntervalMs: or(it.MinIntervalMs, r.MinIntervalMs),
 	}
 	if o := or(it.Owner, r.Owner); o != nil {
 		q.Owner = *o

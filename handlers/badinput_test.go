@@ -132,6 +132,14 @@ func badCases(fresh, held string) []badCase {
 		// cannot represent it: a stored one broke every list of the job.
 		invalidSpecAllows("TickYear0", post(acq, `{"owner":"a","tick":"0000-06-01T00:00:00Z"}`), "tick must be a time from year 0001 to 9999"),
 
+		// minIntervalMs (0 to 31 days).
+		invalid("MinIntervalNegative", post(acq, `{"owner":"a","minIntervalMs":-1}`), "minIntervalMs"),
+		invalid("MinIntervalAboveMax", post(acq, `{"owner":"a","minIntervalMs":2678400001}`), "minIntervalMs must be an integer from 0"),
+		invalid("MinIntervalFloat", post(acq, `{"owner":"a","minIntervalMs":1.5}`), "minIntervalMs"),
+		invalid("MinIntervalString", post(acq, `{"owner":"a","minIntervalMs":"60000"}`), "minIntervalMs"),
+		invalid("MinIntervalNull", post(acq, `{"owner":"a","minIntervalMs":null}`), "minIntervalMs"),
+		invalid("MinIntervalOverflow", post(acq, `{"owner":"a","minIntervalMs":99999999999999999999}`), "minIntervalMs"),
+
 		// nearestTick.
 		invalidSpecAllows("NearestTickWithTick", post(acq, `{"owner":"a","nearestTick":true,"tick":"2026-11-30T07:00:00Z","schedule":"@hourly"}`),
 			"nearestTick cannot be sent with tick"),

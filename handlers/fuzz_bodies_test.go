@@ -122,6 +122,7 @@ func FuzzAcquireBatchBody(f *testing.F) {
 			`{"jobId":"`+fuzzFresh+`-2","owner":"b","ttlMs":1000,"nearestTick":true,"schedule":"*/5 * * * *"}]}`,
 		`{"items":[{"jobId":"`+fuzzFresh+`-3","owner":"a","tick":"2099-01-01T00:00:00Z","group":"no-such-group"},{"jobId":"`+fuzzFresh+`-4"}]}`,
 		`{"owner":"a","nearestTick":true,"items":[{"jobId":"`+fuzzFresh+`-5","tick":"0001-01-01T00:00:00Z"}]}`,
+		`{"owner":"a","minIntervalMs":60000,"items":[{"jobId":"`+fuzzHeld+`"},{"jobId":"`+fuzzFresh+`-6","minIntervalMs":0}]}`,
 		`{"owner":"a","items":[{"jobId":"a"},{"jobId":"a"}]}`, `{"owner":"a","items":[{"jobId":"a","zz":1}]}`,
 		`{"owner":"a","items":[`+strings.Repeat(`{"jobId":"j"},`, 1000)+`{"jobId":"k"}]}`)
 }

@@ -334,7 +334,7 @@ func (b *fuzzBundle) serve(t *testing.T, req *http.Request, input string) *httpt
 // call; a request refused with one of them must not have reached the store.
 var refusalCodes = []string{
 	api.CodeInvalidRequest, api.CodeUnauthorized, api.CodeForbidden, api.CodeMethodNotAllowed,
-	api.CodePayloadTooLarge, api.CodeUnsupportedMediaType,
+	api.CodePayloadTooLarge, api.CodeUnsupportedMediaType, api.CodeFeatureDisabled,
 }
 
 // problemStatus is the status of every problem code.
@@ -358,6 +358,8 @@ var problemStatus = map[string]int{
 	api.CodeGroupFull:            http.StatusConflict,
 	api.CodeCredentialExists:     http.StatusConflict,
 	api.CodePolicyNotFound:       http.StatusNotFound,
+	api.CodeTooSoon:              http.StatusConflict,
+	api.CodeFeatureDisabled:      http.StatusBadRequest,
 }
 
 // leakMarkers must never appear in a response unless the client sent them.
@@ -424,7 +426,7 @@ func checkProblem(t *testing.T, where string, status int, p api.Problem) (leaseC
 	// A lease rides only on a 409, always on the codes about a lease; a
 	// tick_ahead carries one when the job has one; credential_exists and
 	// idempotency_key_in_flight are about no lease.
-	leaseCode = slices.Contains([]string{api.CodeLeaseHeld, api.CodeLeaseLost, api.CodeTickDone, api.CodeJobPaused}, p.Code)
+	leaseCode = slices.Contains([]string{api.CodeLeaseHeld, api.CodeLeaseLost, api.CodeTickDone, api.CodeJobPaused, api.CodeTooSoon}, p.Code)
 	if p.Lease != nil && status != http.StatusConflict || leaseCode && p.Lease == nil {
 		t.Errorf("%s: status %d, code %s with lease %+v; a 409 about a lease, and only a 409, carries the lease", where, status, p.Code, p.Lease)
 	}
@@ -577,6 +579,9 @@ func FuzzAcquireBody(f *testing.F) {
 		`{"owner":"a","group":""}`,
 		`{"owner":"a","group":"no-such-group"}`,
 		`{"owner":"a","group":"-bad"}`,
+		`{"owner":"a","minIntervalMs":60000}`,
+		`{"owner":"a","minIntervalMs":0}`,
+		`{"owner":"a","minIntervalMs":-1}`,
 		`{"owner":"replica-1","ttlMs":30000,"tick":"2026-11-30T07:00:00Z"}`,
 		`{"owner":"b","ttlMs":1000,"tick":"2026-11-30T07:00:00.123456789+05:30"}`,
 		`{"owner":"a","tick":"0000-01-01T00:00:00+01:00"}`,

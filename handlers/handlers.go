@@ -102,6 +102,11 @@ type Options struct {
 	// Version is the version /healthz reports; empty reports the running
 	// binary's (internal/version).
 	Version string
+	// Gate says which gated rules (leaseapi.Feature) the database is
+	// finalized for: a request that asks for one that is off is refused
+	// 400 feature_disabled. Nil turns every rule this build knows on (a
+	// store that keeps no feature level).
+	Gate *leaseapi.Gate
 	// Open serves every peer while the API is open (LEASEAPI_OPEN). Without
 	// it an open API answers only loopback peers whose Host is localhost,
 	// *.localhost, 127.0.0.0/8 or [::1] (403 for others), except on
@@ -135,6 +140,7 @@ type handler struct {
 	webhookAllowPrivate bool
 	openToAll           bool // Options.Open
 	idempotency         leaseapi.IdempotencyStore
+	gate                *leaseapi.Gate // nil: every feature on
 }
 
 // New returns the HTTP handler of the API, serving store. It panics when the
@@ -163,6 +169,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		webhookAllowPrivate: opts.WebhookAllowPrivate,
 		openToAll:           opts.Open,
 		idempotency:         opts.Idempotency,
+		gate:                opts.Gate,
 	}
 	if h.now == nil {
 		h.now = time.Now

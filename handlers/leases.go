@@ -102,13 +102,32 @@ func (h *handler) acquireRequestParams(r *http.Request, id string, req *api.Acqu
 		}
 		p.CatchUpWindow = time.Duration(ms) * time.Millisecond
 	}
+	if req.MinIntervalMs != nil {
+		// Clamped to just outside the domain's range first, as graceMs.
+		ms := min(max(*req.MinIntervalMs, -1), leaseapi.MaxMinInterval.Milliseconds()+1)
+		p.MinInterval = time.Duration(ms) * time.Millisecond
+	}
 	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := h.checkFeatures(p); err != nil {
 		return nil, err
 	}
 	if err := acquireGroup(r, req.Group); err != nil {
 		return nil, err
 	}
 	return p, h.checkSchedule(r.Context(), p)
+}
+
+// checkFeatures refuses an acquire p that asks for a gated rule the
+// database is not finalized for (a *leaseapi.FeatureDisabledError, 400
+// feature_disabled): an instance of an older release serving the same
+// database would not enforce it.
+func (h *handler) checkFeatures(p *leaseapi.AcquireParams) error {
+	if h.gate == nil || p.MinInterval == 0 {
+		return nil
+	}
+	return h.gate.Check(leaseapi.FeatureMinInterval)
 }
 
 // acquireResult classifies an acquire for the metrics. A fresh grant sets
@@ -130,6 +149,8 @@ func acquireResult(l leaseapi.Lease, err error) string {
 		return resultAhead
 	case errors.Is(err, leaseapi.ErrGroupFull):
 		return resultGroupFull
+	case errors.Is(err, leaseapi.ErrTooSoon):
+		return resultTooSoon
 	}
 	return resultError
 }

@@ -39,6 +39,7 @@ const (
 	resultPaused    = "job_paused"
 	resultAhead     = "tick_ahead"
 	resultGroupFull = "group_full"
+	resultTooSoon   = "too_soon"
 	resultOK        = "ok"
 	resultLost      = "lost"
 	resultNotFound  = "not_found"
@@ -62,7 +63,7 @@ func newMetrics(reg *prometheus.Registry, groupSeries bool) *metrics {
 		}, []string{"route"})),
 		acquires: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_acquire_total",
-			Help: "Acquire results: granted, renewed, held, tick_done, job_paused, tick_ahead, group_full or error.",
+			Help: "Acquire results: granted, renewed, held, tick_done, job_paused, tick_ahead, group_full, too_soon or error.",
 		}, []string{"result"})),
 		heartbeats: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leaseapi_heartbeat_total",

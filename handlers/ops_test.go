@@ -356,6 +356,12 @@ func TestWriteProblem(t *testing.T) {
 		{"TriggerTickAhead", &leaseapi.TickAheadError{Tick: now.Add(48 * time.Hour), Now: now, MaxAhead: leaseapi.DefaultMaxTickAhead, Lease: &lease, Manual: true},
 			409, api.CodeTickAhead, "TriggerConflict", false, true},
 		{"TriggerPaused", conflict(leaseapi.ErrJobPaused), 409, api.CodeJobPaused, "TriggerConflict", false, true},
+		// too_soon: the lease, and Retry-After the rest of the interval by
+		// the store's clock.
+		{"TooSoon", &leaseapi.ConflictError{Err: &leaseapi.TooSoonError{MinInterval: time.Hour, Until: now.Add(90 * time.Second), Now: now}, Lease: lease},
+			409, api.CodeTooSoon, "AcquireConflict", true, true},
+		{"FeatureDisabled", fmt.Errorf("acquire: %w", leaseapi.NewGate(0).Check(leaseapi.FeatureMinInterval)),
+			400, api.CodeFeatureDisabled, "AcquireBadRequest", false, false},
 		{"Unavailable", fmt.Errorf("acquire: %w: dial tcp: refused", leaseapi.ErrUnavailable), 503, api.CodeUnavailable, "Unavailable", true, false},
 		{"Overloaded", fmt.Errorf("acquire \"j\": 256 store calls in flight: %w", leaseapi.ErrOverloaded), 503, api.CodeOverloaded, "Unavailable", true, false},
 		{"DeadlineExceeded", fmt.Errorf("store get: %w", context.DeadlineExceeded), 503, api.CodeUnavailable, "Unavailable", true, false},
@@ -388,7 +394,7 @@ func TestWriteProblem(t *testing.T) {
 			if wantNow := tt.code == api.CodeTickAhead; (p.Now != nil) != wantNow || wantNow && !p.Now.Equal(now.Truncate(time.Millisecond)) {
 				t.Errorf("now: %v, want present=%v (%s)", p.Now, wantNow, now)
 			}
-			if got := rec.Header().Get("Retry-After"); (got != "") != tt.retryAfter {
+			if got := rec.Header().Get("Retry-After"); (got != "") != tt.retryAfter || tt.code == api.CodeTooSoon && got != "90" {
 				t.Errorf("Retry-After %q, want present=%v", got, tt.retryAfter)
 			}
 			// Shed calls never reached the store: the detail says so, where

@@ -68,6 +68,8 @@ var titles = map[string]string{
 	api.CodeGroupFull:              "Group full",
 	api.CodeGroupInUse:             "Group in use",
 	api.CodePolicyNotFound:         "Policy not found",
+	api.CodeTooSoon:                "Too soon",
+	api.CodeFeatureDisabled:        "Feature disabled",
 }
 
 // writeProblem is the only place that maps errors to responses. It maps
@@ -104,6 +106,8 @@ func problemOf(r *http.Request, err error) (p api.Problem, retry string, header 
 	ahead, isAhead := errors.AsType[*leaseapi.TickAheadError](err)
 	full, isFull := errors.AsType[*leaseapi.GroupFullError](err)
 	inUse, isInUse := errors.AsType[*leaseapi.GroupInUseError](err)
+	soon, isSoon := errors.AsType[*leaseapi.TooSoonError](err)
+	disabled, isDisabled := errors.AsType[*leaseapi.FeatureDisabledError](err)
 	switch {
 	case isReqErr:
 		p.Status, p.Code, p.Detail = reqErr.status, reqErr.code, reqErr.detail
@@ -116,6 +120,11 @@ func problemOf(r *http.Request, err error) (p api.Problem, retry string, header 
 		if inv, ok := errors.AsType[*leaseapi.InvalidError](err); ok {
 			p.Detail = inv.Field + " " + inv.Rule
 		}
+	case isDisabled:
+		// It names the field, the release that brings it and what the
+		// operator does.
+		p.Status, p.Code = http.StatusBadRequest, api.CodeFeatureDisabled
+		p.Detail = disabled.Error()
 	case errors.Is(err, leaseapi.ErrCredentialNotFound):
 		p.Status, p.Code = http.StatusNotFound, api.CodeNotFound
 		p.Detail = "no credential with this id exists within your scopes; GET /credentials lists them"
@@ -146,6 +155,12 @@ func problemOf(r *http.Request, err error) (p api.Problem, retry string, header 
 		// stays within 1 KiB even for the longest job id and owner.
 		p.Detail = "the lease is held by " + clip(conflict.Lease.Owner) + " for another run; retry after Retry-After seconds"
 		retry = strconv.Itoa(retryAfter(conflict.Lease, time.Now()))
+	case isConflict && isSoon:
+		p.Status, p.Code = http.StatusConflict, api.CodeTooSoon
+		p.Detail = fmt.Sprintf("the job's previous grant started at %s, less than minIntervalMs (%d) ago; "+
+			"it may be granted again from %s: skip this run, or retry after Retry-After seconds",
+			api.FormatTime(conflict.Lease.AcquiredAt), soon.MinInterval.Milliseconds(), api.FormatTime(soon.Until))
+		retry = strconv.Itoa(retrySeconds(soon.RetryAfter()))
 	case isConflict && errors.Is(err, leaseapi.ErrTickDone):
 		p.Status, p.Code = http.StatusConflict, api.CodeTickDone
 		p.Detail = "this tick is at or before lastCompletedTick and already ran; skip it"

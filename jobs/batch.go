@@ -118,7 +118,7 @@ func postAcquireBatch(ctx context.Context, c leaseClient, as []*acquireRequest) 
 		f := a.fields()
 		item := client.AcquireBatchItem{
 			JobId: a.jobID, Tick: f.Tick, Schedule: f.Schedule, GraceMs: f.GraceMs,
-			CatchUpWindowMs: f.CatchUpWindowMs, Group: f.Group,
+			CatchUpWindowMs: f.CatchUpWindowMs, Group: f.Group, MinIntervalMs: f.MinIntervalMs,
 		}
 		if a.owner != owner {
 			item.Owner = &a.owner

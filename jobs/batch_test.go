@@ -265,7 +265,7 @@ func runHeld(t *testing.T, b *testBundle, r *jobs.Runner, tick time.Time, ids []
 
 // TestBatchItemsFailAsSingleCalls: each refusal an item of a batch gets is
 // the error its single acquire gets: held, done, paused, group full, tick
-// ahead.
+// ahead, too soon.
 func TestBatchItemsFailAsSingleCalls(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -276,6 +276,8 @@ func TestBatchItemsFailAsSingleCalls(t *testing.T) {
 	b.release(t, "done", "replica-x", done.Token)
 	prev := b.acquire(t, "paused", "replica-x", tick.Add(-time.Minute))
 	b.release(t, "paused", "replica-x", prev.Token)
+	soon := b.acquire(t, "soon", "replica-x", tick.Add(-time.Minute))
+	b.release(t, "soon", "replica-x", soon.Token)
 	if resp, err := b.client.PauseJobWithResponse(ctx, "paused", client.PauseRequest{}); err != nil || resp.StatusCode() != http.StatusOK {
 		t.Fatalf("pause: %v %v", err, resp)
 	}
@@ -287,8 +289,9 @@ func TestBatchItemsFailAsSingleCalls(t *testing.T) {
 		t.Fatalf("acquire holder: %v %v", err, resp)
 	}
 	// The grace is over by the runner's clock: a full group skips at once.
-	opts := map[string][]jobs.JobOption{"full": {jobs.Schedule("* * * * *"), jobs.Grace(time.Second), jobs.Group("reports")}}
-	ids := []string{"held", "done", "paused", "full"}
+	opts := map[string][]jobs.JobOption{"full": {jobs.Schedule("* * * * *"), jobs.Grace(time.Second), jobs.Group("reports")},
+		"soon": {jobs.MinInterval(time.Hour)}}
+	ids := []string{"held", "done", "paused", "full", "soon"}
 
 	singles := b.batchRunner(t, "replica-s", clockwork.NewFakeClockAt(epoch), func(c *jobs.Config) { c.DisableBatches = true })
 	want := make(map[string]error)
@@ -312,7 +315,8 @@ func TestBatchItemsFailAsSingleCalls(t *testing.T) {
 	for _, sentinel := range []struct {
 		id  string
 		err error
-	}{{"held", leaseapi.ErrLeaseHeld}, {"done", leaseapi.ErrTickDone}, {"paused", leaseapi.ErrJobPaused}, {"full", leaseapi.ErrGroupFull}} {
+	}{{"held", leaseapi.ErrLeaseHeld}, {"done", leaseapi.ErrTickDone}, {"paused", leaseapi.ErrJobPaused}, {"full", leaseapi.ErrGroupFull},
+		{"soon", leaseapi.ErrTooSoon}} {
 		if !errors.Is(got[sentinel.id].err, sentinel.err) {
 			t.Errorf("%s: got %v, want %v", sentinel.id, got[sentinel.id].err, sentinel.err)
 		}

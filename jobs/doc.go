@@ -64,6 +64,15 @@
 // the next tick); a tick whose group stays full is skipped quietly
 // (Skipped), and leaseapi records it missed.
 //
+// # Jobs without ticks
+//
+// Run with a zero tick asks for the lease without a tick: a mutex, for a job
+// started by something other than a schedule (a deploy hook, a queue). Two
+// replicas that start it minutes apart run it twice, one after the other.
+// The MinInterval option makes leaseapi refuse the lease sooner than the
+// interval after the job's previous run started, by leaseapi's clock: the
+// late replica gets 409 too_soon and skips quietly (Skipped).
+//
 // # Owed ticks
 //
 // A job may owe a tick: a catch-up tick that no replica ran during an

@@ -28,8 +28,9 @@ const (
 // succeeded when fn returns nil, else failed.
 //
 // A refused acquire returns an error wrapping leaseapi.ErrLeaseHeld or
-// leaseapi.ErrTickDone (another replica has it or had it: skip), without
-// calling fn. An acquire refused group_full (a job with the Group option)
+// leaseapi.ErrTickDone (another replica has it or had it: skip), or
+// leaseapi.ErrTooSoon (with the MinInterval option: the job's last run
+// started too recently), without calling fn. An acquire refused group_full (a job with the Group option)
 // is retried after its Retry-After while the tick's grace lasts (without a
 // tick or a grace, until ctx is done), then returns the
 // *leaseapi.GroupFullError. An acquire that fails because leaseapi or the
@@ -149,7 +150,7 @@ func (r *Runner) acquireRetry(ctx context.Context, log *slog.Logger, jobID strin
 		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.requestTimeout)
 		lease, err := r.acquires.do(reqCtx, &acquireRequest{
 			jobID: jobID, owner: r.owner, ttl: r.ttl, tick: tick, schedule: jc.schedule, grace: jc.grace,
-			catchUp: jc.catchUp, catchUpWindow: jc.catchUpWindow, group: jc.group,
+			catchUp: jc.catchUp, catchUpWindow: jc.catchUpWindow, group: jc.group, minInterval: jc.minInterval,
 		})
 		cancel()
 		if err == nil {

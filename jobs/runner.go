@@ -313,6 +313,8 @@ type jobConfig struct {
 	// group is sent with every acquire: nil keeps the job's stored group,
 	// "" takes it out of its group.
 	group *string
+	// minInterval is sent with every acquire (0: none).
+	minInterval time.Duration
 }
 
 // Schedule sends spec, the job's schedule as leaseapi reads it (package
@@ -378,6 +380,25 @@ func Group(name string) JobOption {
 			}
 		}
 		c.group = &name
+		return nil
+	}
+}
+
+// MinInterval refuses the job's lease to this replica sooner than d after
+// the job's previous run started (1 ms to 31 days; leaseapi's clock
+// decides, not this host's): the run is skipped, an error wrapping
+// leaseapi.ErrTooSoon. It is for a job started without a tick (Run with a
+// zero tick) on replicas whose clocks differ: a replica that starts late
+// finds the run another one just finished and skips it, where it would
+// otherwise run the job again. The holder's own retry is never refused.
+// A server that does not know it yet (an upgrade not finalized) refuses
+// the acquire with 400 feature_disabled: an *APIError.
+func MinInterval(d time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if d < time.Millisecond || d > leaseapi.MaxMinInterval || d%time.Millisecond != 0 {
+			return fmt.Errorf("min interval %s must be a whole number of milliseconds from 1ms to 744h (31 days)", d)
+		}
+		c.minInterval = d
 		return nil
 	}
 }

@@ -212,6 +212,37 @@ func TestRunSkipsTickAhead(t *testing.T) {
 	}
 }
 
+// TestRunMinInterval: a job run without a tick by replicas whose clocks
+// differ runs once: the late replica's Run with MinInterval is refused
+// too_soon (by the service's clock), skipped without calling the job, with
+// the lease of the run it follows and the end of the interval; without the
+// option it runs again.
+func TestRunMinInterval(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	early := b.runner(t, "replica-early", clockwork.NewFakeClockAt(epoch), nil)
+	late := b.runner(t, "replica-late", clockwork.NewFakeClockAt(epoch.Add(-10*time.Minute)), nil)
+	ran := 0
+	job := func(context.Context) error { ran++; return nil }
+	first, err := early.Run(context.Background(), "backup", time.Time{}, job, jobs.MinInterval(time.Hour))
+	if err != nil {
+		t.Fatalf("the first run: %v", err)
+	}
+	_, err = late.Run(context.Background(), "backup", time.Time{}, job, jobs.MinInterval(time.Hour))
+	conflict, isConflict := errors.AsType[*leaseapi.ConflictError](err)
+	soon, isSoon := errors.AsType[*leaseapi.TooSoonError](err)
+	if !errors.Is(err, leaseapi.ErrTooSoon) || !jobs.Skipped(err) || !isConflict || !isSoon || ran != 1 {
+		t.Fatalf("the late run: got %v (job ran %d times), want a skipped too_soon conflict", err, ran)
+	}
+	if l := b.lease(t, "backup"); conflict.Lease.Owner != "replica-early" || conflict.Lease.Token != first.Token ||
+		soon.MinInterval != time.Hour || !soon.Until.Equal(l.AcquiredAt.Add(time.Hour)) {
+		t.Errorf("the late run's refusal: lease %+v, %+v; want replica-early's run and the end of its hour", conflict.Lease, soon)
+	}
+	if rep, err := late.Run(context.Background(), "backup", time.Time{}, job); err != nil || rep.Token != first.Token+1 || ran != 2 {
+		t.Errorf("without MinInterval: got %+v, %v; want the next grant run", rep, err)
+	}
+}
+
 // TestRunSendsSchedule: the runner sends its job's schedule with every
 // acquire, with the zone it reads the spec in, so that leaseapi holds the
 // job's ticks to account; Run's callers send one with jobs.Schedule.
@@ -265,6 +296,7 @@ func TestGraceAndScheduleOptionsValidate(t *testing.T) {
 	b := setup(t)
 	r := b.runner(t, "replica-a", clockwork.NewFakeClockAt(epoch), nil)
 	for _, opt := range []jobs.JobOption{jobs.Schedule("every day"), jobs.Grace(0), jobs.Grace(25 * time.Hour), jobs.Grace(time.Microsecond),
+		jobs.MinInterval(0), jobs.MinInterval(time.Microsecond), jobs.MinInterval(32 * 24 * time.Hour),
 		jobs.CatchUp(time.Second), jobs.CatchUp(8 * 24 * time.Hour), jobs.CatchUp(time.Hour)} { // the last: no schedule
 		if _, err := r.Run(context.Background(), "report", epoch, func(context.Context) error { return nil }, opt); err == nil {
 			t.Errorf("Run with an invalid option: got no error")

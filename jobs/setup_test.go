@@ -194,6 +194,14 @@ type faultProxy struct {
 	// groupFullBare leaves Retry-After out of the group_full answers, as a
 	// proxy that drops headers would.
 	groupFullBare atomic.Bool
+	// newRefusals is how many of the next acquires are refused 409 with a
+	// code this release does not know, some_new_refusal, carrying a lease
+	// held by "replica-z": an answer of a later leaseapi.
+	newRefusals atomic.Int32
+	// newFields adds a field this release does not know, someNewField, to
+	// every JSON object of every answer of the service, as a later leaseapi
+	// may send.
+	newFields atomic.Bool
 
 	// lastAcquire is the body of the last acquire.
 	lastAcquire atomic.Pointer[[]byte]
@@ -265,6 +273,13 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.lastAcquire.Store(&body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !fail && f.newRefusals.Add(-1) >= 0 {
+			f.count(op, http.StatusConflict)
+			w.Header().Set("Content-Type", api.ProblemContentType)
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(newRefusalBody))
+			return
+		}
 		if !fail && f.groupFull.Add(-1) >= 0 {
 			f.count(op, http.StatusConflict)
 			w.Header().Set("Content-Type", api.ProblemContentType)
@@ -292,9 +307,42 @@ func (f *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
+	if f.newFields.Load() {
+		rec := httptest.NewRecorder()
+		f.next.ServeHTTP(rec, r)
+		f.count(op, rec.Code)
+		body := rec.Body.Bytes()
+		var v any
+		if strings.HasSuffix(rec.Header().Get("Content-Type"), "json") && json.Unmarshal(body, &v) == nil {
+			body, _ = json.Marshal(withNewField(v))
+		}
+		for k, vs := range rec.Header() {
+			w.Header()[k] = vs
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+		return
+	}
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	f.next.ServeHTTP(rec, r)
 	f.count(op, rec.status)
+}
+
+// withNewField is v with someNewField added to each of its objects.
+func withNewField(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			v[k] = withNewField(c)
+		}
+		v["someNewField"] = map[string]any{"since": "a later release"}
+	case []any:
+		for i, c := range v {
+			v[i] = withNewField(c)
+		}
+	}
+	return v
 }
 
 // rateLimitBatch answers an acquire batch whose first rateLimitItems items
@@ -346,6 +394,14 @@ const groupFullBody = `{"type":"https://leaseapi.dev/problems/group_full","title
 	`"detail":"every slot of group \"reports\" is in use (1 of 1); retry after Retry-After","code":"group_full",` +
 	`"group":{"name":"reports","limit":1,"held":1,"holders":[{"jobId":"other","owner":"replica-z","token":4,` +
 	`"slot":1,"slotToken":9,"expiresAt":"2026-11-30T07:00:31.000Z"}],"createdBy":"ops","createdAt":"2026-11-01T00:00:00.000Z"}}`
+
+// newRefusalBody is a refusal of an acquire with a code this release does
+// not know, as a later leaseapi may answer: a 409 carrying the lease.
+const newRefusalBody = `{"type":"https://leaseapi.dev/problems/some_new_refusal","title":"Some new refusal","status":409,` +
+	`"detail":"a refusal of a later release","code":"some_new_refusal","lease":{"jobId":"report","owner":"replica-z",` +
+	`"token":7,"state":"held","acquiredAt":"2026-11-30T07:00:01.000Z","renewedAt":"2026-11-30T07:00:01.000Z",` +
+	`"expiresAt":"2026-11-30T07:00:31.000Z","releasedAt":null,"ttlMs":30000,"tick":"2026-11-30T07:00:00.000Z",` +
+	`"lastCompletedTick":null,"lastOutcome":null,"someNewField":1}}`
 
 // sentGroup returns the group the last acquire sent, and whether it sent one.
 func (f *faultProxy) sentGroup(t *testing.T) (string, bool) {

@@ -62,14 +62,15 @@ func retryable(err error) bool {
 
 // Skipped reports whether an acquire refused with err means "not this
 // replica, not this tick": another replica holds or held it (lease_held,
-// tick_done), the job is paused (job_paused), the tick lies ahead of the
+// tick_done), its previous run started less than the job's MinInterval
+// ago (too_soon), the job is paused (job_paused), the tick lies ahead of the
 // server's clock (tick_ahead, a *leaseapi.TickAheadError: this host's
 // clock is fast, which the runner logs as a warning), the job's group
 // stayed full while the tick could still start (group_full, a
 // *leaseapi.GroupFullError), or an adapter's scheduler fired at a time that
 // is not a tick (ErrNotATick). It is no failure of the job.
 func Skipped(err error) bool {
-	return errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) ||
+	return errors.Is(err, leaseapi.ErrLeaseHeld) || errors.Is(err, leaseapi.ErrTickDone) || errors.Is(err, leaseapi.ErrTooSoon) ||
 		errors.Is(err, leaseapi.ErrJobPaused) || errors.Is(err, leaseapi.ErrTickAhead) ||
 		errors.Is(err, leaseapi.ErrGroupFull) || errors.Is(err, ErrNotATick)
 }
@@ -86,7 +87,8 @@ type acquireRequest struct {
 	grace         time.Duration
 	catchUp       leaseapi.CatchUp // "": keep the stored policy
 	catchUpWindow time.Duration
-	group         *string // nil: keep the stored group; "": leave it
+	group         *string       // nil: keep the stored group; "": leave it
+	minInterval   time.Duration // 0: none
 }
 
 // acquireFields are the fields of an acquire besides the job and its owner
@@ -98,6 +100,7 @@ type acquireFields struct {
 	CatchUp         *string
 	CatchUpWindowMs *int64
 	Group           *string
+	MinIntervalMs   *int64
 }
 
 // fields returns what a sends besides its job, owner and TTL.
@@ -124,6 +127,10 @@ func (a *acquireRequest) fields() acquireFields {
 		}
 	}
 	f.Group = a.group
+	if a.minInterval > 0 {
+		ms := a.minInterval.Milliseconds()
+		f.MinIntervalMs = &ms
+	}
 	return f
 }
 
@@ -134,7 +141,7 @@ func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseap
 	f := a.fields()
 	body := client.AcquireRequest{
 		Owner: a.owner, TtlMs: &ttlMs, Tick: f.Tick, Schedule: f.Schedule, GraceMs: f.GraceMs,
-		CatchUpWindowMs: f.CatchUpWindowMs, Group: f.Group,
+		CatchUpWindowMs: f.CatchUpWindowMs, Group: f.Group, MinIntervalMs: f.MinIntervalMs,
 	}
 	if f.CatchUp != nil {
 		policy := client.AcquireRequestCatchUp(*f.CatchUp)
@@ -154,6 +161,13 @@ func postAcquire(ctx context.Context, c leaseClient, a *acquireRequest) (leaseap
 func acquireError(a *acquireRequest, err error) error {
 	if ahead, ok := errors.AsType[*leaseapi.TickAheadError](err); ok {
 		ahead.Tick = a.tick.UTC() // as sent: the server may have snapped it
+	}
+	if c, ok := errors.AsType[*leaseapi.ConflictError](err); ok {
+		if soon, ok := c.Err.(*leaseapi.TooSoonError); ok {
+			// The interval as sent, from the start of the grant the
+			// refusal carries: both by the server's clock.
+			soon.MinInterval, soon.Until = a.minInterval, c.Lease.AcquiredAt.Add(a.minInterval)
+		}
 	}
 	return fmt.Errorf("acquire %q: %w", a.jobID, err)
 }
@@ -194,8 +208,8 @@ func postRelease(ctx context.Context, c leaseClient, jobID, owner string, token 
 
 // responseError turns a response other than 200 into an error: a lease
 // conflict becomes a *leaseapi.ConflictError (errors.Is with ErrLeaseHeld,
-// ErrTickDone or ErrLeaseLost, errors.As for the lease), anything else an
-// *APIError.
+// ErrTickDone, ErrJobPaused, ErrTooSoon or ErrLeaseLost, errors.As for the
+// lease), anything else an *APIError.
 func responseError(resp *http.Response, body []byte) error {
 	var retryAfter time.Duration
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
@@ -239,6 +253,10 @@ func problemError(status int, retryAfter time.Duration, body []byte) error {
 			sentinel = leaseapi.ErrJobPaused
 		case api.CodeLeaseLost:
 			sentinel = leaseapi.ErrLeaseLost
+		case api.CodeTooSoon:
+			// Its interval and end are the acquire's (acquireError); the
+			// server's clock at the refusal is not in the answer.
+			sentinel = &leaseapi.TooSoonError{}
 		}
 		if sentinel != nil {
 			return &leaseapi.ConflictError{Err: sentinel, Lease: fromWire(*p.Lease)}

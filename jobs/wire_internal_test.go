@@ -1,8 +1,10 @@
 package jobs
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +40,36 @@ func TestOwedUnreadableTick(t *testing.T) {
 	}
 	if len(skipped) != 2 || !strings.Contains(skipped[0].Error(), `"b"`) || !strings.Contains(skipped[1].Error(), `"d"`) {
 		t.Errorf("skipped = %v, want b and d", skipped)
+	}
+}
+
+// TestProblemOfALaterRelease: a problem with a code this release does not
+// know is read by its status: a 409 is an *APIError with the status and
+// the code, neither skipped nor retried; a 429 or a 503 is retried after
+// its Retry-After like the codes the runner knows.
+func TestProblemOfALaterRelease(t *testing.T) {
+	t.Parallel()
+	body := func(status int, code string) []byte {
+		return []byte(`{"type":"https://leaseapi.dev/problems/` + code + `","title":"New","status":` + strconv.Itoa(status) +
+			`,"detail":"d","code":"` + code + `","someNewField":1}`)
+	}
+	for _, tt := range []struct {
+		status    int
+		retryable bool
+	}{
+		{http.StatusBadRequest, false},
+		{http.StatusConflict, false},
+		{http.StatusTooManyRequests, true},
+		{http.StatusServiceUnavailable, true},
+	} {
+		err := problemError(tt.status, 2*time.Second, body(tt.status, "some_new_code"))
+		apiErr, ok := errors.AsType[*APIError](err)
+		if !ok || apiErr.StatusCode != tt.status || apiErr.Code != "some_new_code" || apiErr.RetryAfter != 2*time.Second {
+			t.Errorf("%d some_new_code: got %#v, want an *APIError with the status, the code and Retry-After", tt.status, err)
+			continue
+		}
+		if retryable(err) != tt.retryable || Skipped(err) {
+			t.Errorf("%d some_new_code: retryable %v, skipped %v; want retryable %v, not skipped", tt.status, retryable(err), Skipped(err), tt.retryable)
+		}
 	}
 }

@@ -287,11 +287,15 @@ func (q *acquireQueue) remove(w *acquireWaiter) bool {
 // carries; what decide.Acquire does not refuse makes its own call, since
 // the group's slots may have freed since.
 //
-// Whether f's tick is ahead of the clock (maxAhead) is decided with the
-// clock of the leader's decision: a grant's renewedAt, or a tick_ahead
+// Whether f's tick is ahead of the clock (maxAhead), and whether f's own
+// minimum interval refuses it (too_soon), is decided with the clock of the
+// leader's decision: a grant's renewedAt, or a tick_ahead or too_soon
 // refusal's now. A refusal of another kind names no clock, only a lower
 // bound of it (its lease's renewedAt): a tick ahead of that bound may not
-// be ahead of the clock, so such a follower makes its own call.
+// be ahead of the clock, nor an interval that has not ended by it still
+// running, so such a follower makes its own call. A follower whose own
+// interval (shorter than the leader's, or none) does not refuse it makes
+// its own call too: only a call grants.
 func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error, maxAhead time.Duration) (acquireOutcome, bool) {
 	now, exact := lease.RenewedAt, err == nil
 	var conflict *leaseapi.ConflictError
@@ -307,6 +311,9 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error, 
 		return acquireOutcome{}, false
 	case errors.As(err, &conflict):
 		lease, now = conflict.Lease, conflict.Lease.RenewedAt
+		if soon, ok := errors.AsType[*leaseapi.TooSoonError](err); ok && !soon.Now.IsZero() {
+			now, exact = soon.Now, true
+		}
 	case errors.As(err, &full):
 		// A refusal like a conflict's, but by the group's slots, which
 		// only a call reads: f is answered only when its own lease
@@ -350,7 +357,7 @@ func decideFollower(f *leaseapi.AcquireParams, lease leaseapi.Lease, err error, 
 		f = &r.Params
 	}
 	_, refused := decide.Acquire(f, lease, now, maxAhead)
-	if refused == nil || (!exact && errors.Is(refused, leaseapi.ErrTickAhead)) {
+	if refused == nil || (!exact && (errors.Is(refused, leaseapi.ErrTickAhead) || errors.Is(refused, leaseapi.ErrTooSoon))) {
 		return acquireOutcome{}, false
 	}
 	return acquireOutcome{err: refused}, true

@@ -345,6 +345,52 @@ func TestDecideFollowerGroupFull(t *testing.T) {
 	}
 }
 
+// TestDecideFollowerTooSoon: a follower is refused too_soon by its own
+// minimum interval only with the clock of the leader's decision (a
+// too_soon refusal's now); after a refusal that names only a lower bound
+// of the clock, and whenever its own interval lets it be granted, it makes
+// its own call. A lease held by the leader refuses it lease_held first.
+func TestDecideFollowerTooSoon(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := t0.Add(d); return &v }
+	released := leaseapi.Lease{JobID: "job", Owner: "a", Token: 3, State: leaseapi.StateReleased, Tick: at(-time.Hour),
+		LastCompletedTick: at(-time.Hour), AcquiredAt: t0.Add(-20 * time.Second), RenewedAt: t0.Add(-20 * time.Second), ReleasedAt: at(-10 * time.Second)}
+	held := leaseapi.Lease{JobID: "job", Owner: "a", Token: 4, State: leaseapi.StateHeld, AcquiredAt: t0, RenewedAt: t0, ExpiresAt: t0.Add(time.Minute)}
+	tooSoon := &leaseapi.ConflictError{Err: &leaseapi.TooSoonError{MinInterval: time.Minute, Until: released.AcquiredAt.Add(time.Minute), Now: t0}, Lease: released}
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		tick     *time.Time
+		lease    leaseapi.Lease
+		err      error
+		decided  bool
+		want     error
+		until    time.Duration // after released.AcquiredAt, for a too_soon
+	}{
+		{"SameInterval", time.Minute, nil, leaseapi.Lease{}, tooSoon, true, leaseapi.ErrTooSoon, time.Minute},
+		{"LongerInterval", 2 * time.Minute, nil, leaseapi.Lease{}, tooSoon, true, leaseapi.ErrTooSoon, 2 * time.Minute},
+		{"ShorterInterval", 10 * time.Second, nil, leaseapi.Lease{}, tooSoon, false, nil, 0},
+		{"NoInterval", 0, nil, leaseapi.Lease{}, tooSoon, false, nil, 0},
+		{"DoneTickFirst", time.Minute, at(-time.Hour), leaseapi.Lease{}, tooSoon, true, leaseapi.ErrTickDone, 0},
+		{"AfterTickDone", time.Minute, at(0), leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrTickDone, Lease: released}, false, nil, 0},
+		{"AfterAGrant", time.Minute, nil, held, nil, true, leaseapi.ErrLeaseHeld, 0},
+		{"AfterGroupFull", time.Minute, nil, leaseapi.Lease{},
+			&leaseapi.GroupFullError{Group: leaseapi.Group{Name: "g", Limit: 1, Held: 1, Now: t0}, RetryAfter: time.Second, Lease: &released}, false, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &leaseapi.AcquireParams{JobID: "job", Owner: "b", TTL: time.Minute, Tick: tc.tick, MinInterval: tc.interval}
+			o, decided := decideFollower(f, tc.lease, tc.err, leaseapi.DefaultMaxTickAhead)
+			if decided != tc.decided || (tc.want != nil && !errors.Is(o.err, tc.want)) {
+				t.Fatalf("decided %t with error %v; want decided %t with %v", decided, o.err, tc.decided, tc.want)
+			}
+			if soon, ok := errors.AsType[*leaseapi.TooSoonError](o.err); ok &&
+				(!soon.Now.Equal(t0) || !soon.Until.Equal(released.AcquiredAt.Add(tc.until)) || soon.MinInterval != tc.interval) {
+				t.Errorf("too_soon %+v: want now %s, its own interval %s and its end", soon, t0, tc.interval)
+			}
+		})
+	}
+}
+
 // acquireBatch sends owner's acquires of jobs as one batch.
 func (b *coalesceBundle) acquireBatch(ctx context.Context, owner string, jobs ...string) chan []leaseapi.Answer {
 	ps := make([]*leaseapi.AcquireParams, len(jobs))

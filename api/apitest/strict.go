@@ -11,6 +11,11 @@
 // validates answers, or a generator that trusts the document, follows 3.0.3;
 // so does this package, so that the server's answers and the spec cannot
 // drift apart unnoticed.
+//
+// The tests read the closed form of the spec (ClosedSpec, package
+// api/internal/closedform): the published document leaves answers open to
+// what later releases add (new fields, new codes), while the server's own
+// answers must be exactly this release's.
 package apitest
 
 import (
@@ -28,13 +33,14 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/api/internal/closedform"
 )
 
 // specURL names the translated document for the JSON Schema compiler; it is
 // never fetched.
 const specURL = "https://leaseapi.invalid/openapi.json"
 
-// Contract is api/openapi.yaml with every schema translated to JSON Schema
+// Contract is an OpenAPI document with every schema translated to JSON Schema
 // draft 4 (which the Schema Object of OpenAPI 3.0 extends) under the strict
 // reading of `nullable`. It is safe for concurrent use.
 type Contract struct {
@@ -45,8 +51,21 @@ type Contract struct {
 	compiled map[string]*jsonschema.Schema
 }
 
-// Strict returns the contract of api.Spec, translated once per process.
-var Strict = sync.OnceValues(func() (*Contract, error) { return New(api.Spec) })
+// ClosedSpec is the closed form of api.Spec (YAML): every response object
+// closed, every x-extensible-enum an enum. The tests that load the spec
+// into another validator (kin-openapi) load this. It is derived once per
+// process.
+var ClosedSpec = sync.OnceValues(func() ([]byte, error) { return closedform.Of(api.Spec) })
+
+// Strict returns the contract of the closed form of api.Spec, translated
+// once per process.
+var Strict = sync.OnceValues(func() (*Contract, error) {
+	closed, err := ClosedSpec()
+	if err != nil {
+		return nil, err
+	}
+	return New(closed)
+})
 
 // New translates an OpenAPI 3.0 document (YAML or JSON).
 func New(spec []byte) (*Contract, error) {

@@ -19,6 +19,39 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireBadRequestProblemCode.
+const (
+	AcquireBadRequestProblemCodeFeatureDisabled AcquireBadRequestProblemCode = "feature_disabled"
+	AcquireBadRequestProblemCodeInvalidRequest  AcquireBadRequestProblemCode = "invalid_request"
+)
+
+// Valid indicates whether the value is a known member of the AcquireBadRequestProblemCode enum.
+func (e AcquireBadRequestProblemCode) Valid() bool {
+	switch e {
+	case AcquireBadRequestProblemCodeFeatureDisabled:
+		return true
+	case AcquireBadRequestProblemCodeInvalidRequest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcquireBadRequestProblemStatus.
+const (
+	AcquireBadRequestProblemStatusN400 AcquireBadRequestProblemStatus = 400
+)
+
+// Valid indicates whether the value is a known member of the AcquireBadRequestProblemStatus enum.
+func (e AcquireBadRequestProblemStatus) Valid() bool {
+	switch e {
+	case AcquireBadRequestProblemStatusN400:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AcquireBatchItemCatchUp.
 const (
 	AcquireBatchItemCatchUpLatest AcquireBatchItemCatchUp = "latest"
@@ -60,6 +93,7 @@ const (
 	AcquireConflictProblemCodeJobPaused AcquireConflictProblemCode = "job_paused"
 	AcquireConflictProblemCodeLeaseHeld AcquireConflictProblemCode = "lease_held"
 	AcquireConflictProblemCodeTickDone  AcquireConflictProblemCode = "tick_done"
+	AcquireConflictProblemCodeTooSoon   AcquireConflictProblemCode = "too_soon"
 )
 
 // Valid indicates whether the value is a known member of the AcquireConflictProblemCode enum.
@@ -70,6 +104,8 @@ func (e AcquireConflictProblemCode) Valid() bool {
 	case AcquireConflictProblemCodeLeaseHeld:
 		return true
 	case AcquireConflictProblemCodeTickDone:
+		return true
+	case AcquireConflictProblemCodeTooSoon:
 		return true
 	default:
 		return false
@@ -700,6 +736,7 @@ func (e PolicyNotFoundProblemStatus) Valid() bool {
 // Defines values for ProblemCode.
 const (
 	ProblemCodeCredentialExists       ProblemCode = "credential_exists"
+	ProblemCodeFeatureDisabled        ProblemCode = "feature_disabled"
 	ProblemCodeForbidden              ProblemCode = "forbidden"
 	ProblemCodeGroupFull              ProblemCode = "group_full"
 	ProblemCodeGroupInUse             ProblemCode = "group_in_use"
@@ -718,6 +755,7 @@ const (
 	ProblemCodeRateLimited            ProblemCode = "rate_limited"
 	ProblemCodeTickAhead              ProblemCode = "tick_ahead"
 	ProblemCodeTickDone               ProblemCode = "tick_done"
+	ProblemCodeTooSoon                ProblemCode = "too_soon"
 	ProblemCodeUnauthorized           ProblemCode = "unauthorized"
 	ProblemCodeUnavailable            ProblemCode = "unavailable"
 	ProblemCodeUnsupportedMediaType   ProblemCode = "unsupported_media_type"
@@ -728,6 +766,8 @@ const (
 func (e ProblemCode) Valid() bool {
 	switch e {
 	case ProblemCodeCredentialExists:
+		return true
+	case ProblemCodeFeatureDisabled:
 		return true
 	case ProblemCodeForbidden:
 		return true
@@ -764,6 +804,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTickAhead:
 		return true
 	case ProblemCodeTickDone:
+		return true
+	case ProblemCodeTooSoon:
 		return true
 	case ProblemCodeUnauthorized:
 		return true
@@ -1150,6 +1192,37 @@ func (e WebhookFormat) Valid() bool {
 	}
 }
 
+// AcquireBadRequestProblem defines model for AcquireBadRequestProblem.
+type AcquireBadRequestProblem struct {
+	Code AcquireBadRequestProblemCode `json:"code"`
+
+	// Detail What happened in this occurrence; for 4xx, what to change.
+	Detail string `json:"detail"`
+
+	// Group A concurrency group: at most `limit` of its jobs hold a lease at once.
+	// Each grant of a job in the group takes a slot, numbered from 1, and a
+	// slot token, strictly increasing per group, that a shared resource can
+	// use to fence the group's holders.
+	Group *Group `json:"group,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
+
+	// Now Example: 2026-11-30T07:00:00.000Z
+	Now    *Time                          `json:"now,omitempty"`
+	Status AcquireBadRequestProblemStatus `json:"status"`
+
+	// Title Short summary; the same for every problem with this code.
+	Title string `json:"title"`
+
+	// Type `https://leaseapi.dev/problems/<code>`.
+	Type string `json:"type"`
+}
+
+// AcquireBadRequestProblemCode defines model for AcquireBadRequestProblem.Code.
+type AcquireBadRequestProblemCode string
+
+// AcquireBadRequestProblemStatus defines model for AcquireBadRequestProblem.Status.
+type AcquireBadRequestProblemStatus int
+
 // AcquireBatchItem One acquire of a batch: the job, and the fields of AcquireRequest it
 // sends itself, which win over the request's defaults. `owner` is
 // needed here or as a default (else this item is 400).
@@ -1159,6 +1232,7 @@ type AcquireBatchItem struct {
 	GraceMs         *int64                   `json:"graceMs,omitempty"`
 	Group           *string                  `json:"group,omitempty"`
 	JobId           JobID                    `json:"jobId"`
+	MinIntervalMs   *int64                   `json:"minIntervalMs,omitempty"`
 	NearestTick     *bool                    `json:"nearestTick,omitempty"`
 
 	// Owner The replica's identity, e.g. its pod name. Printable ASCII without spaces.
@@ -1181,7 +1255,8 @@ type AcquireBatchRequest struct {
 	Group           *string                     `json:"group,omitempty"`
 
 	// Items The acquires, one per job (a job named twice is 400).
-	Items []AcquireBatchItem `json:"items"`
+	Items         []AcquireBatchItem `json:"items"`
+	MinIntervalMs *int64             `json:"minIntervalMs,omitempty"`
 
 	// NearestTick The default `nearestTick`, for the items that send neither `tick` nor `nearestTick`.
 	NearestTick *bool `json:"nearestTick,omitempty"`
@@ -1256,6 +1331,20 @@ type AcquireRequest struct {
 	// holder's renewal keeps it. Optional: without it the job stays in its
 	// group.
 	Group *string `json:"group,omitempty"`
+
+	// MinIntervalMs The least time between two grants of the job, in milliseconds (up
+	// to 31 days): an acquire that would grant the job less than this
+	// long after its previous grant started (that grant's `acquiredAt`,
+	// by the database's clock) is refused with 409 `too_soon` and
+	// `Retry-After`, the whole seconds until the interval ends. For a
+	// job run without ticks (curl, `leasectl run` without `--schedule`)
+	// on hosts whose clocks differ: a host that starts late finds the run
+	// another host just finished and skips it. The holder's renewal
+	// and the job's first grant are never refused for it; it applies to
+	// each acquire that sends it, and is not stored. Optional: absent or
+	// 0, no minimum. 400 `feature_disabled` until every instance runs a
+	// leaseapi that knows it and `leaseapi upgrade finalize` has run.
+	MinIntervalMs *int64 `json:"minIntervalMs,omitempty"`
 
 	// NearestTick `true` asks the server to pick the tick, for a client that does not
 	// compute ticks (curl, a Celery or APScheduler task): the newest tick
@@ -1369,7 +1458,7 @@ type BatchResult struct {
 
 	// RetryAfter Seconds to wait before asking again for this item: what the single
 	// call's `Retry-After` header would have said (`lease_held`,
-	// `group_full`, `rate_limited`, `unavailable`, `overloaded`); absent
+	// `too_soon`, `group_full`, `rate_limited`, `unavailable`, `overloaded`); absent
 	// when that call would have sent none.
 	RetryAfter *int              `json:"retryAfter,omitempty"`
 	Status     BatchResultStatus `json:"status"`
@@ -2219,6 +2308,7 @@ type PolicyNotFoundProblemStatus int
 
 // Problem RFC 9457 problem details.
 type Problem struct {
+	// Code The machine code. A later release may add codes; treat one you do not know by the HTTP status.
 	Code ProblemCode `json:"code"`
 
 	// Detail What happened in this occurrence; for 4xx, what to change.
@@ -2244,7 +2334,7 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
-// ProblemCode defines model for Problem.Code.
+// ProblemCode The machine code. A later release may add codes; treat one you do not know by the HTTP status.
 type ProblemCode string
 
 // PutGroupRequest defines model for PutGroupRequest.
@@ -2767,6 +2857,9 @@ type Whoami struct {
 	Scopes *[]Scope `json:"scopes,omitempty"`
 }
 
+// AcquireBadRequest defines model for AcquireBadRequest.
+type AcquireBadRequest = AcquireBadRequestProblem
+
 // AcquireConflict defines model for AcquireConflict.
 type AcquireConflict struct {
 	union json.RawMessage
@@ -3205,7 +3298,8 @@ type ClientInterface interface {
 	// One item's refusal does not fail the others: a job outside the
 	// caller's scopes is that item's 403 `forbidden`, a held lease its 409
 	// `lease_held` (without a `Retry-After`: the problem's lease has
-	// `expiresAt`). Each item spends one call of the credential's rate, in
+	// `expiresAt`), a `minIntervalMs` the database is not finalized for
+	// its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
 	// item order; the items beyond what its bucket holds are answered 429
 	// `rate_limited` and were not decided. An item the store could not
 	// decide is answered 503 `unavailable`; only when every item is
@@ -3238,7 +3332,8 @@ type ClientInterface interface {
 	// One item's refusal does not fail the others: a job outside the
 	// caller's scopes is that item's 403 `forbidden`, a held lease its 409
 	// `lease_held` (without a `Retry-After`: the problem's lease has
-	// `expiresAt`). Each item spends one call of the credential's rate, in
+	// `expiresAt`), a `minIntervalMs` the database is not finalized for
+	// its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
 	// item order; the items beyond what its bucket holds are answered 429
 	// `rate_limited` and were not decided. An item the store could not
 	// decide is answered 503 `unavailable`; only when every item is
@@ -3421,7 +3516,10 @@ type ClientInterface interface {
 	// default) is refused to everyone, the holder included, with
 	// `tick_ahead` (after `job_paused`, before the others): the caller's
 	// clock runs fast, and granting such a tick would make every earlier
-	// tick `tick_done`. A granted acquire with
+	// tick `tick_done`. An acquire with `minIntervalMs` that would be
+	// granted less than that long after the job's previous grant started
+	// (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+	// (after the refusals above, before `group_full`). A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -3452,7 +3550,10 @@ type ClientInterface interface {
 	// default) is refused to everyone, the holder included, with
 	// `tick_ahead` (after `job_paused`, before the others): the caller's
 	// clock runs fast, and granting such a tick would make every earlier
-	// tick `tick_done`. A granted acquire with
+	// tick `tick_done`. An acquire with `minIntervalMs` that would be
+	// granted less than that long after the job's previous grant started
+	// (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+	// (after the refusals above, before `group_full`). A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -3993,7 +4094,8 @@ func (c *Client) ConsoleRedirect(ctx context.Context, reqEditors ...RequestEdito
 // One item's refusal does not fail the others: a job outside the
 // caller's scopes is that item's 403 `forbidden`, a held lease its 409
 // `lease_held` (without a `Retry-After`: the problem's lease has
-// `expiresAt`). Each item spends one call of the credential's rate, in
+// `expiresAt`), a `minIntervalMs` the database is not finalized for
+// its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
 // item order; the items beyond what its bucket holds are answered 429
 // `rate_limited` and were not decided. An item the store could not
 // decide is answered 503 `unavailable`; only when every item is
@@ -4036,7 +4138,8 @@ func (c *Client) AcquireBatchWithBody(ctx context.Context, contentType string, b
 // One item's refusal does not fail the others: a job outside the
 // caller's scopes is that item's 403 `forbidden`, a held lease its 409
 // `lease_held` (without a `Retry-After`: the problem's lease has
-// `expiresAt`). Each item spends one call of the credential's rate, in
+// `expiresAt`), a `minIntervalMs` the database is not finalized for
+// its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
 // item order; the items beyond what its bucket holds are answered 429
 // `rate_limited` and were not decided. An item the store could not
 // decide is answered 503 `unavailable`; only when every item is
@@ -4379,7 +4482,10 @@ func (c *Client) GetLease(ctx context.Context, jobId JobID, reqEditors ...Reques
 // default) is refused to everyone, the holder included, with
 // `tick_ahead` (after `job_paused`, before the others): the caller's
 // clock runs fast, and granting such a tick would make every earlier
-// tick `tick_done`. A granted acquire with
+// tick `tick_done`. An acquire with `minIntervalMs` that would be
+// granted less than that long after the job's previous grant started
+// (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+// (after the refusals above, before `group_full`). A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -4420,7 +4526,10 @@ func (c *Client) AcquireLeaseWithBody(ctx context.Context, jobId JobID, contentT
 // default) is refused to everyone, the holder included, with
 // `tick_ahead` (after `job_paused`, before the others): the caller's
 // clock runs fast, and granting such a tick would make every earlier
-// tick `tick_done`. A granted acquire with
+// tick `tick_done`. An acquire with `minIntervalMs` that would be
+// granted less than that long after the job's previous grant started
+// (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+// (after the refusals above, before `group_full`). A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -7061,7 +7170,8 @@ type ClientWithResponsesInterface interface {
 	// One item's refusal does not fail the others: a job outside the
 	// caller's scopes is that item's 403 `forbidden`, a held lease its 409
 	// `lease_held` (without a `Retry-After`: the problem's lease has
-	// `expiresAt`). Each item spends one call of the credential's rate, in
+	// `expiresAt`), a `minIntervalMs` the database is not finalized for
+	// its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
 	// item order; the items beyond what its bucket holds are answered 429
 	// `rate_limited` and were not decided. An item the store could not
 	// decide is answered 503 `unavailable`; only when every item is
@@ -7094,7 +7204,8 @@ type ClientWithResponsesInterface interface {
 	// One item's refusal does not fail the others: a job outside the
 	// caller's scopes is that item's 403 `forbidden`, a held lease its 409
 	// `lease_held` (without a `Retry-After`: the problem's lease has
-	// `expiresAt`). Each item spends one call of the credential's rate, in
+	// `expiresAt`), a `minIntervalMs` the database is not finalized for
+	// its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
 	// item order; the items beyond what its bucket holds are answered 429
 	// `rate_limited` and were not decided. An item the store could not
 	// decide is answered 503 `unavailable`; only when every item is
@@ -7295,7 +7406,10 @@ type ClientWithResponsesInterface interface {
 	// default) is refused to everyone, the holder included, with
 	// `tick_ahead` (after `job_paused`, before the others): the caller's
 	// clock runs fast, and granting such a tick would make every earlier
-	// tick `tick_done`. A granted acquire with
+	// tick `tick_done`. An acquire with `minIntervalMs` that would be
+	// granted less than that long after the job's previous grant started
+	// (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+	// (after the refusals above, before `group_full`). A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -7326,7 +7440,10 @@ type ClientWithResponsesInterface interface {
 	// default) is refused to everyone, the holder included, with
 	// `tick_ahead` (after `job_paused`, before the others): the caller's
 	// clock runs fast, and granting such a tick would make every earlier
-	// tick `tick_done`. A granted acquire with
+	// tick `tick_done`. An acquire with `minIntervalMs` that would be
+	// granted less than that long after the job's previous grant started
+	// (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+	// (after the refusals above, before `group_full`). A granted acquire with
 	// a `schedule` registers it and its grace (a refusal writes nothing); an
 	// acquire without one leaves the stored schedule as it is.
 	//
@@ -9347,7 +9464,7 @@ type AcquireLeaseResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Lease
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationproblemJSON400 *BadRequest
+	ApplicationproblemJSON400 *AcquireBadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -9382,7 +9499,7 @@ func (r AcquireLeaseResponse) GetJSON200() *Lease {
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r AcquireLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
+func (r AcquireLeaseResponse) GetApplicationproblemJSON400() *AcquireBadRequest {
 	return r.ApplicationproblemJSON400
 }
 
@@ -12194,7 +12311,8 @@ func (c *ClientWithResponses) ConsoleRedirectWithResponse(ctx context.Context, r
 // One item's refusal does not fail the others: a job outside the
 // caller's scopes is that item's 403 `forbidden`, a held lease its 409
 // `lease_held` (without a `Retry-After`: the problem's lease has
-// `expiresAt`). Each item spends one call of the credential's rate, in
+// `expiresAt`), a `minIntervalMs` the database is not finalized for
+// its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
 // item order; the items beyond what its bucket holds are answered 429
 // `rate_limited` and were not decided. An item the store could not
 // decide is answered 503 `unavailable`; only when every item is
@@ -12233,7 +12351,8 @@ func (c *ClientWithResponses) AcquireBatchWithBodyWithResponse(ctx context.Conte
 // One item's refusal does not fail the others: a job outside the
 // caller's scopes is that item's 403 `forbidden`, a held lease its 409
 // `lease_held` (without a `Retry-After`: the problem's lease has
-// `expiresAt`). Each item spends one call of the credential's rate, in
+// `expiresAt`), a `minIntervalMs` the database is not finalized for
+// its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
 // item order; the items beyond what its bucket holds are answered 429
 // `rate_limited` and were not decided. An item the store could not
 // decide is answered 503 `unavailable`; only when every item is
@@ -12530,7 +12649,10 @@ func (c *ClientWithResponses) GetLeaseWithResponse(ctx context.Context, jobId Jo
 // default) is refused to everyone, the holder included, with
 // `tick_ahead` (after `job_paused`, before the others): the caller's
 // clock runs fast, and granting such a tick would make every earlier
-// tick `tick_done`. A granted acquire with
+// tick `tick_done`. An acquire with `minIntervalMs` that would be
+// granted less than that long after the job's previous grant started
+// (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+// (after the refusals above, before `group_full`). A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -12567,7 +12689,10 @@ func (c *ClientWithResponses) AcquireLeaseWithBodyWithResponse(ctx context.Conte
 // default) is refused to everyone, the holder included, with
 // `tick_ahead` (after `job_paused`, before the others): the caller's
 // clock runs fast, and granting such a tick would make every earlier
-// tick `tick_done`. A granted acquire with
+// tick `tick_done`. An acquire with `minIntervalMs` that would be
+// granted less than that long after the job's previous grant started
+// (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+// (after the refusals above, before `group_full`). A granted acquire with
 // a `schedule` registers it and its grace (a refusal writes nothing); an
 // acquire without one leaves the stored schedule as it is.
 //
@@ -14757,7 +14882,7 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
+		var dest AcquireBadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -11,8 +11,9 @@ package main
 // lease and read credentials. Every answer must be:
 //
 //   - never a 5xx (the database is up), and no panic in the server's log;
-//   - valid against the spec (kin-openapi's ValidateResponse, and the
-//     strict reader of package apitest for bodies); a request the spec has
+//   - valid against the closed form of the spec (apitest.ClosedSpec:
+//     kin-openapi's ValidateResponse, and the strict reader of package
+//     apitest for bodies); a request the spec has
 //     no operation for gets a 400, 404 or 405 problem; a request line that
 //     net/http itself refuses gets its plain 400;
 //
@@ -51,7 +52,6 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"github.com/leaseapi/leaseapi/api"
 	"github.com/leaseapi/leaseapi/api/apitest"
 	apiclient "github.com/leaseapi/leaseapi/api/client"
 )
@@ -181,7 +181,11 @@ func (e *routesEnv) fail(key, format string, args ...any) {
 
 func (e *routesEnv) loadContract() {
 	t := e.t
-	doc, err := openapi3.NewLoader().LoadFromData(api.Spec)
+	closed, err := apitest.ClosedSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(closed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,10 +327,11 @@ func (e *routesEnv) baseBody(op operation) []field {
 	switch op.op.OperationID {
 	case "acquireLease":
 		return []field{{"owner", `"replica-a"`}, {"ttlMs", `60000`}, {"tick", `"2026-11-30T07:00:00Z"`}, {"schedule", `"*/5 * * * *"`}, {"graceMs", `30000`},
-			{"group", `"` + routesAcquireGroup + `"`}}
+			{"group", `"` + routesAcquireGroup + `"`}, {"minIntervalMs", `60000`}}
 	case "acquireBatch":
 		return []field{{"owner", `"replica-a"`}, {"ttlMs", `60000`}, {"tick", `"2026-11-30T07:00:00Z"`}, {"schedule", `"*/5 * * * *"`}, {"graceMs", `30000`},
-			{"group", `"` + routesAcquireGroup + `"`}, {"items", `[{"jobId":"team-a:batch-1"},{"jobId":"team-a:batch-2","owner":"replica-b","nearestTick":true}]`}}
+			{"group", `"` + routesAcquireGroup + `"`}, {"minIntervalMs", `60000`},
+			{"items", `[{"jobId":"team-a:batch-1"},{"jobId":"team-a:batch-2","owner":"replica-b","nearestTick":true,"minIntervalMs":0}]`}}
 	case "heartbeatBatch":
 		return []field{{"owner", `"a"`}, {"ttlMs", `3600000`}, {"items", fmt.Sprintf(`[{"jobId":"team-a:held","token":%d}]`, e.heldTok)}}
 	case "putGroup":
@@ -484,8 +489,8 @@ func valuesFor(key string) []string {
 		vals = append(vals, itemValues...)
 	case "url":
 		vals = append(vals, urlValues...)
-	case "ttlMs", "graceMs", "catchUpWindowMs", "token", "ratePerSecond", "limit":
-		vals = append(vals, `999`, `3600001`, `86400001`, `1e-300`, `0.0001`, `1000000000000`)
+	case "ttlMs", "graceMs", "catchUpWindowMs", "minIntervalMs", "token", "ratePerSecond", "limit":
+		vals = append(vals, `999`, `3600001`, `86400001`, `2678400001`, `1e-300`, `0.0001`, `1000000000000`)
 	case "role", "outcome", "format", "catchUp":
 		vals = append(vals, `"admin"`, `"ADMIN"`, `"running"`, `"expired"`, `"slack"`, `"latest"`, `"none "`)
 	}

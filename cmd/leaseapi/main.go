@@ -467,7 +467,6 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 	if err != nil {
 		return err
 	}
-	_ = gate // goes to the handlers with the first gated rule (minIntervalMs)
 	loops, err := backgroundLoops(cfg, s, leaseMetrics, webhookMetrics, sealer, logger)
 	if err != nil {
 		return err
@@ -512,6 +511,9 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		Open:                cfg.Open,
 		// Like the credentials, from the store itself.
 		Idempotency: s,
+		// The rules this build knows stay off until the database is
+		// finalized for them (startInstance).
+		Gate: gate,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -13,7 +13,7 @@ import (
 // Exit statuses of leasectl besides COMMAND's own (sysexits.h names).
 const (
 	exitFailure  = 1
-	exitUsage    = 64 // EX_USAGE: bad flags, or 400 invalid_request
+	exitUsage    = 64 // EX_USAGE: bad flags, or 400 invalid_request or feature_disabled
 	exitTempFail = 75 // EX_TEMPFAIL: leaseapi unreachable or unavailable, or this host's clock fast (tick_ahead); try again later
 	exitNoPerm   = 77 // EX_NOPERM: 401 or 403
 	// exitCannotExec and exitNotFound are the shell's statuses for a
@@ -29,14 +29,16 @@ const exitTable = `Exit status:
   won, COMMAND killed by a signal                    128 + the signal
   leasectl stopped COMMAND (lease lost, deadline,    COMMAND's status if non-zero
     max run time, SIGTERM/SIGINT to leasectl)          (128 + signal when killed), else 1
-  not won: lease_held, tick_done, job_paused,        --skipped-exit-code (0)
-    group_full past the tick's grace (one line on
-    stderr says why)
+  not won: lease_held, tick_done, too_soon,          --skipped-exit-code (0)
+    job_paused, group_full past the tick's grace
+    (one line on stderr says why)
   not run: tick_ahead (this host's clock is fast;    75 (EX_TEMPFAIL); COMMAND never started
     stderr says by how many seconds)
   leaseapi unreachable, 5xx, 503 or 429 for longer   75 (EX_TEMPFAIL); COMMAND never started
     than --wait
-  bad flags or 400 invalid_request                   64 (EX_USAGE)
+  bad flags or 400 (invalid_request, or              64 (EX_USAGE)
+    feature_disabled: --min-interval before the
+    server's upgrade is finalized)
   401 or 403 (token refused, role too weak, job      77 (EX_NOPERM)
     outside the credential's scopes)
   SIGTERM/SIGINT before COMMAND started              128 + the signal

@@ -43,8 +43,10 @@ type runConfig struct {
 	// group is the --group, nil without one: the job's concurrency group
 	// ("" takes the job out of its group).
 	group *string
-	ttl   time.Duration
-	owner string
+	// minInterval is the --min-interval (zero: none sent).
+	minInterval time.Duration
+	ttl         time.Duration
+	owner       string
 
 	maxRunTime time.Duration // zero: no limit
 	killGrace  time.Duration
@@ -112,19 +114,20 @@ Flags:
 	grace := fs.Duration("grace", 0, "with --schedule: how long after a tick a host may still start it (default the server's)")
 	var group optionalString
 	fs.Var(&group, "group", "put JOB in this concurrency group (leasectl groups put NAME --limit K); a full group is retried after its Retry-After while the tick is within its grace, then not won; '' takes JOB out of its group (default: JOB stays in its group)")
+	minInterval := fs.Duration("min-interval", 0, "refuse the lease sooner than this after JOB's previous run started, by leaseapi's clock (1ms to 744h): a host that starts late skips the run another host just did, not won with too_soon (default none)")
 	catchUp := fs.Duration("catch-up", 0, "with --schedule: after an outage JOB owes its latest missed tick once, while it is at most this old (1m to 168h), for a 'run --owed' line to claim (default off; a policy registered before stays)")
 	ttl := fs.Duration("ttl", jobs.DefaultTTL, "lease TTL; heartbeats every TTL/3")
 	owner := fs.String("owner", fmt.Sprintf("%s/%d", hostname, pid), "owner of the lease; every invocation is its own by default")
 	maxRunTime := fs.Duration("max-run-time", 0, "stop COMMAND after it ran this long (default no limit)")
 	killGrace := fs.Duration("kill-grace", 0, "time between SIGTERM and SIGKILL when stopping COMMAND (default min(10s, TTL/2), at most TTL)")
 	wait := fs.Duration("wait", 10*time.Second, "how long to retry while leaseapi is unreachable or unavailable")
-	skippedCode := fs.Int("skipped-exit-code", 0, "exit status when the lease is not won (lease_held, tick_done, job_paused, group_full)")
+	skippedCode := fs.Int("skipped-exit-code", 0, "exit status when the lease is not won (lease_held, tick_done, too_soon, job_paused, group_full)")
 	if err := parseFlags(fs, args); err != nil {
 		return runConfig{}, err
 	}
 	c := runConfig{
 		apiURL: *apiURL, caFile: *caFile, spec: *spec, grace: *grace, owed: *owed, ttl: *ttl, owner: *owner,
-		catchUp: *catchUp != 0, catchUpWindow: *catchUp,
+		catchUp: *catchUp != 0, catchUpWindow: *catchUp, minInterval: *minInterval,
 		maxRunTime: *maxRunTime, killGrace: *killGrace, wait: *wait, skipped: *skippedCode,
 	}
 	rest := fs.Args()
@@ -192,8 +195,9 @@ Flags:
 	return c, nil
 }
 
-// validateDurations checks --grace, --max-run-time, --kill-grace and --wait
-// and fills in the default of --kill-grace.
+// validateDurations checks --grace, --catch-up, --min-interval,
+// --max-run-time, --kill-grace and --wait and fills in the default of
+// --kill-grace.
 func (c *runConfig) validateDurations() error {
 	if c.grace != 0 {
 		if c.schedule == nil {
@@ -210,6 +214,9 @@ func (c *runConfig) validateDurations() error {
 		if err := leaseapi.ValidateCatchUp(leaseapi.CatchUpLatest, c.catchUpWindow); err != nil {
 			return usagef("--catch-up %s: want a window from %s to %s", c.catchUpWindow, leaseapi.MinCatchUpWindow, leaseapi.MaxCatchUpWindow)
 		}
+	}
+	if c.minInterval != 0 && (c.minInterval < time.Millisecond || c.minInterval > leaseapi.MaxMinInterval || c.minInterval%time.Millisecond != 0) {
+		return usagef("--min-interval %s: want whole milliseconds from 1ms to %s", c.minInterval, leaseapi.MaxMinInterval)
 	}
 	if c.maxRunTime < 0 {
 		return usagef("--max-run-time %s: want a positive duration (0: no limit)", c.maxRunTime)

@@ -85,6 +85,14 @@ func TestParseRun(t *testing.T) {
 			}
 		}},
 		{name: "InvalidGroup", args: []string{"--group", "a/b", "job", "--", "true"}, want: "--group"},
+		{name: "MinInterval", args: []string{"--min-interval", "50m", "job", "--", "true"}, check: func(t *testing.T, c runConfig) {
+			if c.minInterval != 50*time.Minute {
+				t.Fatalf("min interval %s, want 50m", c.minInterval)
+			}
+		}},
+		{name: "MinIntervalTooLong", args: []string{"--min-interval", "745h", "job", "--", "true"}, want: "--min-interval 745h0m0s: want whole milliseconds from 1ms to 744h"},
+		{name: "MinIntervalNegative", args: []string{"--min-interval", "-1s", "job", "--", "true"}, want: "--min-interval"},
+		{name: "MinIntervalSubMillisecond", args: []string{"--min-interval", "1500us", "job", "--", "true"}, want: "--min-interval"},
 		{name: "NoJob", args: nil, want: "missing JOB"},
 		{name: "NoSeparator", args: []string{"job", "true"}, want: "JOB -- COMMAND"},
 		{name: "NoCommand", args: []string{"job", "--"}, want: "JOB -- COMMAND"},
@@ -294,6 +302,7 @@ func TestErrorExit(t *testing.T) {
 	}{
 		{"Usage", usagef("bad"), exitUsage, false},
 		{"InvalidRequest", api(http.StatusBadRequest, "invalid_request"), exitUsage, false},
+		{"FeatureDisabled", api(http.StatusBadRequest, "feature_disabled"), exitUsage, false},
 		{"Unauthorized", api(http.StatusUnauthorized, "unauthorized"), exitNoPerm, false},
 		{"Forbidden", api(http.StatusForbidden, "forbidden"), exitNoPerm, false},
 		{"RateLimited", api(http.StatusTooManyRequests, "rate_limited"), exitTempFail, false},
@@ -308,7 +317,12 @@ func TestErrorExit(t *testing.T) {
 		{"LeaseHeld", &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld}, exitFailure, true},
 		{"TickDone", &leaseapi.ConflictError{Err: leaseapi.ErrTickDone}, exitFailure, true},
 		{"JobPaused", &leaseapi.ConflictError{Err: leaseapi.ErrJobPaused}, exitFailure, true},
+		{"TooSoon", &leaseapi.ConflictError{Err: &leaseapi.TooSoonError{}}, exitFailure, true},
 		{"OtherConflict", api(http.StatusConflict, "lease_lost"), exitFailure, false},
+		// Codes of a later leaseapi, read by their status.
+		{"NewRefusal", api(http.StatusConflict, "some_new_refusal"), exitFailure, false},
+		{"NewBadRequest", api(http.StatusBadRequest, "some_new_invalid"), exitUsage, false},
+		{"NewUnavailable", api(http.StatusServiceUnavailable, "some_new_outage"), exitTempFail, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -397,5 +411,18 @@ func TestSkipReasonGroupFull(t *testing.T) {
 				t.Errorf("skipReason: got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestSkipReasonTooSoon(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	lease := leaseapi.Lease{Owner: "host-2/77", Token: 4, AcquiredAt: at}
+	soon := &leaseapi.TooSoonError{MinInterval: time.Hour, Until: at.Add(time.Hour)}
+	err := fmt.Errorf("acquire %q: %w", "backup", &leaseapi.ConflictError{Err: soon, Lease: lease})
+	want := "too_soon: the previous run (host-2/77, token 4) started at 2026-12-07T03:00:00.000Z, less than --min-interval 1h0m0s ago; " +
+		"the next may start at 2026-12-07T04:00:00.000Z"
+	if got := skipReason(err); got != want {
+		t.Errorf("skipReason: got %q, want %q", got, want)
 	}
 }

@@ -736,6 +736,34 @@ func TestGroups(t *testing.T) {
 	}
 }
 
+// TestMinInterval: two hosts run a job without a tick, the second a while
+// after the first: with --min-interval the second is not won (too_soon,
+// --skipped-exit-code, one line naming the run it follows) and COMMAND
+// never starts; without it, it runs.
+func TestMinInterval(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "ran")
+	command := []string{"sh", "-c", `echo x >> "$0"`, out}
+	run := func(owner string, flags ...string) (int, string) {
+		args := append(append([]string{"run", "--owner", owner}, flags...), append([]string{"nightly-sync", "--"}, command...)...)
+		code, _, stderr := leasectl(t, userToken, args...)
+		return code, stderr
+	}
+	if code, stderr := run("host-a", "--min-interval", "1h"); code != 0 || stderr != "" {
+		t.Fatalf("the first run: exit %d, %q", code, stderr)
+	}
+	code, stderr := run("host-b", "--min-interval", "1h", "--skipped-exit-code", "4")
+	if code != 4 || !strings.Contains(stderr, "too_soon: the previous run (host-a, token 1)") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("the late run: exit %d, %q; want 4 and one too_soon line naming host-a's run", code, stderr)
+	}
+	if code, stderr := run("host-b"); code != 0 || stderr != "" {
+		t.Fatalf("the run without --min-interval: exit %d, %q", code, stderr)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "x\nx\n" {
+		t.Errorf("COMMAND ran %q (%v), want twice", b, err)
+	}
+}
+
 // TestVersion: `leasectl version` and `--version` print the build's version,
 // commit, commit time and Go, and call no server.
 func TestVersion(t *testing.T) {

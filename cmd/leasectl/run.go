@@ -121,6 +121,9 @@ func runLeased(cfg runConfig, env environment, sigs <-chan os.Signal) int {
 	if cfg.group != nil {
 		opts = append(opts, jobs.Group(*cfg.group))
 	}
+	if cfg.minInterval > 0 {
+		opts = append(opts, jobs.MinInterval(cfg.minInterval))
+	}
 
 	// The runner retries what may be retried (5xx, 429, the network) after
 	// Retry-After, until --wait or a signal cancels the acquire.
@@ -194,6 +197,12 @@ func skipReason(err error) string {
 		switch {
 		case errors.Is(err, leaseapi.ErrLeaseHeld):
 			return fmt.Sprintf("lease_held: %s holds it (token %d) until %s", l.Owner, l.Token, api.FormatTime(l.ExpiresAt))
+		case errors.Is(err, leaseapi.ErrTooSoon):
+			s := fmt.Sprintf("too_soon: the previous run (%s, token %d) started at %s", l.Owner, l.Token, api.FormatTime(l.AcquiredAt))
+			if soon, ok := errors.AsType[*leaseapi.TooSoonError](err); ok && !soon.Until.IsZero() {
+				s += fmt.Sprintf(", less than --min-interval %s ago; the next may start at %s", soon.MinInterval, api.FormatTime(soon.Until))
+			}
+			return s
 		case errors.Is(err, leaseapi.ErrTickDone) && l.LastCompletedTick != nil:
 			return fmt.Sprintf("tick_done: the tick ran already (last completed tick %s)", api.FormatTime(*l.LastCompletedTick))
 		case errors.Is(err, leaseapi.ErrJobPaused):

@@ -199,6 +199,18 @@ var rules = []rule{
 		},
 	},
 	{
+		// The closed form of the spec: for the tests (apitest), the tools
+		// that hand it to the other clients' tests (closespec) and the
+		// client's generator, never for what ships.
+		name: "closedform never ships",
+		applies: func(path string) bool {
+			return path != local("api/apitest") && !under(path, local("api/internal")) && path != local("api/client/internal/generate")
+		},
+		check: func(p pkg) []string {
+			return forbid("depends on", p.Deps, local("api/internal/closedform"))
+		},
+	},
+	{
 		name:    "only repotest imports dockertest, even in tests",
 		applies: func(path string) bool { return path != local("repo/repotest") },
 		check: func(p pkg) []string {
@@ -370,6 +382,11 @@ func TestRulesCatchViolations(t *testing.T) {
 			name: "CmdShipsAPITest",
 			pkg:  pkg{ImportPath: local("cmd/leaseapi"), Deps: []string{local("api/apitest")}},
 			want: "depends on " + local("api/apitest"),
+		},
+		{
+			name: "ClientShipsClosedForm",
+			pkg:  pkg{ImportPath: local("api/client"), Deps: []string{local("api/internal/closedform")}},
+			want: "depends on " + local("api/internal/closedform"),
 		},
 		{
 			name: "HandlerTestImportsDockertest",

@@ -38,6 +38,22 @@ func Ahead(tick *time.Time, now time.Time, maxAhead time.Duration, cur *leaseapi
 	return &leaseapi.TickAheadError{Tick: *tick, Now: now, MaxAhead: maxAhead, Lease: cur}
 }
 
+// TooSoon is the refusal of a new grant to p when cur's grant started
+// less than p.MinInterval before now, by the store's clock, or nil (always
+// without a minimum interval). A grant it allows at now it allows at every
+// later instant: the clock only grows, and a new grant of the job (the
+// only write of acquiredAt) changes the row the decision was made on.
+func TooSoon(p *leaseapi.AcquireParams, cur leaseapi.Lease, now time.Time) error {
+	if p.MinInterval <= 0 {
+		return nil
+	}
+	until := cur.AcquiredAt.Add(p.MinInterval)
+	if !now.Before(until) {
+		return nil
+	}
+	return &leaseapi.ConflictError{Err: &leaseapi.TooSoonError{MinInterval: p.MinInterval, Until: until, Now: now}, Lease: cur}
+}
+
 // Acquire decides an acquire p against the lease cur as it is at the
 // instant of the decision, now by the store's clock, with maxAhead the
 // lead the store allows a tick. The rules, in order: a paused job refuses
@@ -46,11 +62,13 @@ func Ahead(tick *time.Time, now time.Time, maxAhead time.Duration, cur *leaseapi
 // no grant of such a tick exists to renew); a done tick is refused
 // to everyone but the holder's renewal (tick_done); the holder's renewal
 // renews (renew true); a held lease refuses everyone else (lease_held);
-// anything else is granted (a new token; renew false). Any other refusal
-// is a *leaseapi.ConflictError holding cur. (A grant's tick is done while
-// it is held only when it was owed and a later tick completed before its
-// claim: the claimant's retry after a lost answer must still find its
-// grant.)
+// a grant sooner than p's minimum interval after cur's grant started is
+// refused (too_soon, TooSoon); anything else is granted (a new token;
+// renew false). Any other refusal is a *leaseapi.ConflictError holding
+// cur. (A grant's tick is done while it is held only when it was owed and
+// a later tick completed before its claim: the claimant's retry after a
+// lost answer must still find its grant.) A job without a lease is granted
+// by PlanAcquire without these rules: its first grant is never too soon.
 func Acquire(p *leaseapi.AcquireParams, cur leaseapi.Lease, now time.Time, maxAhead time.Duration) (renew bool, refused error) {
 	renew = Renews(p, cur)
 	if cur.Paused() && !renew {
@@ -67,5 +85,5 @@ func Acquire(p *leaseapi.AcquireParams, cur leaseapi.Lease, now time.Time, maxAh
 	case cur.State == leaseapi.StateHeld:
 		return false, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseHeld, Lease: cur}
 	}
-	return false, nil
+	return false, TooSoon(p, cur, now)
 }

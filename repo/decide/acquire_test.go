@@ -94,3 +94,70 @@ func TestResolveTickBeforeYear1(t *testing.T) {
 		t.Errorf("a tick of 0001-01-01 with a daily noon schedule: resolved to %v, want %s as sent", r.Params.Tick, early)
 	}
 }
+
+// TestAcquireTooSoon: a grant sooner than the acquire's minimum interval
+// after the previous grant started is refused with too_soon, after
+// job_paused, tick_ahead, tick_done, the holder's renewal and lease_held;
+// a grant at the interval's end, or without one, is made.
+func TestAcquireTooSoon(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
+	const interval = time.Minute
+	lease := func(state leaseapi.State) leaseapi.Lease {
+		l := leaseapi.Lease{JobID: "j", Owner: "a", Token: 3, State: state, AcquiredAt: now.Add(-20 * time.Second),
+			ExpiresAt: now.Add(10 * time.Second), LastCompletedTick: at(-time.Hour)}
+		switch state {
+		case leaseapi.StateReleased:
+			l.ReleasedAt, l.ExpiresAt = at(-10*time.Second), now.Add(-10*time.Second)
+		case leaseapi.StateExpired:
+			l.ExpiresAt = now.Add(-time.Second)
+		}
+		return l
+	}
+	paused := lease(leaseapi.StateReleased)
+	paused.PausedAt = at(-time.Minute)
+	atEdge := lease(leaseapi.StateReleased)
+	atEdge.AcquiredAt = now.Add(-interval)
+	for _, tc := range []struct {
+		name     string
+		owner    string
+		tick     *time.Time
+		interval time.Duration
+		cur      leaseapi.Lease
+		want     error // nil: granted or renewed
+		renew    bool
+	}{
+		{"AfterRelease", "b", nil, interval, lease(leaseapi.StateReleased), leaseapi.ErrTooSoon, false},
+		{"AfterExpiry", "b", nil, interval, lease(leaseapi.StateExpired), leaseapi.ErrTooSoon, false},
+		{"AfterRevoke", "b", nil, interval, lease(leaseapi.StateRevoked), leaseapi.ErrTooSoon, false},
+		{"TheLastOwnerToo", "a", nil, interval, lease(leaseapi.StateReleased), leaseapi.ErrTooSoon, false},
+		{"AnotherTick", "b", at(-time.Minute), interval, lease(leaseapi.StateReleased), leaseapi.ErrTooSoon, false},
+		{"AtTheEnd", "b", nil, interval, atEdge, nil, false},
+		{"ShorterInterval", "b", nil, 20 * time.Second, lease(leaseapi.StateReleased), nil, false},
+		{"NoInterval", "b", nil, 0, lease(leaseapi.StateReleased), nil, false},
+		{"PausedFirst", "b", nil, interval, paused, leaseapi.ErrJobPaused, false},
+		{"TickAheadFirst", "b", at(time.Hour), interval, lease(leaseapi.StateReleased), leaseapi.ErrTickAhead, false},
+		{"TickDoneFirst", "b", at(-2 * time.Hour), interval, lease(leaseapi.StateReleased), leaseapi.ErrTickDone, false},
+		{"HolderRenews", "a", nil, interval, lease(leaseapi.StateHeld), nil, true},
+		{"LeaseHeldFirst", "b", nil, interval, lease(leaseapi.StateHeld), leaseapi.ErrLeaseHeld, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := &leaseapi.AcquireParams{JobID: "j", Owner: tc.owner, TTL: time.Minute, Tick: tc.tick, MinInterval: tc.interval}
+			renew, err := Acquire(p, tc.cur, now, 5*time.Minute)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) || renew != tc.renew {
+				t.Fatalf("Acquire: got renew %v, %v; want renew %v, %v", renew, err, tc.renew, tc.want)
+			}
+			if tc.want != leaseapi.ErrTooSoon {
+				return
+			}
+			c, _ := errors.AsType[*leaseapi.ConflictError](err)
+			soon, _ := errors.AsType[*leaseapi.TooSoonError](err)
+			if c == nil || c.Lease.Token != tc.cur.Token || soon == nil || soon.MinInterval != interval ||
+				!soon.Until.Equal(tc.cur.AcquiredAt.Add(interval)) || !soon.Now.Equal(now) || soon.RetryAfter() != 40*time.Second {
+				t.Errorf("too_soon: got %+v (%+v), want the lease, until acquiredAt + %s, now, 40s to wait", c, soon, interval)
+			}
+		})
+	}
+}

@@ -240,3 +240,34 @@ func TestHeartbeatAndRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanAcquireTooSoon: a job's first grant is never too soon; a claim of
+// an owed tick is; the rule comes before the group's slots.
+func TestPlanAcquireTooSoon(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 6, 12, 0, 30, 0, time.UTC)
+	manual := now.Add(-10 * time.Second)
+	group := "reports"
+	released := &leaseapi.Lease{JobID: "j", Owner: "a", Token: 7, Timeline: 1, State: leaseapi.StateReleased,
+		AcquiredAt: now.Add(-20 * time.Second), ExpiresAt: now.Add(-5 * time.Second), ReleasedAt: ptr(now.Add(-5 * time.Second)),
+		Group: group, OwedTick: &manual, OwedReason: leaseapi.TriggerManual}
+	full := &decide.GroupFacts{Name: group, Limit: 1, SlotToken: 1, Now: now, Slots: []decide.SlotFacts{{Slot: 1, JobID: "other", JobToken: 1,
+		SlotToken: 1, Holder: &leaseapi.Lease{JobID: "other", Token: 1, State: leaseapi.StateHeld, ExpiresAt: now.Add(time.Minute)}}}}
+	p := func(tick *time.Time) *leaseapi.AcquireParams {
+		return &leaseapi.AcquireParams{JobID: "j", Owner: "b", TTL: time.Minute, Tick: tick, MinInterval: time.Minute}
+	}
+
+	plan, err := decide.PlanAcquire(p(nil), &decide.Facts{Now: now, Timeline: 1}, time.Minute)
+	if err != nil || !plan.Insert {
+		t.Errorf("first grant with a minimum interval: got %+v, %v; want an insert", plan, err)
+	}
+	f := decide.Facts{Lease: released, Now: now, Timeline: 1, OwedUntil: ptr(now.Add(time.Minute)), Group: full}
+	if _, err := decide.PlanAcquire(p(&manual), &f, time.Minute); !errors.Is(err, leaseapi.ErrTooSoon) {
+		t.Errorf("claim of the owed tick in a full group: got %v, want too_soon", err)
+	}
+	f.Now = now.Add(40 * time.Second)
+	full.Now = f.Now
+	if _, err := decide.PlanAcquire(p(&manual), &f, time.Minute); !errors.Is(err, leaseapi.ErrGroupFull) {
+		t.Errorf("claim of the owed tick in a full group after the interval: got %v, want group_full", err)
+	}
+}

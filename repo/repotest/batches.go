@@ -70,6 +70,8 @@ func answerKind(err error) string {
 		return "group_full"
 	case errors.Is(err, leaseapi.ErrTickAhead):
 		return "tick_ahead"
+	case errors.Is(err, leaseapi.ErrTooSoon):
+		return "too_soon"
 	case errors.Is(err, leaseapi.ErrLeaseLost):
 		return "lease_lost"
 	case errors.Is(err, leaseapi.ErrNotFound):
@@ -130,6 +132,7 @@ var acquireItemKinds = []string{
 	"unknown", "released", "held-by-other", "retry", "holder-other-tick", "paused", "tick-done",
 	"expired", "scheduled", "nearest", "nearest-held", "group-full", "group-free", "unknown-group",
 	"invalid", "tick-ahead", "no-tick", "no-tick-retry",
+	"too-soon", "too-soon-retry", "too-soon-held", "too-soon-ended", "too-soon-group-full",
 }
 
 // testBatchAcquireConformance: AcquireBatch answers each item as Acquire
@@ -217,9 +220,26 @@ func testBatchAcquireConformance(t *testing.T, b *bundle) {
 					p.Tick = ptr(time.Now().Add(48 * time.Hour).Truncate(time.Minute))
 				case "no-tick":
 					p.Tick = nil
-				case "no-tick-retry":
-					p.Tick = nil
-					held(job, nil, longTTL, owner)
+				case "too-soon", "too-soon-group-full":
+					// Released by another a moment ago: the interval of
+					// an hour refuses a grant (before the full group's slots).
+					done(job, prev, other)
+					p.MinInterval = longTTL
+					if kind == "too-soon-group-full" {
+						p.Group = &full
+					}
+				case "too-soon-retry":
+					held(job, tick, longTTL, owner)
+					p.MinInterval = longTTL
+				case "too-soon-held":
+					held(job, tick, longTTL, other)
+					p.MinInterval = longTTL
+				case "too-soon-ended":
+					// An interval as long as the expired grant's TTL has
+					// ended when it expired.
+					held(job, prev, shortTTL, other)
+					expired = append(expired, job)
+					p.MinInterval = shortTTL
 				}
 				items[c] = append(items[c], p)
 			}
@@ -246,10 +266,12 @@ func expectedAcquire(kinds []string) []string {
 	want := make([]string, len(kinds))
 	for i, kind := range kinds {
 		switch kind {
-		case "unknown", "released", "retry", "expired", "scheduled", "nearest", "no-tick", "no-tick-retry":
+		case "unknown", "released", "retry", "expired", "scheduled", "nearest", "no-tick", "no-tick-retry", "too-soon-retry", "too-soon-ended":
 			want[i] = "ok"
-		case "held-by-other", "holder-other-tick", "nearest-held":
+		case "held-by-other", "holder-other-tick", "nearest-held", "too-soon-held":
 			want[i] = "lease_held"
+		case "too-soon", "too-soon-group-full":
+			want[i] = "too_soon"
 		case "paused":
 			want[i] = "job_paused"
 		case "tick-done":

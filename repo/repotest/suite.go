@@ -59,7 +59,7 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 	wideAhead := StoreOptions{MaxTickAhead: 24 * time.Hour}
 	opts := map[string]StoreOptions{
 		"TriggerAfterTicks": wideAhead, "ClaimManual": wideAhead, "ClaimManualNotOwed": wideAhead,
-		"ClaimManualAfterLaterTick": wideAhead,
+		"ClaimManualAfterLaterTick": wideAhead, "MinIntervalClaim": wideAhead,
 	}
 	for _, tc := range []struct {
 		name string
@@ -126,6 +126,11 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 		{"PolicyRateAndRuntime", testPolicyRateAndRuntime},
 		{"PolicyHeldAndExpired", testPolicyHeldAndExpired},
 		{"PolicyMissed", testPolicyMissed},
+		{"MinInterval", testMinInterval},
+		{"MinIntervalOrder", testMinIntervalOrder},
+		{"MinIntervalClaim", testMinIntervalClaim},
+		{"MinIntervalGroup", testMinIntervalGroup},
+		{"MinIntervalContention", testMinIntervalContention},
 		{"BatchAcquireConformance", testBatchAcquireConformance},
 		{"BatchHeartbeatConformance", testBatchHeartbeatConformance},
 	} {

@@ -153,12 +153,17 @@ export class Client {
    * which). `schedule` (a cron spec), `graceMs`, `catchUp` and
    * `catchUpWindowMs` register the job's schedule. `group` puts the job in
    * that concurrency group from this grant on (`''` takes it out); the
-   * lease's `slot` and `slotToken` say which slot the grant took. A refusal
-   * throws a LeaseApiError whose `notAcquired` is true (lease_held,
-   * tick_done, job_paused, tick_ahead, group_full).
+   * lease's `slot` and `slotToken` say which slot the grant took.
+   * `minIntervalMs` (0 to 31 days; 0 or undefined: none) refuses a new grant
+   * sooner than that after the job's previous grant started, by the
+   * server's clock (too_soon): for a job run without ticks on hosts whose
+   * clocks differ. A refusal throws a LeaseApiError whose `notAcquired` is
+   * true (lease_held, tick_done, job_paused, tick_ahead, too_soon,
+   * group_full); `feature_disabled` (400) answers `minIntervalMs` while the
+   * server's upgrade to a release that knows it is not finalized.
    */
-  acquire(jobId, { owner, ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group } = {}, opts) {
-    const body = acquireFields({ owner: checkOwner(owner), ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group });
+  acquire(jobId, { owner, ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, minIntervalMs } = {}, opts) {
+    const body = acquireFields({ owner: checkOwner(owner), ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, minIntervalMs });
     return this.#call('POST', `${leasePath(jobId)}/acquire`, { body, schema: 'Lease' }, opts);
   }
 
@@ -759,7 +764,7 @@ export function checkOwner(owner) {
 
 // The fields of an acquire that are given, checked: a single call's body, a
 // batch's defaults or one of its items.
-function acquireFields({ owner, ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, ...unknown }) {
+function acquireFields({ owner, ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, minIntervalMs, ...unknown }) {
   checkKnown('acquire', unknown);
   if (tick !== undefined && nearestTick) {
     throw new TypeError('pass tick or nearestTick, not both');
@@ -781,8 +786,15 @@ function acquireFields({ owner, ttlMs, tick, nearestTick, schedule, graceMs, cat
     throw new TypeError(`group ${JSON.stringify(group)} must be '' or match ${JOB_ID}`);
   }
   setIf(body, 'group', group);
+  if (minIntervalMs !== undefined && !(Number.isInteger(minIntervalMs) && minIntervalMs >= 0 && minIntervalMs <= MAX_MIN_INTERVAL_MS)) {
+    throw new RangeError(`minIntervalMs ${minIntervalMs} must be an integer from 0 (none) to ${MAX_MIN_INTERVAL_MS} (31 days)`);
+  }
+  setIf(body, 'minIntervalMs', minIntervalMs);
   return body;
 }
+
+// The longest minimum interval between two grants of a job: 31 days.
+const MAX_MIN_INTERVAL_MS = 31 * 24 * 3600 * 1000;
 
 // The items of a batch, checked: a list of objects naming distinct valid jobs.
 function batchItems(items) {

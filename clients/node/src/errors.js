@@ -4,7 +4,9 @@
  * An error of a leaseapi call.
  *
  * `code` is the problem's machine code (`lease_held`, `tick_done`,
- * `job_paused`, `tick_ahead`, `lease_lost`, `not_found`, `unavailable`, ...),
+ * `job_paused`, `tick_ahead`, `too_soon`, `lease_lost`, `not_found`,
+ * `unavailable`, `feature_disabled` (a 400: the request sends a field the
+ * server's upgrade is not finalized for; not retried), ...),
  * or one the client sets itself: `connection_failed` when leaseapi did not
  * answer (refused, reset, timed out, TLS failure: the outcome of a write is
  * unknown, and retrying it is safe) and `protocol_error` when it answered
@@ -30,7 +32,7 @@ export class LeaseApiError extends Error {
     this.requestId = requestId;
   }
 
-  /** True for the refusals that mean "skip this tick": another replica runs it, it ran, the job is paused, the tick lies ahead of the server's clock, or the job's concurrency group is full (the runner retries that one while the tick is within its grace). */
+  /** True for the refusals that mean "skip this tick": another replica runs it, it ran, the job is paused, the tick lies ahead of the server's clock, the job's previous run started less than the acquire's `minIntervalMs` ago (too_soon), or the job's concurrency group is full (the runner retries that one while the tick is within its grace). */
   get notAcquired() {
     return NOT_ACQUIRED.has(this.code);
   }
@@ -42,5 +44,5 @@ export class LeaseApiError extends Error {
 }
 
 /** The codes of a refused acquire that the runner skips quietly. */
-export const NOT_ACQUIRED = new Set(['lease_held', 'tick_done', 'job_paused', 'tick_ahead', 'group_full']);
+export const NOT_ACQUIRED = new Set(['lease_held', 'tick_done', 'job_paused', 'tick_ahead', 'too_soon', 'group_full']);
 const RETRYABLE = new Set(['rate_limited', 'unavailable', 'overloaded', 'connection_failed']);

@@ -60,7 +60,7 @@ export class LeaseApiError extends Error {
   /** Seconds of the Retry-After header. */
   readonly retryAfter?: number;
   readonly requestId?: string;
-  /** lease_held, tick_done, job_paused, tick_ahead or group_full: skip this tick (the runner retries group_full within the tick's grace first). */
+  /** lease_held, tick_done, job_paused, tick_ahead, too_soon or group_full: skip this tick (the runner retries group_full within the tick's grace first). */
   readonly notAcquired: boolean;
   /** 429, 503 or no answer: retried until a call's deadline. */
   readonly retryable: boolean;
@@ -206,6 +206,8 @@ export interface RunOptions {
   catchUpWindowMs?: number;
   /** The job's concurrency group; '' takes it out of its group. */
   group?: string;
+  /** The least time between two runs of the job (by the server's clock); a run sooner is skipped with too_soon. */
+  minIntervalMs?: number;
   maxRunTimeMs?: number;
 }
 
@@ -228,7 +230,7 @@ export interface SkipReport {
   jobId: string;
   owner: string;
   result: 'skipped';
-  code: 'lease_held' | 'tick_done' | 'job_paused' | 'tick_ahead' | 'group_full';
+  code: 'lease_held' | 'tick_done' | 'job_paused' | 'tick_ahead' | 'too_soon' | 'group_full';
   error?: LeaseApiError;
 }
 

@@ -131,7 +131,8 @@ export class Runner {
    * {jobId, owner, result: 'skipped', code, error} with `code` lease_held
    * (another replica runs it, or this process runs the job already),
    * tick_done (it ran), job_paused, tick_ahead (this host's clock is fast:
-   * logged as a warning) or group_full (the job's concurrency group stayed
+   * logged as a warning), too_soon (the job's previous run started less
+   * than `minIntervalMs` ago) or group_full (the job's concurrency group stayed
    * full while the tick was within its grace: the acquire is retried after
    * each refusal's Retry-After, with jitter, until then). Other failures of
    * the acquire reject.
@@ -139,7 +140,9 @@ export class Runner {
    * Options: `tick` (a Date: the fire time), `nearestTick` (the server picks
    * the tick of `schedule`), `schedule`, `graceMs`, `catchUp`,
    * `catchUpWindowMs`, `group` (the job's concurrency group; `''` takes it
-   * out; sent with the acquire), `maxRunTimeMs`. In a group, `slot` and
+   * out; sent with the acquire), `minIntervalMs` (the least time between
+   * two runs of the job, by the server's clock: for a job run without a
+   * tick on hosts whose clocks differ), `maxRunTimeMs`. In a group, `slot` and
    * `slotToken` are the group's slot the grant took and its fencing token
    * (strictly increasing per group); null outside a group.
    */
@@ -155,7 +158,7 @@ export class Runner {
    * lease back (released failed) without running it. For integrations whose
    * library asks "may I run?" before it runs the job (node-cron).
    */
-  async acquire(jobId, { tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, maxRunTimeMs } = {}) {
+  async acquire(jobId, { tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, minIntervalMs, maxRunTimeMs } = {}) {
     if (maxRunTimeMs !== undefined && !(maxRunTimeMs > 0)) {
       throw new RangeError('maxRunTimeMs must be above zero');
     }
@@ -176,7 +179,7 @@ export class Runner {
     try {
       for (;;) {
         try {
-          const item = { jobId, owner: this.owner, ttlMs: this.ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group };
+          const item = { jobId, owner: this.owner, ttlMs: this.ttlMs, tick, nearestTick, schedule, graceMs, catchUp, catchUpWindowMs, group, minIntervalMs };
           // The send time of the attempt that got the lease starts the
           // local deadline: the last attempt's, not the first's.
           ({ sent, lease } = await retrying(

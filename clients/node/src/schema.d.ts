@@ -330,7 +330,10 @@ export interface paths {
          *     default) is refused to everyone, the holder included, with
          *     `tick_ahead` (after `job_paused`, before the others): the caller's
          *     clock runs fast, and granting such a tick would make every earlier
-         *     tick `tick_done`. A granted acquire with
+         *     tick `tick_done`. An acquire with `minIntervalMs` that would be
+         *     granted less than that long after the job's previous grant started
+         *     (its `acquiredAt`) is refused with `too_soon` and `Retry-After`
+         *     (after the refusals above, before `group_full`). A granted acquire with
          *     a `schedule` registers it and its grace (a refusal writes nothing); an
          *     acquire without one leaves the stored schedule as it is.
          *
@@ -420,7 +423,8 @@ export interface paths {
          *     One item's refusal does not fail the others: a job outside the
          *     caller's scopes is that item's 403 `forbidden`, a held lease its 409
          *     `lease_held` (without a `Retry-After`: the problem's lease has
-         *     `expiresAt`). Each item spends one call of the credential's rate, in
+         *     `expiresAt`), a `minIntervalMs` the database is not finalized for
+         *     its 400 `feature_disabled`. Each item spends one call of the credential's rate, in
          *     item order; the items beyond what its bucket holds are answered 429
          *     `rate_limited` and were not decided. An item the store could not
          *     decide is answered 503 `unavailable`; only when every item is
@@ -1020,6 +1024,22 @@ export interface components {
              *     group.
              */
             group?: string;
+            /**
+             * Format: int64
+             * @description The least time between two grants of the job, in milliseconds (up
+             *     to 31 days): an acquire that would grant the job less than this
+             *     long after its previous grant started (that grant's `acquiredAt`,
+             *     by the database's clock) is refused with 409 `too_soon` and
+             *     `Retry-After`, the whole seconds until the interval ends. For a
+             *     job run without ticks (curl, `leasectl run` without `--schedule`)
+             *     on hosts whose clocks differ: a host that starts late finds the run
+             *     another host just finished and skips it. The holder's renewal
+             *     and the job's first grant are never refused for it; it applies to
+             *     each acquire that sends it, and is not stored. Optional: absent or
+             *     0, no minimum. 400 `feature_disabled` until every instance runs a
+             *     leaseapi that knows it and `leaseapi upgrade finalize` has run.
+             */
+            minIntervalMs?: number;
         };
         /** @description A concurrency group's name, with the syntax of a job id; the caller's scopes cover it as they cover a job id. */
         GroupName: string;
@@ -1091,8 +1111,7 @@ export interface components {
         Owed: {
             jobId: components["schemas"]["JobID"];
             tick: components["schemas"]["Time"];
-            /** @enum {string} */
-            reason: "catch-up" | "manual";
+            reason: "catch-up" | "manual" | (string & {});
             /** @description Who triggered a manual tick, when the service knows; null otherwise. */
             triggeredBy: string | null;
             /** @description Why, when the trigger said; null otherwise. */
@@ -1108,9 +1127,8 @@ export interface components {
          *     `runtime_too_short` (the newest finished run succeeded in less than
          *     `minRuntimeMs`), `missed` (the newest `missedTicks` decided ticks were
          *     missed).
-         * @enum {string}
          */
-        AlertReason: "failures" | "failure_rate" | "runtime_exceeded" | "runtime_too_short" | "missed";
+        AlertReason: "failures" | "failure_rate" | "runtime_exceeded" | "runtime_too_short" | "missed" | (string & {});
         /** @description Alerting when at least `threshold` of the newest `runs` finished runs with a holder failed or expired; fewer runs decide nothing. */
         FailureRate: {
             /**
@@ -1242,6 +1260,8 @@ export interface components {
             /** Format: int64 */
             catchUpWindowMs?: number;
             group?: string;
+            /** Format: int64 */
+            minIntervalMs?: number;
         };
         /**
          * @description One acquire of a batch: the job, and the fields of AcquireRequest it
@@ -1264,6 +1284,8 @@ export interface components {
             /** Format: int64 */
             catchUpWindowMs?: number;
             group?: string;
+            /** Format: int64 */
+            minIntervalMs?: number;
         };
         /**
          * @description The heartbeats of `POST /heartbeat`. `owner` and `ttlMs` are the
@@ -1306,7 +1328,7 @@ export interface components {
             /**
              * @description Seconds to wait before asking again for this item: what the single
              *     call's `Retry-After` header would have said (`lease_held`,
-             *     `group_full`, `rate_limited`, `unavailable`, `overloaded`); absent
+             *     `too_soon`, `group_full`, `rate_limited`, `unavailable`, `overloaded`); absent
              *     when that call would have sent none.
              */
             retryAfter?: number;
@@ -1394,11 +1416,8 @@ export interface components {
             skippedTicks: number;
             /** @description While the lease is revoked, the name of the credential that revoked it; null otherwise. */
             revokedBy: string | null;
-            /**
-             * @description The job's catch-up policy, as the last granted acquire that sent one registered it.
-             * @enum {string}
-             */
-            catchUp: "none" | "latest";
+            /** @description The job's catch-up policy, as the last granted acquire that sent one registered it. */
+            catchUp: "none" | "latest" | (string & {});
             /**
              * Format: int64
              * @description How old a missed tick may be and still be owed under `catchUp` `latest`.
@@ -1409,11 +1428,8 @@ export interface components {
              * @description The tick the job owes, claimed with an ordinary acquire of exactly that tick; null when it owes nothing (also once the tick is past its claimable time, the manual tick's grace or the catch-up window).
              */
             owedTick: string | null;
-            /**
-             * @description Why `owedTick` is owed; null when nothing is (null is in the enum as for `lastOutcome`).
-             * @enum {string|null}
-             */
-            owedReason: "catch-up" | "manual" | null;
+            /** @description Why `owedTick` is owed; null when nothing is (null is in the enum as for `lastOutcome`). */
+            owedReason: "catch-up" | "manual" | (string & {}) | null;
             /** @description The concurrency group the job is in (see `group` of the acquire); null for none. */
             group: string | null;
             /**
@@ -1482,11 +1498,8 @@ export interface components {
             durationMs: number | null;
             /** @description The name of the credential that revoked the run; null otherwise. */
             revokedBy: string | null;
-            /**
-             * @description What started the run: a tick of the schedule (or a job without one), a catch-up tick, or a manual trigger.
-             * @enum {string}
-             */
-            trigger: "schedule" | "catch-up" | "manual";
+            /** @description What started the run: a tick of the schedule (or a job without one), a catch-up tick, or a manual trigger. */
+            trigger: "schedule" | "catch-up" | "manual" | (string & {});
             /** @description Who triggered a manual run, when the service knows; null otherwise. */
             triggeredBy: string | null;
             /** @description The concurrency group the grant was made in; null for none. */
@@ -1545,8 +1558,8 @@ export interface components {
             status: number;
             /** @description What happened in this occurrence; for 4xx, what to change. */
             detail: string;
-            /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "webhook_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found";
+            /** @description The machine code. A later release may add codes; treat one you do not know by the HTTP status. */
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "lease_held" | "tick_done" | "job_paused" | "tick_ahead" | "lease_lost" | "payload_too_large" | "unsupported_media_type" | "unavailable" | "overloaded" | "rate_limited" | "internal" | "credential_exists" | "webhook_exists" | "idempotency_key_reused" | "idempotency_key_in_flight" | "group_full" | "group_in_use" | "policy_not_found" | "too_soon" | "feature_disabled" | (string & {});
             lease?: components["schemas"]["Lease"];
             now?: components["schemas"]["Time"];
             group?: components["schemas"]["Group"];
@@ -1554,8 +1567,12 @@ export interface components {
         BadRequestProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 400;
-            /** @enum {string} */
-            code?: "invalid_request";
+            code?: "invalid_request" | (string & {});
+        };
+        AcquireBadRequestProblem: components["schemas"]["Problem"] & {
+            /** @enum {integer} */
+            status?: 400;
+            code?: "invalid_request" | "feature_disabled" | (string & {});
         };
         /** @enum {string} */
         Role: "read" | "lease" | "admin";
@@ -1610,14 +1627,10 @@ export interface components {
          *     `job.alerting` (the job's alert policy has it alerting: once when it
          *     starts, then again every `realertAfterMs` while it stays alerting, with
          *     `repeat` true), `job.ok` (an alerting job's policy has it ok again).
-         * @enum {string}
          */
-        WebhookEventType: "run.failed" | "run.expired" | "run.missed" | "job.overdue" | "run.succeeded" | "job.recovered" | "job.missed" | "job.alerting" | "job.ok";
-        /**
-         * @description `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret).
-         * @enum {string}
-         */
-        WebhookFormat: "standard" | "slack";
+        WebhookEventType: "run.failed" | "run.expired" | "run.missed" | "job.overdue" | "run.succeeded" | "job.recovered" | "job.missed" | "job.alerting" | "job.ok" | (string & {});
+        /** @description `standard` (Standard Webhooks: signed JSON, see WebhookEvent) or `slack` (a Slack incoming-webhook `{"text": ...}` naming the job, the outcome, the tick and a console link; unsigned, a Slack URL is its own secret). */
+        WebhookFormat: "standard" | "slack" | (string & {});
         CreateWebhookRequest: {
             /** @description Absolute http or https URL the events are POSTed to. */
             url: string;
@@ -1739,11 +1752,8 @@ export interface components {
         MissedRun: {
             /** Format: date-time */
             tick: string;
-            /**
-             * @description What the tick was (as a Run's trigger).
-             * @enum {string}
-             */
-            trigger: "schedule" | "catch-up" | "manual";
+            /** @description What the tick was (as a Run's trigger). */
+            trigger: "schedule" | "catch-up" | "manual" | (string & {});
             /**
              * Format: date-time
              * @description When the tick was decided missed.
@@ -1753,116 +1763,97 @@ export interface components {
         IdempotencyKeyReusedProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 422;
-            /** @enum {string} */
-            code?: "idempotency_key_reused";
+            code?: "idempotency_key_reused" | (string & {});
         };
         IdempotencyKeyInFlightProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "idempotency_key_in_flight";
+            code?: "idempotency_key_in_flight" | (string & {});
         };
         WebhookExistsProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "webhook_exists";
+            code?: "webhook_exists" | (string & {});
         };
         CredentialExistsProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "credential_exists";
+            code?: "credential_exists" | (string & {});
         };
         UnauthorizedProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 401;
-            /** @enum {string} */
-            code?: "unauthorized";
+            code?: "unauthorized" | (string & {});
         };
         ForbiddenProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 403;
-            /** @enum {string} */
-            code?: "forbidden";
+            code?: "forbidden" | (string & {});
         };
         NotFoundProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 404;
-            /** @enum {string} */
-            code?: "not_found";
+            code?: "not_found" | (string & {});
         };
         AcquireConflictProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "lease_held" | "tick_done" | "job_paused";
+            code?: "lease_held" | "tick_done" | "job_paused" | "too_soon" | (string & {});
         };
         TickAheadProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "tick_ahead";
+            code?: "tick_ahead" | (string & {});
         };
         JobPausedProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "job_paused";
+            code?: "job_paused" | (string & {});
         };
         LeaseLostProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "lease_lost";
+            code?: "lease_lost" | (string & {});
         };
         PayloadTooLargeProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 413;
-            /** @enum {string} */
-            code?: "payload_too_large";
+            code?: "payload_too_large" | (string & {});
         };
         UnsupportedMediaTypeProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 415;
-            /** @enum {string} */
-            code?: "unsupported_media_type";
+            code?: "unsupported_media_type" | (string & {});
         };
         UnavailableProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 503;
-            /** @enum {string} */
-            code?: "unavailable" | "overloaded";
+            code?: "unavailable" | "overloaded" | (string & {});
         };
         RateLimitedProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 429;
-            /** @enum {string} */
-            code?: "rate_limited";
+            code?: "rate_limited" | (string & {});
         };
         InternalProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 500;
-            /** @enum {string} */
-            code?: "internal";
+            code?: "internal" | (string & {});
         };
         GroupFullProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "group_full";
+            code?: "group_full" | (string & {});
         };
         GroupInUseProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 409;
-            /** @enum {string} */
-            code?: "group_in_use";
+            code?: "group_in_use" | (string & {});
         };
         PolicyNotFoundProblem: components["schemas"]["Problem"] & {
             /** @enum {integer} */
             status?: 404;
-            /** @enum {string} */
-            code?: "not_found" | "policy_not_found";
+            code?: "not_found" | "policy_not_found" | (string & {});
         };
     };
     responses: {
@@ -1873,6 +1864,23 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["BadRequestProblem"];
+            };
+        };
+        /**
+         * @description `invalid_request`: `detail` names the field and what to change.
+         *     `feature_disabled`: the request sends a field whose rule the database
+         *     is not finalized for yet (`minIntervalMs` during an upgrade from a
+         *     release that does not know it); `detail` names the field, the release
+         *     that brings it and what the operator does: run every instance on that
+         *     release or later, then `leaseapi upgrade finalize`. Send the request
+         *     without the field meanwhile.
+         */
+        AcquireBadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["AcquireBadRequestProblem"];
             };
         };
         /** @description Missing or invalid bearer token (unknown, revoked or malformed), /credentials in open mode, or /metrics without the metrics token. */
@@ -1929,7 +1937,10 @@ export interface components {
          *     `tick_done`: the tick is at or before `lastCompletedTick` (and is not the
          *     lease's `owedTick`, which has not run).
          *     `job_paused`: the job is paused; skip this tick.
-         *     All three carry the lease.
+         *     `too_soon`: the job's previous grant started less than the request's
+         *     `minIntervalMs` ago; `Retry-After` is the whole seconds until the
+         *     interval ends (at least 1). Nothing was written.
+         *     All four carry the lease.
          *     `group_full`: every slot of the job's concurrency group is in use;
          *     `Retry-After` is the whole seconds until the first of them frees by
          *     itself (at least 1). Carries the group (with up to 10 holders) and the
@@ -1941,7 +1952,7 @@ export interface components {
          */
         AcquireConflict: {
             headers: {
-                /** @description Present with `lease_held` and `group_full`. */
+                /** @description Present with `lease_held`, `too_soon` and `group_full`. */
                 "Retry-After"?: number;
                 [name: string]: unknown;
             };
@@ -2566,7 +2577,7 @@ export interface operations {
                     "application/json": components["schemas"]["Lease"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            400: components["responses"]["AcquireBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];

@@ -4,11 +4,10 @@
 // Retry-After while the tick is within its grace.
 
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { test } from 'node:test';
 
-import { Client, groupFullUntil, LeaseApiError, LeaseCoordinator, leased, RETRIED_REFUSALS, Runner } from '../src/index.js';
-import { quietLogger } from './harness.js';
+import { groupFullUntil, LeaseApiError, LeaseCoordinator, leased, RETRIED_REFUSALS, Runner } from '../src/index.js';
+import { quietLogger, scripted } from './harness.js';
 
 const GROUP = {
   name: 'reports', limit: 1, held: 1, createdBy: 'ops', createdAt: '2026-11-01T00:00:00.000Z',
@@ -30,33 +29,6 @@ function groupFull(lease) {
     ...(lease === undefined ? {} : { lease }),
   };
   return [409, body, { 'Retry-After': '1' }];
-}
-
-// A server that gives `answers` in order and records each request with the
-// time it came at.
-async function scripted(answers, fn) {
-  const requests = [];
-  const srv = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks).toString('utf8');
-      requests.push({ method: req.method, path: req.url, body: raw === '' ? undefined : JSON.parse(raw), at: performance.now() });
-      const [status, body, headers = {}] = answers.shift() ?? [500, { code: 'internal' }];
-      const payload = body === undefined ? '' : JSON.stringify(body);
-      res.writeHead(status, { ...(body === undefined ? {} : { 'Content-Type': status < 400 ? 'application/json' : 'application/problem+json' }), ...headers });
-      res.end(payload);
-    });
-  });
-  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const client = new Client(`http://127.0.0.1:${srv.address().port}`, { retryForMs: 5000, logger: quietLogger() });
-  try {
-    return await fn(client, requests);
-  } finally {
-    client.close();
-    srv.closeAllConnections();
-    await new Promise((resolve) => srv.close(resolve));
-  }
 }
 
 test('the group calls', async () => {

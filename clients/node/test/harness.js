@@ -1,10 +1,11 @@
 // The server under test: leaseapi built from this repository (or
 // LEASEAPI_BIN), on a Postgres database made for this test file, on a
 // loopback port; and the recorder that checks every answer the clients read
-// against api/openapi.yaml.
+// against the closed form of api/openapi.yaml (closedSpec).
 
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,7 +14,8 @@ import { fileURLToPath } from 'node:url';
 
 import { after, before } from 'node:test';
 
-import { Spec } from './spec.js';
+import { Client } from '../src/index.js';
+import { closedSpec } from './spec.js';
 
 export const PACKAGE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const REPO = path.resolve(PACKAGE, '..', '..');
@@ -180,7 +182,6 @@ export function quietLogger(lines = []) {
   return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), lines };
 }
 
-const spec = new Spec(path.join(REPO, 'api', 'openapi.yaml'));
 
 /**
  * Collects the exchanges of a test's clients (this process's, and the JSON
@@ -210,6 +211,7 @@ export class Recorder {
     if (all.length === 0) {
       throw new Error('the clients recorded no exchange');
     }
+    const spec = closedSpec(REPO);
     const problems = all.flatMap((e) => spec.check(e));
     if (problems.length > 0) {
       throw new Error(`${problems.length} of ${all.length} exchanges break api/openapi.yaml:\n${problems.slice(0, 20).join('\n')}`);
@@ -243,4 +245,34 @@ export function useServer(name, options = {}) {
     b.recorder.check();
   });
   return b;
+}
+
+/**
+ * Runs fn(client, requests) with a client of a server on a loopback port
+ * that gives `answers` ([status, body, headers], in order) and records each
+ * request with the time it came at.
+ */
+export async function scripted(answers, fn) {
+  const requests = [];
+  const srv = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      requests.push({ method: req.method, path: req.url, body: raw === '' ? undefined : JSON.parse(raw), at: performance.now() });
+      const [status, body, headers = {}] = answers.shift() ?? [500, { code: 'internal' }];
+      const payload = body === undefined ? '' : JSON.stringify(body);
+      res.writeHead(status, { ...(body === undefined ? {} : { 'Content-Type': status < 400 ? 'application/json' : 'application/problem+json' }), ...headers });
+      res.end(payload);
+    });
+  });
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const client = new Client(`http://127.0.0.1:${srv.address().port}`, { retryForMs: 5000, logger: quietLogger() });
+  try {
+    return await fn(client, requests);
+  } finally {
+    client.close();
+    srv.closeAllConnections();
+    await new Promise((resolve) => srv.close(resolve));
+  }
 }

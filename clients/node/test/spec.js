@@ -2,7 +2,10 @@
 // its schemas, and the check of an exchange (status, content type, body)
 // against the operation's documented answers, with ajv.
 
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 
 import Ajv from 'ajv';
 import { parse } from 'yaml';
@@ -127,4 +130,28 @@ export class Spec {
     }
     return v;
   }
+}
+
+let closed;
+
+/**
+ * The closed form of the spec of the repository at `repo`, which the
+ * server's answers are checked against: the published spec leaves answers
+ * open to what later releases add, the closed form allows only what this
+ * release sends (every response object closed, every x-extensible-enum an
+ * enum). The Go tests derive it (api/internal/closedform); this runs their
+ * command, once per process.
+ */
+export function closedSpec(repo) {
+  if (closed === undefined) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'leaseapi-node-spec-'));
+    try {
+      const file = path.join(dir, 'openapi.closed.yaml');
+      execFileSync('go', ['run', './api/internal/closespec', '-o', file], { cwd: repo, stdio: ['ignore', 'ignore', 'inherit'], timeout: 300_000 });
+      closed = new Spec(file);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  return closed;
 }

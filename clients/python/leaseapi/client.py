@@ -76,6 +76,7 @@ class AcquireItem:
     catch_up: Optional[str] = None
     catch_up_window: Optional[Seconds] = None
     group: Optional[str] = None
+    min_interval: Optional[Seconds] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +236,7 @@ class Client:
         catch_up: Optional[str] = None,
         catch_up_window: Optional[Seconds] = None,
         group: Optional[str] = None,
+        min_interval: Optional[Seconds] = None,
         retry_for: Optional[Seconds] = None,
         timeout: Optional[Seconds] = None,
     ) -> Lease:
@@ -252,12 +254,17 @@ class Client:
         stored policy). ``group`` puts the job in that concurrency group
         from this grant on (``""`` takes it out; None keeps its group): the
         grant takes one of the group's slots, and the lease's ``slot`` and
-        ``slot_token`` say which. Raises
-        :class:`LeaseHeld`, :class:`TickDone`, :class:`JobPaused` or
-        :class:`GroupFull` (all :class:`NotAcquired`) when this tick is not
-        this owner's to run (now).
+        ``slot_token`` say which. ``min_interval`` (up to 31 days; 0 or
+        None: none) refuses a new grant sooner than that after the job's
+        previous grant started, by the service's clock: for a job run
+        without ticks on hosts whose clocks differ. Raises
+        :class:`LeaseHeld`, :class:`TickDone`, :class:`JobPaused`,
+        :class:`TooSoon` or :class:`GroupFull` (all :class:`NotAcquired`)
+        when this tick is not this owner's to run (now), and
+        :class:`FeatureDisabled` for ``min_interval`` while the service's
+        upgrade to a release that knows it is not finalized.
         """
-        body = _acquire_fields(owner, ttl, tick, nearest_tick, schedule, grace, catch_up, catch_up_window, group)
+        body = _acquire_fields(owner, ttl, tick, nearest_tick, schedule, grace, catch_up, catch_up_window, group, min_interval)
         check_schedule_options(schedule, grace, catch_up, catch_up_window)
         return self._call("POST", f"/leases/{_segment(job_id)}/acquire", body=body, retry_for=retry_for, timeout=timeout, parse=Lease.from_json)
 
@@ -309,6 +316,7 @@ class Client:
         catch_up: Optional[str] = None,
         catch_up_window: Optional[Seconds] = None,
         group: Optional[str] = None,
+        min_interval: Optional[Seconds] = None,
         retry_for: Optional[Seconds] = None,
         timeout: Optional[Seconds] = None,
     ) -> List[BatchResult]:
@@ -327,11 +335,13 @@ class Client:
         a leaseapi without the batch routes). More than 1000 items go as
         several requests."""
         items = list(items)
-        defaults = _acquire_fields(owner, ttl, tick, nearest_tick, schedule, grace, catch_up, catch_up_window, group)
+        defaults = _acquire_fields(owner, ttl, tick, nearest_tick, schedule, grace, catch_up, catch_up_window, group, min_interval)
         bodies = []
         for item in items:
             check_schedule_options(_pick(item.schedule, schedule), _pick(item.grace, grace), _pick(item.catch_up, catch_up), _pick(item.catch_up_window, catch_up_window))
-            fields = _acquire_fields(item.owner, item.ttl, item.tick, item.nearest_tick, item.schedule, item.grace, item.catch_up, item.catch_up_window, item.group)
+            fields = _acquire_fields(
+                item.owner, item.ttl, item.tick, item.nearest_tick, item.schedule, item.grace, item.catch_up, item.catch_up_window, item.group, item.min_interval
+            )
             bodies.append({"jobId": item.job_id, **fields})
         return self._batch("/acquire", defaults, bodies, retry_for, timeout)
 
@@ -912,6 +922,7 @@ def _acquire_fields(
     catch_up: Optional[str],
     catch_up_window: Optional[Seconds],
     group: Optional[str],
+    min_interval: Optional[Seconds] = None,
 ) -> Dict[str, Any]:
     """The JSON fields of an acquire that are given: a single call's body,
     a batch's defaults or one of its items."""
@@ -936,7 +947,24 @@ def _acquire_fields(
         body["catchUpWindowMs"] = to_millis(catch_up_window, "catch up window")
     if group is not None:
         body["group"] = group
+    if min_interval is not None:
+        body["minIntervalMs"] = min_interval_millis(min_interval)
     return body
+
+
+#: The longest minimum interval between two grants of a job: 31 days.
+MAX_MIN_INTERVAL = 31 * 24 * 3600.0
+
+
+def min_interval_millis(value: Seconds) -> int:
+    """A minimum interval as the whole milliseconds the API takes: 0 (none),
+    or 1 ms to 31 days."""
+    seconds = to_seconds(value)
+    if seconds == 0:
+        return 0
+    if not 0.001 <= seconds <= MAX_MIN_INTERVAL:
+        raise ValueError(f"min interval {value!r} must be 0 (none) or from 1 millisecond to 31 days")
+    return to_millis(seconds, "min interval")
 
 
 def _pick(value: Optional[T], default: Optional[T]) -> Optional[T]:

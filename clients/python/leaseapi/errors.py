@@ -21,8 +21,10 @@ __all__ = [
     "JobPaused",
     "TickAhead",
     "GroupFull",
+    "TooSoon",
     "LeaseLost",
     "InvalidRequest",
+    "FeatureDisabled",
     "Unauthorized",
     "Forbidden",
     "NotFound",
@@ -91,9 +93,11 @@ class NotAcquired(LeaseError):
     """The acquire was refused for a reason that means "skip this tick":
     another replica runs it (:class:`LeaseHeld`), it ran already
     (:class:`TickDone`), the job is paused (:class:`JobPaused`), the tick
-    lies ahead of the service's clock (:class:`TickAhead`), or every slot of
-    the job's concurrency group is in use (:class:`GroupFull`; the runner
-    retries it while the tick may still start)."""
+    lies ahead of the service's clock (:class:`TickAhead`), the job's
+    previous run started less than the acquire's ``min_interval`` ago
+    (:class:`TooSoon`), or every slot of the job's concurrency group is in
+    use (:class:`GroupFull`; the runner retries it while the tick may still
+    start)."""
 
 
 class LeaseHeld(NotAcquired):
@@ -148,6 +152,16 @@ class GroupFull(NotAcquired):
     group: Optional["Group"] = None
 
 
+class TooSoon(NotAcquired):
+    """409 ``too_soon``: the job's previous grant started less than the
+    acquire's ``min_interval`` ago (by the service's clock), so the run it
+    asked for is another replica's, just done. ``lease`` is the job's lease
+    (its ``acquired_at`` is when that run started), ``retry_after`` the
+    seconds until the interval ends (at least 1). Nothing was written."""
+
+    default_code = "too_soon"
+
+
 class LeaseLost(LeaseError):
     """409 ``lease_lost``: owner or token no longer match a grant that may be
     used (revoked, expired and taken over, or released)."""
@@ -160,6 +174,16 @@ class InvalidRequest(LeaseError):
     than the client): ``detail`` says what to change."""
 
     default_code = "invalid_request"
+
+
+class FeatureDisabled(InvalidRequest):
+    """400 ``feature_disabled``: the request sends a field whose rule the
+    service's database is not finalized for yet (``min_interval`` during an
+    upgrade from a release that does not know it). ``detail`` says what the
+    operator does; until then, send the request without the field. Not
+    retried."""
+
+    default_code = "feature_disabled"
 
 
 class Unauthorized(LeaseError):
@@ -260,9 +284,11 @@ _BY_CODE: Dict[str, Type[LeaseError]] = {
     "job_paused": JobPaused,
     "tick_ahead": TickAhead,
     "group_full": GroupFull,
+    "too_soon": TooSoon,
     "group_in_use": GroupInUse,
     "lease_lost": LeaseLost,
     "invalid_request": InvalidRequest,
+    "feature_disabled": FeatureDisabled,
     # A route that does not take the method: this client's paths and
     # methods are the spec's, so only a service older than the client says it.
     "method_not_allowed": InvalidRequest,

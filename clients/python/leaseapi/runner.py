@@ -74,7 +74,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import errors
-from .client import _OWED_BATCH, MAX_BATCH_ITEMS, AcquireItem, BatchResult, Client, HeartbeatItem, _jitter, check_schedule_options, retrying
+from .client import _OWED_BATCH, MAX_BATCH_ITEMS, AcquireItem, BatchResult, Client, HeartbeatItem, _jitter, check_schedule_options, min_interval_millis, retrying
 from .models import Lease, Owed, Seconds, format_time, to_seconds
 
 __all__ = [
@@ -366,6 +366,7 @@ class Runner:
         catch_up_window: Optional[Seconds] = None,
         max_run_time: Optional[Seconds] = None,
         group: Optional[str] = None,
+        min_interval: Optional[Seconds] = None,
     ) -> RunReport:
         """Runs ``fn(ctx)`` once under the lease of ``job_id`` and returns how
         the run ended.
@@ -375,14 +376,17 @@ class Runner:
         ``schedule`` and ``grace`` are sent with the acquire so that ticks no
         replica started are recorded missed, and ``catch_up`` (``latest``:
         the latest missed tick is owed once) and ``catch_up_window`` with
-        them (see :meth:`Client.acquire`), and ``group``, the job's
-        concurrency group (``""`` takes it out of its group). Raises
+        them (see :meth:`Client.acquire`), ``group``, the job's
+        concurrency group (``""`` takes it out of its group), and
+        ``min_interval``: the run is refused (:class:`TooSoon`) sooner than
+        that after the job's previous run started, by the service's clock,
+        for a job run without a tick on hosts whose clocks differ. Raises
         :class:`~leaseapi.errors.NotAcquired` when the tick is not this
         replica's to run, and :class:`~leaseapi.errors.LeaseError` when the
         acquire failed; ``fn`` is then not called. An exception of ``fn``
         does not propagate: it is the report's ``error``.
         """
-        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time, group)
+        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time, group, min_interval)
         return self._run(job_id, fn, tick, nearest_tick, spec, self.acquire_wait)
 
     def _run(self, job_id: str, fn: Callable[[RunContext], Any], tick: Optional[datetime], nearest_tick: bool, spec: "_Spec", acquire_wait: float) -> RunReport:
@@ -414,6 +418,7 @@ class Runner:
                     catch_up=spec.catch_up,
                     catch_up_window=spec.catch_up_window,
                     group=spec.group,
+                    min_interval=spec.min_interval,
                 )
                 if self.batch:
                     return _batchers_of(self.client, self._log).acquires.call(item, self.request_timeout)
@@ -488,6 +493,7 @@ class Runner:
         catch_up_window: Optional[Seconds] = None,
         max_run_time: Optional[Seconds] = None,
         group: Optional[str] = None,
+        min_interval: Optional[Seconds] = None,
     ) -> None:
         """Registers ``fn`` to run the ticks ``job_id`` owes (a catch-up
         tick, or a manual one: run now): the runner's poll thread asks what
@@ -498,7 +504,7 @@ class Runner:
         polls. :func:`leaseapi.leased` and the Celery integration register
         their jobs; registering a job again replaces its ``fn`` and options.
         The poll thread is a daemon: it does not keep the process alive."""
-        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time, group)
+        spec = _Spec(schedule, grace, catch_up, catch_up_window, max_run_time, group, min_interval)
         with self._lock:
             self._owed_jobs[job_id] = _OwedJob(fn, spec)
             if self.owed_poll_interval == 0 or self._owed_thread is not None or self._shutting_down:
@@ -582,9 +588,12 @@ class _Spec:
     catch_up_window: Optional[Seconds]
     max_run_time: Optional[Seconds]
     group: Optional[str] = None
+    min_interval: Optional[Seconds] = None
 
     def __post_init__(self) -> None:
         check_schedule_options(self.schedule, self.grace, self.catch_up, self.catch_up_window)
+        if self.min_interval is not None:
+            min_interval_millis(self.min_interval)
         if self.max_run_time is not None and to_seconds(self.max_run_time) <= 0:
             raise ValueError("max run time must be above zero")
 
@@ -891,6 +900,7 @@ def _acquire_single(client: Client, item: AcquireItem, timeout: float) -> Tuple[
         catch_up=item.catch_up,
         catch_up_window=item.catch_up_window,
         group=item.group,
+        min_interval=item.min_interval,
         retry_for=0,
         timeout=timeout,
     )

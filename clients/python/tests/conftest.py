@@ -1,6 +1,6 @@
 """Fixtures: a real leaseapi (built from this repository) on a Postgres
 database made for the run, a real redis-server, and the check of every
-answer the client read against api/openapi.yaml.
+answer the client read against the closed form of api/openapi.yaml.
 
 Everything listens on 127.0.0.1 ports picked at start and lives in pytest's
 temporary directory; every process is stopped when its fixture ends.
@@ -23,7 +23,7 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
 import pytest
 
@@ -94,6 +94,35 @@ def http_server(handler: Type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTP
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+class Script:
+    """The answers a scripted server gives, in order (status, body,
+    headers), and the requests it received with the monotonic time each came
+    at."""
+
+    def __init__(self) -> None:
+        self.answers: List[Tuple[int, Any, Dict[str, str]]] = []
+        self.requests: List[Dict[str, Any]] = []
+
+
+@pytest.fixture
+def scripted() -> Iterator[Tuple[leaseapi.Client, Script]]:
+    """A client of a server on a loopback port that gives the answers of
+    its Script."""
+    script = Script()
+
+    class Handler(JSONHandler):
+        def _serve(self) -> None:
+            raw = self.read_body()
+            script.requests.append({"method": self.command, "path": self.path, "body": json.loads(raw) if raw else None, "at": time.monotonic()})
+            status, answer, headers = script.answers.pop(0)
+            self.answer(status, answer, headers)
+
+        do_GET = do_PUT = do_POST = do_DELETE = _serve  # noqa: N815 - the http.server names
+
+    with http_server(Handler) as server:
+        yield leaseapi.Client(f"http://127.0.0.1:{server.server_port}", retry_for=5), script
 
 
 class Process:
@@ -232,8 +261,17 @@ def server(binary: Path, database_url: str, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture(scope="session")
-def spec() -> Spec:
-    return Spec(REPO / "api" / "openapi.yaml")
+def spec(tmp_path_factory: pytest.TempPathFactory) -> Spec:
+    """The closed form of api/openapi.yaml, which the service's answers are
+    checked against: the published spec leaves answers open to what later
+    releases add, the closed form allows only what this release sends (every
+    response object closed, every x-extensible-enum an enum). The Go tests
+    derive it (api/internal/closedform); this runs their command."""
+    out = tmp_path_factory.mktemp("spec") / "openapi.closed.yaml"
+    go = shutil.which("go")
+    assert go, "go is not on PATH: the tests derive the closed form of the spec with it"
+    subprocess.run([go, "run", "./api/internal/closespec", "-o", str(out)], cwd=REPO, check=True)
+    return Spec(out)
 
 
 class Recorder:

@@ -5,15 +5,13 @@ retrying it after Retry-After while the tick is within its grace."""
 
 from __future__ import annotations
 
-import json
-import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
 import leaseapi
-from conftest import JSONHandler, http_server
+from conftest import Script
 
 GROUP = {
     "name": "reports", "limit": 1, "held": 1, "createdBy": "ops", "createdAt": "2026-11-01T00:00:00.000Z",
@@ -39,32 +37,6 @@ def group_full(lease: Optional[Dict[str, Any]] = None) -> Tuple[int, Dict[str, A
     if lease is not None:
         body["lease"] = lease
     return 409, body, {"Retry-After": "1"}
-
-
-class Script:
-    """The answers to give, in order, and the requests received with the
-    monotonic time each came at."""
-
-    def __init__(self) -> None:
-        self.answers: List[Tuple[int, Any, Dict[str, str]]] = []
-        self.requests: List[Dict[str, Any]] = []
-
-
-@pytest.fixture
-def scripted() -> Iterator[Tuple[leaseapi.Client, Script]]:
-    script = Script()
-
-    class Handler(JSONHandler):
-        def _serve(self) -> None:
-            raw = self.read_body()
-            script.requests.append({"method": self.command, "path": self.path, "body": json.loads(raw) if raw else None, "at": time.monotonic()})
-            status, answer, headers = script.answers.pop(0)
-            self.answer(status, answer, headers)
-
-        do_GET = do_PUT = do_POST = do_DELETE = _serve  # noqa: N815 - the http.server names
-
-    with http_server(Handler) as server:
-        yield leaseapi.Client(f"http://127.0.0.1:{server.server_port}", retry_for=5), script
 
 
 def test_group_calls(scripted: Tuple[leaseapi.Client, Script]) -> None:

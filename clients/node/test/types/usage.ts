@@ -25,6 +25,11 @@ export async function example(): Promise<number> {
   for await (const g of client.groups({ prefix: 'ware' })) {
     void g.createdAt?.toISOString();
   }
+  const soon = await runner.run('backup', () => 0, { minIntervalMs: 3_600_000 });
+  if (soon.result === 'skipped' && soon.code === 'too_soon') {
+    return soon.error?.retryAfter ?? 7;
+  }
+  await client.acquire('backup', { owner: 'pod-a', minIntervalMs: 3_600_000 });
   const inGroup = await runner.run('report', ({ slot, slotToken }) => (slot ?? 0) + (slotToken ?? 0), { group: 'warehouse' });
   if (inGroup.result === 'skipped' && inGroup.code === 'group_full') {
     return inGroup.error?.group?.limit ?? 4;
