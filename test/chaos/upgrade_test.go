@@ -43,15 +43,6 @@ import (
 // contract step taken while that release still serves): the checks must
 // catch it.
 
-// The steps that need the instance registry (migration 0018, `leaseapi
-// upgrade status` and `finalize`) and the first gated rule (minIntervalMs,
-// 400 feature_disabled until finalize). Until they are in this tree the
-// tier upgrades, rolls back and checks without them.
-const (
-	withRegistry  = true
-	withGatedRule = false
-)
-
 // allowedStatuses are the only statuses an answer of an upgrade run may
 // have: a 400, 404 or 500 is an instance of one release refusing, or
 // failing on, what the other wrote or what a client sent.
@@ -108,9 +99,10 @@ func haveCommit(root string, rel release) error {
 }
 
 // buildRelease builds rel's leaseapi from its commit in the repository at
-// root, as `make release` would (static, -trimpath, the version stamped),
-// from a copy of that commit's tree (git archive): the module proxy
-// serves its dependencies.
+// root, as `make release` would (static, -trimpath, the version stamped:
+// 1.0.0 predates internal/version, and the linker ignores the stamp), from
+// a copy of that commit's tree (git archive): the module proxy serves its
+// dependencies.
 func buildRelease(t *testing.T, root string, rel release) string {
 	t.Helper()
 	if err := haveCommit(root, rel); err != nil {
@@ -274,16 +266,10 @@ func (u *upgrade) run(e *env) {
 	time.Sleep(u.slot)
 	u.replace(e, back, e.leaseapiBin, u.prevName, u.nextName)
 	time.Sleep(u.slot)
-	if withGatedRule {
-		u.gateClosed(e)
-	}
-	if withRegistry {
-		u.registered(e, len(e.insts))
-		u.finalize(e)
-	}
-	if withGatedRule {
-		u.gateOpens(e)
-	}
+	u.gateClosed(e)
+	u.registered(e, len(e.insts))
+	u.finalize(e)
+	u.gateOpens(e)
 	time.Sleep(u.slot)
 }
 
@@ -410,7 +396,7 @@ func (u *upgrade) gateClosed(e *env) {
 			time.Sleep(500 * time.Millisecond)
 			status, code, err = u.gateProbe(e, inst)
 		}
-		if status != http.StatusBadRequest || code != "feature_disabled" {
+		if status != http.StatusBadRequest || code != api.CodeFeatureDisabled {
 			u.problem(e, "before finalize instance %d (%s) answered an acquire with minIntervalMs %d %s %v, not 400 feature_disabled",
 				inst.i, u.nextName, status, code, err)
 			continue
@@ -433,7 +419,7 @@ func (u *upgrade) gateOpens(e *env) {
 					inst.i, time.Since(began).Round(100*time.Millisecond), status, code)
 				break
 			}
-			waiting := status == 0 || status == http.StatusServiceUnavailable || (status == http.StatusBadRequest && code == "feature_disabled")
+			waiting := status == 0 || status == http.StatusServiceUnavailable || (status == http.StatusBadRequest && code == api.CodeFeatureDisabled)
 			if !waiting {
 				u.problem(e, "after finalize instance %d answered an acquire with minIntervalMs %d %s %v", inst.i, status, code, err)
 				break
