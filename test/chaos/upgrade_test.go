@@ -15,13 +15,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/internal/checker"
 )
 
 // The upgrade tier (make chaos-upgrade, docs/reliability.md): a rolling
@@ -224,29 +225,57 @@ type upgrade struct {
 	// rollback is the instance rolled back and forward again.
 	rollback int
 
-	mu sync.Mutex
-	// migrated is set once the new release's migrations ran.
+	// What the script found, read once the run is over (runChaos calls
+	// the script on the test's goroutine). migrated is set once the new
+	// release's migrations ran; problems are the steps that went wrong;
+	// steps are those done, with their times.
 	migrated bool
-	// problems are the steps that went wrong.
 	problems []string
-	// builds is what each instance ran from when.
-	builds []string
+	steps    []string
+	// builds are the builds each instance ran, from when.
+	builds []ran
+}
+
+// ran is the build an instance ran from a time on.
+type ran struct {
+	inst int
+	name string
+	from time.Time
+}
+
+// buildAt is the build instance inst ran at t.
+func (u *upgrade) buildAt(inst int, t time.Time) string {
+	name := u.prevName
+	for _, b := range u.builds {
+		if b.inst == inst && !t.Before(b.from) {
+			name = b.name
+		}
+	}
+	return name
 }
 
 func (u *upgrade) problem(e *env, format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
 	e.logf("upgrade: %s", s)
-	u.mu.Lock()
 	u.problems = append(u.problems, s)
-	u.mu.Unlock()
 }
 
 func (u *upgrade) note(e *env, format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
 	e.logf("upgrade: %s", s)
-	u.mu.Lock()
-	u.builds = append(u.builds, time.Now().Format("15:04:05.000")+" "+s)
-	u.mu.Unlock()
+	u.steps = append(u.steps, time.Now().Format("15:04:05.000")+" "+s)
+}
+
+// answer describes a probe's answer: its status and problem code, or the
+// error of no answer.
+func answer(status int, code string, err error) string {
+	switch {
+	case err != nil:
+		return "no answer (" + err.Error() + ")"
+	case code != "":
+		return fmt.Sprintf("%d %s", status, code)
+	}
+	return strconv.Itoa(status)
 }
 
 // run is the upgrade, from the end of the warm-up.
@@ -287,9 +316,7 @@ func (u *upgrade) migrate(e *env) {
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err == nil {
-			u.mu.Lock()
 			u.migrated = true
-			u.mu.Unlock()
 			u.note(e, "leaseapi migrate of %s ran in %s and applied %s", u.nextName, time.Since(began).Round(time.Millisecond), applied(out))
 			break
 		}
@@ -339,6 +366,7 @@ func (u *upgrade) replace(e *env, inst *instance, bin, from, to string) {
 	}
 	stopped := time.Since(began)
 	inst.bin = bin
+	u.builds = append(u.builds, ran{inst: inst.i, name: to, from: time.Now()})
 	if err := e.startInstance(inst); err != nil {
 		u.problem(e, "instance %d: %s did not start in place of %s: %v", inst.i, to, from, err)
 		return
@@ -397,11 +425,11 @@ func (u *upgrade) gateClosed(e *env) {
 			status, code, err = u.gateProbe(e, inst)
 		}
 		if status != http.StatusBadRequest || code != api.CodeFeatureDisabled {
-			u.problem(e, "before finalize instance %d (%s) answered an acquire with minIntervalMs %d %s %v, not 400 feature_disabled",
-				inst.i, u.nextName, status, code, err)
+			u.problem(e, "before finalize instance %d (%s) answered an acquire with minIntervalMs %s, not 400 feature_disabled",
+				inst.i, u.nextName, answer(status, code, err))
 			continue
 		}
-		e.logf("upgrade: before finalize instance %d refuses minIntervalMs: 400 feature_disabled", inst.i)
+		u.note(e, "before finalize instance %d refuses minIntervalMs: 400 feature_disabled", inst.i)
 	}
 }
 
@@ -415,18 +443,18 @@ func (u *upgrade) gateOpens(e *env) {
 		for {
 			status, code, err := u.gateProbe(e, inst)
 			if status == http.StatusOK || status == http.StatusConflict {
-				e.logf("upgrade: instance %d decided an acquire with minIntervalMs %s after finalize: %d %s",
-					inst.i, time.Since(began).Round(100*time.Millisecond), status, code)
+				u.note(e, "instance %d decided an acquire with minIntervalMs %s after finalize: %s",
+					inst.i, time.Since(began).Round(100*time.Millisecond), answer(status, code, err))
 				break
 			}
 			waiting := status == 0 || status == http.StatusServiceUnavailable || (status == http.StatusBadRequest && code == api.CodeFeatureDisabled)
 			if !waiting {
-				u.problem(e, "after finalize instance %d answered an acquire with minIntervalMs %d %s %v", inst.i, status, code, err)
+				u.problem(e, "after finalize instance %d answered an acquire with minIntervalMs %s", inst.i, answer(status, code, err))
 				break
 			}
 			if time.Since(began) > gateWait {
-				u.problem(e, "instance %d still answered an acquire with minIntervalMs %d %s %s after finalize (it reads the finalized level every %s)",
-					inst.i, status, code, gateWait, gateReadEvery)
+				u.problem(e, "instance %d still answered an acquire with minIntervalMs %s %s after finalize (it reads the finalized level every %s)",
+					inst.i, answer(status, code, err), gateWait, gateReadEvery)
 				break
 			}
 			time.Sleep(500 * time.Millisecond)
@@ -491,6 +519,46 @@ func (e *env) do(req *http.Request) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
+// outside is an answer of a run whose status is not one of
+// allowedStatuses.
+type outside struct {
+	what     string
+	instance int
+	at       time.Time
+	status   int
+}
+
+// firstOutside reads the history of the run in art and returns its first
+// answer whose status is not one of allowedStatuses (ok false for none).
+func firstOutside(art string) (outside, bool, error) {
+	b, err := os.ReadFile(filepath.Join(art, "history.json"))
+	if err != nil {
+		return outside{}, false, err
+	}
+	var h checker.History
+	if err := json.Unmarshal(b, &h); err != nil {
+		return outside{}, false, err
+	}
+	var first outside
+	found := false
+	note := func(status int, ret time.Time, inst int, what string) {
+		if status == 0 || ret.IsZero() || slices.Contains(allowedStatuses, status) || (found && !ret.Before(first.at)) {
+			return
+		}
+		first, found = outside{what: what, instance: inst, at: ret, status: status}, true
+	}
+	for _, o := range h.Ops {
+		note(o.Status, o.Return, o.Instance, fmt.Sprintf("%s of %s by %s", o.Kind, o.Job, o.Client))
+	}
+	for _, c := range h.Triggers {
+		note(c.Status, c.Return, c.Instance, fmt.Sprintf("%s of %s by %s", c.Kind, c.Job, c.Client))
+	}
+	for _, c := range h.Calls {
+		note(c.Status, c.Return, c.Instance, fmt.Sprintf("%s by %s", c.Route, c.Client))
+	}
+	return first, found, nil
+}
+
 // newUpgrade is the script of a run with cfg from the previous release
 // rel (built at prev) to the build under test.
 func newUpgrade(cfg *runConfig, rel release, prev string, slot time.Duration) *upgrade {
@@ -523,7 +591,7 @@ func TestUpgrade(t *testing.T) {
 			u := newUpgrade(cfg, rel, prev, upgradeSlot)
 			cfg.Script = u.run
 			r, art := runChaos(t, cfg)
-			t.Logf("the upgrade from %s, in %s:\n  %s", rel.version, time.Since(began).Round(time.Second), strings.Join(u.builds, "\n  "))
+			t.Logf("the upgrade from %s, in %s:\n  %s", rel.version, time.Since(began).Round(time.Second), strings.Join(u.steps, "\n  "))
 			failed := false
 			if len(u.problems) > 0 {
 				failed = true
@@ -535,6 +603,10 @@ func TestUpgrade(t *testing.T) {
 				var lines []string
 				for _, v := range r.Violations {
 					lines = append(lines, "  "+v.String())
+				}
+				if o, ok, _ := firstOutside(art); ok {
+					lines = append(lines, fmt.Sprintf("  the first answer outside %v: %d to the %s, from instance %d, then running %s",
+						allowedStatuses, o.status, o.what, o.instance, u.buildAt(o.instance, o.at)))
 				}
 				t.Errorf("seed %d: the upgrade from %s broke invariants; reproduce with CHAOS_SEEDS=%d; artifacts in %s\n%s",
 					seed, rel.version, seed, art, strings.Join(lines, "\n"))
@@ -562,23 +634,35 @@ func TestUpgrade(t *testing.T) {
 		u.nextName = "the new release (+ drop leases.paused_reason)"
 		cfg.Script = u.run
 		r, art := runChaos(t, cfg)
-		t.Logf("the control's upgrade from %s, in %s:\n  %s", rel.version, time.Since(began).Round(time.Second), strings.Join(u.builds, "\n  "))
+		t.Logf("the control's upgrade from %s, in %s:\n  %s", rel.version, time.Since(began).Round(time.Second), strings.Join(u.steps, "\n  "))
 		if !u.migrated {
 			t.Errorf("the control was not exercised: its migration never ran (%s); artifacts in %s", strings.Join(u.problems, "; "), art)
 			return
 		}
+		// The new release reads the dropped column too: the control is
+		// caught only when an instance of the previous release answered
+		// the first refused call.
 		var caught []string
 		for _, v := range r.Violations {
 			if v.Invariant == "I9" {
 				caught = append(caught, v.String())
 			}
 		}
-		if len(caught) == 0 {
-			t.Errorf("a migration that drops a column %s reads was not caught by I9's statuses (%s); artifacts in %s",
-				rel.version, r.SummaryLine(), art)
+		o, ok, err := firstOutside(art)
+		if err != nil {
+			t.Fatalf("read the control's history: %v (artifacts in %s)", err, art)
+		}
+		if len(caught) == 0 || !ok || u.buildAt(o.instance, o.at) != rel.version {
+			first := "none"
+			if ok {
+				first = fmt.Sprintf("%d to the %s, from instance %d, then running %s", o.status, o.what, o.instance, u.buildAt(o.instance, o.at))
+			}
+			t.Errorf("a migration that drops a column %s reads was not caught by I9 on an instance of %s (the first answer outside %v: %s; %s); artifacts in %s",
+				rel.version, rel.version, allowedStatuses, first, r.SummaryLine(), art)
 			return
 		}
-		t.Logf("caught, as it must be, by %v:\n  %s", r.Counts, strings.Join(caught, "\n  "))
+		t.Logf("caught, as it must be, by %v; the first answer outside %v: %d to the %s, from instance %d, then running %s:\n  %s",
+			r.Counts, allowedStatuses, o.status, o.what, o.instance, rel.version, strings.Join(caught, "\n  "))
 		if len(u.problems) > 0 {
 			t.Logf("the control's steps also went wrong:\n  %s", strings.Join(u.problems, "\n  "))
 		}
