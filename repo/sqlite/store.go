@@ -785,19 +785,16 @@ func (s *Store) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (lea
 		return leaseapi.Lease{}, err
 	}
 	op := fmt.Sprintf("heartbeat %q", p.JobID)
-	ttl := p.TTL.Milliseconds()
 	return transact(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		cur, err := selectLease(ctx, tx, p.JobID)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		if err := decide.Heartbeat(p, cur.lease(now)); err != nil {
+		plan, err := decide.PlanHeartbeat(p, cur.lease(now))
+		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		ttl := ttl
-		if ttl == 0 {
-			ttl = cur.TTLMs // keep the grant's TTL
-		}
+		ttl := plan.TTL.Milliseconds()
 		row, err := writeLease(ctx, tx, extendQuery, p.JobID, p.Owner, p.Token, ttl, now, now+ttl)
 		if err != nil {
 			return leaseapi.Lease{}, err
@@ -806,10 +803,11 @@ func (s *Store) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (lea
 	})
 }
 
-// releaseQuery ends the grant: releasedAt = expiresAt = now.
+// releaseQuery ends the grant read (decide.Release decided it, under
+// the write lock): releasedAt = expiresAt = now.
 const releaseQuery = `
-UPDATE leases AS l SET released_at = $4, expires_at = $4, last_outcome = $5, last_completed_tick = $6
-WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
+UPDATE leases SET released_at = $4, expires_at = $4, last_outcome = $5, last_completed_tick = $6
+WHERE job_id = $1 AND owner = $2 AND token = $3
 RETURNING ` + leaseColumns
 
 // Release ends the holder's grant. See leaseapi.Store.
