@@ -75,6 +75,7 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 		{"Revoke", testRevoke},
 		{"RevokeNotHeld", testRevokeNotHeld},
 		{"Heartbeat", testHeartbeat},
+		{"HolderRules", testHolderRules},
 		{"RunHistory", testRunHistory},
 		{"List", testList},
 		{"ListFiltersAreLiteral", testListFiltersAreLiteral},
