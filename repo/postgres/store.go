@@ -643,20 +643,43 @@ func (p *Store) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.Lea
 	})
 }
 
-// runsQuery reads a job's history newest first. A run still marked running
-// whose grant has expired is shown as expired, ending at its expiry: the
-// row itself is closed when a grant takes over.
-var runsQuery = `
-SELECT r.id, r.token, r.owner, r.tick, r.started_at, r.revoked_by, r.trigger, r.triggered_by,
-	r.group_name, r.slot, r.slot_token, r.group_full,
-	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
-	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
+// runsQuery reads a job's history newest first, each run with the job's
+// lease as the read sees it (runGrantRow) and the read's clock, so that a
+// run is shown as the domain sees it (leaseapi.Run.ShowExpiry).
+const runsQuery = `
+SELECT r.id, r.token, r.owner, r.tick, r.started_at, r.ended_at, r.outcome, r.revoked_by, r.trigger, r.triggered_by,
+	r.group_name, r.slot, r.slot_token, r.group_full, ` + runGrantColumns + `, c.now AS db_now
 FROM leases AS l
-	CROSS JOIN LATERAL (SELECT ` + stores.ExpiredAt(`clock_timestamp()`) + ` AS expired) AS s
+	CROSS JOIN (SELECT clock_timestamp() AS now) AS c
 	JOIN runs AS r ON r.job_id = l.job_id
 WHERE l.job_id = $1
 ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC
 LIMIT $2`
+
+// runGrantColumns are runGrantRow's: the lease l of a run's job.
+const runGrantColumns = `l.token AS lease_token, l.expires_at AS lease_expires_at, l.released_at AS lease_released_at,
+	l.revoked_at IS NOT NULL AS lease_revoked`
+
+// runGrantRow is, beside a run read for the run history, its job's lease
+// as the read saw it: its grant's token, expiry and end. All NULL when the
+// read did not join the lease.
+type runGrantRow struct {
+	LeaseToken      sql.NullInt64 `db:"lease_token"`
+	LeaseExpiresAt  sql.NullTime  `db:"lease_expires_at"`
+	LeaseReleasedAt sql.NullTime  `db:"lease_released_at"`
+	LeaseRevoked    sql.NullBool  `db:"lease_revoked"`
+}
+
+// lease is g as leaseapi.Run.ShowExpiry needs it, its state at now; nil
+// without a lease.
+func (g *runGrantRow) lease(now time.Time) *leaseapi.Lease {
+	if !g.LeaseToken.Valid {
+		return nil
+	}
+	l := leaseapi.Lease{Token: g.LeaseToken.Int64, ExpiresAt: g.LeaseExpiresAt.Time.UTC(), ReleasedAt: nullTime(g.LeaseReleasedAt)}
+	l.SetState(g.LeaseRevoked.Bool, now)
+	return &l
+}
 
 type runRow struct {
 	ID        int64          `db:"id"`
@@ -676,11 +699,15 @@ type runRow struct {
 	Slot      sql.NullInt64  `db:"slot"`
 	SlotToken sql.NullInt64  `db:"slot_token"`
 	GroupFull bool           `db:"group_full"`
+	// The job's lease and the clock of the read.
+	runGrantRow
+	Now time.Time `db:"db_now"`
 }
 
-// run is the row as the domain sees it, a run of jobID.
+// run is the row as the domain sees it, a run of jobID, shown beside the
+// job's lease as read (leaseapi.Run.ShowExpiry).
 func (r *runRow) run(jobID string) leaseapi.Run {
-	return leaseapi.Run{
+	run := leaseapi.Run{
 		JobID:       jobID,
 		Token:       r.Token.Int64,
 		Owner:       r.Owner.String,
@@ -696,6 +723,8 @@ func (r *runRow) run(jobID string) leaseapi.Run {
 		SlotToken:   r.SlotToken.Int64,
 		GroupFull:   r.GroupFull,
 	}
+	run.ShowExpiry(r.lease(r.Now))
+	return run
 }
 
 // Runs returns a job's run history. See leaseapi.Store.

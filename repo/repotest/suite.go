@@ -94,6 +94,7 @@ func RunStoreSuite(t *testing.T, open OpenFunc) {
 		{"TickSnapping", testTickSnapping},
 		{"ListPausedOverdue", testListPausedOverdue},
 		{"RecentRuns", testRecentRuns},
+		{"RunsShowExpiry", testRunsShowExpiry},
 		{"Credentials", testCredentials},
 		{"IdempotencyKeys", testIdempotencyKeys},
 		{"Trigger", testTrigger},

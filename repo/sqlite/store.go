@@ -1009,16 +1009,42 @@ type runRow struct {
 	Slot      sql.NullInt64  `db:"slot"`
 	SlotToken sql.NullInt64  `db:"slot_token"`
 	GroupFull bool           `db:"group_full"`
+	// The job's lease, when the read joined it (the recent runs).
+	runGrantRow
 }
 
-// runsOf are rows, runs of jobID, as the domain sees them at now: the
-// current grant's run is closed when a grant takes over, and until then an
-// expired one is shown as ended at its expiry.
+// runGrantColumns are runGrantRow's: the lease l of a run's job.
+const runGrantColumns = `l.token AS lease_token, l.expires_at AS lease_expires_at, l.released_at AS lease_released_at,
+	l.revoked_at IS NOT NULL AS lease_revoked`
+
+// runGrantRow is, beside a run read for the run history, its job's lease
+// as the read saw it: its grant's token, expiry and end. All NULL when the
+// read did not join the lease.
+type runGrantRow struct {
+	LeaseToken      sql.NullInt64 `db:"lease_token"`
+	LeaseExpiresAt  sql.NullInt64 `db:"lease_expires_at"`
+	LeaseReleasedAt sql.NullInt64 `db:"lease_released_at"`
+	LeaseRevoked    sql.NullBool  `db:"lease_revoked"`
+}
+
+// lease is g as leaseapi.Run.ShowExpiry needs it, its state at now; nil
+// without a lease.
+func (g *runGrantRow) lease(now int64) *leaseapi.Lease {
+	if !g.LeaseToken.Valid {
+		return nil
+	}
+	l := leaseapi.Lease{Token: g.LeaseToken.Int64, ExpiresAt: fromMs(g.LeaseExpiresAt.Int64), ReleasedAt: fromNullMs(g.LeaseReleasedAt)}
+	l.SetState(g.LeaseRevoked.Bool, fromMs(now))
+	return &l
+}
+
+// runsOf are rows, runs of jobID, as the domain sees them beside the
+// job's lease cur at now (leaseapi.Run.ShowExpiry).
 func runsOf(jobID string, rows []runRow, cur *leaseRow, now int64) []leaseapi.Run {
-	expired := !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid && cur.ExpiresAt <= now
+	lease := cur.lease(now)
 	runs := make([]leaseapi.Run, len(rows))
 	for i, r := range rows {
-		run := leaseapi.Run{
+		runs[i] = leaseapi.Run{
 			JobID:       jobID,
 			Token:       r.Token.Int64,
 			Owner:       r.Owner.String,
@@ -1034,11 +1060,7 @@ func runsOf(jobID string, rows []runRow, cur *leaseRow, now int64) []leaseapi.Ru
 			SlotToken:   r.SlotToken.Int64,
 			GroupFull:   r.GroupFull,
 		}
-		if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token.Int64 == cur.Token {
-			run.Outcome = leaseapi.OutcomeExpired
-			run.EndedAt = fromNullMs(sql.NullInt64{Int64: cur.ExpiresAt, Valid: true})
-		}
-		runs[i] = run
+		runs[i].ShowExpiry(&lease)
 	}
 	return runs
 }
