@@ -204,6 +204,19 @@ type Run struct {
 	GroupFull bool
 }
 
+// ShowExpiry shows r as the run history shows it beside its job's lease l
+// (nil when the job has none), read with it and with its State set at the
+// same clock (SetState): a run still marked running whose grant is l's
+// (the same token) and has expired, nobody having taken over, shows
+// outcome expired, ended at l's expiry. A store closes the run's row only
+// when a grant takes over or the holder releases late.
+func (r *Run) ShowExpiry(l *Lease) {
+	if r.Outcome == OutcomeRunning && l != nil && l.Token == r.Token && l.State == StateExpired {
+		end := l.ExpiresAt
+		r.Outcome, r.EndedAt = OutcomeExpired, &end
+	}
+}
+
 // Duration is how long a finished run that had a holder took, and false
 // while it is running or for a missed run.
 func (r Run) Duration() (time.Duration, bool) {

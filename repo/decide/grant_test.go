@@ -204,7 +204,8 @@ func TestHeartbeatAndRelease(t *testing.T) {
 	tick := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	earlier := tick.Add(-time.Hour)
 	lease := func(state leaseapi.State) leaseapi.Lease {
-		return leaseapi.Lease{JobID: "j", Owner: "a", Token: 3, State: state, Tick: &tick, LastCompletedTick: &earlier}
+		return leaseapi.Lease{JobID: "j", Owner: "a", Token: 3, State: state, Tick: &tick, LastCompletedTick: &earlier,
+			TTL: time.Minute, ExpiresAt: tick.Add(time.Minute)}
 	}
 	for _, tc := range []struct {
 		name      string
@@ -226,9 +227,12 @@ func TestHeartbeatAndRelease(t *testing.T) {
 		{"OtherOwner", lease(leaseapi.StateHeld), "b", 3, leaseapi.OutcomeSucceeded, true, false, true, time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := decide.Heartbeat(&leaseapi.HeartbeatParams{JobID: "j", Owner: tc.owner, Token: tc.token}, tc.cur)
+			plan, err := decide.PlanHeartbeat(&leaseapi.HeartbeatParams{JobID: "j", Owner: tc.owner, Token: tc.token}, tc.cur)
 			if got := errors.Is(err, leaseapi.ErrLeaseLost); got != tc.beatLost || (err != nil && !got) {
-				t.Errorf("Heartbeat: got %v, want lost %v", err, tc.beatLost)
+				t.Errorf("PlanHeartbeat: got %v, want lost %v", err, tc.beatLost)
+			}
+			if err == nil && (plan.TTL != tc.cur.TTL || !plan.ValidUntil.Equal(tc.cur.ExpiresAt)) {
+				t.Errorf("PlanHeartbeat: got %+v, want the grant's TTL %v, valid until its expiry %v", plan, tc.cur.TTL, tc.cur.ExpiresAt)
 			}
 			echo, completed, err := decide.Release(&leaseapi.ReleaseParams{JobID: "j", Owner: tc.owner, Token: tc.token, Outcome: tc.outcome}, tc.cur)
 			if echo != tc.echo || errors.Is(err, leaseapi.ErrLeaseLost) != tc.lost || (err != nil && !tc.lost) {
@@ -269,5 +273,21 @@ func TestPlanAcquireTooSoon(t *testing.T) {
 	full.Now = f.Now
 	if _, err := decide.PlanAcquire(p(&manual), &f, time.Minute); !errors.Is(err, leaseapi.ErrGroupFull) {
 		t.Errorf("claim of the owed tick in a full group after the interval: got %v, want group_full", err)
+	}
+}
+
+// TestPlanHeartbeatTTL: a heartbeat's TTL replaces the grant's; none sent
+// keeps it; either way the decision holds until the grant's expiry as read.
+func TestPlanHeartbeatTTL(t *testing.T) {
+	t.Parallel()
+	expires := time.Date(2026, 12, 6, 12, 1, 0, 0, time.UTC)
+	cur := leaseapi.Lease{JobID: "j", Owner: "a", Token: 3, State: leaseapi.StateHeld, TTL: time.Minute, ExpiresAt: expires}
+	for _, tc := range []struct {
+		sent, want time.Duration
+	}{{0, time.Minute}, {3 * time.Minute, 3 * time.Minute}, {time.Millisecond, time.Millisecond}} {
+		plan, err := decide.PlanHeartbeat(&leaseapi.HeartbeatParams{JobID: "j", Owner: "a", Token: 3, TTL: tc.sent}, cur)
+		if err != nil || plan.TTL != tc.want || !plan.ValidUntil.Equal(expires) {
+			t.Errorf("PlanHeartbeat(ttl %v): got %+v, %v; want ttl %v valid until %v", tc.sent, plan, err, tc.want, expires)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/internal/groupcommit"
 	"github.com/leaseapi/leaseapi/repo/decide"
-	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
 // Group commit. Each lease statement is a transaction of its own, and with
@@ -99,83 +98,80 @@ func (p *Store) readBatch(ctx context.Context, jobIDs []*string) ([]readRow, []e
 	return batchAnswers[readRow](rows, jobIDs, readKey, "read")
 }
 
-// releaseCall is a release as the statements take it.
-type releaseCall struct {
-	jobID, owner string
-	token        int64
-	outcome      string
-}
-
-func releaseKey(r *releaseCall) string { return r.jobID }
-
-// batchReleaseQuery is releaseQuery for many jobs. An UPDATE takes its row
+// batchReleaseQuery is releaseQuery for many jobs, its parameters those
+// of releaseQuery as arrays, in the same order. An UPDATE takes its row
 // locks in the order its join yields the rows, which the planner chooses,
 // so the rows are locked first, in job id order, by the locked CTE; the
-// UPDATE then changes only rows it already holds. The runs of the batch
-// are closed by one statement, as in releaseQuery.
+// UPDATE then changes only rows it already holds, and only the row
+// versions the decisions read. The runs of the batch are closed by one
+// statement, as in releaseQuery.
 const batchReleaseQuery = `
 WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS i(in_job_id, in_owner, in_token, in_outcome)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS i(in_job_id, in_version, in_outcome, in_completed)
 ), locked AS (
 	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
 	ORDER BY l.job_id
 	FOR NO KEY UPDATE OF l
-), released AS (
+), c AS (SELECT clock_timestamp() AS now), released AS (
 UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick, policy_due_at) = (
-	SELECT c.now, c.now, i.in_outcome,
-		CASE WHEN i.in_outcome = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END,
-		` + policyDue + `
-	FROM (SELECT clock_timestamp() AS now) AS c
-)
-FROM input AS i
-WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked)
-	AND l.owner = i.in_owner AND l.token = i.in_token AND ` + stores.GrantOpen + `
+	c.now, c.now, i.in_outcome, i.in_completed, ` + policyDue + `)
+FROM input AS i, c
+WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked) AND l.xmin = i.in_version::xid
 RETURNING ` + leaseColumns + `
 )` + releasedRun + `SELECT * FROM released`
 
-// releaseBatch makes the releases of calls in one statement.
+// batchHeartbeatQuery is heartbeatQuery for many jobs, its parameters
+// those of heartbeatQuery as arrays, in the same order. The rows are
+// locked first, in job id order, as in batchReleaseQuery; a row that
+// changed since its read, or whose grant's expiry as read the clock (read
+// once for the batch) has reached, is not written.
+const batchHeartbeatQuery = `
+WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[]) AS i(in_job_id, in_version, in_ttl_ms, in_valid_until)
+), locked AS (
+	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
+	ORDER BY l.job_id
+	FOR NO KEY UPDATE OF l
+), c AS (SELECT clock_timestamp() AS now)
+UPDATE leases AS l SET (renewed_at, expires_at, ttl_ms) = (c.now, c.now + i.in_ttl_ms * interval '1 millisecond', i.in_ttl_ms)
+FROM input AS i, c
+WHERE l.job_id = i.in_job_id AND l.job_id IN (SELECT job_id FROM locked) AND l.xmin = i.in_version::xid
+	AND c.now < i.in_valid_until
+RETURNING ` + leaseColumns
+
+// releaseBatch writes the releases of calls in one statement.
 func (p *Store) releaseBatch(ctx context.Context, calls []*releaseCall) ([]leaseRow, []error, error) {
 	n := len(calls)
-	jobs, owners, tokens, outcomes := make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n)
+	jobs, versions, outcomes, completed := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]sql.NullString, 0, n)
 	for _, i := range sortedByKey(calls, releaseKey) {
 		r := calls[i]
-		jobs, owners, tokens, outcomes = append(jobs, r.jobID), append(owners, r.owner), append(tokens, r.token), append(outcomes, r.outcome)
+		jobs, versions, outcomes = append(jobs, r.jobID), append(versions, r.version), append(outcomes, r.outcome)
+		completed = append(completed, tickText(r.completed))
 	}
 	stmt, err := p.prepared(ctx, batchReleaseQuery)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(tokens), pq.Array(outcomes))
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(versions), pq.Array(outcomes), pq.Array(completed))
 	if err != nil {
 		return nil, nil, err
 	}
 	return batchAnswers[leaseRow](rows, calls, releaseKey, "release")
 }
 
-// heartbeatCall is a heartbeat as the statements take it.
-type heartbeatCall struct {
-	jobID, owner string
-	token        int64
-	ttlMs        sql.NullInt64 // NULL: keep the grant's
-}
-
-func (h *heartbeatCall) args() []any { return []any{h.jobID, h.owner, h.token, h.ttlMs} }
-
-func heartbeatKey(h *heartbeatCall) string { return h.jobID }
-
-// heartbeatBatch makes the heartbeats of calls in one statement.
+// heartbeatBatch writes the heartbeats of calls in one statement.
 func (p *Store) heartbeatBatch(ctx context.Context, calls []*heartbeatCall) ([]leaseRow, []error, error) {
 	n := len(calls)
-	jobs, owners, tokens, ttls := make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n), make([]sql.NullInt64, 0, n)
+	jobs, versions, ttls, until := make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n)
 	for _, i := range sortedByKey(calls, heartbeatKey) {
 		h := calls[i]
-		jobs, owners, tokens, ttls = append(jobs, h.jobID), append(owners, h.owner), append(tokens, h.token), append(ttls, h.ttlMs)
+		jobs, versions, ttls, until = append(jobs, h.jobID), append(versions, h.version), append(ttls, h.ttlMs), append(until, timeText(h.validUntil))
 	}
-	stmt, err := p.prepared(ctx, p.q.batchHeartbeat)
+	stmt, err := p.prepared(ctx, batchHeartbeatQuery)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(owners), pq.Array(tokens), pq.Array(ttls))
+	rows, err := stmt.QueryContext(ctx, pq.Array(jobs), pq.Array(versions), pq.Array(ttls), pq.Array(until))
 	if err != nil {
 		return nil, nil, err
 	}

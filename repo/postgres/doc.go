@@ -9,11 +9,15 @@
 //     timeline moved; then it reads and decides again. A refusal is the
 //     read alone. The grant's run and the close of the expired run it
 //     takes over are written by the same statement.
+//   - holder.go: the heartbeat and the release, made as the acquire is:
+//     the read, the decision in Go (decide.PlanHeartbeat, decide.Release),
+//     and one statement that writes only the row version read and, for a
+//     heartbeat, only before the grant's expiry as read. A release closes
+//     its run in its statement.
 //   - store.go: the other lease operations, prepared once per pooled
-//     connection; a release and a revocation close their run in their
-//     statement.
-//   - statements.go: the heartbeat and echo statements and the acquire's
-//     facts the store chooses once, when it opens (statements_default.go;
+//     connection; a revocation closes its run in its statement.
+//   - statements.go: the echo statement and the facts of the decisions
+//     the store chooses once, when it opens (statements_default.go;
 //     mutants_chaos.go under -tags chaos_mutants: the deliberate bugs the
 //     chaos suite must catch, docs/reliability.md).
 //   - conn.go (conn_linux.go, conn_other.go): the dialer and DSN defaults

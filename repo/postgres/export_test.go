@@ -142,26 +142,89 @@ func (p *Store) AcquireInTx(ctx context.Context, tx *sql.Tx, a *leaseapi.Acquire
 	return o.lease, nil
 }
 
-// ReleaseBatch sends releases as one batch statement; a release the
-// statement refused gets a nil lease.
+// ReleaseBatch reads the rows of releases in one statement, decides each
+// and sends the writes of the releases decided as one batch statement,
+// after the hook SetBeforeHolderWrite set; a release refused or echoed,
+// or whose row changed since its read, gets a nil lease.
 func (p *Store) ReleaseBatch(ctx context.Context, rs []*leaseapi.ReleaseParams) ([]*leaseapi.Lease, error) {
-	calls := make([]*releaseCall, len(rs))
+	jobs := make([]*string, len(rs))
 	for i, r := range rs {
-		calls[i] = &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)}
+		jobs[i] = &r.JobID
 	}
-	return batchLeases(p.releaseBatch(ctx, calls))
+	rows, errs, err := p.readBatch(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	var calls []*releaseCall
+	var idx []int
+	for i, r := range rs {
+		if errs[i] != nil {
+			continue
+		}
+		echo, completed, err := decide.Release(r, rows[i].toLease())
+		if err != nil || echo {
+			continue
+		}
+		calls = append(calls, &releaseCall{jobID: r.JobID, version: rows[i].Version, outcome: string(r.Outcome), completed: nullableTime(completed)})
+		idx = append(idx, i)
+	}
+	if p.beforeHolderWrite != nil {
+		p.beforeHolderWrite()
+	}
+	return p.asOneBatch(len(rs), idx, func() ([]leaseRow, []error, error) { return p.releaseBatch(ctx, calls) })
 }
 
-// HeartbeatAsOneBatch sends heartbeats as one batch statement; a heartbeat the
-// statement refused gets a nil lease.
+// HeartbeatAsOneBatch reads the rows of hs in one statement, decides each
+// and sends the writes of the heartbeats decided as one batch statement,
+// after the hook SetBeforeHolderWrite set; a heartbeat refused, or whose
+// row changed (or grant expired) since its read, gets a nil lease.
 func (p *Store) HeartbeatAsOneBatch(ctx context.Context, hs []*leaseapi.HeartbeatParams) ([]*leaseapi.Lease, error) {
-	calls := make([]*heartbeatCall, len(hs))
+	jobs := make([]*string, len(hs))
 	for i, h := range hs {
-		calls[i] = &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
-			ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
+		jobs[i] = &h.JobID
 	}
-	return batchLeases(p.heartbeatBatch(ctx, calls))
+	rows, errs, err := p.readBatch(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	var calls []*heartbeatCall
+	var idx []int
+	for i, h := range hs {
+		if errs[i] != nil {
+			continue
+		}
+		if call, refused := p.planHeartbeat(h, &rows[i]); refused == nil {
+			calls, idx = append(calls, call), append(idx, i)
+		}
+	}
+	if p.beforeHolderWrite != nil {
+		p.beforeHolderWrite()
+	}
+	return p.asOneBatch(len(hs), idx, func() ([]leaseRow, []error, error) { return p.heartbeatBatch(ctx, calls) })
 }
+
+// asOneBatch makes a batch statement of the calls of n at indexes idx
+// (none: no statement) and returns each call's lease, nil for a call
+// without a row.
+func (p *Store) asOneBatch(n int, idx []int, batch func() ([]leaseRow, []error, error)) ([]*leaseapi.Lease, error) {
+	out := make([]*leaseapi.Lease, n)
+	if len(idx) == 0 {
+		return out, nil
+	}
+	ls, err := batchLeases(batch())
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range idx {
+		out[i] = ls[k]
+	}
+	return out, nil
+}
+
+// SetBeforeHolderWrite makes the store call f between a heartbeat's or a
+// release's read and its write, so that a test can change the row, or let
+// the clock pass the grant's expiry, in between.
+func (p *Store) SetBeforeHolderWrite(f func()) { p.beforeHolderWrite = f }
 
 // batchLeases is the lease of each row a batch statement answered, nil for
 // a call it refused.
@@ -272,9 +335,18 @@ func (p *Store) SetTicks(ctx context.Context, jobID string, grant, owed *time.Ti
 	})
 }
 
-// ReleaseOnly makes the release statement alone, as a release whose
-// instance stopped before it decided the job's policy leaves it.
+// ReleaseOnly reads, decides and writes a release without deciding the
+// job's policy after it, as a release whose instance stopped before that
+// decision leaves it.
 func (p *Store) ReleaseOnly(ctx context.Context, r *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
-	row, err := p.releaseOne(ctx, &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)})
-	return row.toLease(), err
+	row, err := p.readOne(ctx, &r.JobID)
+	if err != nil {
+		return leaseapi.Lease{}, err
+	}
+	_, completed, err := decide.Release(r, row.toLease())
+	if err != nil {
+		return leaseapi.Lease{}, err
+	}
+	w, err := p.releaseOne(ctx, &releaseCall{jobID: r.JobID, version: row.Version, outcome: string(r.Outcome), completed: nullableTime(completed)})
+	return w.toLease(), err
 }

@@ -9,9 +9,9 @@ package postgres
 // checker. The default build contains none of this file.
 //
 // A mutant is a statementParts with one part broken, chosen once, when the
-// store opens (statements): a heartbeat or echo statement built by the same
-// functions from another part, or a wrong fact fed to the acquire's
-// decision. No production code is edited, so no reformatting of a query
+// store opens (statements): an echo statement built by the same functions
+// from another part, or a wrong fact fed to the decision of an acquire or
+// a heartbeat. No production code is edited, so no reformatting of a query
 // can turn a mutant into a no-op; TestMutantStatements checks that each
 // mutant differs from production where the mutant says it does.
 //
@@ -46,11 +46,12 @@ var mutantParts = map[string]func() *statementParts{
 		return &p
 	},
 	// Heartbeat without the fencing check: any caller extends the lease
-	// while it is held.
+	// while it is held (the grant read looks like the caller's to the
+	// decision).
 	"M2": func() *statementParts {
 		p := productionParts
-		p.fence = func(owner, token string) string {
-			return owner + `::text IS NOT NULL AND ` + token + `::bigint IS NOT NULL`
+		p.heartbeatFacts = func(h *leaseapi.HeartbeatParams, r *leaseRow) {
+			r.Owner, r.Token = h.Owner, h.Token
 		}
 		return &p
 	},

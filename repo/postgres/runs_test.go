@@ -228,8 +228,9 @@ func TestPostgresRunRows(t *testing.T) {
 		}
 		r1 := must("releases")(b.batched.ReleaseBatch(ctx, releases(g1, leaseapi.OutcomeSucceeded)))
 		g2 := must("grants after release")(b.batched.AcquireAsOneBatch(ctx, params(&tick2)))
-		// A stale release (of g1[0]) goes in a batch with the right
-		// releases of the other jobs; job 0 is then released alone.
+		// A stale release (of g1[0]) is refused by its decision, the right
+		// releases of the other jobs go as one batch; job 0 is then
+		// released alone.
 		rs := releases(g2, leaseapi.OutcomeFailed)
 		rs[0] = releases(g1[:1], leaseapi.OutcomeSucceeded)[0]
 		r2, err := b.batched.ReleaseBatch(ctx, rs)

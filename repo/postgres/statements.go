@@ -3,17 +3,14 @@ package postgres
 import (
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/repo/decide"
-	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
-// statementParts are the parts of the heartbeat and echo statements that a
-// chaos mutant replaces (mutants_chaos.go); every ordinary build uses
-// productionParts. A mutant is thus a whole statement set built by the same
-// functions from other parts, chosen when the store opens: no statement
-// text is edited.
+// statementParts are the parts of the echo statement and of the facts
+// decisions are made on that a chaos mutant replaces (mutants_chaos.go);
+// every ordinary build uses productionParts. A mutant is thus a whole
+// statement set built by the same functions from other parts, chosen when
+// the store opens: no statement text is edited.
 type statementParts struct {
-	// fence is the heartbeat's test that the caller holds the grant.
-	fence func(owner, token string) string
 	// echoLock is the durable echo's locking clause (durableEcho), which
 	// makes its transaction write WAL and so wait for the synchronous
 	// standby.
@@ -21,6 +18,9 @@ type statementParts struct {
 	// facts, when not nil, changes the row an acquire is decided on (a
 	// mutant's wrong fact; Store.facts).
 	facts func(*leaseapi.AcquireParams, *leaseRow)
+	// heartbeatFacts, when not nil, changes the row a heartbeat is
+	// decided on (Store.heartbeatFacts).
+	heartbeatFacts func(*leaseapi.HeartbeatParams, *leaseRow)
 	// groupFacts, when not nil, changes the group a grant in it is
 	// decided on (Store.groupFacts).
 	groupFacts func(*decide.GroupFacts)
@@ -29,43 +29,7 @@ type statementParts struct {
 	policyDecision func(read leaseapi.PolicyState, d *decide.PolicyDecision)
 }
 
-var productionParts = statementParts{
-	fence:    func(owner, token string) string { return `l.owner = ` + owner + ` AND l.token = ` + token },
-	echoLock: ` FOR KEY SHARE`,
-}
-
-// heartbeat extends a held grant whose owner and token match (fence); a
-// NULL ttl keeps the grant's. The clock in the WHERE is re-read if the row
-// was changed while this statement waited for its lock. The single
-// statement reads its call from parameters; the batched one locks its rows
-// first, in job id order, by the locked CTE (an UPDATE takes its row locks
-// in the order its join yields the rows, which the planner chooses), and
-// joins each row to its own input row.
-func (p statementParts) heartbeat(batched bool) string {
-	with, from, where, owner, token, ttl := ``, ``, `l.job_id = $1`, `$2`, `$3`, `$4::bigint`
-	if batched {
-		with = `
-WITH input AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS i(in_job_id, in_owner, in_token, in_ttl_ms)
-), locked AS (
-	SELECT l.job_id FROM leases AS l JOIN input AS i ON l.job_id = i.in_job_id
-	ORDER BY l.job_id
-	FOR NO KEY UPDATE OF l
-)`
-		from = `
-FROM input AS i`
-		where = `l.job_id IN (SELECT job_id FROM locked) AND l.job_id = i.in_job_id`
-		owner, token, ttl = `i.in_owner`, `i.in_token`, `i.in_ttl_ms`
-	}
-	return with + `
-UPDATE leases AS l SET (renewed_at, expires_at, ttl_ms) = (
-	SELECT c.now, c.now + t.ms * interval '1 millisecond', t.ms
-	FROM (SELECT clock_timestamp() AS now) AS c, (SELECT COALESCE(` + ttl + `, l.ttl_ms) AS ms) AS t
-)` + from + `
-WHERE ` + where + ` AND ` + p.fence(owner, token) + `
-	AND ` + stores.HeldAt(`clock_timestamp()`) + `
-RETURNING ` + leaseColumns
-}
+var productionParts = statementParts{echoLock: ` FOR KEY SHARE`}
 
 // durableEcho reads a lease, like getQuery, in a transaction whose commit
 // waits for the synchronous standby: the answer a store with replicated
@@ -87,12 +51,13 @@ func (p statementParts) durableEcho() string {
 // statementSet are the hot statements a store chooses once, when it opens
 // (statements: production, or a chaos mutant's under -tags chaos_mutants).
 type statementSet struct {
-	heartbeat, batchHeartbeat string
 	// durableEcho is the read of an echo with replicated durability; with
 	// local durability the store reads echoes with getQuery (Store.echo).
 	durableEcho string
-	// facts, groupFacts and policyDecision are statementParts'.
+	// facts, heartbeatFacts, groupFacts and policyDecision are
+	// statementParts'.
 	facts          func(*leaseapi.AcquireParams, *leaseRow)
+	heartbeatFacts func(*leaseapi.HeartbeatParams, *leaseRow)
 	groupFacts     func(*decide.GroupFacts)
 	policyDecision func(read leaseapi.PolicyState, d *decide.PolicyDecision)
 }
@@ -100,10 +65,9 @@ type statementSet struct {
 // build is the statement set of parts p.
 func (p statementParts) build() statementSet {
 	return statementSet{
-		heartbeat:      p.heartbeat(false),
-		batchHeartbeat: p.heartbeat(true),
 		durableEcho:    p.durableEcho(),
 		facts:          p.facts,
+		heartbeatFacts: p.heartbeatFacts,
 		groupFacts:     p.groupFacts,
 		policyDecision: p.policyDecision,
 	}

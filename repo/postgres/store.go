@@ -22,10 +22,10 @@ import (
 )
 
 // Store is the lease store on PostgreSQL; the database clock is the only
-// clock. An acquire and a revocation read the row, decide in Go and write
-// conditionally (acquire.go); a heartbeat and a release are one statement
-// each. Concurrent acquire reads and grants, heartbeats and releases of
-// different jobs share one statement per kind (batch.go).
+// clock. An acquire, a heartbeat, a release and a revocation read the row,
+// decide in Go and write conditionally (acquire.go, holder.go). Concurrent
+// reads, grants, heartbeats and releases of different jobs share one
+// statement per kind (batch.go).
 type Store struct {
 	db         *sqlx.DB
 	guard      *guard     // of every connection (guard.go)
@@ -56,6 +56,9 @@ type Store struct {
 	// facts, when not nil, changes the row an acquire is decided on
 	// before the decision: a chaos mutant's wrong fact (mutants_chaos.go).
 	facts func(*leaseapi.AcquireParams, *leaseRow)
+	// heartbeatFacts, when not nil, changes the row a heartbeat is
+	// decided on: a chaos mutant's wrong fact.
+	heartbeatFacts func(*leaseapi.HeartbeatParams, *leaseRow)
 	// groupFacts, when not nil, changes the group a grant in it is
 	// decided on: a chaos mutant's wrong fact.
 	groupFacts func(*decide.GroupFacts)
@@ -65,6 +68,9 @@ type Store struct {
 	// read and its write, so that a test can change the row in between;
 	// it is set only by tests.
 	beforeAcquireWrite func()
+	// beforeHolderWrite, when not nil, is called between a heartbeat's or
+	// a release's read and its write; it is set only by tests.
+	beforeHolderWrite func()
 	// beforeSweepWrite, when not nil, is called between a sweep's read
 	// and its write (decideJobs), so that a test can change the rows in
 	// between; it is set only by tests.
@@ -167,7 +173,7 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 	}
 	p := &Store{db: db, guard: connector.g, durability: durability, migrations: provider, logger: logger, q: q, echo: echo,
 		observer: stores.OrNoObserver(cfg.Observer), stmts: make(map[string]*sqlx.Stmt), maxAhead: stores.MaxTickAhead(cfg.MaxTickAhead),
-		naive: v.naive, facts: q.facts, groupFacts: q.groupFacts}
+		naive: v.naive, facts: q.facts, heartbeatFacts: q.heartbeatFacts, groupFacts: q.groupFacts}
 	if durability == DurabilityReplicated {
 		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
@@ -443,153 +449,6 @@ func sendAll[P, R any](ctx context.Context, b *batcher[P, R], one func(context.C
 	return rows, errs
 }
 
-// Heartbeat extends a held lease. See leaseapi.Store.
-func (p *Store) Heartbeat(ctx context.Context, h *leaseapi.HeartbeatParams) (leaseapi.Lease, error) {
-	if err := h.Validate(); err != nil {
-		return leaseapi.Lease{}, err
-	}
-	row, err := send(ctx, p.heartbeats, p.heartbeatOne, newHeartbeatCall(h))
-	return p.heartbeatAnswer(ctx, h, row, err)
-}
-
-// HeartbeatBatch extends each held lease of hs. See leaseapi.Batching.
-func (p *Store) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatParams) []leaseapi.Answer {
-	out := make([]leaseapi.Answer, len(hs))
-	var calls []*heartbeatCall
-	var sent []int
-	for i, h := range hs {
-		if out[i].Err = h.Validate(); out[i].Err == nil {
-			calls, sent = append(calls, newHeartbeatCall(h)), append(sent, i)
-		}
-	}
-	rows, errs := sendAll(ctx, p.heartbeats, p.heartbeatOne, calls)
-	for k, i := range sent {
-		out[i].Lease, out[i].Err = p.heartbeatAnswer(ctx, hs[i], rows[k], errs[k])
-	}
-	return out
-}
-
-func newHeartbeatCall(h *leaseapi.HeartbeatParams) *heartbeatCall {
-	return &heartbeatCall{jobID: h.JobID, owner: h.Owner, token: h.Token,
-		ttlMs: sql.NullInt64{Int64: h.TTL.Milliseconds(), Valid: h.TTL > 0}}
-}
-
-// heartbeatAnswer is the answer to the heartbeat h whose statement
-// returned row, err: the lease, or when no live grant matched, why.
-func (p *Store) heartbeatAnswer(ctx context.Context, h *leaseapi.HeartbeatParams, row leaseRow, err error) (leaseapi.Lease, error) {
-	if err == nil {
-		return row.toLease(), nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return leaseapi.Lease{}, interpretError(fmt.Sprintf("heartbeat %q", h.JobID), err)
-	}
-	cur, err := p.boundedGet(ctx, h.JobID)
-	if err != nil {
-		return leaseapi.Lease{}, fmt.Errorf("heartbeat %q: %w", h.JobID, err)
-	}
-	return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
-}
-
-// heartbeatOne makes one heartbeat with the single statement.
-func (p *Store) heartbeatOne(ctx context.Context, h *heartbeatCall) (leaseRow, error) {
-	var row leaseRow
-	err := p.scanPrepared(ctx, p.q.heartbeat, h.args(), row.fields()...)
-	return row, err
-}
-
-// policyDue is what a statement that ends a run writes to the lease's
-// policy_due_at: the statement's clock when the job has a policy, so that
-// its policy is decided (at once by the release, else by the sweep), and
-// otherwise what it was (NULL).
-const policyDue = `CASE WHEN l.alert_status IS NOT NULL THEN c.now ELSE l.policy_due_at END`
-
-// releaseQuery ends the grant whose owner and token match, held or expired
-// but neither released nor revoked, and closes its run (releasedRun). On
-// success with a tick, the tick becomes the last completed one unless a
-// newer one already is.
-const releaseQuery = `
-WITH released AS (
-UPDATE leases AS l SET (released_at, expires_at, last_outcome, last_completed_tick, policy_due_at) = (
-	SELECT c.now, c.now, $4::text,
-		CASE WHEN $4::text = 'succeeded' THEN GREATEST(l.last_completed_tick, l.tick) ELSE l.last_completed_tick END,
-		` + policyDue + `
-	FROM (SELECT clock_timestamp() AS now) AS c
-)
-WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
-RETURNING ` + leaseColumns + `
-)` + releasedRun + `SELECT * FROM released`
-
-// releasedRun closes the run of a release in the release statement. The
-// UPDATE wrote only a row version its snapshot sees (or a newer one that
-// still passed its WHERE), so the grant it releases, and that grant's run,
-// are in the snapshot. The run is reached through ON CONFLICT on its unique
-// key (job_id, token), which always probes that index, rather than through
-// a join whose generic plan, made on a fresh database, could scan runs.
-// A run that ended already is left as it is.
-const releasedRun = `, run AS (
-	INSERT INTO runs AS r (job_id, token, owner, tick, started_at, timeline, trigger, triggered_by, outcome, ended_at)
-	SELECT job_id, token, owner, tick, acquired_at, timeline, grant_trigger, grant_triggered_by, last_outcome, released_at
-	FROM released
-	ON CONFLICT (job_id, token) DO UPDATE SET (outcome, ended_at) = (EXCLUDED.outcome, EXCLUDED.ended_at)
-	WHERE r.ended_at IS NULL
-)
-`
-
-// Release ends the holder's grant. See leaseapi.Store.
-func (p *Store) Release(ctx context.Context, r *leaseapi.ReleaseParams) (leaseapi.Lease, error) {
-	if err := r.Validate(); err != nil {
-		return leaseapi.Lease{}, err
-	}
-	call := &releaseCall{jobID: r.JobID, owner: r.Owner, token: r.Token, outcome: string(r.Outcome)}
-	row, err := send(ctx, p.releases, p.releaseOne, call)
-	if err == nil {
-		l := row.toLease()
-		p.observer.RunFinished(r.Outcome, l.ReleasedAt.Sub(l.AcquiredAt))
-		if l.AlertStatus != "" {
-			// Decide the job's policy now; should that fail, the
-			// release's mark leaves it due for the sweep. The answer
-			// stays the released grant, with what the decision shows of
-			// the job's policy: the decision runs in a transaction of its
-			// own, and the lease it reads may already be another's grant.
-			shown, ok, err := bounded2(ctx, func(ctx context.Context) (leaseapi.Lease, bool, error) { return p.decidePolicyNow(ctx, r.JobID) })
-			if err == nil && ok {
-				l.AlertStatus, l.AlertReasons = shown.AlertStatus, shown.AlertReasons
-			}
-		}
-		return l, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return leaseapi.Lease{}, interpretError(fmt.Sprintf("release %q", r.JobID), err)
-	}
-	cur, err := p.boundedGet(ctx, r.JobID)
-	if err != nil {
-		return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
-	}
-	// The statement wrote nothing: a retried release (decide.Release's
-	// echo), or lease_lost.
-	if echo, _, _ := decide.Release(r, cur); !echo {
-		return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
-	}
-	if p.echo != getQuery {
-		// Answered 200: read it again so that the answer waits until the
-		// release is durable (durableEcho).
-		if cur, err = bounded(ctx, func(ctx context.Context) (leaseapi.Lease, error) { return p.echoGet(ctx, r.JobID) }); err != nil {
-			return leaseapi.Lease{}, fmt.Errorf("release %q: %w", r.JobID, err)
-		}
-		if echo, _, _ := decide.Release(r, cur); !echo {
-			return leaseapi.Lease{}, &leaseapi.ConflictError{Err: leaseapi.ErrLeaseLost, Lease: cur}
-		}
-	}
-	return cur, nil // a retried release: nothing changes
-}
-
-// releaseOne makes one release with the single statement.
-func (p *Store) releaseOne(ctx context.Context, r *releaseCall) (leaseRow, error) {
-	var row leaseRow
-	err := p.scanPrepared(ctx, releaseQuery, []any{r.jobID, r.owner, r.token, r.outcome}, row.fields()...)
-	return row, err
-}
-
 // revokeQuery force-releases the held grant read as version $5 (token $7)
 // with the token $2 of WAL timeline $3 (decide.TokenAfter), so that the
 // old holder's token is stale, and closes its run as revoked by $4; $6 is
@@ -795,20 +654,43 @@ func (p *Store) List(ctx context.Context, lp *leaseapi.ListParams) (leaseapi.Lea
 	})
 }
 
-// runsQuery reads a job's history newest first. A run still marked running
-// whose grant has expired is shown as expired, ending at its expiry: the
-// row itself is closed when a grant takes over.
-var runsQuery = `
-SELECT r.id, r.token, r.owner, r.tick, r.started_at, r.revoked_by, r.trigger, r.triggered_by,
-	r.group_name, r.slot, r.slot_token, r.group_full,
-	CASE WHEN r.outcome = 'running' AND s.expired THEN l.expires_at ELSE r.ended_at END AS ended_at,
-	CASE WHEN r.outcome = 'running' AND s.expired THEN 'expired' ELSE r.outcome END AS outcome
+// runsQuery reads a job's history newest first, each run with the job's
+// lease as the read sees it (runGrantRow) and the read's clock, so that a
+// run is shown as the domain sees it (leaseapi.Run.ShowExpiry).
+const runsQuery = `
+SELECT r.id, r.token, r.owner, r.tick, r.started_at, r.ended_at, r.outcome, r.revoked_by, r.trigger, r.triggered_by,
+	r.group_name, r.slot, r.slot_token, r.group_full, ` + runGrantColumns + `, c.now AS db_now
 FROM leases AS l
-	CROSS JOIN LATERAL (SELECT ` + stores.ExpiredAt(`clock_timestamp()`) + ` AS expired) AS s
+	CROSS JOIN (SELECT clock_timestamp() AS now) AS c
 	JOIN runs AS r ON r.job_id = l.job_id
 WHERE l.job_id = $1
 ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC
 LIMIT $2`
+
+// runGrantColumns are runGrantRow's: the lease l of a run's job.
+const runGrantColumns = `l.token AS lease_token, l.expires_at AS lease_expires_at, l.released_at AS lease_released_at,
+	l.revoked_at IS NOT NULL AS lease_revoked`
+
+// runGrantRow is, beside a run read for the run history, its job's lease
+// as the read saw it: its grant's token, expiry and end. All NULL when the
+// read did not join the lease.
+type runGrantRow struct {
+	LeaseToken      sql.NullInt64 `db:"lease_token"`
+	LeaseExpiresAt  sql.NullTime  `db:"lease_expires_at"`
+	LeaseReleasedAt sql.NullTime  `db:"lease_released_at"`
+	LeaseRevoked    sql.NullBool  `db:"lease_revoked"`
+}
+
+// lease is g as leaseapi.Run.ShowExpiry needs it, its state at now; nil
+// without a lease.
+func (g *runGrantRow) lease(now time.Time) *leaseapi.Lease {
+	if !g.LeaseToken.Valid {
+		return nil
+	}
+	l := leaseapi.Lease{Token: g.LeaseToken.Int64, ExpiresAt: g.LeaseExpiresAt.Time.UTC(), ReleasedAt: nullTime(g.LeaseReleasedAt)}
+	l.SetState(g.LeaseRevoked.Bool, now)
+	return &l
+}
 
 type runRow struct {
 	ID        int64          `db:"id"`
@@ -828,11 +710,15 @@ type runRow struct {
 	Slot      sql.NullInt64  `db:"slot"`
 	SlotToken sql.NullInt64  `db:"slot_token"`
 	GroupFull bool           `db:"group_full"`
+	// The job's lease and the clock of the read.
+	runGrantRow
+	Now time.Time `db:"db_now"`
 }
 
-// run is the row as the domain sees it, a run of jobID.
+// run is the row as the domain sees it, a run of jobID, shown beside the
+// job's lease as read (leaseapi.Run.ShowExpiry).
 func (r *runRow) run(jobID string) leaseapi.Run {
-	return leaseapi.Run{
+	run := leaseapi.Run{
 		JobID:       jobID,
 		Token:       r.Token.Int64,
 		Owner:       r.Owner.String,
@@ -848,6 +734,8 @@ func (r *runRow) run(jobID string) leaseapi.Run {
 		SlotToken:   r.SlotToken.Int64,
 		GroupFull:   r.GroupFull,
 	}
+	run.ShowExpiry(r.lease(r.Now))
+	return run
 }
 
 // Runs returns a job's run history. See leaseapi.Store.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/leaseapi/leaseapi"
 )
@@ -225,5 +226,58 @@ func testRecentRuns(t *testing.T, b *bundle) {
 	page, err := b.store.RecentRuns(ctx, &leaseapi.RecentRunsParams{Prefix: b.prefix, After: &last, Limit: 10})
 	if err != nil || len(page.Runs) != 0 || page.More {
 		t.Errorf("RecentRuns after the last run: got %d runs, more %v, err %v; want none", len(page.Runs), page.More, err)
+	}
+}
+
+// testRunsShowExpiry: a run still marked running is shown as its job's
+// lease, read with it, shows its grant (leaseapi.Run.ShowExpiry): running
+// while the grant is held, expired at the grant's expiry once it has
+// expired with nobody taking over; in a job's history and in the recent
+// runs alike, where the outcome filter keeps exactly the runs so shown,
+// page by page, also when the runs of the other outcome fill a page of
+// the runs still marked running.
+func testRunsShowExpiry(t *testing.T, b *bundle) {
+	a := b.owner("a")
+	const pairs = 4
+	var held, expired []string
+	for i := range pairs {
+		h, e := b.job(fmt.Sprintf("%d-held", i)), b.job(fmt.Sprintf("%d-expired", i))
+		held, expired = append(held, h), append(expired, e)
+		b.acquire(t, leaseapi.AcquireParams{JobID: h, Owner: a, TTL: longTTL})
+		b.acquire(t, leaseapi.AcquireParams{JobID: e, Owner: a, TTL: shortTTL})
+	}
+	for _, job := range expired {
+		b.waitForState(t, job, leaseapi.StateExpired)
+	}
+	want := map[leaseapi.Outcome][]string{}
+	for _, job := range slices.Concat(held, expired) {
+		lease := b.get(t, job)
+		runs := b.runs(t, job, 10)
+		if len(runs) != 1 || runs[0].Token != lease.Token {
+			t.Fatalf("Runs(%s): got %+v, want the one run of token %d", job, runs, lease.Token)
+		}
+		r := runs[0]
+		wantOutcome, wantEnd := leaseapi.OutcomeRunning, (*time.Time)(nil)
+		if lease.State == leaseapi.StateExpired {
+			wantOutcome, wantEnd = leaseapi.OutcomeExpired, &lease.ExpiresAt
+		}
+		if r.Outcome != wantOutcome || !equalTimePtr(r.EndedAt, wantEnd) {
+			t.Errorf("Runs(%s) beside a lease %s until %s: got outcome %s ended %s, want %s ended %s",
+				job, lease.State, fmtTime(&lease.ExpiresAt), r.Outcome, fmtTime(r.EndedAt), wantOutcome, fmtTime(wantEnd))
+		}
+		want[wantOutcome] = append(want[wantOutcome], runID(r))
+	}
+	for _, o := range []leaseapi.Outcome{leaseapi.OutcomeRunning, leaseapi.OutcomeExpired} {
+		slices.Sort(want[o])
+		for _, limit := range []int{1, 2, 3, 100} {
+			var got []string
+			for _, r := range b.recentRunsAll(t, leaseapi.RecentRunsParams{Outcomes: []leaseapi.Outcome{o}, Prefix: b.prefix, Limit: limit}) {
+				got = append(got, runID(r.Run))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want[o]) || len(got) != pairs {
+				t.Errorf("RecentRuns %s, limit %d: got %q, want %q", o, limit, got, want[o])
+			}
+		}
 	}
 }

@@ -12,47 +12,38 @@ import (
 	"github.com/leaseapi/leaseapi/repo/internal/stores"
 )
 
-// recentRunsBranch reads at most a page ($7) of the runs whose
-// stored outcome is OUTCOME, when OUTCOME is one of $6 (a JSON array),
+// recentRunsBranch reads at most a page ($6) of the runs whose
+// stored outcome is OUTCOME, when OUTCOME is one of $5 (a JSON array),
 // from runs_outcome_at_idx, newest first, after the cursor ($1, $2) and
 // within the prefix's range [$3, $4).
 const recentRunsBranch = `SELECT * FROM (
 	SELECT r.id, r.job_id, r.token, r.owner, r.tick, r.started_at, r.ended_at, r.outcome, r.revoked_by,
 		COALESCE(r.started_at, r.tick) AS at
 	FROM runs AS r
-	WHERE r.outcome = 'OUTCOME' AND 'OUTCOME' IN (SELECT value FROM json_each($6))
+	WHERE r.outcome = 'OUTCOME' AND 'OUTCOME' IN (SELECT value FROM json_each($5))
 		AND (COALESCE(r.started_at, r.tick), r.id) < ($1, $2)
 		AND r.job_id >= $3 AND r.job_id < $4
 	ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC
-	LIMIT $7)`
+	LIMIT $6)`
 
-// runExpired: the grant of a run still marked running (l) is
-// neither released nor revoked and has expired at $5.
-var runExpired = stores.ExpiredAt(`$5`)
+// recentRunningQuery reads at most a page ($5) of the runs still marked
+// running, newest first, after the cursor ($1, $2) within the prefix's
+// range [$3, $4), each with its job's lease, which shows it running or
+// expired (leaseapi.Run.ShowExpiry).
+const recentRunningQuery = `
+SELECT r.id, r.job_id, r.token, r.owner, r.tick, r.started_at, r.ended_at, r.outcome, r.revoked_by,
+	COALESCE(r.started_at, r.tick) AS at, ` + runGrantColumns + `
+FROM runs AS r LEFT JOIN leases AS l ON l.job_id = r.job_id
+WHERE r.outcome = 'running'
+	AND (COALESCE(r.started_at, r.tick), r.id) < ($1, $2)
+	AND r.job_id >= $3 AND r.job_id < $4
+ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC
+LIMIT $5`
 
-// recentRunningBranch reads, when $9, at most a page of the runs
-// still marked running, as the other branches do. One whose grant has
-// expired is shown as expired, ending at the grant's expiry, as Runs
-// shows it; only those whose outcome, so computed, is one of $8 (a JSON
-// array) are kept.
-var recentRunningBranch = `SELECT * FROM (
-	SELECT r.id, r.job_id, r.token, r.owner, r.tick, r.started_at,
-		CASE WHEN ` + runExpired + ` THEN l.expires_at ELSE r.ended_at END AS ended_at,
-		CASE WHEN ` + runExpired + ` THEN 'expired' ELSE r.outcome END AS outcome,
-		r.revoked_by, COALESCE(r.started_at, r.tick) AS at
-	FROM runs AS r
-		JOIN leases AS l ON l.job_id = r.job_id AND l.token = r.token
-	WHERE $9 AND r.outcome = 'running'
-		AND (COALESCE(r.started_at, r.tick), r.id) < ($1, $2)
-		AND r.job_id >= $3 AND r.job_id < $4
-		AND CASE WHEN ` + runExpired + ` THEN 'expired' ELSE r.outcome END IN (SELECT value FROM json_each($8))
-	ORDER BY COALESCE(r.started_at, r.tick) DESC, r.id DESC
-	LIMIT $7)`
-
-// recentRunsQuery reads one page of the runs of every job: a branch
-// per outcome (Store has no LATERAL, so they are spelled out), each
-// reading at most a page, merged newest first by
-// (COALESCE(started_at, tick), id).
+// recentRunsQuery reads the newest runs of the finished outcomes asked
+// for: a branch per outcome (Store has no LATERAL, so they are spelled
+// out), each reading at most a page, merged newest first by
+// (COALESCE(started_at, tick), id) into one page.
 var recentRunsQuery = func() string {
 	var branches []string
 	for _, o := range stores.RunOutcomes {
@@ -60,18 +51,32 @@ var recentRunsQuery = func() string {
 			branches = append(branches, strings.ReplaceAll(recentRunsBranch, "OUTCOME", string(o)))
 		}
 	}
-	branches = append(branches, recentRunningBranch)
 	return `SELECT id, job_id, token, owner, tick, started_at, ended_at, outcome, revoked_by, at FROM (
 ` + strings.Join(branches, "\nUNION ALL\n") + `)
 ORDER BY at DESC, id DESC
-LIMIT $7`
+LIMIT $6`
 }()
 
 type recentRunRow struct {
-	ID int64 `db:"id"`
 	runRow
 	JobID string `db:"job_id"`
 	At    int64  `db:"at"`
+}
+
+// recentRun is r as the domain sees it at now, with its key.
+func (r *recentRunRow) recentRun(now int64) leaseapi.RecentRun {
+	run := leaseapi.Run{
+		JobID:     r.JobID,
+		Token:     r.Token.Int64,
+		Owner:     r.Owner.String,
+		Tick:      fromNullMs(r.Tick),
+		StartedAt: fromNullMs(r.StartedAt),
+		EndedAt:   fromNullMs(r.EndedAt),
+		Outcome:   leaseapi.Outcome(r.Outcome),
+		RevokedBy: r.RevokedBy.String,
+	}
+	run.ShowExpiry(r.lease(now))
+	return leaseapi.RecentRun{Run: run, Key: leaseapi.RunKey{At: fromMs(r.At), ID: r.ID}}
 }
 
 // RecentRuns returns one page of the runs of every job. See leaseapi.Store.
@@ -79,11 +84,7 @@ func (s *Store) RecentRuns(ctx context.Context, p *leaseapi.RecentRunsParams) (l
 	if err := p.Validate(); err != nil {
 		return leaseapi.RunPage{}, err
 	}
-	want, finished, running := stores.RecentRunOutcomes(p)
-	wantJSON, err := json.Marshal(want)
-	if err != nil {
-		return leaseapi.RunPage{}, err
-	}
+	finished, running, _ := stores.RecentRunOutcomes(p)
 	finishedJSON, err := json.Marshal(finished)
 	if err != nil {
 		return leaseapi.RunPage{}, err
@@ -96,31 +97,37 @@ func (s *Store) RecentRuns(ctx context.Context, p *leaseapi.RecentRunsParams) (l
 	// Every job id character sorts below '~': [prefix, prefix+"~") holds
 	// exactly the ids that start with prefix.
 	start, end := p.Prefix, p.Prefix+"~"
+	n := p.Limit + 1
 	return transact(ctx, s, "recent runs", s.readTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.RunPage, error) {
 		var rows []recentRunRow
-		if err := tx.SelectContext(ctx, &rows, recentRunsQuery,
-			at, id, start, end, now, string(finishedJSON), p.Limit+1, string(wantJSON), running); err != nil {
+		if err := tx.SelectContext(ctx, &rows, recentRunsQuery, at, id, start, end, string(finishedJSON), n); err != nil {
 			return leaseapi.RunPage{}, err
 		}
-		page := leaseapi.RunPage{Runs: make([]leaseapi.RecentRun, 0, min(len(rows), p.Limit)), Now: fromMs(now)}
-		if len(rows) > p.Limit {
-			page.More, rows = true, rows[:p.Limit]
+		done := make([]leaseapi.RecentRun, len(rows))
+		for i := range rows {
+			done[i] = rows[i].recentRun(now)
 		}
-		for _, r := range rows {
-			page.Runs = append(page.Runs, leaseapi.RecentRun{
-				Run: leaseapi.Run{
-					JobID:     r.JobID,
-					Token:     r.Token.Int64,
-					Owner:     r.Owner.String,
-					Tick:      fromNullMs(r.Tick),
-					StartedAt: fromNullMs(r.StartedAt),
-					EndedAt:   fromNullMs(r.EndedAt),
-					Outcome:   leaseapi.Outcome(r.Outcome),
-					RevokedBy: r.RevokedBy.String,
-				},
-				Key: leaseapi.RunKey{At: fromMs(r.At), ID: r.ID},
-			})
+		readRunning := func(at, id int64) ([]leaseapi.RecentRun, error) {
+			var rows []recentRunRow
+			if err := tx.SelectContext(ctx, &rows, recentRunningQuery, at, id, start, end, n); err != nil {
+				return nil, err
+			}
+			open := make([]leaseapi.RecentRun, len(rows))
+			for i := range rows {
+				open[i] = rows[i].recentRun(now)
+			}
+			return open, nil
 		}
-		return page, nil
+		var open []leaseapi.RecentRun
+		if running {
+			if open, err = readRunning(at, id); err != nil {
+				return leaseapi.RunPage{}, err
+			}
+		}
+		page, err := stores.RecentRunPage(p, done, open, func(after leaseapi.RunKey) ([]leaseapi.RecentRun, error) {
+			return readRunning(after.At.UnixMilli(), after.ID)
+		})
+		page.Now = fromMs(now)
+		return page, err
 	})
 }

@@ -788,19 +788,16 @@ func (s *Store) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (lea
 		return leaseapi.Lease{}, err
 	}
 	op := fmt.Sprintf("heartbeat %q", p.JobID)
-	ttl := p.TTL.Milliseconds()
 	return transact(ctx, s, op, s.writeTx, func(ctx context.Context, tx *sqlx.Tx, now int64) (leaseapi.Lease, error) {
 		cur, err := selectLease(ctx, tx, p.JobID)
 		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		if err := decide.Heartbeat(p, cur.lease(now)); err != nil {
+		plan, err := decide.PlanHeartbeat(p, cur.lease(now))
+		if err != nil {
 			return leaseapi.Lease{}, err
 		}
-		ttl := ttl
-		if ttl == 0 {
-			ttl = cur.TTLMs // keep the grant's TTL
-		}
+		ttl := plan.TTL.Milliseconds()
 		row, err := writeLease(ctx, tx, extendQuery, p.JobID, p.Owner, p.Token, ttl, now, now+ttl)
 		if err != nil {
 			return leaseapi.Lease{}, err
@@ -809,10 +806,11 @@ func (s *Store) Heartbeat(ctx context.Context, p *leaseapi.HeartbeatParams) (lea
 	})
 }
 
-// releaseQuery ends the grant: releasedAt = expiresAt = now.
+// releaseQuery ends the grant read (decide.Release decided it, under
+// the write lock): releasedAt = expiresAt = now.
 const releaseQuery = `
-UPDATE leases AS l SET released_at = $4, expires_at = $4, last_outcome = $5, last_completed_tick = $6
-WHERE job_id = $1 AND owner = $2 AND token = $3 AND ` + stores.GrantOpen + `
+UPDATE leases SET released_at = $4, expires_at = $4, last_outcome = $5, last_completed_tick = $6
+WHERE job_id = $1 AND owner = $2 AND token = $3
 RETURNING ` + leaseColumns
 
 // Release ends the holder's grant. See leaseapi.Store.
@@ -1014,16 +1012,42 @@ type runRow struct {
 	Slot      sql.NullInt64  `db:"slot"`
 	SlotToken sql.NullInt64  `db:"slot_token"`
 	GroupFull bool           `db:"group_full"`
+	// The job's lease, when the read joined it (the recent runs).
+	runGrantRow
 }
 
-// runsOf are rows, runs of jobID, as the domain sees them at now: the
-// current grant's run is closed when a grant takes over, and until then an
-// expired one is shown as ended at its expiry.
+// runGrantColumns are runGrantRow's: the lease l of a run's job.
+const runGrantColumns = `l.token AS lease_token, l.expires_at AS lease_expires_at, l.released_at AS lease_released_at,
+	l.revoked_at IS NOT NULL AS lease_revoked`
+
+// runGrantRow is, beside a run read for the run history, its job's lease
+// as the read saw it: its grant's token, expiry and end. All NULL when the
+// read did not join the lease.
+type runGrantRow struct {
+	LeaseToken      sql.NullInt64 `db:"lease_token"`
+	LeaseExpiresAt  sql.NullInt64 `db:"lease_expires_at"`
+	LeaseReleasedAt sql.NullInt64 `db:"lease_released_at"`
+	LeaseRevoked    sql.NullBool  `db:"lease_revoked"`
+}
+
+// lease is g as leaseapi.Run.ShowExpiry needs it, its state at now; nil
+// without a lease.
+func (g *runGrantRow) lease(now int64) *leaseapi.Lease {
+	if !g.LeaseToken.Valid {
+		return nil
+	}
+	l := leaseapi.Lease{Token: g.LeaseToken.Int64, ExpiresAt: fromMs(g.LeaseExpiresAt.Int64), ReleasedAt: fromNullMs(g.LeaseReleasedAt)}
+	l.SetState(g.LeaseRevoked.Bool, fromMs(now))
+	return &l
+}
+
+// runsOf are rows, runs of jobID, as the domain sees them beside the
+// job's lease cur at now (leaseapi.Run.ShowExpiry).
 func runsOf(jobID string, rows []runRow, cur *leaseRow, now int64) []leaseapi.Run {
-	expired := !cur.ReleasedAt.Valid && !cur.RevokedAt.Valid && cur.ExpiresAt <= now
+	lease := cur.lease(now)
 	runs := make([]leaseapi.Run, len(rows))
 	for i, r := range rows {
-		run := leaseapi.Run{
+		runs[i] = leaseapi.Run{
 			JobID:       jobID,
 			Token:       r.Token.Int64,
 			Owner:       r.Owner.String,
@@ -1039,11 +1063,7 @@ func runsOf(jobID string, rows []runRow, cur *leaseRow, now int64) []leaseapi.Ru
 			SlotToken:   r.SlotToken.Int64,
 			GroupFull:   r.GroupFull,
 		}
-		if run.Outcome == leaseapi.OutcomeRunning && expired && r.Token.Int64 == cur.Token {
-			run.Outcome = leaseapi.OutcomeExpired
-			run.EndedAt = fromNullMs(sql.NullInt64{Int64: cur.ExpiresAt, Valid: true})
-		}
-		runs[i] = run
+		runs[i].ShowExpiry(&lease)
 	}
 	return runs
 }

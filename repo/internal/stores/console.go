@@ -90,22 +90,77 @@ var RunOutcomes = []leaseapi.Outcome{
 	leaseapi.OutcomeExpired, leaseapi.OutcomeRevoked, leaseapi.OutcomeMissed,
 }
 
-// RecentRunOutcomes returns the outcomes a run must have to be listed
-// (every outcome when p names none), those of them that are finished
-// outcomes, stored as they are listed, and whether the runs still marked
-// running must be read: they are listed as running, or as expired once
-// their grant has expired.
-func RecentRunOutcomes(p *leaseapi.RecentRunsParams) (want, finished []string, running bool) {
+// RecentRunOutcomes returns the finished outcomes a run must have to be
+// listed, stored as they are listed (every one when p names none), whether
+// the runs still marked running must be read (they are listed as running,
+// or as expired once their grant has expired: leaseapi.Run.ShowExpiry),
+// and whether only some of those are listed (p names one of running and
+// expired, not both), so that a read of them may keep fewer than it read
+// (RecentRunPage).
+func RecentRunOutcomes(p *leaseapi.RecentRunsParams) (finished []string, running, filtered bool) {
 	outcomes := p.Outcomes
 	if len(outcomes) == 0 {
 		outcomes = RunOutcomes
 	}
 	for _, o := range outcomes {
-		want = append(want, string(o))
 		if o != leaseapi.OutcomeRunning {
 			finished = append(finished, string(o))
 		}
 	}
-	running = slices.Contains(outcomes, leaseapi.OutcomeRunning) || slices.Contains(outcomes, leaseapi.OutcomeExpired)
-	return want, finished, running
+	run, expired := slices.Contains(outcomes, leaseapi.OutcomeRunning), slices.Contains(outcomes, leaseapi.OutcomeExpired)
+	return finished, run || expired, run != expired
+}
+
+// RecentRunPage is the page of p from what a store read at one clock, in
+// one snapshot: finished, the newest runs of the finished outcomes asked
+// for (RecentRunOutcomes), at most p.Limit + 1; running, the newest runs
+// still marked running, as many or fewer (none when they are not asked
+// for), each shown beside its job's lease (leaseapi.Run.ShowExpiry). The
+// running runs whose outcome, so shown, is not asked for are left out;
+// while a full read of them kept fewer than a page, and the runs after it
+// could still be on the page, next reads the next ones after key (in the
+// same snapshot, at the same clock, shown), as many as running held.
+func RecentRunPage(p *leaseapi.RecentRunsParams, finished, running []leaseapi.RecentRun,
+	next func(after leaseapi.RunKey) ([]leaseapi.RecentRun, error)) (leaseapi.RunPage, error) {
+	n := p.Limit + 1
+	finished = slices.Clone(finished)
+	sortRuns(finished)
+	kept := slices.Clone(finished)
+	for {
+		for _, r := range running {
+			if len(p.Outcomes) == 0 || slices.Contains(p.Outcomes, r.Outcome) {
+				kept = append(kept, r)
+			}
+		}
+		if len(running) < n || len(kept)-len(finished) >= n {
+			break
+		}
+		last := running[len(running)-1].Key
+		if len(finished) >= n && finished[n-1].Key.Before(last) {
+			break // every run after last sorts after a page of finished ones
+		}
+		var err error
+		if running, err = next(last); err != nil {
+			return leaseapi.RunPage{}, err
+		}
+	}
+	sortRuns(kept)
+	page := leaseapi.RunPage{Runs: kept}
+	if len(kept) > p.Limit {
+		page.Runs, page.More = kept[:p.Limit], true
+	}
+	return page, nil
+}
+
+// sortRuns sorts runs newest first by their keys (leaseapi.RunKey).
+func sortRuns(runs []leaseapi.RecentRun) {
+	slices.SortFunc(runs, func(a, b leaseapi.RecentRun) int {
+		switch {
+		case a.Key.Before(b.Key):
+			return -1
+		case b.Key.Before(a.Key):
+			return 1
+		}
+		return 0
+	})
 }
