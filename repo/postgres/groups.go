@@ -56,6 +56,7 @@ ON CONFLICT (group_name, slot) DO UPDATE SET (job_id, job_token, slot_token, rev
 type querier interface {
 	QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row
 	QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error)
+	SelectContext(ctx context.Context, dest any, query string, args ...any) error
 }
 
 // readGroup reads group name's facts on q, under the group row's lock

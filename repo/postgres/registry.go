@@ -103,10 +103,6 @@ func (p *Store) Finalize(ctx context.Context, level int, live time.Duration) err
 	return err
 }
 
-type queryer interface {
-	SelectContext(ctx context.Context, dest any, query string, args ...any) error
-}
-
 type instanceRow struct {
 	ID        string    `db:"id"`
 	Host      string    `db:"host"`
@@ -116,7 +112,7 @@ type instanceRow struct {
 	SeenAt    time.Time `db:"seen_at"`
 }
 
-func (p *Store) liveInstances(ctx context.Context, q queryer, live time.Duration) ([]leaseapi.Instance, error) {
+func (p *Store) liveInstances(ctx context.Context, q querier, live time.Duration) ([]leaseapi.Instance, error) {
 	var rows []instanceRow
 	if err := q.SelectContext(ctx, &rows, liveInstancesQuery, live.Seconds()); err != nil {
 		return nil, interpretError("instances", err)
