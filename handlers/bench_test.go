@@ -4,6 +4,7 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,9 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/handlers"
+	"github.com/leaseapi/leaseapi/repo"
+	"github.com/leaseapi/leaseapi/repo/postgres"
+	"github.com/leaseapi/leaseapi/repo/repotest"
 )
 
 // heldStore refuses every acquire: the lease is held by someone else.
@@ -68,10 +72,10 @@ func benchLeaseCall(b *testing.B, store leaseapi.Store, path, body string, want 
 	for b.Loop() {
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != want {
-			b.Fatalf("status %d, want %d", rec.Code, want)
+		var rec statusRecorder
+		h.ServeHTTP(&rec, req)
+		if rec.code != want {
+			b.Fatalf("status %d, want %d", rec.code, want)
 		}
 	}
 	cpu = processCPU(b) - cpu
@@ -110,6 +114,88 @@ func BenchmarkRelease(b *testing.B) {
 		`{"owner":"replica-17","token":3,"outcome":"succeeded"}`, http.StatusOK)
 }
 
+// statusRecorder is a ResponseWriter that keeps the status and drops the
+// body, so that the benchmarks measure the handler, not a recorder's
+// buffer.
+type statusRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (r *statusRecorder) Header() http.Header {
+	if r.header == nil {
+		r.header = make(http.Header)
+	}
+	return r.header
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+
+func (r *statusRecorder) Write(p []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
+
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func (s heldStore) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquireParams) []leaseapi.Answer {
+	answers := make([]leaseapi.Answer, len(ps))
+	for i, p := range ps {
+		answers[i].Lease, answers[i].Err = s.Acquire(ctx, p)
+	}
+	return answers
+}
+
+// BenchmarkLosingAcquireBatch measures the batch herd's typical request:
+// 1,000 acquires of jobs another replica holds, each answered 409 with the
+// lease. ops are items.
+func BenchmarkLosingAcquireBatch(b *testing.B) {
+	benchLeaseCall(b, heldStore{}, "/acquire", herdBatchBody("herd"), http.StatusOK)
+}
+
+// BenchmarkLosingAcquireBatchPostgres is BenchmarkLosingAcquireBatch on
+// the Postgres store as leaseapi serves it (behind the coalescer), every
+// job held by another owner: the handlers, the coalescer and the read of
+// 1,000 leases.
+func BenchmarkLosingAcquireBatchPostgres(b *testing.B) {
+	ctx := context.Background()
+	p, err := postgres.Open(ctx, postgres.Config{DSN: repotest.PostgresURL(b), MaxOpenConns: 20})
+	if err != nil {
+		b.Fatalf("open postgres: %v", err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	prefix := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	store := repo.CoalesceAcquires(repo.LimitCalls(p, 256), 5*time.Minute)
+	tick := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	ps := make([]*leaseapi.AcquireParams, 1000)
+	for i := range ps {
+		ps[i] = &leaseapi.AcquireParams{JobID: fmt.Sprintf("%s-%04d", prefix, i), Owner: "holder", TTL: time.Hour, Tick: &tick}
+	}
+	for i, a := range store.AcquireBatch(ctx, ps) {
+		if a.Err != nil {
+			b.Fatalf("hold %s: %v", ps[i].JobID, a.Err)
+		}
+	}
+	benchLeaseCall(b, store, "/acquire", herdBatchBody(prefix), http.StatusOK)
+}
+
+// herdBatchBody is a replica's batch of the acquires of the 1,000 jobs of
+// prefix at one tick.
+func herdBatchBody(prefix string) string {
+	var body strings.Builder
+	body.WriteString(`{"owner":"replica-17","ttlMs":600000,"tick":"2026-11-30T07:00:00.000Z","items":[`)
+	for i := range 1000 {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"jobId":"%s-%04d"}`, prefix, i)
+	}
+	body.WriteString(`]}`)
+	return body.String()
+}
