@@ -35,7 +35,14 @@ func Ahead(tick *time.Time, now time.Time, maxAhead time.Duration, cur *leaseapi
 	if tick == nil || !tick.After(now.Add(maxAhead)) {
 		return nil
 	}
-	return &leaseapi.TickAheadError{Tick: *tick, Now: now, MaxAhead: maxAhead, Lease: cur}
+	// The refusal holds a copy: cur is often a caller's local, which would
+	// otherwise move to the heap on every call.
+	var lease *leaseapi.Lease
+	if cur != nil {
+		l := *cur
+		lease = &l
+	}
+	return &leaseapi.TickAheadError{Tick: *tick, Now: now, MaxAhead: maxAhead, Lease: lease}
 }
 
 // TooSoon is the refusal of a new grant to p when cur's grant started

@@ -212,7 +212,7 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 			read, ids = append(read, i), append(ids, &as[i].JobID)
 		}
 	}
-	rows, errs := sendAll(ctx, p.reads, p.readOne, ids)
+	rows, errs := sendAll(ctx, p.reads, p.readShared, ids)
 	var grants []*grantCall
 	var granted []int
 	for k, i := range read {
@@ -228,7 +228,7 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 			}
 			continue
 		}
-		d, err := p.decide(a, &rows[k], true, nil)
+		d, err := p.decide(a, rows[k], true, nil)
 		switch {
 		case err != nil:
 			out[i].Err = interpretError(fmt.Sprintf("acquire %q", a.JobID), err)
@@ -239,7 +239,10 @@ func (p *Store) AcquireBatch(ctx context.Context, as []*leaseapi.AcquireParams) 
 		case d.stale || planQuery(&d.plan) != grantQuery:
 			again = append(again, i)
 		default:
-			grants = append(grants, &grantCall{plan: &d.plan, version: rows[k].Version})
+			// A copy of the plan: taking d's address would move every
+			// decision of the batch to the heap, refusals included.
+			plan := d.plan
+			grants = append(grants, &grantCall{plan: &plan, version: rows[k].Version})
 			granted = append(granted, i)
 		}
 	}
@@ -310,7 +313,10 @@ func (p *Store) readFacts(ctx context.Context, jobID string, batched bool) (read
 	var row readRow
 	var err error
 	if batched {
-		row, err = send(ctx, p.reads, p.readOne, &jobID)
+		var shared *readRow
+		if shared, err = send(ctx, p.reads, p.readShared, &jobID); err == nil {
+			row = *shared
+		}
 	} else {
 		row, err = bounded(ctx, func(ctx context.Context) (readRow, error) { return p.readOne(ctx, &jobID) })
 	}
@@ -330,6 +336,14 @@ func (p *Store) readFacts(ctx context.Context, jobID string, batched bool) (read
 // readOne reads one job's row with readQuery.
 func (p *Store) readOne(ctx context.Context, jobID *string) (readRow, error) {
 	var row readRow
+	err := p.scanPrepared(ctx, readQuery, []any{*jobID}, row.fields()...)
+	return row, err
+}
+
+// readShared is readOne for the batches of reads, whose rows are shared
+// by pointer (readBatch).
+func (p *Store) readShared(ctx context.Context, jobID *string) (*readRow, error) {
+	row := new(readRow)
 	err := p.scanPrepared(ctx, readQuery, []any{*jobID}, row.fields()...)
 	return row, err
 }

@@ -55,11 +55,12 @@ func (p *Store) AcquireAsOneBatch(ctx context.Context, as []*leaseapi.AcquirePar
 	for i, a := range as {
 		found := errs[i] == nil
 		if !found {
+			rows[i] = new(readRow)
 			if err := p.db.QueryRowContext(ctx, clockQuery).Scan(&rows[i].Now, &rows[i].WALTimeline); err != nil {
 				return nil, err
 			}
 		}
-		d, err := p.decide(a, &rows[i], found, nil)
+		d, err := p.decide(a, rows[i], found, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +194,7 @@ func (p *Store) HeartbeatAsOneBatch(ctx context.Context, hs []*leaseapi.Heartbea
 		if errs[i] != nil {
 			continue
 		}
-		if call, refused := p.planHeartbeat(h, &rows[i]); refused == nil {
+		if call, refused := p.planHeartbeat(h, rows[i]); refused == nil {
 			calls, idx = append(calls, call), append(idx, i)
 		}
 	}

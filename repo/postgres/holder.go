@@ -122,7 +122,11 @@ func (p *Store) untilAnswered(ctx context.Context, kind, jobID string, once func
 // with concurrent reads when batched.
 func (p *Store) readHeld(ctx context.Context, jobID string, batched bool) (readRow, error) {
 	if batched {
-		return send(ctx, p.reads, p.readOne, &jobID)
+		row, err := send(ctx, p.reads, p.readShared, &jobID)
+		if err != nil {
+			return readRow{}, err
+		}
+		return *row, nil
 	}
 	return bounded(ctx, func(ctx context.Context) (readRow, error) { return p.readOne(ctx, &jobID) })
 }
@@ -171,7 +175,7 @@ func (p *Store) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatPara
 			read, ids = append(read, i), append(ids, &hs[i].JobID)
 		}
 	}
-	rows, errs := sendAll(ctx, p.reads, p.readOne, ids)
+	rows, errs := sendAll(ctx, p.reads, p.readShared, ids)
 	var calls []*heartbeatCall
 	var planned []int
 	for k, i := range read {
@@ -180,7 +184,7 @@ func (p *Store) HeartbeatBatch(ctx context.Context, hs []*leaseapi.HeartbeatPara
 			out[i].Err = readFailed(op, errs[k]).err
 			continue
 		}
-		call, refused := p.planHeartbeat(hs[i], &rows[k])
+		call, refused := p.planHeartbeat(hs[i], rows[k])
 		if refused != nil {
 			out[i].Err = refused
 			continue

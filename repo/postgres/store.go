@@ -46,7 +46,7 @@ type Store struct {
 	// reads, grants, releases and heartbeats group concurrent calls of
 	// different jobs into one statement (batch.go); nil when batching is
 	// off.
-	reads      *batcher[string, readRow]
+	reads      *batcher[string, *readRow]
 	grants     *batcher[grantCall, writtenRow]
 	releases   *batcher[releaseCall, leaseRow]
 	heartbeats *batcher[heartbeatCall, leaseRow]
@@ -178,7 +178,7 @@ func open(ctx context.Context, cfg Config, v variant) (*Store, error) {
 		p.refuse(&leaseapi.RefusedError{Reason: "replicated durability: the primary's replication has not been checked yet"})
 	}
 	if !v.naive && !v.unbatched {
-		p.reads = &batcher[string, readRow]{Key: readKey, Max: maxReadBatch, Run: p.readBatch, Single: p.readOne}
+		p.reads = &batcher[string, *readRow]{Key: readKey, Max: maxReadBatch, Run: p.readBatch, Single: p.readShared}
 		p.grants = &batcher[grantCall, writtenRow]{Key: grantKey, Max: maxBatch, Run: p.grantBatch, Single: p.grantOne}
 		p.releases = &batcher[releaseCall, leaseRow]{Key: releaseKey, Max: maxBatch, Run: p.releaseBatch, Single: p.releaseOne}
 		p.heartbeats = &batcher[heartbeatCall, leaseRow]{Key: heartbeatKey, Max: maxBatch, Run: p.heartbeatBatch, Single: p.heartbeatOne}
