@@ -19,9 +19,10 @@ type permission struct {
 	// unlimited: never rate limited (heartbeat and release: limiting them
 	// could make a holder lose its lease).
 	unlimited bool
-	// perItem: the handler spends one call of the rate per item of the
-	// request (a batch of acquires), not one for the request.
-	perItem bool
+	// batch: the request carries items (POST /acquire, POST /heartbeat).
+	// Its deadline is BatchTimeout, and unless unlimited the handler
+	// spends one call of the rate per item, not one for the request.
+	batch bool
 }
 
 // apiRoute is one route of the API: what it needs, and its handler.
@@ -50,7 +51,7 @@ func (h *handler) authorize(next http.Handler) http.Handler {
 			writeProblem(w, r, err)
 			return
 		}
-		if !p.open && !perm.unlimited && !perm.perItem {
+		if !p.open && !perm.unlimited && !perm.batch {
 			if wait, limited := h.limits.take("credential:"+p.key(), p.rate); limited {
 				writeProblem(w, r, rateLimited(wait))
 				return

@@ -3,7 +3,9 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -21,6 +23,12 @@ import (
 // would be 503.
 
 func (h *handler) acquireBatch(w http.ResponseWriter, r *http.Request) {
+	release, err := batchTurn(r.Context(), h.acquireBatches)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	defer release()
 	var req api.AcquireBatchRequest
 	b, err := h.decodeBatch(w, r, &req, func() int { return len(req.Items) }, func(i int) string { return req.Items[i].JobID })
 	if err != nil {
@@ -48,6 +56,12 @@ func (h *handler) acquireBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) heartbeatBatch(w http.ResponseWriter, r *http.Request) {
+	release, err := batchTurn(r.Context(), h.heartbeatBatches)
+	if err != nil {
+		writeProblem(w, r, err)
+		return
+	}
+	defer release()
 	var req api.HeartbeatBatchRequest
 	b, err := h.decodeBatch(w, r, &req, func() int { return len(req.Items) }, func(i int) string { return req.Items[i].JobID })
 	if err != nil {
@@ -66,6 +80,28 @@ func (h *handler) heartbeatBatch(w http.ResponseWriter, r *http.Request) {
 		b.answer(r, i, answers[k])
 	}
 	b.write(w, r)
+}
+
+// batchTurns is how many batches of one kind an instance answers at once
+// (batchTurn).
+func batchTurns() int { return max(2, 2*runtime.GOMAXPROCS(0)) }
+
+// batchTurn waits, within ctx, for a turn among turns, whose capacity is
+// the batches of one kind answered at once, and returns the function that
+// ends the turn. A batch holds up to 1,000 calls' bodies, params and
+// answers at once: answered a few at a time, in their order of arrival, a
+// herd of batches costs the memory and the collections of a few, and the
+// first batches are answered first instead of all at the end. Acquires and
+// heartbeats take turns apart, so that a herd of acquire batches never
+// delays the heartbeats that keep leases alive.
+func batchTurn(ctx context.Context, turns chan struct{}) (func(), error) {
+	select {
+	case turns <- struct{}{}:
+		return func() { <-turns }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %d batches were being answered until the deadline, and this one waited its turn: %w",
+			leaseapi.ErrUnavailable, cap(turns), ctx.Err())
+	}
 }
 
 // decodeBatch decodes the body of a batch into req, whose items n counts

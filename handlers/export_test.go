@@ -14,6 +14,7 @@ import (
 var (
 	WriteProblem = writeProblem
 	RetryAfter   = retryAfter
+	BatchTurns   = batchTurns
 )
 
 // NewWithExtraRoute is New with one more GET route, through the same

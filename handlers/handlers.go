@@ -26,6 +26,7 @@ const (
 	DefaultMinTTL         = time.Second
 	DefaultMaxTTL         = time.Hour
 	DefaultRequestTimeout = time.Second
+	DefaultBatchTimeout   = 10 * time.Second
 	DefaultMissedGrace    = time.Minute
 	// DefaultRepairWindow and DefaultRepairRetention are the window and
 	// the run retention a repair assumes, the service's defaults.
@@ -43,6 +44,11 @@ type Options struct {
 	// RequestTimeout bounds every /leases request and /readyz: when the store
 	// has not answered by then, the request gets 503 unavailable.
 	RequestTimeout time.Duration
+	// BatchTimeout bounds a batch (POST /acquire, POST /heartbeat) as
+	// RequestTimeout bounds a single call: a batch decides up to
+	// leaseapi.MaxBatchItems calls, and the items not decided by then are
+	// answered 503 unavailable.
+	BatchTimeout time.Duration
 	// APITokens and AdminTokens are bearer tokens: unscoped credentials of
 	// role lease and admin, named api-token-N and admin-token-N by their
 	// position. When either is non-empty the API is closed: every call
@@ -120,20 +126,24 @@ type handler struct {
 	defaultTTL     time.Duration
 	minTTL, maxTTL time.Duration
 	requestTimeout time.Duration
-	version        string
-	missedGrace    time.Duration
-	triggerGrace   time.Duration
-	repairWindow   time.Duration
-	retention      time.Duration
-	auth           *authenticator
-	limits         *rateLimiters
-	perms          map[string]permission // by "METHOD pattern"; see authorize
-	logger         *slog.Logger
-	registry       *prometheus.Registry
-	metricsToken   string
-	metrics        *metrics
-	now            func() time.Time
-	statsCache     statsCache
+	batchTimeout   time.Duration
+	// acquireBatches and heartbeatBatches hold one element per batch of
+	// each kind being answered (batchTurn).
+	acquireBatches, heartbeatBatches chan struct{}
+	version                          string
+	missedGrace                      time.Duration
+	triggerGrace                     time.Duration
+	repairWindow                     time.Duration
+	retention                        time.Duration
+	auth                             *authenticator
+	limits                           *rateLimiters
+	perms                            map[string]permission // by "METHOD pattern"; see authorize
+	logger                           *slog.Logger
+	registry                         *prometheus.Registry
+	metricsToken                     string
+	metrics                          *metrics
+	now                              func() time.Time
+	statsCache                       statsCache
 
 	webhooks            leaseapi.WebhookStore
 	webhookSealer       *webhook.Sealer
@@ -149,20 +159,23 @@ type handler struct {
 // configuration before it calls New.
 func New(store leaseapi.Store, opts Options) http.Handler {
 	h := &handler{
-		store:          store,
-		defaultTTL:     orDefault(opts.DefaultTTL, DefaultTTL),
-		minTTL:         orDefault(opts.MinTTL, DefaultMinTTL),
-		maxTTL:         orDefault(opts.MaxTTL, DefaultMaxTTL),
-		requestTimeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
-		version:        opts.Version,
-		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
-		triggerGrace:   orDefault(opts.TriggerGrace, leaseapi.DefaultTriggerGrace),
-		repairWindow:   orDefault(opts.MaxTickAhead, DefaultRepairWindow),
-		retention:      orDefault(opts.HistoryRetention, DefaultRepairRetention),
-		logger:         opts.Logger,
-		registry:       opts.Registry,
-		metricsToken:   opts.MetricsToken,
-		now:            opts.Now,
+		store:            store,
+		defaultTTL:       orDefault(opts.DefaultTTL, DefaultTTL),
+		minTTL:           orDefault(opts.MinTTL, DefaultMinTTL),
+		maxTTL:           orDefault(opts.MaxTTL, DefaultMaxTTL),
+		requestTimeout:   orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		batchTimeout:     orDefault(opts.BatchTimeout, DefaultBatchTimeout),
+		acquireBatches:   make(chan struct{}, batchTurns()),
+		heartbeatBatches: make(chan struct{}, batchTurns()),
+		version:          opts.Version,
+		missedGrace:      orDefault(opts.MissedGrace, DefaultMissedGrace),
+		triggerGrace:     orDefault(opts.TriggerGrace, leaseapi.DefaultTriggerGrace),
+		repairWindow:     orDefault(opts.MaxTickAhead, DefaultRepairWindow),
+		retention:        orDefault(opts.HistoryRetention, DefaultRepairRetention),
+		logger:           opts.Logger,
+		registry:         opts.Registry,
+		metricsToken:     opts.MetricsToken,
+		now:              opts.Now,
 
 		webhooks:            opts.Webhooks,
 		webhookSealer:       opts.WebhookSealer,
@@ -225,7 +238,8 @@ func (h *handler) routes() http.Handler {
 	read := permission{role: leaseapi.RoleRead}
 	lease := permission{role: leaseapi.RoleLease}
 	holder := permission{role: leaseapi.RoleLease, unlimited: true}
-	leaseItems := permission{role: leaseapi.RoleLease, perItem: true}
+	leaseItems := permission{role: leaseapi.RoleLease, batch: true}
+	holderItems := permission{role: leaseapi.RoleLease, unlimited: true, batch: true}
 	admin := permission{role: leaseapi.RoleAdmin}
 	manage := permission{role: leaseapi.RoleAdmin, always: true}
 	h.perms = make(map[string]permission)
@@ -251,7 +265,7 @@ func (h *handler) routes() http.Handler {
 			{http.MethodPost, "/leases/{jobId}/heartbeat", holder, h.heartbeat},
 			{http.MethodPost, "/leases/{jobId}/release", holder, h.release},
 			{http.MethodPost, "/acquire", leaseItems, h.acquireBatch},
-			{http.MethodPost, "/heartbeat", holder, h.heartbeatBatch},
+			{http.MethodPost, "/heartbeat", holderItems, h.heartbeatBatch},
 			{http.MethodGet, "/leases/{jobId}/runs", read, h.listRuns},
 			{http.MethodGet, "/runs", read, h.listRecentRuns},
 			{http.MethodGet, "/stats", read, h.stats},
@@ -283,8 +297,8 @@ func (h *handler) checkTTLs() error {
 	if h.minTTL > h.defaultTTL || h.defaultTTL > h.maxTTL {
 		return fmt.Errorf("want MinTTL <= DefaultTTL <= MaxTTL, got %s, %s, %s", h.minTTL, h.defaultTTL, h.maxTTL)
 	}
-	if h.requestTimeout <= 0 {
-		return fmt.Errorf("RequestTimeout must be positive, got %s", h.requestTimeout)
+	if h.requestTimeout <= 0 || h.batchTimeout <= 0 {
+		return fmt.Errorf("RequestTimeout and BatchTimeout must be positive, got %s, %s", h.requestTimeout, h.batchTimeout)
 	}
 	if h.auth.refresh <= 0 || h.auth.refresh > 5*time.Second {
 		return fmt.Errorf("CredentialRefresh must be positive and at most 5s, got %s", h.auth.refresh)

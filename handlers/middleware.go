@@ -247,10 +247,15 @@ func (w *statusWriter) Status() int { return w.status }
 // BytesWritten is the size of the body written.
 func (w *statusWriter) BytesWritten() int { return w.bytes }
 
-// timeout bounds the request by RequestTimeout; store calls return by then.
+// timeout bounds the request by RequestTimeout, a batch by BatchTimeout;
+// store calls return by then.
 func (h *handler) timeout(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), h.requestTimeout)
+		d := h.requestTimeout
+		if h.perms[r.Method+" "+routePattern(r)].batch {
+			d = h.batchTimeout
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), d)
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})

@@ -3305,6 +3305,11 @@ type ClientInterface interface {
 	// decide is answered 503 `unavailable`; only when every item is
 	// answered 503 is the whole answer that 503 problem.
 	//
+	// A batch's deadline is the server's batch timeout (10 s by default),
+	// not the single call's. An instance answers a few batches at once,
+	// in order of arrival; a batch still waiting its turn at its deadline
+	// is answered 503 `unavailable`, nothing decided.
+	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
 	// bodies (an unknown field in an item names it, `items[3]: ...`), no
@@ -3338,6 +3343,11 @@ type ClientInterface interface {
 	// `rate_limited` and were not decided. An item the store could not
 	// decide is answered 503 `unavailable`; only when every item is
 	// answered 503 is the whole answer that 503 problem.
+	//
+	// A batch's deadline is the server's batch timeout (10 s by default),
+	// not the single call's. An instance answers a few batches at once,
+	// in order of arrival; a batch still waiting its turn at its deadline
+	// is answered 503 `unavailable`, nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -3452,6 +3462,8 @@ type ClientInterface interface {
 	// results come in item order; `owner` and `ttlMs` an item leaves out
 	// come from the request's own. Heartbeats are never rate limited. Only
 	// when every item is answered 503 is the whole answer that 503 problem.
+	// The deadline and the turns are those of `POST /acquire`; heartbeat
+	// batches take turns of their own, never waiting behind acquires.
 	// The whole request is refused with 400 `invalid_request` as
 	// `POST /acquire` is. Bodies up to 1 MiB.
 	//
@@ -3471,6 +3483,8 @@ type ClientInterface interface {
 	// results come in item order; `owner` and `ttlMs` an item leaves out
 	// come from the request's own. Heartbeats are never rate limited. Only
 	// when every item is answered 503 is the whole answer that 503 problem.
+	// The deadline and the turns are those of `POST /acquire`; heartbeat
+	// batches take turns of their own, never waiting behind acquires.
 	// The whole request is refused with 400 `invalid_request` as
 	// `POST /acquire` is. Bodies up to 1 MiB.
 	//
@@ -4101,6 +4115,11 @@ func (c *Client) ConsoleRedirect(ctx context.Context, reqEditors ...RequestEdito
 // decide is answered 503 `unavailable`; only when every item is
 // answered 503 is the whole answer that 503 problem.
 //
+// A batch's deadline is the server's batch timeout (10 s by default),
+// not the single call's. An instance answers a few batches at once,
+// in order of arrival; a batch still waiting its turn at its deadline
+// is answered 503 `unavailable`, nothing decided.
+//
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
 // bodies (an unknown field in an item names it, `items[3]: ...`), no
@@ -4144,6 +4163,11 @@ func (c *Client) AcquireBatchWithBody(ctx context.Context, contentType string, b
 // `rate_limited` and were not decided. An item the store could not
 // decide is answered 503 `unavailable`; only when every item is
 // answered 503 is the whole answer that 503 problem.
+//
+// A batch's deadline is the server's batch timeout (10 s by default),
+// not the single call's. An instance answers a few batches at once,
+// in order of arrival; a batch still waiting its turn at its deadline
+// is answered 503 `unavailable`, nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
@@ -4368,6 +4392,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // results come in item order; `owner` and `ttlMs` an item leaves out
 // come from the request's own. Heartbeats are never rate limited. Only
 // when every item is answered 503 is the whole answer that 503 problem.
+// The deadline and the turns are those of `POST /acquire`; heartbeat
+// batches take turns of their own, never waiting behind acquires.
 // The whole request is refused with 400 `invalid_request` as
 // `POST /acquire` is. Bodies up to 1 MiB.
 //
@@ -4397,6 +4423,8 @@ func (c *Client) HeartbeatBatchWithBody(ctx context.Context, contentType string,
 // results come in item order; `owner` and `ttlMs` an item leaves out
 // come from the request's own. Heartbeats are never rate limited. Only
 // when every item is answered 503 is the whole answer that 503 problem.
+// The deadline and the turns are those of `POST /acquire`; heartbeat
+// batches take turns of their own, never waiting behind acquires.
 // The whole request is refused with 400 `invalid_request` as
 // `POST /acquire` is. Bodies up to 1 MiB.
 //
@@ -7177,6 +7205,11 @@ type ClientWithResponsesInterface interface {
 	// decide is answered 503 `unavailable`; only when every item is
 	// answered 503 is the whole answer that 503 problem.
 	//
+	// A batch's deadline is the server's batch timeout (10 s by default),
+	// not the single call's. An instance answers a few batches at once,
+	// in order of arrival; a batch still waiting its turn at its deadline
+	// is answered 503 `unavailable`, nothing decided.
+	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
 	// bodies (an unknown field in an item names it, `items[3]: ...`), no
@@ -7210,6 +7243,11 @@ type ClientWithResponsesInterface interface {
 	// `rate_limited` and were not decided. An item the store could not
 	// decide is answered 503 `unavailable`; only when every item is
 	// answered 503 is the whole answer that 503 problem.
+	//
+	// A batch's deadline is the server's batch timeout (10 s by default),
+	// not the single call's. An instance answers a few batches at once,
+	// in order of arrival; a batch still waiting its turn at its deadline
+	// is answered 503 `unavailable`, nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -7336,6 +7374,8 @@ type ClientWithResponsesInterface interface {
 	// results come in item order; `owner` and `ttlMs` an item leaves out
 	// come from the request's own. Heartbeats are never rate limited. Only
 	// when every item is answered 503 is the whole answer that 503 problem.
+	// The deadline and the turns are those of `POST /acquire`; heartbeat
+	// batches take turns of their own, never waiting behind acquires.
 	// The whole request is refused with 400 `invalid_request` as
 	// `POST /acquire` is. Bodies up to 1 MiB.
 	//
@@ -7355,6 +7395,8 @@ type ClientWithResponsesInterface interface {
 	// results come in item order; `owner` and `ttlMs` an item leaves out
 	// come from the request's own. Heartbeats are never rate limited. Only
 	// when every item is answered 503 is the whole answer that 503 problem.
+	// The deadline and the turns are those of `POST /acquire`; heartbeat
+	// batches take turns of their own, never waiting behind acquires.
 	// The whole request is refused with 400 `invalid_request` as
 	// `POST /acquire` is. Bodies up to 1 MiB.
 	//
@@ -12318,6 +12360,11 @@ func (c *ClientWithResponses) ConsoleRedirectWithResponse(ctx context.Context, r
 // decide is answered 503 `unavailable`; only when every item is
 // answered 503 is the whole answer that 503 problem.
 //
+// A batch's deadline is the server's batch timeout (10 s by default),
+// not the single call's. An instance answers a few batches at once,
+// in order of arrival; a batch still waiting its turn at its deadline
+// is answered 503 `unavailable`, nothing decided.
+//
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
 // bodies (an unknown field in an item names it, `items[3]: ...`), no
@@ -12357,6 +12404,11 @@ func (c *ClientWithResponses) AcquireBatchWithBodyWithResponse(ctx context.Conte
 // `rate_limited` and were not decided. An item the store could not
 // decide is answered 503 `unavailable`; only when every item is
 // answered 503 is the whole answer that 503 problem.
+//
+// A batch's deadline is the server's batch timeout (10 s by default),
+// not the single call's. An instance answers a few batches at once,
+// in order of arrival; a batch still waiting its turn at its deadline
+// is answered 503 `unavailable`, nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
@@ -12549,6 +12601,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // results come in item order; `owner` and `ttlMs` an item leaves out
 // come from the request's own. Heartbeats are never rate limited. Only
 // when every item is answered 503 is the whole answer that 503 problem.
+// The deadline and the turns are those of `POST /acquire`; heartbeat
+// batches take turns of their own, never waiting behind acquires.
 // The whole request is refused with 400 `invalid_request` as
 // `POST /acquire` is. Bodies up to 1 MiB.
 //
@@ -12574,6 +12628,8 @@ func (c *ClientWithResponses) HeartbeatBatchWithBodyWithResponse(ctx context.Con
 // results come in item order; `owner` and `ttlMs` an item leaves out
 // come from the request's own. Heartbeats are never rate limited. Only
 // when every item is answered 503 is the whole answer that 503 problem.
+// The deadline and the turns are those of `POST /acquire`; heartbeat
+// batches take turns of their own, never waiting behind acquires.
 // The whole request is refused with 400 `invalid_request` as
 // `POST /acquire` is. Bodies up to 1 MiB.
 //

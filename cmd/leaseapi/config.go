@@ -39,6 +39,7 @@ type Config struct {
 	MinTTL              time.Duration `envconfig:"MIN_TTL" default:"1s" desc:"smallest ttlMs a request may ask for"`
 	MaxTTL              time.Duration `envconfig:"MAX_TTL" default:"1h" desc:"largest ttlMs a request may ask for"`
 	RequestTimeout      time.Duration `envconfig:"REQUEST_TIMEOUT" default:"1s" desc:"deadline of one request; past it the answer is 503 unavailable"`
+	BatchTimeout        time.Duration `envconfig:"BATCH_TIMEOUT" default:"10s" desc:"deadline of a batch (POST /acquire, POST /heartbeat: up to 1,000 calls); the items not decided by then are answered 503 unavailable"`
 	HistoryRetention    time.Duration `envconfig:"HISTORY_RETENTION" default:"168h" desc:"how long finished runs are kept"`
 	PruneInterval       time.Duration `envconfig:"PRUNE_INTERVAL" default:"1m" desc:"how often finished runs older than the retention are deleted"`
 	APITokens           []string      `envconfig:"API_TOKENS" desc:"comma-separated bearer tokens required on /leases; with no API or admin tokens the API is open"`
@@ -119,6 +120,7 @@ func (c *Config) Validate() error {
 		{"MIN_TTL", c.MinTTL},
 		{"MAX_TTL", c.MaxTTL},
 		{"REQUEST_TIMEOUT", c.RequestTimeout},
+		{"BATCH_TIMEOUT", c.BatchTimeout},
 		{"HISTORY_RETENTION", c.HistoryRetention},
 		{"PRUNE_INTERVAL", c.PruneInterval},
 		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout},

@@ -487,6 +487,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		MinTTL:         cfg.MinTTL,
 		MaxTTL:         cfg.MaxTTL,
 		RequestTimeout: cfg.RequestTimeout,
+		BatchTimeout:   cfg.BatchTimeout,
 		Version:        build.Version,
 		APITokens:      cfg.APITokens,
 		AdminTokens:    cfg.AdminTokens,
@@ -519,7 +520,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		Handler:           handler,
 		ReadHeaderTimeout: limits.readHeaderTimeout,
 		ReadTimeout:       limits.readTimeout,
-		WriteTimeout:      cfg.RequestTimeout + limits.writeSlack,
+		WriteTimeout:      max(cfg.RequestTimeout, cfg.BatchTimeout) + limits.writeSlack,
 		IdleTimeout:       limits.idleTimeout,
 		MaxHeaderBytes:    limits.maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -549,6 +550,7 @@ func serveWith(ctx context.Context, cfg Config, logger *slog.Logger, limits serv
 		slog.String("min_ttl", cfg.MinTTL.String()),
 		slog.String("max_ttl", cfg.MaxTTL.String()),
 		slog.String("request_timeout", cfg.RequestTimeout.String()),
+		slog.String("batch_timeout", cfg.BatchTimeout.String()),
 		slog.String("history_retention", cfg.HistoryRetention.String()),
 		slog.Int("max_in_flight", cfg.MaxInFlight))
 	if naiveAcquire() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/handlers"
 )
 
 // result classifies one operation's answer.
@@ -47,8 +48,12 @@ type client interface {
 }
 
 // callTimeout is the deadline of one call, as the server's default
-// LEASEAPI_REQUEST_TIMEOUT gives every request.
-const callTimeout = time.Second
+// LEASEAPI_REQUEST_TIMEOUT gives every request; batchTimeout that of a
+// batch, as its default LEASEAPI_BATCH_TIMEOUT.
+const (
+	callTimeout  = handlers.DefaultRequestTimeout
+	batchTimeout = handlers.DefaultBatchTimeout
+)
 
 // storeClient calls a leaseapi.Store as the handlers do, with the same
 // per-call deadline, but without HTTP.
@@ -77,7 +82,7 @@ func (c storeClient) acquire(ctx context.Context, jobID, owner string, tick *tim
 }
 
 func (c storeClient) acquireBatch(ctx context.Context, jobIDs []string, owner string, tick *time.Time, ttl time.Duration) ([]result, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
 	ps := make([]*leaseapi.AcquireParams, len(jobIDs))
 	for i, job := range jobIDs {
@@ -150,7 +155,7 @@ func newHTTPClient(base string, idle int) *httpClient {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	return &httpClient{base: base, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	return &httpClient{base: base, http: &http.Client{Transport: tr, Timeout: batchTimeout + 5*time.Second}}
 }
 
 func (c *httpClient) close() {

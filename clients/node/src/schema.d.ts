@@ -430,6 +430,11 @@ export interface paths {
          *     decide is answered 503 `unavailable`; only when every item is
          *     answered 503 is the whole answer that 503 problem.
          *
+         *     A batch's deadline is the server's batch timeout (10 s by default),
+         *     not the single call's. An instance answers a few batches at once,
+         *     in order of arrival; a batch still waiting its turn at its deadline
+         *     is answered 503 `unavailable`, nothing decided.
+         *
          *     The request as a whole is refused with 400 `invalid_request` for what
          *     no item can be answered for: JSON that breaks the rules of request
          *     bodies (an unknown field in an item names it, `items[3]: ...`), no
@@ -464,6 +469,8 @@ export interface paths {
          *     results come in item order; `owner` and `ttlMs` an item leaves out
          *     come from the request's own. Heartbeats are never rate limited. Only
          *     when every item is answered 503 is the whole answer that 503 problem.
+         *     The deadline and the turns are those of `POST /acquire`; heartbeat
+         *     batches take turns of their own, never waiting behind acquires.
          *     The whole request is refused with 400 `invalid_request` as
          *     `POST /acquire` is. Bodies up to 1 MiB.
          */
