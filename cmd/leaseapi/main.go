@@ -69,7 +69,8 @@ func oneLine(s string) string {
 }
 
 // Server timeouts. Each request also gets Config.RequestTimeout from the
-// handlers; the write timeout leaves room for that plus writing the answer.
+// handlers (a batch Config.BatchTimeout); the write timeout leaves room for
+// the longer of the two plus writing the answer.
 const (
 	readHeaderTimeout = 2 * time.Second
 	readTimeout       = 5 * time.Second
