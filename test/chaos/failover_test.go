@@ -289,6 +289,7 @@ func newFailoverEnv(t *testing.T, cfg *runConfig, art string, pc *patroniCluster
 			"LEASEAPI_MIN_TTL=1s",
 			"LEASEAPI_MAX_TTL="+cfg.MaxTTL.String(),
 			"LEASEAPI_REQUEST_TIMEOUT="+cfg.RequestTimeout.String(),
+			"LEASEAPI_BATCH_TIMEOUT="+cfg.RequestTimeout.String(),
 			"LEASEAPI_SHUTDOWN_TIMEOUT=5s",
 			"LEASEAPI_LOG_LEVEL=info",
 			"LEASEAPI_LOG_FORMAT=json",

@@ -45,8 +45,9 @@ type runConfig struct {
 
 	Instances, Replicas, Jobs int
 	Period, TTL, Heartbeat    time.Duration
-	// RequestTimeout is the service's per-request deadline; ClientTimeout
-	// the replicas' per-call timeout (longer, so that a late 503 is seen).
+	// RequestTimeout is the service's per-request deadline, batches'
+	// (LEASEAPI_BATCH_TIMEOUT) included; ClientTimeout the replicas'
+	// per-call timeout (longer, so that a late 503 is seen).
 	RequestTimeout, ClientTimeout time.Duration
 	MaxTTL                        time.Duration
 
@@ -423,6 +424,7 @@ func (e *env) instanceEnv(i, port int) []string {
 		"LEASEAPI_MIN_TTL=1s",
 		"LEASEAPI_MAX_TTL="+e.cfg.MaxTTL.String(),
 		"LEASEAPI_REQUEST_TIMEOUT="+e.cfg.RequestTimeout.String(),
+		"LEASEAPI_BATCH_TIMEOUT="+e.cfg.RequestTimeout.String(),
 		"LEASEAPI_SHUTDOWN_TIMEOUT=5s",
 		"LEASEAPI_LOG_LEVEL=info",
 		"LEASEAPI_LOG_FORMAT=json",
