@@ -96,14 +96,17 @@ func batchTurns() int { return max(4, 4*runtime.GOMAXPROCS(0)) }
 // herd of batches costs the memory and the collections of a few, and the
 // first batches are answered first instead of all at the end. Acquires and
 // heartbeats take turns apart, so that a herd of acquire batches never
-// delays the heartbeats that keep leases alive.
+// delays the heartbeats that keep leases alive. A batch still waiting at
+// its deadline is refused 503 overloaded, nothing decided.
 func batchTurn(ctx context.Context, turns chan struct{}) (func(), error) {
 	select {
 	case turns <- struct{}{}:
 		return func() { <-turns }, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %d batches were being answered until the deadline, and this one waited its turn: %w",
-			leaseapi.ErrUnavailable, cap(turns), ctx.Err())
+		// Nothing was decided: the instance is busy, not the database
+		// (503 overloaded, as load shedding answers).
+		return nil, fmt.Errorf("%w: this batch waited for a turn among %d until its deadline: %w",
+			leaseapi.ErrOverloaded, cap(turns), ctx.Err())
 	}
 }
 

@@ -119,7 +119,7 @@ func TestBatchDeadline(t *testing.T) {
 
 // TestBatchTurns: while as many acquire batches as an instance answers at
 // once wait for the store, a further one waits its turn, undecided, and
-// is answered 503 when its deadline passes; heartbeat batches are answered
+// is answered 503 overloaded when its deadline passes; heartbeat batches are answered
 // meanwhile; and the waiting batches are all answered once the store is.
 func TestBatchTurns(t *testing.T) {
 	turns := handlers.BatchTurns()
@@ -140,8 +140,8 @@ func TestBatchTurns(t *testing.T) {
 	defer cancel()
 	code, body := serveBatch(t, h, ctx, "/acquire", oneAcquire)
 	var p api.Problem
-	if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusServiceUnavailable || p.Code != api.CodeUnavailable {
-		t.Errorf("an acquire batch past %d waiting ones, at its deadline: %d %s, want 503 unavailable", turns, code, body)
+	if err := json.Unmarshal([]byte(body), &p); err != nil || code != http.StatusServiceUnavailable || p.Code != api.CodeOverloaded {
+		t.Errorf("an acquire batch past %d waiting ones, at its deadline: %d %s, want 503 overloaded", turns, code, body)
 	}
 	if n := store.calls.Load(); n != int64(turns) {
 		t.Errorf("the store decided %d acquire batches, want the %d that had a turn", n, turns)

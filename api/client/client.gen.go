@@ -3308,7 +3308,7 @@ type ClientInterface interface {
 	// A batch's deadline is the server's batch timeout (10 s by default),
 	// not the single call's. An instance answers a few batches at once,
 	// in order of arrival; a batch still waiting its turn at its deadline
-	// is answered 503 `unavailable`, nothing decided.
+	// is answered 503 `overloaded`, nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -3347,7 +3347,7 @@ type ClientInterface interface {
 	// A batch's deadline is the server's batch timeout (10 s by default),
 	// not the single call's. An instance answers a few batches at once,
 	// in order of arrival; a batch still waiting its turn at its deadline
-	// is answered 503 `unavailable`, nothing decided.
+	// is answered 503 `overloaded`, nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -4118,7 +4118,7 @@ func (c *Client) ConsoleRedirect(ctx context.Context, reqEditors ...RequestEdito
 // A batch's deadline is the server's batch timeout (10 s by default),
 // not the single call's. An instance answers a few batches at once,
 // in order of arrival; a batch still waiting its turn at its deadline
-// is answered 503 `unavailable`, nothing decided.
+// is answered 503 `overloaded`, nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
@@ -4167,7 +4167,7 @@ func (c *Client) AcquireBatchWithBody(ctx context.Context, contentType string, b
 // A batch's deadline is the server's batch timeout (10 s by default),
 // not the single call's. An instance answers a few batches at once,
 // in order of arrival; a batch still waiting its turn at its deadline
-// is answered 503 `unavailable`, nothing decided.
+// is answered 503 `overloaded`, nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
@@ -7208,7 +7208,7 @@ type ClientWithResponsesInterface interface {
 	// A batch's deadline is the server's batch timeout (10 s by default),
 	// not the single call's. An instance answers a few batches at once,
 	// in order of arrival; a batch still waiting its turn at its deadline
-	// is answered 503 `unavailable`, nothing decided.
+	// is answered 503 `overloaded`, nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -7247,7 +7247,7 @@ type ClientWithResponsesInterface interface {
 	// A batch's deadline is the server's batch timeout (10 s by default),
 	// not the single call's. An instance answers a few batches at once,
 	// in order of arrival; a batch still waiting its turn at its deadline
-	// is answered 503 `unavailable`, nothing decided.
+	// is answered 503 `overloaded`, nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -12363,7 +12363,7 @@ func (c *ClientWithResponses) ConsoleRedirectWithResponse(ctx context.Context, r
 // A batch's deadline is the server's batch timeout (10 s by default),
 // not the single call's. An instance answers a few batches at once,
 // in order of arrival; a batch still waiting its turn at its deadline
-// is answered 503 `unavailable`, nothing decided.
+// is answered 503 `overloaded`, nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
@@ -12408,7 +12408,7 @@ func (c *ClientWithResponses) AcquireBatchWithBodyWithResponse(ctx context.Conte
 // A batch's deadline is the server's batch timeout (10 s by default),
 // not the single call's. An instance answers a few batches at once,
 // in order of arrival; a batch still waiting its turn at its deadline
-// is answered 503 `unavailable`, nothing decided.
+// is answered 503 `overloaded`, nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request

@@ -433,7 +433,7 @@ export interface paths {
          *     A batch's deadline is the server's batch timeout (10 s by default),
          *     not the single call's. An instance answers a few batches at once,
          *     in order of arrival; a batch still waiting its turn at its deadline
-         *     is answered 503 `unavailable`, nothing decided.
+         *     is answered 503 `overloaded`, nothing decided.
          *
          *     The request as a whole is refused with 400 `invalid_request` for what
          *     no item can be answered for: JSON that breaks the rules of request
