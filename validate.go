@@ -171,7 +171,7 @@ func (p *AcquireParams) Validate() error {
 			return err
 		}
 	}
-	if p.MinInterval != 0 && (p.MinInterval < time.Millisecond || p.MinInterval > MaxMinInterval) {
+	if p.MinInterval != 0 && !ValidMinInterval(p.MinInterval) {
 		return &InvalidError{Field: "minIntervalMs", Rule: "must be an integer from 0 (none) to 2678400000 (31 days, in milliseconds)"}
 	}
 	return ValidateCatchUp(p.CatchUp, p.CatchUpWindow)
@@ -185,6 +185,13 @@ const (
 	MaxGrace          = 24 * time.Hour
 	MaxMinInterval    = 31 * 24 * time.Hour
 )
+
+// ValidMinInterval reports whether d is a minimum interval between two
+// grants (AcquireParams.MinInterval): whole milliseconds, as minIntervalMs
+// carries it, from 1 ms to MaxMinInterval.
+func ValidMinInterval(d time.Duration) bool {
+	return d >= time.Millisecond && d <= MaxMinInterval && d%time.Millisecond == 0
+}
 
 // MaxReasonLength is the longest pause reason, in characters.
 const MaxReasonLength = 256

@@ -395,7 +395,7 @@ func Group(name string) JobOption {
 // the acquire with 400 feature_disabled: an *APIError.
 func MinInterval(d time.Duration) JobOption {
 	return func(c *jobConfig) error {
-		if d < time.Millisecond || d > leaseapi.MaxMinInterval || d%time.Millisecond != 0 {
+		if !leaseapi.ValidMinInterval(d) {
 			return fmt.Errorf("min interval %s must be a whole number of milliseconds from 1ms to 744h (31 days)", d)
 		}
 		c.minInterval = d

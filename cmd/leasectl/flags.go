@@ -215,7 +215,7 @@ func (c *runConfig) validateDurations() error {
 			return usagef("--catch-up %s: want a window from %s to %s", c.catchUpWindow, leaseapi.MinCatchUpWindow, leaseapi.MaxCatchUpWindow)
 		}
 	}
-	if c.minInterval != 0 && (c.minInterval < time.Millisecond || c.minInterval > leaseapi.MaxMinInterval || c.minInterval%time.Millisecond != 0) {
+	if c.minInterval != 0 && !leaseapi.ValidMinInterval(c.minInterval) {
 		return usagef("--min-interval %s: want whole milliseconds from 1ms to %s", c.minInterval, leaseapi.MaxMinInterval)
 	}
 	if c.maxRunTime < 0 {
