@@ -46,7 +46,7 @@ func TestClosedFormCloses(t *testing.T) {
 		JobID: "a", Owner: "o", Token: 1, State: leaseapi.StateHeld,
 		AcquiredAt: now, RenewedAt: now, ExpiresAt: now.Add(time.Minute), TTL: time.Minute,
 	})
-	leaseJSON := object(t, lease)
+	leaseJSON := apitest.JSONObject(t, lease)
 	problem := func(code string, lease map[string]any) map[string]any {
 		return map[string]any{
 			"type": api.ProblemTypePrefix + code, "title": "Refused", "status": http.StatusConflict,
@@ -109,18 +109,4 @@ func TestClosedFormCloses(t *testing.T) {
 // kinSchema is the component schema name of a kin-openapi document.
 func kinSchema(name string) func(*openapi3.T) *openapi3.Schema {
 	return func(doc *openapi3.T) *openapi3.Schema { return doc.Components.Schemas[name].Value }
-}
-
-// object is v as a JSON object decoded into a map.
-func object(t *testing.T, v any) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

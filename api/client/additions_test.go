@@ -10,6 +10,7 @@ import (
 
 	"github.com/leaseapi/leaseapi"
 	"github.com/leaseapi/leaseapi/api"
+	"github.com/leaseapi/leaseapi/api/apitest"
 	"github.com/leaseapi/leaseapi/api/client"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestReadsALaterRelease(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
-	lease := asMap(t, api.FromLease(leaseapi.Lease{
+	lease := apitest.JSONObject(t, api.FromLease(leaseapi.Lease{
 		JobID: "a", Owner: "o", Token: 3, State: leaseapi.StateHeld,
 		AcquiredAt: now, RenewedAt: now, ExpiresAt: now.Add(time.Minute), TTL: time.Minute,
 	}))
@@ -79,18 +80,4 @@ func TestReadsALaterRelease(t *testing.T) {
 			t.Errorf("%v: not Valid", known)
 		}
 	}
-}
-
-// asMap is v as a JSON object decoded into a map.
-func asMap(t *testing.T, v any) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
