@@ -89,6 +89,20 @@ func previousRelease(root string) (release, error) {
 	return release{}, errors.New("RELEASES names no release")
 }
 
+// repoRelease is the repository's root and its previous release.
+func repoRelease(t *testing.T) (string, release) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := previousRelease(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, rel
+}
+
 // haveCommit returns nil when the git repository at root has rel's
 // commit, else the one line that says it does not and what to do.
 func haveCommit(root string, rel release) error {
@@ -571,14 +585,7 @@ func newUpgrade(cfg *runConfig, rel release, prev string, slot time.Duration) *u
 // its negative control, which must be caught. CHAOS_SEEDS names the seeds
 // (one random seed by default); the control runs with the first.
 func TestUpgrade(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := previousRelease(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, rel := repoRelease(t)
 	prev := buildRelease(t, root, rel)
 	seeds, err := parseSeeds("CHAOS_SEEDS", "random")
 	if err != nil {
@@ -673,14 +680,7 @@ func TestUpgrade(t *testing.T) {
 // TestUpgradeRefusesAShallowClone: a clone without the previous release's
 // commit cannot build it, and says so in one line.
 func TestUpgradeRefusesAShallowClone(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := previousRelease(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, rel := repoRelease(t)
 	clone := t.TempDir()
 	if out, err := exec.Command("git", "clone", "--quiet", "--depth", "1", "file://"+root, clone).CombinedOutput(); err != nil {
 		t.Fatalf("git clone --depth 1: %v\n%s", err, out)
