@@ -3,9 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -23,7 +21,7 @@ import (
 // would be 503.
 
 func (h *handler) acquireBatch(w http.ResponseWriter, r *http.Request) {
-	release, err := batchTurn(r.Context(), h.acquireBatches)
+	release, err := h.acquireTurns.take(r.Context(), principalFrom(r.Context()).key())
 	if err != nil {
 		writeProblem(w, r, err)
 		return
@@ -56,7 +54,7 @@ func (h *handler) acquireBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) heartbeatBatch(w http.ResponseWriter, r *http.Request) {
-	release, err := batchTurn(r.Context(), h.heartbeatBatches)
+	release, err := h.heartbeatTurns.take(r.Context(), principalFrom(r.Context()).key())
 	if err != nil {
 		writeProblem(w, r, err)
 		return
@@ -80,34 +78,6 @@ func (h *handler) heartbeatBatch(w http.ResponseWriter, r *http.Request) {
 		b.answer(r, i, answers[k])
 	}
 	b.write(w, r)
-}
-
-// batchTurns is how many batches of one kind an instance answers at once
-// (batchTurn): four per core, so that batches that arrive while another's
-// reads are out share them (in the batch herd, 102k decisions/s against
-// 85k at two per core), and few enough that a herd of batches costs the
-// memory of a few (docs/performance.md).
-func batchTurns() int { return max(4, 4*runtime.GOMAXPROCS(0)) }
-
-// batchTurn waits, within ctx, for a turn among turns, whose capacity is
-// the batches of one kind answered at once, and returns the function that
-// ends the turn. A batch holds up to 1,000 calls' bodies, params and
-// answers at once: answered a few at a time, in their order of arrival, a
-// herd of batches costs the memory and the collections of a few, and the
-// first batches are answered first instead of all at the end. Acquires and
-// heartbeats take turns apart, so that a herd of acquire batches never
-// delays the heartbeats that keep leases alive. A batch still waiting at
-// its deadline is refused 503 overloaded, nothing decided.
-func batchTurn(ctx context.Context, turns chan struct{}) (func(), error) {
-	select {
-	case turns <- struct{}{}:
-		return func() { <-turns }, nil
-	case <-ctx.Done():
-		// Nothing was decided: the instance is busy, not the database
-		// (503 overloaded, as load shedding answers).
-		return nil, fmt.Errorf("%w: this batch waited for a turn among %d until its deadline: %w",
-			leaseapi.ErrOverloaded, cap(turns), ctx.Err())
-	}
 }
 
 // decodeBatch decodes the body of a batch into req, whose items n counts

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,12 +19,13 @@ import (
 )
 
 // gatedStore grants every acquire and heartbeat of a batch; its acquire
-// batches wait, each, until gate closes or their context ends, and count
-// themselves in entered. deadlines receives each call's time left.
+// batches wait, each, until gate lets one through or closes, or their
+// context ends, and send their first item's owner to entered. deadlines
+// receives each call's time left.
 type gatedStore struct {
 	leaseapi.Store
 	gate      chan struct{}
-	entered   chan struct{}
+	entered   chan string
 	calls     atomic.Int64
 	deadlines chan time.Duration
 }
@@ -48,7 +50,7 @@ func (s *gatedStore) AcquireBatch(ctx context.Context, ps []*leaseapi.AcquirePar
 	s.calls.Add(1)
 	s.left(ctx)
 	if s.entered != nil {
-		s.entered <- struct{}{}
+		s.entered <- ps[0].Owner
 	}
 	out := make([]leaseapi.Answer, len(ps))
 	select {
@@ -78,8 +80,17 @@ func (s *gatedStore) HeartbeatBatch(ctx context.Context, ps []*leaseapi.Heartbea
 
 func serveBatch(t *testing.T, h http.Handler, ctx context.Context, path, body string) (int, string) {
 	t.Helper()
+	return serveBatchAs(t, h, ctx, "", path, body)
+}
+
+// serveBatchAs is serveBatch with a bearer token, unless token is "".
+func serveBatchAs(t *testing.T, h http.Handler, ctx context.Context, token, path, body string) (int, string) {
+	t.Helper()
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
@@ -123,8 +134,8 @@ func TestBatchDeadline(t *testing.T) {
 // meanwhile; and the waiting batches are all answered once the store is.
 func TestBatchTurns(t *testing.T) {
 	turns := handlers.BatchTurns()
-	store := &gatedStore{gate: make(chan struct{}), entered: make(chan struct{}, turns+1)}
-	h := handlers.New(store, handlers.Options{Open: true, BatchTimeout: time.Hour,
+	store := &gatedStore{gate: make(chan struct{}), entered: make(chan string, turns+1)}
+	h, waiting := handlers.NewWithTurns(store, handlers.Options{Open: true, BatchTimeout: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(discard{}, nil))})
 
 	var wg sync.WaitGroup
@@ -146,6 +157,9 @@ func TestBatchTurns(t *testing.T) {
 	if n := store.calls.Load(); n != int64(turns) {
 		t.Errorf("the store decided %d acquire batches, want the %d that had a turn", n, turns)
 	}
+	if w := waiting(); len(w) != 0 {
+		t.Errorf("after the waiting batch's deadline, still waiting: %v, want none", w)
+	}
 
 	hctx, hcancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds a heartbeat that waits a turn
 	defer hcancel()
@@ -162,5 +176,64 @@ func TestBatchTurns(t *testing.T) {
 	}
 	if code, body := serveBatch(t, h, context.Background(), "/acquire", oneAcquire); code != http.StatusOK {
 		t.Errorf("an acquire batch after the others: %d %s, want 200", code, body)
+	}
+}
+
+// TestBatchTurnsRoundRobin: a freed turn goes to the credentials waiting in
+// round robin, each credential's batches in their order of arrival, so a
+// team's batch arriving behind another team's waiting herd is answered
+// after one of the herd's batches, not after all of them.
+func TestBatchTurnsRoundRobin(t *testing.T) {
+	turns := handlers.BatchTurns()
+	store := &gatedStore{gate: make(chan struct{}), entered: make(chan string, turns+3)}
+	h, waiting := handlers.NewWithTurns(store, handlers.Options{APITokens: []string{"token-a", "token-b"},
+		BatchTimeout: time.Hour, Logger: slog.New(slog.NewTextHandler(discard{}, nil))})
+	const a, b = "api-token-1", "api-token-2" // the configured tokens' credentials
+	body := func(owner string) string { return `{"owner":"` + owner + `","items":[{"jobId":"job-1"}]}` }
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(store.gate) // lets every batch through if the test stops early
+	send := func(token, owner string) {
+		wg.Go(func() {
+			if code, resp := serveBatchAs(t, h, context.Background(), token, "/acquire", body(owner)); code != http.StatusOK {
+				t.Errorf("%s's batch: %d %s, want 200", owner, code, resp)
+			}
+		})
+	}
+	// awaitWaiting waits, bounded, until key has n batches waiting.
+	awaitWaiting := func(key string, n int) {
+		t.Helper()
+		for range 10000 {
+			if waiting()[key] == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("%s has %d batches waiting for a turn, want %d", key, waiting()[key], n)
+	}
+
+	for range turns {
+		send("token-a", "a")
+	}
+	for range turns {
+		if owner := <-store.entered; owner != "a" {
+			t.Fatalf("a batch of %s entered the store, want a's", owner)
+		}
+	}
+	send("token-a", "a-queued-1")
+	awaitWaiting(a, 1)
+	send("token-a", "a-queued-2")
+	awaitWaiting(a, 2)
+	send("token-b", "b")
+	awaitWaiting(b, 1)
+
+	var order []string
+	for range 3 {
+		store.gate <- struct{}{} // one batch in the store is answered: a turn frees
+		order = append(order, <-store.entered)
+	}
+	if want := []string{"a-queued-1", "b", "a-queued-2"}; !slices.Equal(order, want) {
+		t.Errorf("the waiting batches had their turns in the order %v, want %v", order, want)
 	}
 }

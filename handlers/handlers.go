@@ -127,23 +127,23 @@ type handler struct {
 	minTTL, maxTTL time.Duration
 	requestTimeout time.Duration
 	batchTimeout   time.Duration
-	// acquireBatches and heartbeatBatches hold one element per batch of
-	// each kind being answered (batchTurn).
-	acquireBatches, heartbeatBatches chan struct{}
-	version                          string
-	missedGrace                      time.Duration
-	triggerGrace                     time.Duration
-	repairWindow                     time.Duration
-	retention                        time.Duration
-	auth                             *authenticator
-	limits                           *rateLimiters
-	perms                            map[string]permission // by "METHOD pattern"; see authorize
-	logger                           *slog.Logger
-	registry                         *prometheus.Registry
-	metricsToken                     string
-	metrics                          *metrics
-	now                              func() time.Time
-	statsCache                       statsCache
+	// acquireTurns and heartbeatTurns are the batches of each kind
+	// answered at once.
+	acquireTurns, heartbeatTurns *turns
+	version                      string
+	missedGrace                  time.Duration
+	triggerGrace                 time.Duration
+	repairWindow                 time.Duration
+	retention                    time.Duration
+	auth                         *authenticator
+	limits                       *rateLimiters
+	perms                        map[string]permission // by "METHOD pattern"; see authorize
+	logger                       *slog.Logger
+	registry                     *prometheus.Registry
+	metricsToken                 string
+	metrics                      *metrics
+	now                          func() time.Time
+	statsCache                   statsCache
 
 	webhooks            leaseapi.WebhookStore
 	webhookSealer       *webhook.Sealer
@@ -158,24 +158,29 @@ type handler struct {
 // whole milliseconds), which is a programming error: cmd validates its
 // configuration before it calls New.
 func New(store leaseapi.Store, opts Options) http.Handler {
+	return newHandler(store, opts).routes()
+}
+
+// newHandler is New's handler, before its routes.
+func newHandler(store leaseapi.Store, opts Options) *handler {
 	h := &handler{
-		store:            store,
-		defaultTTL:       orDefault(opts.DefaultTTL, DefaultTTL),
-		minTTL:           orDefault(opts.MinTTL, DefaultMinTTL),
-		maxTTL:           orDefault(opts.MaxTTL, DefaultMaxTTL),
-		requestTimeout:   orDefault(opts.RequestTimeout, DefaultRequestTimeout),
-		batchTimeout:     orDefault(opts.BatchTimeout, DefaultBatchTimeout),
-		acquireBatches:   make(chan struct{}, batchTurns()),
-		heartbeatBatches: make(chan struct{}, batchTurns()),
-		version:          opts.Version,
-		missedGrace:      orDefault(opts.MissedGrace, DefaultMissedGrace),
-		triggerGrace:     orDefault(opts.TriggerGrace, leaseapi.DefaultTriggerGrace),
-		repairWindow:     orDefault(opts.MaxTickAhead, DefaultRepairWindow),
-		retention:        orDefault(opts.HistoryRetention, DefaultRepairRetention),
-		logger:           opts.Logger,
-		registry:         opts.Registry,
-		metricsToken:     opts.MetricsToken,
-		now:              opts.Now,
+		store:          store,
+		defaultTTL:     orDefault(opts.DefaultTTL, DefaultTTL),
+		minTTL:         orDefault(opts.MinTTL, DefaultMinTTL),
+		maxTTL:         orDefault(opts.MaxTTL, DefaultMaxTTL),
+		requestTimeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		batchTimeout:   orDefault(opts.BatchTimeout, DefaultBatchTimeout),
+		acquireTurns:   newTurns(batchTurns()),
+		heartbeatTurns: newTurns(batchTurns()),
+		version:        opts.Version,
+		missedGrace:    orDefault(opts.MissedGrace, DefaultMissedGrace),
+		triggerGrace:   orDefault(opts.TriggerGrace, leaseapi.DefaultTriggerGrace),
+		repairWindow:   orDefault(opts.MaxTickAhead, DefaultRepairWindow),
+		retention:      orDefault(opts.HistoryRetention, DefaultRepairRetention),
+		logger:         opts.Logger,
+		registry:       opts.Registry,
+		metricsToken:   opts.MetricsToken,
+		now:            opts.Now,
 
 		webhooks:            opts.Webhooks,
 		webhookSealer:       opts.WebhookSealer,
@@ -212,7 +217,7 @@ func New(store leaseapi.Store, opts Options) http.Handler {
 		panic("handlers.New: " + err.Error())
 	}
 	h.metrics = newMetrics(h.registry, opts.GroupMetrics)
-	return h.routes()
+	return h
 }
 
 // routes is the route table.

@@ -3306,9 +3306,11 @@ type ClientInterface interface {
 	// answered 503 is the whole answer that 503 problem.
 	//
 	// A batch's deadline is the server's batch timeout (10 s by default),
-	// not the single call's. An instance answers a few batches at once,
-	// in order of arrival; a batch still waiting its turn at its deadline
-	// is answered 503 `overloaded`, nothing decided.
+	// not the single call's. An instance answers a few batches at once; a
+	// freed turn goes to the credentials waiting in round robin, each
+	// credential's batches in their order of arrival. A batch still
+	// waiting its turn at its deadline is answered 503 `overloaded`,
+	// nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -3345,9 +3347,11 @@ type ClientInterface interface {
 	// answered 503 is the whole answer that 503 problem.
 	//
 	// A batch's deadline is the server's batch timeout (10 s by default),
-	// not the single call's. An instance answers a few batches at once,
-	// in order of arrival; a batch still waiting its turn at its deadline
-	// is answered 503 `overloaded`, nothing decided.
+	// not the single call's. An instance answers a few batches at once; a
+	// freed turn goes to the credentials waiting in round robin, each
+	// credential's batches in their order of arrival. A batch still
+	// waiting its turn at its deadline is answered 503 `overloaded`,
+	// nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -4116,9 +4120,11 @@ func (c *Client) ConsoleRedirect(ctx context.Context, reqEditors ...RequestEdito
 // answered 503 is the whole answer that 503 problem.
 //
 // A batch's deadline is the server's batch timeout (10 s by default),
-// not the single call's. An instance answers a few batches at once,
-// in order of arrival; a batch still waiting its turn at its deadline
-// is answered 503 `overloaded`, nothing decided.
+// not the single call's. An instance answers a few batches at once; a
+// freed turn goes to the credentials waiting in round robin, each
+// credential's batches in their order of arrival. A batch still
+// waiting its turn at its deadline is answered 503 `overloaded`,
+// nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
@@ -4165,9 +4171,11 @@ func (c *Client) AcquireBatchWithBody(ctx context.Context, contentType string, b
 // answered 503 is the whole answer that 503 problem.
 //
 // A batch's deadline is the server's batch timeout (10 s by default),
-// not the single call's. An instance answers a few batches at once,
-// in order of arrival; a batch still waiting its turn at its deadline
-// is answered 503 `overloaded`, nothing decided.
+// not the single call's. An instance answers a few batches at once; a
+// freed turn goes to the credentials waiting in round robin, each
+// credential's batches in their order of arrival. A batch still
+// waiting its turn at its deadline is answered 503 `overloaded`,
+// nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
@@ -7206,9 +7214,11 @@ type ClientWithResponsesInterface interface {
 	// answered 503 is the whole answer that 503 problem.
 	//
 	// A batch's deadline is the server's batch timeout (10 s by default),
-	// not the single call's. An instance answers a few batches at once,
-	// in order of arrival; a batch still waiting its turn at its deadline
-	// is answered 503 `overloaded`, nothing decided.
+	// not the single call's. An instance answers a few batches at once; a
+	// freed turn goes to the credentials waiting in round robin, each
+	// credential's batches in their order of arrival. A batch still
+	// waiting its turn at its deadline is answered 503 `overloaded`,
+	// nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -7245,9 +7255,11 @@ type ClientWithResponsesInterface interface {
 	// answered 503 is the whole answer that 503 problem.
 	//
 	// A batch's deadline is the server's batch timeout (10 s by default),
-	// not the single call's. An instance answers a few batches at once,
-	// in order of arrival; a batch still waiting its turn at its deadline
-	// is answered 503 `overloaded`, nothing decided.
+	// not the single call's. An instance answers a few batches at once; a
+	// freed turn goes to the credentials waiting in round robin, each
+	// credential's batches in their order of arrival. A batch still
+	// waiting its turn at its deadline is answered 503 `overloaded`,
+	// nothing decided.
 	//
 	// The request as a whole is refused with 400 `invalid_request` for what
 	// no item can be answered for: JSON that breaks the rules of request
@@ -12361,9 +12373,11 @@ func (c *ClientWithResponses) ConsoleRedirectWithResponse(ctx context.Context, r
 // answered 503 is the whole answer that 503 problem.
 //
 // A batch's deadline is the server's batch timeout (10 s by default),
-// not the single call's. An instance answers a few batches at once,
-// in order of arrival; a batch still waiting its turn at its deadline
-// is answered 503 `overloaded`, nothing decided.
+// not the single call's. An instance answers a few batches at once; a
+// freed turn goes to the credentials waiting in round robin, each
+// credential's batches in their order of arrival. A batch still
+// waiting its turn at its deadline is answered 503 `overloaded`,
+// nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request
@@ -12406,9 +12420,11 @@ func (c *ClientWithResponses) AcquireBatchWithBodyWithResponse(ctx context.Conte
 // answered 503 is the whole answer that 503 problem.
 //
 // A batch's deadline is the server's batch timeout (10 s by default),
-// not the single call's. An instance answers a few batches at once,
-// in order of arrival; a batch still waiting its turn at its deadline
-// is answered 503 `overloaded`, nothing decided.
+// not the single call's. An instance answers a few batches at once; a
+// freed turn goes to the credentials waiting in round robin, each
+// credential's batches in their order of arrival. A batch still
+// waiting its turn at its deadline is answered 503 `overloaded`,
+// nothing decided.
 //
 // The request as a whole is refused with 400 `invalid_request` for what
 // no item can be answered for: JSON that breaks the rules of request

@@ -431,9 +431,11 @@ export interface paths {
          *     answered 503 is the whole answer that 503 problem.
          *
          *     A batch's deadline is the server's batch timeout (10 s by default),
-         *     not the single call's. An instance answers a few batches at once,
-         *     in order of arrival; a batch still waiting its turn at its deadline
-         *     is answered 503 `overloaded`, nothing decided.
+         *     not the single call's. An instance answers a few batches at once; a
+         *     freed turn goes to the credentials waiting in round robin, each
+         *     credential's batches in their order of arrival. A batch still
+         *     waiting its turn at its deadline is answered 503 `overloaded`,
+         *     nothing decided.
          *
          *     The request as a whole is refused with 400 `invalid_request` for what
          *     no item can be answered for: JSON that breaks the rules of request
