@@ -26,10 +26,10 @@ func batchTurns() int { return max(4, 4*runtime.GOMAXPROCS(0)) }
 // leases alive.
 //
 // A freed turn goes to the credentials waiting in round robin, and within
-// one credential to its oldest batch: one team's herd of batches delays
-// another team's batch by one turn's worth of batches at most, not by the
-// whole herd (a cost paid by another team, which a shared instance must
-// not charge).
+// one credential to its oldest batch: a waiting batch has at most one batch
+// of each other waiting credential served before it, not a team's whole
+// herd (a cost paid by another team, which a shared instance must not
+// charge).
 type turns struct {
 	mu   sync.Mutex
 	free int // turns not held; while any is free, nobody waits
